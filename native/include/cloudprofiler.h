@@ -1,0 +1,222 @@
+/*
+ * libcloudprofiler: TSC timestamps for (tuple id) records, logged through channels and handlers into
+ * Arrow IPC stream files.
+ *
+ * This header is the whole public API. The JNI class (jvm-plugin/) and the cffi binding
+ * (python/cloudprofiler/) wrap it function for function. Every public name starts with `cp_`; names with a
+ * leading `cp__` are internal.
+ *
+ * Errors: functions that can fail return 0 on success or an errno value (EINVAL, ENOENT, EACCES, ENOMEM,
+ * EBADF, EALREADY, ETIMEDOUT, ENOTSUP, EIO) and, when `error` is not NULL, fill it with a message that names
+ * the bad value and says what was expected. Hot-path functions never fail: what they cannot do is counted.
+ *
+ * Threads: every function may be called from any thread unless its section says otherwise.
+ */
+#ifndef CLOUDPROFILER_H
+#define CLOUDPROFILER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CP_EXPORT __attribute__((visibility("default")))
+#else
+#define CP_EXPORT
+#endif
+
+/* ==== Version ============================================================================================
+ * Bindings compare cp_version() with the CP_VERSION_NUMBER they were built against and refuse a mismatch of
+ * major or minor version with a message that names both. */
+#define CP_VERSION_MAJOR 0
+#define CP_VERSION_MINOR 1
+#define CP_VERSION_PATCH 0
+#define CP_VERSION_NUMBER (CP_VERSION_MAJOR * 10000 + CP_VERSION_MINOR * 100 + CP_VERSION_PATCH)
+
+CP_EXPORT int cp_version(void);
+CP_EXPORT const char *cp_version_string(void);
+
+/* ==== Errors ============================================================================================= */
+typedef struct cp_error {
+  int code;           /* errno value, 0 when no error */
+  char message[512];  /* NUL-terminated, names the bad value */
+} cp_error;
+
+/* ==== Clock ==============================================================================================
+ * All TSC values the library produces (records, clock readings, probes) come from cp_tsc(), so the TSC
+ * simulation below applies to all of them.
+ *
+ * Simulation (a test feature, off by default): the environment variable CLOUDPROFILER_SIMULATE_TSC, read once
+ * at load, e.g. "offset=36000000000000,skew_ppm=-25.5", makes every TSC value of this process
+ *   sim(tsc) = tsc + offset + floor(tsc * skew_ppm / 1e6)
+ * so that processes on one machine behave like separate TSC domains with known truth. Files record the
+ * simulation parameters in their metadata. */
+
+/* Ordered TSC read (lfence; rdtsc): earlier instructions complete before the read. */
+CP_EXPORT uint64_t cp_tsc(void);
+/* rdtscp: the TSC and the id of the CPU the read ran on (cpu_id may be NULL). */
+CP_EXPORT uint64_t cp_tscp(uint32_t *cpu_id);
+
+typedef struct cp_clock_reading {
+  uint64_t tsc;               /* midpoint of the TSC reads that bracket the clock_gettime calls */
+  int64_t monotonic_raw_ns;   /* CLOCK_MONOTONIC_RAW */
+  int64_t realtime_ns;        /* CLOCK_REALTIME */
+  uint64_t uncertainty_ticks; /* half the TSC width of the bracket: |true tsc - tsc| <= this */
+  uint32_t cpu_id;
+} cp_clock_reading;
+
+/* The paper's clock_gettime_tsc: the tightest of a few bracketed readings. */
+CP_EXPORT int cp_clock_read(cp_clock_reading *out, cp_error *error);
+
+/* 1 when CPUID reports an invariant TSC (constant and nonstop), else 0. */
+CP_EXPORT int cp_tsc_is_invariant(void);
+/* Cross-node features call this first: 0 with an invariant TSC or when `force` is set, else ENOTSUP with a
+ * message saying why measurements across nodes would be wrong and how to force. */
+CP_EXPORT int cp_require_invariant_tsc(int force, cp_error *error);
+
+typedef enum cp_frequency_source {
+  CP_FREQUENCY_CPUID = 1,      /* CPUID leaf 0x15 (crystal ratio), exact up to the crystal's tolerance */
+  CP_FREQUENCY_CALIBRATED = 2, /* measured against CLOCK_MONOTONIC_RAW */
+} cp_frequency_source;
+
+typedef struct cp_tsc_frequency {
+  double hz;
+  double uncertainty_hz; /* the true frequency lies in hz +- uncertainty_hz */
+  cp_frequency_source source;
+} cp_tsc_frequency;
+
+/* Computed once per process (calibration takes about 50 ms), then cached. */
+CP_EXPORT int cp_tsc_frequency_get(cp_tsc_frequency *out, cp_error *error);
+
+/* ==== Library start, flush and stop ======================================================================
+ * cp_start() is optional: the first cp_channel_open() starts the library with the defaults of
+ * cp_options_init(). cp_start() after the library has started returns EALREADY. The library registers an
+ * atexit() hook that flushes and closes every channel; it installs no signal handlers. Hosts that own their
+ * shutdown (JVM shutdown hooks, Python atexit) call cp_flush_all() or cp_stop() themselves. */
+
+typedef enum cp_compression {
+  CP_COMPRESSION_NONE = 0,
+  CP_COMPRESSION_ZSTD = 1, /* Arrow IPC body compression, codec ZSTD, one frame per buffer */
+} cp_compression;
+
+typedef enum cp_full_policy {
+  CP_FULL_BLOCK = 0, /* a logging thread waits for a free block (nothing is lost) */
+  CP_FULL_DROP = 1,  /* a record that finds no free block is dropped and counted */
+} cp_full_policy;
+
+typedef struct cp_options {
+  const char *log_dir;          /* NULL: $CLOUDPROFILER_LOG_DIR, else <tmpdir>/cloudprofiler-logs;
+                                   created if missing; the folder in use is printed once on stderr */
+  uint32_t block_records;       /* records per block (16 bytes each); default 65536 */
+  uint32_t channel_blocks;      /* blocks one channel may hold at once (its memory bound); default 16,
+                                   i.e. 16 MiB per channel with the default block size */
+  uint32_t compression_threads; /* default 1 */
+  cp_compression compression;   /* default CP_COMPRESSION_NONE */
+  int zstd_level;               /* default 1 */
+  cp_full_policy full_policy;   /* default CP_FULL_BLOCK */
+  uint32_t flush_interval_ms;   /* partial blocks older than this are written; default 1000, 0 = never */
+} cp_options;
+
+CP_EXPORT void cp_options_init(cp_options *options);
+CP_EXPORT int cp_start(const cp_options *options, cp_error *error);
+/* The log folder in use (started library), else NULL. The string lives until cp_stop(). */
+CP_EXPORT const char *cp_log_dir(void);
+/* Every record logged before the call is in its file when it returns. */
+CP_EXPORT int cp_flush_all(cp_error *error);
+/* Flush and close every channel and join the threads. Handles stay safe to log to (counted no-ops). */
+CP_EXPORT int cp_stop(void);
+
+/* ==== Channels ===========================================================================================
+ * A channel is a named stream of records of one process, written to one file
+ *   <log_dir>/<safe name>.<host>.<pid>.<channel number>.arrows
+ * where the safe name keeps [A-Za-z0-9._-] of the name and replaces every other byte with '_'.
+ *
+ * File schema: record handlers write columns `tuple_id: int64`, `tsc: uint64`; counter handlers write
+ * `period_start_tsc: uint64`, `count: uint64`. Schema metadata (all values UTF-8 strings):
+ *   cloudprofiler.version, channel.name, channel.number, handler, handler.params (JSON array),
+ *   host, pid, boot_id, tsc.invariant, tsc.hz, tsc.hz_uncertainty, tsc.hz_source, tsc.simulation,
+ *   compression, open.clock (JSON {tsc, monotonic_raw_ns, realtime_ns, uncertainty_ticks}),
+ *   close.clock (same, "null" until closed), records.logged, records.written, records.dropped,
+ *   closed ("true"/"false"), plus the caller's own keys from cp_channel_open().
+ * The values that change (close.clock, counts, closed) are rewritten in place, at the same length, at every
+ * flush and at close, so a file cut short by SIGKILL still says what it held at its last flush.
+ *
+ * Handles: a cp_channel pointer stays valid until the process ends (its memory is kept when it closes), so
+ * logging to a closed channel is a counted no-op; NULL is also a counted no-op. */
+
+typedef struct cp_channel cp_channel;
+
+typedef enum cp_handler {
+  CP_HANDLER_NULL = 0,       /* discard */
+  CP_HANDLER_IDENTITY = 1,   /* every record; the calling thread writes each batch of 1024 to the file */
+  CP_HANDLER_BUFFERED = 2,   /* every record; blocks -> compression threads -> IO thread */
+  CP_HANDLER_SPC = 3,        /* periodic counter, single writer; params: period_ns */
+  CP_HANDLER_MPC = 4,        /* periodic counter, any number of writers; params: period_ns */
+  CP_HANDLER_DOWNSAMPLE = 5, /* every n-th call (calls 0, n, 2n, ...); params: n >= 1 */
+  CP_HANDLER_XOY = 6,        /* records whose tuple_id mod y < x; params: x, y with 0 <= x <= y, y >= 1 */
+  CP_HANDLER_FIRSTLAST = 7,  /* the records with the smallest and the largest TSC, written at close */
+  CP_HANDLER_RET_START = 8,  /* return-trip start (calibration API) */
+  CP_HANDLER_RET_END = 9,    /* return-trip end (calibration API) */
+  CP_HANDLER_COUNT_ = 10
+} cp_handler;
+
+/* Lower-case names: "null", "identity", "buffered", "spc", "mpc", "downsample", "xoy", "firstlast",
+ * "ret_start", "ret_end". */
+CP_EXPORT const char *cp_handler_name(cp_handler handler);
+CP_EXPORT int cp_handler_from_name(const char *name, cp_handler *out, cp_error *error);
+/* Number of parameters the handler takes (cp_channel_open requires exactly that many). */
+CP_EXPORT int cp_handler_param_count(cp_handler handler);
+
+/* Opens a channel; NULL on error. `meta_keys`/`meta_values` (n_meta pairs, may be 0) go into the file's
+ * schema metadata. Fails with EINVAL for an unknown handler, a wrong number of parameters or a parameter out
+ * of range, and with the errno of the file system when the file cannot be created. */
+CP_EXPORT cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params,
+                                      size_t n_params, const char *const *meta_keys,
+                                      const char *const *meta_values, size_t n_meta, cp_error *error);
+
+/* Hot path: read the TSC and hand (tuple_id, tsc) to the channel's handler. Lock-free, any thread. */
+CP_EXPORT void cp_log(cp_channel *channel, int64_t tuple_id);
+/* One TSC read per record, one call for the whole array. */
+CP_EXPORT void cp_log_many(cp_channel *channel, const int64_t *tuple_ids, size_t n);
+
+/* Change parameter `index` of the handler (same ranges as at open). */
+CP_EXPORT int cp_channel_parameterize(cp_channel *channel, uint32_t index, int64_t value, cp_error *error);
+/* Every record logged to this channel before the call is in the file when it returns. */
+CP_EXPORT int cp_channel_flush(cp_channel *channel, cp_error *error);
+/* Flush, write the final metadata, close the file. A second close returns EBADF. */
+CP_EXPORT int cp_channel_close(cp_channel *channel, cp_error *error);
+
+typedef struct cp_channel_stats {
+  uint64_t logged;       /* cp_log calls (and records of cp_log_many) while open */
+  uint64_t kept;         /* records the handler kept (counter handlers: periods) */
+  uint64_t written;      /* records (or periods) in the file */
+  uint64_t dropped;      /* records lost to CP_FULL_DROP */
+  uint64_t after_close;  /* logs to this channel after it closed (counted no-ops) */
+  uint64_t bytes_written;
+} cp_channel_stats;
+
+CP_EXPORT int cp_channel_stats_get(const cp_channel *channel, cp_channel_stats *out, cp_error *error);
+/* The channel's file path; lives as long as the channel handle. */
+CP_EXPORT const char *cp_channel_path(const cp_channel *channel);
+
+typedef struct cp_library_stats {
+  uint64_t channels_opened;
+  uint64_t channels_open;
+  uint64_t null_handle_logs; /* logs to a NULL handle */
+  uint64_t dropped;          /* sum over channels */
+  uint64_t bytes_written;    /* sum over channels */
+} cp_library_stats;
+
+CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
+
+/* ==== Calibration (probe responder, prober, return-trip handlers) ========================================
+ * Declared by the calibration work; see docs there. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLOUDPROFILER_H */

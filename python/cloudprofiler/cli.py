@@ -1,0 +1,63 @@
+"""The `cloudprofiler` command: one subcommand per module, imported only when it runs.
+
+Each command module exposes `add_arguments(parser)` and `run(args) -> int`. Modules import their heavy
+dependencies (pyspark, pyzmq) inside `run`, so `cloudprofiler --help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module, one-line help)
+COMMANDS = {
+    "demo": ("cloudprofiler.demo", "run the demo job and print what it logged"),
+    "spark-conf": ("cloudprofiler.spark.conf_cli", "print the --jars/--conf flags that enable the Spark plugin"),
+    "calibrate": ("cloudprofiler.calibration.cli", "measure MinRTT between hosts and write a calibration table"),
+    "generate": ("cloudprofiler.generator.cli", "emit tuples at a constant rate over ZeroMQ"),
+    "maxtput": ("cloudprofiler.generator.maxtput_cli", "search the maximum sustainable throughput of a pipeline"),
+    "report": ("cloudprofiler.report", "summarize a log folder"),
+}
+
+# bench target -> (module, one-line help)
+BENCHES = {
+    "handlers": ("cloudprofiler.bench.handlers", "ns per call of every handler from C and Python"),
+    "spark": ("cloudprofiler.bench.spark", "JNI cost and the overhead of the plugin on Spark jobs"),
+    "accuracy": ("cloudprofiler.bench.accuracy", "error bounds of cross-node duration translation"),
+    "ingest": ("cloudprofiler.bench.ingest", "generator rate and sustainable Spark ingest rate"),
+}
+
+
+def _add(subparsers, name: str, module: str, help_text: str) -> None:
+    parser = subparsers.add_parser(name, help=help_text, description=help_text)
+    parser.set_defaults(_module=module)
+    try:
+        importlib.import_module(module).add_arguments(parser)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        parser.set_defaults(_missing=module)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cloudprofiler", description="TSC profiling for Apache Spark")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    for name, (module, help_text) in COMMANDS.items():
+        _add(sub, name, module, help_text)
+    bench = sub.add_parser("bench", help="benchmarks that print a table (--json for machine-readable output)")
+    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="target")
+    for name, (module, help_text) in BENCHES.items():
+        _add(bench_sub, name, module, help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "_missing", None):
+        print(f"cloudprofiler: {args._missing} is not part of this installation", file=sys.stderr)
+        return 2
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
