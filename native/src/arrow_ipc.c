@@ -1,0 +1,213 @@
+/* Arrow IPC encapsulated messages (schema and record batch) written without a flatbuffers dependency.
+ *
+ * The builder lays objects out front to back: a parent is written with placeholder offsets, its children
+ * after it, and the offsets patched (flatbuffers offsets must point forward). The layout depends only on the
+ * lengths of the strings, which lets a channel rewrite its schema message in place when values of equal
+ * length change. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "internal.h"
+
+const uint8_t cp__ipc_eos[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+
+enum { MESSAGE_SCHEMA = 1, MESSAGE_RECORD_BATCH = 3, METADATA_V5 = 4, TYPE_INT = 2, CODEC_ZSTD = 1 };
+
+void cp__buf_free(cp_buf *b) {
+  free(b->data);
+  memset(b, 0, sizeof *b);
+}
+
+static size_t buf_reserve(cp_buf *b, size_t size, size_t align) {
+  size_t pos = (b->len + align - 1) & ~(align - 1);
+  if (pos + size > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < pos + size) cap *= 2;
+    uint8_t *data = realloc(b->data, cap);
+    if (!data) {
+      b->failed = true;
+      return 0;
+    }
+    b->data = data;
+    b->cap = cap;
+  }
+  memset(b->data + b->len, 0, pos + size - b->len);
+  b->len = pos + size;
+  return pos;
+}
+
+static void put_u8(cp_buf *b, size_t pos, uint8_t v) { if (!b->failed) b->data[pos] = v; }
+static void put_u16(cp_buf *b, size_t pos, uint16_t v) { if (!b->failed) memcpy(b->data + pos, &v, 2); }
+static void put_u32(cp_buf *b, size_t pos, uint32_t v) { if (!b->failed) memcpy(b->data + pos, &v, 4); }
+static void put_i64(cp_buf *b, size_t pos, int64_t v) { if (!b->failed) memcpy(b->data + pos, &v, 8); }
+
+/* uoffset at `field` pointing at `target` (target > field). */
+static void link(cp_buf *b, size_t field, size_t target) { put_u32(b, field, (uint32_t)(target - field)); }
+
+/* A table with the given field sizes (0 = absent); returns the table position and each field's position. */
+static size_t table(cp_buf *b, int n, const uint8_t *sizes, size_t *pos) {
+  size_t vt = buf_reserve(b, 4 + 2 * (size_t)n, 2);
+  uint16_t offsets[16] = {0};
+  size_t off = 4;
+  for (int i = 0; i < n; i++) {
+    if (!sizes[i]) continue;
+    off = (off + sizes[i] - 1) & ~(size_t)(sizes[i] - 1);
+    offsets[i] = (uint16_t)off;
+    off += sizes[i];
+  }
+  size_t t = buf_reserve(b, off, 8);
+  put_u16(b, vt, (uint16_t)(4 + 2 * n));
+  put_u16(b, vt + 2, (uint16_t)off);
+  for (int i = 0; i < n; i++) {
+    put_u16(b, vt + 4 + 2 * (size_t)i, offsets[i]);
+    pos[i] = offsets[i] ? t + offsets[i] : 0;
+  }
+  put_u32(b, t, (uint32_t)(t - vt));
+  return t;
+}
+
+/* A vector of `count` elements of `size` bytes aligned to `align`; returns the position of element 0. */
+static size_t vector(cp_buf *b, size_t field, uint32_t count, size_t size, size_t align) {
+  size_t len_pos = (b->len + 3) & ~(size_t)3;
+  if ((len_pos + 4) % align) len_pos += align - (len_pos + 4) % align;
+  buf_reserve(b, len_pos + 4 - b->len, 1);
+  put_u32(b, len_pos, count);
+  link(b, field, len_pos);
+  return buf_reserve(b, count * size, 1);
+}
+
+static void string(cp_buf *b, size_t field, const char *s) {
+  size_t n = strlen(s);
+  size_t pos = buf_reserve(b, 4 + n + 1, 4);
+  put_u32(b, pos, (uint32_t)n);
+  if (!b->failed) memcpy(b->data + pos + 4, s, n);
+  link(b, field, pos);
+}
+
+/* Message header: root offset, Message table; returns the position of the header field to link. */
+static size_t message(cp_buf *b, uint8_t header_type, int64_t body_length) {
+  size_t root = buf_reserve(b, 4, 4);
+  static const uint8_t sizes[4] = {2, 1, 4, 8};
+  size_t f[4];
+  size_t t = table(b, 4, sizes, f);
+  link(b, root, t);
+  put_u16(b, f[0], METADATA_V5);
+  put_u8(b, f[1], header_type);
+  put_i64(b, f[3], body_length);
+  return f[2];
+}
+
+static void int_field(cp_buf *b, size_t slot, const char *name, bool is_signed) {
+  static const uint8_t sizes[6] = {4, 1, 1, 4, 0, 4};
+  size_t f[6];
+  size_t t = table(b, 6, sizes, f);
+  link(b, slot, t);
+  put_u8(b, f[2], TYPE_INT);
+  string(b, f[0], name);
+  static const uint8_t int_sizes[2] = {4, 1};
+  size_t g[2];
+  size_t it = table(b, 2, int_sizes, g);
+  link(b, f[3], it);
+  put_u32(b, g[0], 64);
+  put_u8(b, g[1], is_signed);
+  vector(b, f[5], 0, 4, 4);
+}
+
+/* Wraps the flatbuffer in b (starting at offset 8) as an encapsulated message: marker, length, padding. */
+static void frame(cp_buf *b) {
+  buf_reserve(b, 0, 8);
+  put_u32(b, 0, 0xffffffffu);
+  put_u32(b, 4, (uint32_t)(b->len - 8));
+}
+
+int cp__ipc_schema(cp_buf *b, int record_kind, const char *const *keys, const char *const *values, size_t n) {
+  b->len = 0;
+  b->failed = false;
+  buf_reserve(b, 8, 8);
+  size_t header = message(b, MESSAGE_SCHEMA, 0);
+  static const uint8_t sizes[3] = {0, 4, 4};
+  size_t f[3];
+  size_t schema = table(b, 3, sizes, f);
+  link(b, header, schema);
+  size_t fields = vector(b, f[1], 2, 4, 4);
+  size_t kv = vector(b, f[2], (uint32_t)n, 4, 4);
+  int_field(b, fields, record_kind ? "period_start_tsc" : "tuple_id", record_kind != 0);
+  int_field(b, fields + 4, record_kind ? "count" : "tsc", false);
+  for (size_t i = 0; i < n; i++) {
+    static const uint8_t kv_sizes[2] = {4, 4};
+    size_t g[2];
+    size_t t = table(b, 2, kv_sizes, g);
+    link(b, kv + 4 * i, t);
+    string(b, g[0], keys[i]);
+    string(b, g[1], values[i]);
+  }
+  frame(b);
+  return b->failed ? ENOMEM : 0;
+}
+
+/* Appends one body buffer (8-aligned) and returns its length in the body. */
+static int64_t body_buffer(cp_buf *body, const void *data, size_t size, cp_compression compression, int level) {
+  size_t start = buf_reserve(body, 0, 8);
+  if (compression == CP_COMPRESSION_NONE) {
+    size_t pos = buf_reserve(body, size, 1);
+    if (!body->failed) memcpy(body->data + pos, data, size);
+    return (int64_t)size;
+  }
+  size_t bound = ZSTD_compressBound(size);
+  size_t pos = buf_reserve(body, 8 + bound, 1);
+  if (body->failed) return 0;
+  size_t c = ZSTD_compress(body->data + pos + 8, bound, data, size, level);
+  if (ZSTD_isError(c)) {
+    body->failed = true;
+    return 0;
+  }
+  put_i64(body, pos, (int64_t)size);
+  body->len = pos + 8 + c;
+  return (int64_t)(body->len - start);
+}
+
+int cp__ipc_batch(cp_buf *b, const void *col0, const void *col1, uint32_t rows, cp_compression compression,
+                  int level) {
+  cp_buf body = {0};
+  size_t bytes = (size_t)rows * 8;
+  int64_t len0 = body_buffer(&body, col0, bytes, compression, level);
+  int64_t off1 = (int64_t)buf_reserve(&body, 0, 8);
+  int64_t len1 = body_buffer(&body, col1, bytes, compression, level);
+  buf_reserve(&body, 0, 8);
+  if (body.failed) {
+    cp__buf_free(&body);
+    return compression ? EIO : ENOMEM;
+  }
+  b->len = 0;
+  b->failed = false;
+  buf_reserve(b, 8, 8);
+  size_t header = message(b, MESSAGE_RECORD_BATCH, (int64_t)body.len);
+  static const uint8_t sizes[4] = {8, 4, 4, 4};
+  size_t f[4];
+  size_t batch = table(b, compression ? 4 : 3, sizes, f);
+  link(b, header, batch);
+  put_i64(b, f[0], rows);
+  size_t nodes = vector(b, f[1], 2, 16, 8);
+  for (int i = 0; i < 2; i++) put_i64(b, nodes + 16 * (size_t)i, rows); /* null_count stays 0 */
+  size_t bufs = vector(b, f[2], 4, 16, 8);
+  /* validity (empty), values of column 0, validity (empty), values of column 1 */
+  put_i64(b, bufs + 16, 0);
+  put_i64(b, bufs + 24, len0);
+  put_i64(b, bufs + 32, off1);
+  put_i64(b, bufs + 48, off1);
+  put_i64(b, bufs + 56, len1);
+  if (compression) {
+    static const uint8_t c_sizes[2] = {1, 1};
+    size_t g[2];
+    size_t t = table(b, 2, c_sizes, g);
+    link(b, f[3], t);
+    put_u8(b, g[0], CODEC_ZSTD);
+  }
+  frame(b);
+  size_t pos = buf_reserve(b, body.len, 8);
+  if (!b->failed) memcpy(b->data + pos, body.data, body.len);
+  cp__buf_free(&body);
+  return b->failed ? ENOMEM : 0;
+}

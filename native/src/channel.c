@@ -1,0 +1,545 @@
+/* Channels: files, metadata, the block pool, flush and close. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static bool valid(const cp_channel *ch) { return ch && ch->magic == CP_CHANNEL_MAGIC; }
+
+static void safe_name(char *out, size_t cap, const char *in) {
+  size_t i = 0;
+  for (; in[i] && i + 1 < cap && i < 100; i++) {
+    char c = in[i];
+    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                c == '_' || c == '-';
+    out[i] = keep ? c : '_';
+  }
+  out[i] = '\0';
+  if (!i || out[0] == '.') out[0] = '_', out[i ? i : 1] = '\0';
+}
+
+static void clock_json(char *out, size_t cap, const cp_clock_reading *r) {
+  snprintf(out, cap,
+           "{\"tsc\": %" PRIu64 ", \"monotonic_raw_ns\": %" PRId64 ", \"realtime_ns\": %" PRId64
+           ", \"uncertainty_ticks\": %" PRIu64 "}",
+           r->tsc, r->monotonic_raw_ns, r->realtime_ns, r->uncertainty_ticks);
+}
+
+/* Values that change are padded to a fixed width so the schema message keeps its length. */
+static void padded(char *out, size_t width, const char *value) {
+  size_t n = strnlen(value, width);
+  memcpy(out, value, n);
+  memset(out + n, ' ', width - n);
+  out[width] = '\0';
+}
+
+static void u64_padded(char *out, uint64_t v) {
+  char tmp[24];
+  snprintf(tmp, sizeof tmp, "%" PRIu64, v);
+  padded(out, 20, tmp);
+}
+
+enum { FIXED_KEYS = 22 };
+
+static int encode_header(cp_channel *ch, cp_buf *out) {
+  cp_library *g = &cp__lib;
+  cp_channel_stats s;
+  cp_channel_stats_get(ch, &s, NULL);
+  char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160],
+      close_clock[200], logged[24], written[24], dropped[24], closed[8], raw[160];
+  snprintf(number, sizeof number, "%" PRIu64, ch->number);
+  snprintf(pid, sizeof pid, "%ld", (long)getpid());
+  snprintf(hz, sizeof hz, "%.3f", g->frequency.hz);
+  snprintf(hz_unc, sizeof hz_unc, "%.3f", g->frequency.uncertainty_hz);
+  int np = cp_handler_param_count(ch->handler);
+  if (np == 0) snprintf(params, sizeof params, "[]");
+  else if (np == 1) snprintf(params, sizeof params, "[%" PRId64 "]", atomic_load(&ch->live_params[0]));
+  else
+    snprintf(params, sizeof params, "[%" PRId64 ", %" PRId64 "]", atomic_load(&ch->live_params[0]),
+             atomic_load(&ch->live_params[1]));
+  padded(params_padded, 48, params);
+  clock_json(open_clock, sizeof open_clock, &ch->open_clock);
+  if (ch->has_close_clock) clock_json(raw, sizeof raw, &ch->close_clock);
+  else snprintf(raw, sizeof raw, "null");
+  padded(close_clock, 150, raw);
+  u64_padded(logged, s.logged);
+  u64_padded(written, s.written);
+  u64_padded(dropped, s.dropped);
+  padded(closed, 5, atomic_load(&ch->open) ? "false" : "true");
+
+  const char *keys[FIXED_KEYS + 64], *values[FIXED_KEYS + 64];
+  size_t n = 0;
+#define KV(k, v) (keys[n] = (k), values[n] = (v), n++)
+  KV("cloudprofiler.version", cp_version_string());
+  KV("channel.name", ch->name);
+  KV("channel.number", number);
+  KV("handler", cp_handler_name(ch->handler));
+  KV("handler.params", params_padded);
+  KV("host", g->host);
+  KV("pid", pid);
+  KV("boot_id", g->boot_id);
+  KV("tsc.invariant", cp_tsc_is_invariant() ? "true" : "false");
+  KV("tsc.hz", hz);
+  KV("tsc.hz_uncertainty", hz_unc);
+  KV("tsc.hz_source", g->frequency.source == CP_FREQUENCY_CPUID ? "cpuid-0x15" : "calibrated");
+  KV("tsc.simulation", cp__simulation_json());
+  KV("compression", g->options.compression == CP_COMPRESSION_ZSTD ? "zstd" : "none");
+  KV("open.clock", open_clock);
+  KV("close.clock", close_clock);
+  KV("records.logged", logged);
+  KV("records.written", written);
+  KV("records.dropped", dropped);
+  KV("closed", closed);
+#undef KV
+  for (size_t i = 0; i < ch->n_meta && n < FIXED_KEYS + 64; i++, n++) {
+    keys[n] = ch->meta_keys[i];
+    values[n] = ch->meta_values[i];
+  }
+  return cp__ipc_schema(out, ch->record_kind, keys, values, n);
+}
+
+int cp__channel_write_message(cp_channel *ch, const uint8_t *msg, size_t len) {
+  if (ch->fd < 0 || ch->io_error) return EBADF;
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = write(ch->fd, msg + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ch->io_error = errno ? errno : EIO;
+      fprintf(stderr, "cloudprofiler: writing %s failed: %s; further records of this channel are counted as dropped\n",
+              ch->path, strerror(ch->io_error));
+      return ch->io_error;
+    }
+    done += (size_t)w;
+  }
+  atomic_fetch_add(&ch->bytes_written, len);
+  return 0;
+}
+
+void cp__channel_write_header(cp_channel *ch) {
+  pthread_mutex_lock(&ch->file_mutex);
+  cp_buf b = {0};
+  if (ch->fd >= 0 && !ch->io_error && encode_header(ch, &b) == 0 && b.len == ch->header_len) {
+    if (pwrite(ch->fd, b.data, b.len, 0) != (ssize_t)b.len) ch->io_error = errno ? errno : EIO;
+  }
+  cp__buf_free(&b);
+  pthread_mutex_unlock(&ch->file_mutex);
+}
+
+/* Writes the identity/counter batch as one record batch; ch->mutex held. */
+void cp__channel_write_batch(cp_channel *ch) {
+  if (!ch->batch_len) return;
+  cp_buf msg = {0};
+  uint32_t rows = ch->batch_len;
+  ch->batch_len = 0;
+  if (cp__ipc_batch(&msg, ch->batch0, ch->batch1, rows, cp__lib.options.compression, cp__lib.options.zstd_level) ==
+          0 &&
+      cp__channel_write_message(ch, msg.data, msg.len) == 0)
+    atomic_fetch_add(&ch->written, rows);
+  else
+    atomic_fetch_add(&ch->dropped, rows);
+  cp__buf_free(&msg);
+}
+
+void cp__channel_sample_counter(cp_channel *ch, uint64_t now, bool final) {
+  pthread_mutex_lock(&ch->mutex);
+  if (ch->batch0) {
+    uint64_t count = atomic_load(&ch->calls);
+    ch->batch0[ch->batch_len] = (int64_t)ch->period_start_tsc;
+    ch->batch1[ch->batch_len] = count - ch->last_count;
+    ch->batch_len++;
+    atomic_fetch_add(&ch->kept, 1);
+    ch->last_count = count;
+    /* periods stay in lock step with the first one, also when the sampler wakes late */
+    ch->period_start_tsc = ch->next_deadline_tsc;
+    uint64_t missed = now > ch->next_deadline_tsc ? (now - ch->next_deadline_tsc) / ch->period_ticks : 0;
+    ch->period_start_tsc += missed * ch->period_ticks;
+    ch->next_deadline_tsc = ch->period_start_tsc + ch->period_ticks;
+    if (final || ch->batch_len == ch->batch_cap) cp__channel_write_batch(ch);
+  }
+  pthread_mutex_unlock(&ch->mutex);
+}
+
+/* ---- block pool ---- */
+
+static cp_block *block_get(cp_channel *ch, bool wait) {
+  cp_block *b = NULL;
+  uint32_t cap = cp__lib.options.block_records;
+  pthread_mutex_lock(&ch->pool_mutex);
+  for (;;) {
+    if (!atomic_load(&ch->open)) break;
+    if ((b = ch->free_blocks)) {
+      ch->free_blocks = b->next_free;
+      break;
+    }
+    if (ch->blocks_allocated < cp__lib.options.channel_blocks) {
+      b = malloc(sizeof *b + (size_t)cap * 16);
+      if (b) {
+        b->capacity = cap;
+        b->ids = (int64_t *)(b + 1);
+        b->tscs = (uint64_t *)(b->ids + cap);
+        ch->all_blocks[ch->blocks_allocated++] = b;
+      }
+      break;
+    }
+    if (!wait) break;
+    pthread_cond_wait(&ch->pool_cond, &ch->pool_mutex);
+  }
+  pthread_mutex_unlock(&ch->pool_mutex);
+  if (b) atomic_store(&b->refs, 1);
+  return b;
+}
+
+void cp__block_release(cp_channel *ch, cp_block *b) {
+  if (atomic_fetch_sub(&b->refs, 1) != 1) return;
+  pthread_mutex_lock(&ch->pool_mutex);
+  b->next_free = ch->free_blocks;
+  ch->free_blocks = b;
+  pthread_cond_signal(&ch->pool_cond);
+  pthread_mutex_unlock(&ch->pool_mutex);
+}
+
+void cp__writer_submit_range(cp_writer *w) {
+  uint32_t filled = atomic_load_explicit(&w->filled, memory_order_acquire);
+  if (!w->block || filled <= w->start) return;
+  cp_channel *ch = w->channel;
+  cp_job *job = calloc(1, sizeof *job);
+  if (!job) {
+    atomic_fetch_add(&ch->dropped, filled - w->start);
+    w->start = filled;
+    return;
+  }
+  atomic_fetch_add(&w->block->refs, 1);
+  *job = (cp_job){.channel = ch, .block = w->block, .col0 = w->block->ids + w->start,
+                  .col1 = w->block->tscs + w->start, .rows = filled - w->start};
+  w->start = filled;
+  pthread_mutex_lock(&ch->mutex);
+  job->seq = ch->next_seq++;
+  pthread_mutex_unlock(&ch->mutex);
+  cp__submit(job);
+}
+
+/* Takes a full block away from its writer and gives it a fresh one; w->mutex held. */
+static void writer_refill(cp_writer *w, bool wait) {
+  if (w->block) {
+    cp__writer_submit_range(w);
+    cp__block_release(w->channel, w->block);
+    w->block = NULL;
+  }
+  cp_block *b = block_get(w->channel, wait);
+  if (b) {
+    w->start = 0;
+    atomic_store_explicit(&w->filled, 0, memory_order_relaxed);
+    w->block = b;
+  }
+}
+
+void cp__writer_append_slow(cp_writer *w, int64_t id, uint64_t tsc) {
+  cp_channel *ch = w->channel;
+  pthread_mutex_lock(&w->mutex);
+  if (!w->block || atomic_load_explicit(&w->filled, memory_order_relaxed) >= w->block->capacity)
+    writer_refill(w, cp__lib.options.full_policy == CP_FULL_BLOCK);
+  if (w->block && atomic_load(&ch->open)) {
+    uint32_t n = atomic_load_explicit(&w->filled, memory_order_relaxed);
+    w->block->ids[n] = id;
+    w->block->tscs[n] = tsc;
+    atomic_store_explicit(&w->filled, n + 1, memory_order_release);
+  } else {
+    atomic_store_explicit(&w->dropped, atomic_load_explicit(&w->dropped, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&w->mutex);
+}
+
+/* Writers are only ever added at the head, under ch->mutex, and never freed: a snapshot of the head can be
+ * walked without the lock. */
+static cp_writer *writers_head(cp_channel *ch) {
+  pthread_mutex_lock(&ch->mutex);
+  cp_writer *w = ch->writers;
+  pthread_mutex_unlock(&ch->mutex);
+  return w;
+}
+
+void cp__channel_submit_writers(cp_channel *ch) {
+  for (cp_writer *w = writers_head(ch); w; w = w->next) {
+    pthread_mutex_lock(&w->mutex);
+    cp__writer_submit_range(w);
+    pthread_mutex_unlock(&w->mutex);
+  }
+}
+
+static void wait_written(cp_channel *ch) {
+  pthread_mutex_lock(&ch->mutex);
+  uint64_t target = ch->next_seq;
+  while (ch->written_seq < target) pthread_cond_wait(&ch->written_cond, &ch->mutex);
+  pthread_mutex_unlock(&ch->mutex);
+}
+
+static bool uses_writers(const cp_channel *ch) {
+  return ch->handler == CP_HANDLER_BUFFERED || ch->handler == CP_HANDLER_DOWNSAMPLE || ch->handler == CP_HANDLER_XOY;
+}
+
+/* ---- public ---- */
+
+static int open_file(cp_channel *ch, cp_error *error) {
+  char safe[128], host[128];
+  safe_name(safe, sizeof safe, ch->name);
+  safe_name(host, sizeof host, cp__lib.host);
+  size_t len = strlen(cp__lib.log_dir) + strlen(safe) + strlen(host) + 64;
+  ch->path = malloc(len);
+  if (!ch->path) return cp__fail(error, ENOMEM, "out of memory");
+  snprintf(ch->path, len, "%s/%s.%s.%ld.%" PRIu64 ".arrows", cp__lib.log_dir, safe, host, (long)getpid(),
+           ch->number);
+  ch->fd = open(ch->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (ch->fd < 0) {
+    int code = errno;
+    return cp__fail(error, code, "cannot create log file %s: %s", ch->path, strerror(code));
+  }
+  cp_buf b = {0};
+  int rc = encode_header(ch, &b);
+  if (!rc) {
+    ch->header_len = b.len;
+    rc = cp__channel_write_message(ch, b.data, b.len) ? EIO : 0;
+    atomic_store(&ch->bytes_written, b.len);
+  }
+  cp__buf_free(&b);
+  if (rc) return cp__fail(error, rc, "cannot write the schema to %s", ch->path);
+  return 0;
+}
+
+cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
+                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                            cp_error *error) {
+  if (!name) return cp__fail(error, EINVAL, "channel name is NULL"), NULL;
+  if ((int)handler < 0 || handler >= CP_HANDLER_COUNT_)
+    return cp__fail(error, EINVAL, "handler %d is unknown: expected 0 to %d", (int)handler, CP_HANDLER_COUNT_ - 1),
+           NULL;
+  if (handler == CP_HANDLER_RET_START || handler == CP_HANDLER_RET_END)
+    return cp__fail(error, ENOTSUP, "handler %s is not available in this build", cp_handler_name(handler)), NULL;
+  int want = cp_handler_param_count(handler);
+  if ((int)n_params != want || (want && !params))
+    return cp__fail(error, EINVAL, "handler %s takes %d parameter(s), got %zu", cp_handler_name(handler), want,
+                    n_params),
+           NULL;
+  for (int i = 0; i < want; i++)
+    if (cp__handler_check_param(handler, (uint32_t)i, params[i], params, error)) return NULL;
+  if (n_meta > 64) return cp__fail(error, EINVAL, "%zu metadata pairs given: at most 64", n_meta), NULL;
+  for (size_t i = 0; i < n_meta; i++)
+    if (!meta_keys[i] || !meta_values[i]) return cp__fail(error, EINVAL, "metadata pair %zu is NULL", i), NULL;
+  if (cp__ensure_started(error)) return NULL;
+
+  cp_channel *ch = calloc(1, sizeof *ch);
+  if (!ch) return cp__fail(error, ENOMEM, "out of memory"), NULL;
+  ch->magic = CP_CHANNEL_MAGIC;
+  ch->handler = handler;
+  ch->record_kind = handler == CP_HANDLER_SPC || handler == CP_HANDLER_MPC;
+  ch->fd = -1;
+  for (int i = 0; i < want; i++) ch->params[i] = params[i], atomic_store(&ch->live_params[i], params[i]);
+  ch->name = strdup(name);
+  ch->n_meta = n_meta;
+  ch->meta_keys = calloc(n_meta + 1, sizeof(char *));
+  ch->meta_values = calloc(n_meta + 1, sizeof(char *));
+  for (size_t i = 0; ch->meta_keys && ch->meta_values && i < n_meta; i++) {
+    ch->meta_keys[i] = strdup(meta_keys[i]);
+    ch->meta_values[i] = strdup(meta_values[i]);
+  }
+  ch->all_blocks = calloc(cp__lib.options.channel_blocks, sizeof(cp_block *));
+  pthread_mutex_init(&ch->mutex, NULL);
+  pthread_mutex_init(&ch->pool_mutex, NULL);
+  pthread_mutex_init(&ch->file_mutex, NULL);
+  pthread_cond_init(&ch->pool_cond, NULL);
+  pthread_cond_init(&ch->written_cond, NULL);
+  if (handler == CP_HANDLER_IDENTITY || ch->record_kind) {
+    ch->batch_cap = ch->record_kind ? CP_COUNTER_BATCH : CP_IDENTITY_BATCH;
+    ch->batch0 = malloc(ch->batch_cap * sizeof(int64_t));
+    ch->batch1 = malloc(ch->batch_cap * sizeof(uint64_t));
+  }
+  if (!ch->name || !ch->meta_keys || !ch->meta_values || !ch->all_blocks ||
+      (ch->batch_cap && (!ch->batch0 || !ch->batch1))) {
+    cp__fail(error, ENOMEM, "out of memory");
+    return NULL; /* what was allocated stays with the never-freed channel struct */
+  }
+  cp_clock_read(&ch->open_clock, NULL);
+  pthread_mutex_lock(&cp__lib.mutex);
+  ch->number = cp__lib.channels_opened++;
+  pthread_mutex_unlock(&cp__lib.mutex);
+  atomic_store(&ch->open, 1);
+  if (open_file(ch, error)) {
+    atomic_store(&ch->open, 0);
+    return NULL;
+  }
+  if (ch->record_kind) {
+    ch->period_ticks = cp__ns_to_ticks((uint64_t)params[0]);
+    if (!ch->period_ticks) ch->period_ticks = 1;
+    ch->period_start_tsc = cp_tsc();
+    ch->next_deadline_tsc = ch->period_start_tsc + ch->period_ticks;
+  }
+  pthread_mutex_lock(&cp__lib.mutex);
+  ch->next_all = cp__lib.channels;
+  cp__lib.channels = ch;
+  pthread_mutex_unlock(&cp__lib.mutex);
+  if (ch->record_kind) cp__timer_kick();
+  return ch;
+}
+
+static int check_open(const cp_channel *ch, const char *what, cp_error *error) {
+  if (!valid(ch)) return cp__fail(error, EBADF, "%s: not a channel handle", what);
+  if (!atomic_load(&ch->open)) return cp__fail(error, EBADF, "%s: channel '%s' is closed", what, ch->name);
+  return 0;
+}
+
+int cp_channel_parameterize(cp_channel *ch, uint32_t index, int64_t value, cp_error *error) {
+  int rc = check_open(ch, "cp_channel_parameterize", error);
+  if (rc) return rc;
+  int want = cp_handler_param_count(ch->handler);
+  if ((int)index >= want)
+    return cp__fail(error, EINVAL, "handler %s has %d parameter(s): index %u is out of range",
+                    cp_handler_name(ch->handler), want, index);
+  int64_t all[2] = {atomic_load(&ch->live_params[0]), atomic_load(&ch->live_params[1])};
+  all[index] = value;
+  if ((rc = cp__handler_check_param(ch->handler, index, value, all, error))) return rc;
+  atomic_store(&ch->live_params[index], value);
+  if (ch->record_kind) {
+    pthread_mutex_lock(&ch->mutex);
+    ch->period_ticks = cp__ns_to_ticks((uint64_t)value);
+    if (!ch->period_ticks) ch->period_ticks = 1;
+    pthread_mutex_unlock(&ch->mutex);
+    cp__timer_kick();
+  }
+  return 0;
+}
+
+int cp_channel_flush(cp_channel *ch, cp_error *error) {
+  int rc = check_open(ch, "cp_channel_flush", error);
+  if (rc) return rc;
+  if (uses_writers(ch)) {
+    cp__channel_submit_writers(ch);
+    wait_written(ch);
+  } else if (ch->batch_cap) {
+    pthread_mutex_lock(&ch->mutex);
+    cp__channel_write_batch(ch);
+    pthread_mutex_unlock(&ch->mutex);
+  }
+  cp__channel_write_header(ch);
+  if (ch->io_error) return cp__fail(error, ch->io_error, "writing %s failed: %s", ch->path, strerror(ch->io_error));
+  return 0;
+}
+
+static void write_first_last(cp_channel *ch) {
+  int64_t ids[2];
+  uint64_t tscs[2];
+  bool have = false;
+  for (cp_writer *w = writers_head(ch); w; w = w->next) {
+    pthread_mutex_lock(&w->mutex);
+    if (w->has_first) {
+      if (!have || w->first_tsc < tscs[0]) ids[0] = w->first_id, tscs[0] = w->first_tsc;
+      if (!have || w->last_tsc > tscs[1]) ids[1] = w->last_id, tscs[1] = w->last_tsc;
+      have = true;
+    }
+    pthread_mutex_unlock(&w->mutex);
+  }
+  if (!have) return;
+  uint32_t rows = tscs[0] == tscs[1] && ids[0] == ids[1] ? 1 : 2;
+  pthread_mutex_lock(&ch->mutex);
+  cp_buf msg = {0};
+  if (cp__ipc_batch(&msg, ids, tscs, rows, cp__lib.options.compression, cp__lib.options.zstd_level) == 0 &&
+      cp__channel_write_message(ch, msg.data, msg.len) == 0) {
+    atomic_fetch_add(&ch->written, rows);
+    atomic_fetch_add(&ch->kept, rows);
+  }
+  cp__buf_free(&msg);
+  pthread_mutex_unlock(&ch->mutex);
+}
+
+int cp_channel_close(cp_channel *ch, cp_error *error) {
+  if (!valid(ch)) return cp__fail(error, EBADF, "cp_channel_close: not a channel handle");
+  if (!atomic_exchange(&ch->open, 0))
+    return cp__fail(error, EBADF, "cp_channel_close: channel '%s' is already closed", ch->name);
+  ch->has_close_clock = cp_clock_read(&ch->close_clock, NULL) == 0;
+  ch->closed_tsc = cp_tsc();
+  pthread_mutex_lock(&ch->pool_mutex);
+  pthread_cond_broadcast(&ch->pool_cond); /* writers waiting for a block give up */
+  pthread_mutex_unlock(&ch->pool_mutex);
+
+  if (ch->record_kind) {
+    cp__channel_sample_counter(ch, cp_tsc(), true);
+  } else if (ch->handler == CP_HANDLER_IDENTITY) {
+    pthread_mutex_lock(&ch->mutex);
+    cp__channel_write_batch(ch);
+    pthread_mutex_unlock(&ch->mutex);
+  } else if (ch->handler == CP_HANDLER_FIRSTLAST) {
+    write_first_last(ch);
+  } else if (uses_writers(ch)) {
+    for (cp_writer *w = writers_head(ch); w; w = w->next) {
+      pthread_mutex_lock(&w->mutex);
+      if (w->block) {
+        cp__writer_submit_range(w);
+        cp__block_release(ch, w->block);
+        w->block = NULL;
+      }
+      pthread_mutex_unlock(&w->mutex);
+    }
+    wait_written(ch);
+  }
+  pthread_mutex_lock(&ch->mutex);
+  if (ch->fd >= 0 && !ch->io_error) cp__channel_write_message(ch, cp__ipc_eos, sizeof cp__ipc_eos);
+  free(ch->batch0);
+  free(ch->batch1);
+  ch->batch0 = NULL;
+  ch->batch1 = NULL;
+  ch->batch_cap = 0;
+  pthread_mutex_unlock(&ch->mutex);
+  cp__channel_write_header(ch);
+  pthread_mutex_lock(&ch->file_mutex);
+  int rc = 0;
+  if (ch->fd >= 0 && close(ch->fd) != 0) rc = errno;
+  ch->fd = -1;
+  pthread_mutex_unlock(&ch->file_mutex);
+  if (ch->io_error || rc)
+    return cp__fail(error, ch->io_error ? ch->io_error : rc, "writing %s failed: %s", ch->path,
+                    strerror(ch->io_error ? ch->io_error : rc));
+  return 0;
+}
+
+/* Block memory of a closed channel, freed by the timer thread a while after the close so that a log racing
+ * the close still writes into valid memory. */
+void cp__channel_free_blocks(cp_channel *ch) {
+  pthread_mutex_lock(&ch->pool_mutex);
+  for (uint32_t i = 0; i < ch->blocks_allocated; i++) free(ch->all_blocks[i]);
+  ch->blocks_allocated = 0;
+  ch->free_blocks = NULL;
+  pthread_mutex_unlock(&ch->pool_mutex);
+}
+
+int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_error *error) {
+  if (!valid(ch_const) || !out) return cp__fail(error, EBADF, "cp_channel_stats_get: not a channel handle");
+  cp_channel *ch = (cp_channel *)ch_const;
+  memset(out, 0, sizeof *out);
+  uint64_t w_logged = 0, w_dropped = 0;
+  for (cp_writer *w = writers_head(ch); w; w = w->next) {
+    w_logged += atomic_load_explicit(&w->logged, memory_order_relaxed);
+    w_dropped += atomic_load_explicit(&w->dropped, memory_order_relaxed);
+  }
+  uint64_t calls = atomic_load(&ch->calls);
+  out->dropped = atomic_load(&ch->dropped) + w_dropped;
+  switch (ch->handler) {
+    case CP_HANDLER_SPC:
+    case CP_HANDLER_MPC:
+    case CP_HANDLER_DOWNSAMPLE: out->logged = calls; break;
+    case CP_HANDLER_IDENTITY: out->logged = atomic_load(&ch->kept); break;
+    default: out->logged = w_logged; break;
+  }
+  out->written = atomic_load(&ch->written);
+  out->kept = atomic_load(&ch->kept);
+  for (cp_writer *w = writers_head(ch); w; w = w->next) out->kept += atomic_load_explicit(&w->kept, memory_order_relaxed);
+  out->after_close = atomic_load(&ch->after_close);
+  out->bytes_written = atomic_load(&ch->bytes_written);
+  return 0;
+}
+
+const char *cp_channel_path(const cp_channel *ch) { return valid(ch) ? ch->path : NULL; }

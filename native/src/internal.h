@@ -1,0 +1,180 @@
+/* Internal declarations shared by the library's source files. Nothing here is public API. */
+#ifndef CP_INTERNAL_H
+#define CP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "cloudprofiler.h"
+
+#define CP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CP_INTERNAL __attribute__((visibility("hidden")))
+
+/* Returns `code` after filling `error` (when not NULL) with the formatted message. */
+CP_INTERNAL int cp__fail(cp_error *error, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- clock.c ---- */
+CP_INTERNAL const char *cp__simulation_json(void); /* "null" or {"offset":..,"skew_ppm":..} */
+
+/* ---- blocks of records (SoA so that a column is a contiguous slice) ---- */
+typedef struct cp_block {
+  struct cp_block *next_free;
+  atomic_int refs; /* the writer that fills it + every submitted range not yet written */
+  uint32_t capacity;
+  int64_t *ids;
+  uint64_t *tscs;
+} cp_block;
+
+/* A range of a block on its way to the file: compression thread -> IO thread. */
+typedef struct cp_job {
+  struct cp_job *next;
+  struct cp_channel *channel;
+  cp_block *block; /* NULL for jobs that carry their own columns */
+  const int64_t *col0;
+  const uint64_t *col1;
+  uint32_t rows;
+  uint64_t seq;
+  uint8_t *message; /* encoded IPC message */
+  size_t message_len;
+  void *owned; /* freed with the job (columns copied out of a block) */
+} cp_job;
+
+/* One thread's state for one channel: the block it fills without locks. */
+typedef struct cp_writer {
+  pthread_mutex_t mutex;      /* taken by the slow path and by flushers, never by the hot path */
+  cp_block *block;            /* written only by the owning thread (under mutex) */
+  _Atomic uint32_t filled;    /* records in block, published with release */
+  uint32_t start;             /* first record not yet submitted (under mutex) */
+  _Atomic uint64_t logged;
+  _Atomic uint64_t kept;
+  _Atomic uint64_t dropped;
+  int64_t first_id, last_id;  /* firstlast */
+  uint64_t first_tsc, last_tsc;
+  bool has_first;
+  struct cp_writer *next;     /* channel's list */
+  struct cp_writer *thread_next;
+  struct cp_channel *channel;
+} cp_writer;
+
+struct cp_channel {
+  uint32_t magic;
+  _Atomic int open;
+  cp_handler handler;
+  int record_kind;                  /* 0: tuple_id/tsc, 1: period_start_tsc/count */
+  uint64_t number;
+  int64_t params[2];
+  _Atomic int64_t live_params[2];   /* parameterize() changes these */
+  char *name;
+  char *path;
+  char **meta_keys, **meta_values;
+  size_t n_meta;
+  cp_clock_reading open_clock, close_clock;
+  bool has_close_clock;
+  int fd;
+  size_t header_len;
+  int io_error;
+
+  pthread_mutex_t mutex;            /* writers list, seq numbers, identity/counter batches */
+  cp_writer *writers;
+  uint64_t next_seq;                /* next sequence number to hand out */
+  uint64_t written_seq;             /* sequence numbers < this are in the file (IO thread) */
+  cp_job *pending;                  /* encoded, waiting for their predecessors (IO thread) */
+  pthread_cond_t written_cond;
+
+  pthread_mutex_t pool_mutex;       /* block pool */
+  pthread_cond_t pool_cond;
+  cp_block *free_blocks;
+  uint32_t blocks_allocated;
+  cp_block **all_blocks;
+
+  pthread_mutex_t file_mutex;       /* header rewrites and direct writes */
+
+  /* identity and counters: a batch kept under `mutex` */
+  int64_t *batch0;
+  uint64_t *batch1;
+  uint32_t batch_len, batch_cap;
+
+  _Atomic uint64_t calls;           /* downsample calls; counter value for spc/mpc */
+  _Atomic uint64_t after_close;
+  _Atomic uint64_t dropped;
+  _Atomic uint64_t kept;            /* identity/counters/firstlast records kept */
+  _Atomic uint64_t written;
+  _Atomic uint64_t bytes_written;
+  _Atomic uint64_t dropped_records_of_dead_writers;
+
+  /* counters */
+  uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
+  uint64_t closed_tsc; /* block memory is freed a while after this */
+
+  struct cp_channel *next_all;
+};
+
+#define CP_CHANNEL_MAGIC 0xC10DFACEu
+#define CP_IDENTITY_BATCH 1024u
+#define CP_COUNTER_BATCH 1024u
+
+/* ---- library.c ---- */
+typedef struct cp_library {
+  pthread_mutex_t mutex;
+  _Atomic int started;
+  cp_options options;
+  char *log_dir;
+  char host[256];
+  char boot_id[64];
+  cp_tsc_frequency frequency;
+  struct cp_channel *channels;
+  uint64_t channels_opened;
+  _Atomic uint64_t null_handle_logs;
+  /* queues */
+  pthread_mutex_t queue_mutex;
+  pthread_cond_t compress_cond, io_cond, timer_cond;
+  cp_job *compress_head, *compress_tail;
+  cp_job *io_head, *io_tail;
+  bool stopping;
+  pthread_t *compress_threads;
+  uint32_t n_compress_threads;
+  pthread_t io_thread, timer_thread;
+  bool timer_wakeup;
+} cp_library;
+
+CP_INTERNAL extern cp_library cp__lib;
+CP_INTERNAL int cp__ensure_started(cp_error *error);
+CP_INTERNAL void cp__submit(cp_job *job);          /* to the compression pool */
+CP_INTERNAL void cp__timer_kick(void);             /* a counter channel opened: recompute deadlines */
+CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
+
+/* ---- channel.c ---- */
+CP_INTERNAL void cp__channel_write_header(struct cp_channel *ch);
+CP_INTERNAL int cp__channel_write_message(struct cp_channel *ch, const uint8_t *msg, size_t len);
+CP_INTERNAL void cp__channel_submit_writers(struct cp_channel *ch); /* hand off every partial block */
+CP_INTERNAL void cp__channel_write_batch(struct cp_channel *ch);    /* identity/counter batch, mutex held */
+CP_INTERNAL void cp__channel_sample_counter(struct cp_channel *ch, uint64_t now_tsc, bool final);
+CP_INTERNAL void cp__block_release(struct cp_channel *ch, cp_block *block);
+CP_INTERNAL void cp__writer_submit_range(cp_writer *w);             /* w->mutex held */
+CP_INTERNAL void cp__writer_append_slow(cp_writer *w, int64_t id, uint64_t tsc);
+CP_INTERNAL void cp__channel_free_blocks(struct cp_channel *ch);
+
+/* ---- handlers.c ---- */
+CP_INTERNAL cp_writer *cp__writer_register(struct cp_channel *ch);
+CP_INTERNAL int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const int64_t *all,
+                                        cp_error *error);
+
+/* ---- encoder (arrow_ipc.c) ---- */
+typedef struct cp_buf {
+  uint8_t *data;
+  size_t len, cap;
+  bool failed;
+} cp_buf;
+
+CP_INTERNAL void cp__buf_free(cp_buf *b);
+/* Schema message for the two uint/int64 columns of a channel, with metadata pairs. */
+CP_INTERNAL int cp__ipc_schema(cp_buf *out, int record_kind, const char *const *keys, const char *const *values,
+                               size_t n);
+/* Record batch message with two 8-byte columns of `rows` rows. */
+CP_INTERNAL int cp__ipc_batch(cp_buf *out, const void *col0, const void *col1, uint32_t rows,
+                              cp_compression compression, int zstd_level);
+CP_INTERNAL extern const uint8_t cp__ipc_eos[8];
+
+#endif

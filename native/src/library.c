@@ -1,0 +1,404 @@
+/* Library lifetime: options, start, the compression pool, the IO thread, the timer thread, flush and stop. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+cp_library cp__lib = {
+    .mutex = PTHREAD_MUTEX_INITIALIZER,
+    .queue_mutex = PTHREAD_MUTEX_INITIALIZER,
+    .compress_cond = PTHREAD_COND_INITIALIZER,
+    .io_cond = PTHREAD_COND_INITIALIZER,
+    .timer_cond = PTHREAD_COND_INITIALIZER,
+};
+
+int cp__fail(cp_error *error, int code, const char *fmt, ...) {
+  if (error) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error->message, sizeof error->message, fmt, ap);
+    va_end(ap);
+    error->code = code;
+  }
+  return code;
+}
+
+int cp_version(void) { return CP_VERSION_NUMBER; }
+
+const char *cp_version_string(void) {
+#define CP_STR2(x) #x
+#define CP_STR(x) CP_STR2(x)
+  return CP_STR(CP_VERSION_MAJOR) "." CP_STR(CP_VERSION_MINOR) "." CP_STR(CP_VERSION_PATCH);
+}
+
+void cp_options_init(cp_options *o) {
+  memset(o, 0, sizeof *o);
+  o->block_records = 65536;
+  o->channel_blocks = 16;
+  o->compression_threads = 1;
+  o->compression = CP_COMPRESSION_NONE;
+  o->zstd_level = 1;
+  o->full_policy = CP_FULL_BLOCK;
+  o->flush_interval_ms = 1000;
+}
+
+uint64_t cp__ns_to_ticks(uint64_t ns) { return (uint64_t)((double)ns * cp__lib.frequency.hz / 1e9); }
+
+static int make_dirs(const char *path, cp_error *error) {
+  char *copy = strdup(path);
+  if (!copy) return cp__fail(error, ENOMEM, "out of memory");
+  for (char *p = copy + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char saved = *p;
+      *p = '\0';
+      if (mkdir(copy, 0777) != 0 && errno != EEXIST) {
+        int code = errno;
+        free(copy);
+        return cp__fail(error, code, "cannot create log folder %s: %s", path, strerror(code));
+      }
+      *p = saved;
+      if (!saved) break;
+    }
+  }
+  free(copy);
+  if (access(path, W_OK | X_OK) != 0) {
+    int code = errno;
+    return cp__fail(error, code, "log folder %s is not writable: %s", path, strerror(code));
+  }
+  return 0;
+}
+
+static void job_free(cp_job *job) {
+  free(job->message);
+  free(job->owned);
+  free(job);
+}
+
+static void *compress_main(void *arg) {
+  (void)arg;
+  cp_library *g = &cp__lib;
+  pthread_mutex_lock(&g->queue_mutex);
+  for (;;) {
+    while (!g->compress_head && !g->stopping) pthread_cond_wait(&g->compress_cond, &g->queue_mutex);
+    cp_job *job = g->compress_head;
+    if (!job) break;
+    g->compress_head = job->next;
+    if (!g->compress_head) g->compress_tail = NULL;
+    pthread_mutex_unlock(&g->queue_mutex);
+
+    cp_buf out = {0};
+    if (cp__ipc_batch(&out, job->col0, job->col1, job->rows, g->options.compression, g->options.zstd_level) == 0) {
+      job->message = out.data;
+      job->message_len = out.len;
+    } else {
+      cp__buf_free(&out);
+    }
+    job->next = NULL;
+    pthread_mutex_lock(&g->queue_mutex);
+    if (g->io_tail) g->io_tail->next = job;
+    else g->io_head = job;
+    g->io_tail = job;
+    pthread_cond_signal(&g->io_cond);
+  }
+  pthread_mutex_unlock(&g->queue_mutex);
+  return NULL;
+}
+
+/* Writes the channel's jobs that are next in sequence; called by the IO thread with ch->mutex held. */
+static void write_in_order(cp_channel *ch) {
+  for (;;) {
+    cp_job **link = &ch->pending, *job = NULL;
+    for (; *link; link = &(*link)->next)
+      if ((*link)->seq == ch->written_seq) break;
+    if (!(job = *link)) return;
+    *link = job->next;
+    if (job->message && cp__channel_write_message(ch, job->message, job->message_len) == 0) {
+      atomic_fetch_add(&ch->written, job->rows);
+    } else {
+      atomic_fetch_add(&ch->dropped, job->rows); /* encoding or disk failure: counted, never silent */
+    }
+    if (job->block) cp__block_release(ch, job->block);
+    job_free(job);
+    ch->written_seq++;
+    pthread_cond_broadcast(&ch->written_cond);
+  }
+}
+
+static void *io_main(void *arg) {
+  (void)arg;
+  cp_library *g = &cp__lib;
+  pthread_mutex_lock(&g->queue_mutex);
+  for (;;) {
+    while (!g->io_head && !g->stopping) pthread_cond_wait(&g->io_cond, &g->queue_mutex);
+    cp_job *jobs = g->io_head;
+    if (!jobs && g->stopping) break;
+    g->io_head = g->io_tail = NULL;
+    pthread_mutex_unlock(&g->queue_mutex);
+    while (jobs) {
+      cp_job *job = jobs;
+      jobs = job->next;
+      cp_channel *ch = job->channel;
+      pthread_mutex_lock(&ch->mutex);
+      job->next = ch->pending;
+      ch->pending = job;
+      write_in_order(ch);
+      bool idle = ch->pending == NULL;
+      pthread_mutex_unlock(&ch->mutex);
+      if (idle && !jobs) cp__channel_write_header(ch);
+    }
+    pthread_mutex_lock(&g->queue_mutex);
+  }
+  pthread_mutex_unlock(&g->queue_mutex);
+  return NULL;
+}
+
+void cp__submit(cp_job *job) {
+  cp_library *g = &cp__lib;
+  job->next = NULL;
+  pthread_mutex_lock(&g->queue_mutex);
+  if (g->compress_tail) g->compress_tail->next = job;
+  else g->compress_head = job;
+  g->compress_tail = job;
+  pthread_cond_signal(&g->compress_cond);
+  pthread_mutex_unlock(&g->queue_mutex);
+}
+
+void cp__timer_kick(void) {
+  pthread_mutex_lock(&cp__lib.queue_mutex);
+  cp__lib.timer_wakeup = true;
+  pthread_cond_signal(&cp__lib.timer_cond);
+  pthread_mutex_unlock(&cp__lib.queue_mutex);
+}
+
+/* Samples counter channels at their period boundaries and hands off partial blocks every flush interval;
+ * sleeps in between. */
+static void *timer_main(void *arg) {
+  (void)arg;
+  cp_library *g = &cp__lib;
+  uint64_t flush_ticks = cp__ns_to_ticks((uint64_t)g->options.flush_interval_ms * 1000000ull);
+  uint64_t next_flush = flush_ticks ? cp_tsc() + flush_ticks : UINT64_MAX;
+  uint64_t grace_ticks = cp__ns_to_ticks(1000000000ull);
+  pthread_mutex_lock(&g->queue_mutex);
+  while (!g->stopping) {
+    pthread_mutex_unlock(&g->queue_mutex);
+    uint64_t now = cp_tsc();
+    uint64_t next = next_flush;
+    pthread_mutex_lock(&g->mutex);
+    for (cp_channel *ch = g->channels; ch; ch = ch->next_all) {
+      if (!atomic_load(&ch->open)) {
+        if (ch->blocks_allocated && ch->closed_tsc && now - ch->closed_tsc > grace_ticks) cp__channel_free_blocks(ch);
+        continue;
+      }
+      if (ch->record_kind == 1) {
+        if (now >= ch->next_deadline_tsc) cp__channel_sample_counter(ch, now, false);
+        if (ch->next_deadline_tsc < next) next = ch->next_deadline_tsc;
+      } else if (now >= next_flush) {
+        cp__channel_submit_writers(ch);
+      }
+    }
+    pthread_mutex_unlock(&g->mutex);
+    if (now >= next_flush) next_flush = now + flush_ticks;
+    if (next_flush < next) next = next_flush;
+
+    pthread_mutex_lock(&g->queue_mutex);
+    if (g->stopping) break;
+    if (!g->timer_wakeup) {
+      now = cp_tsc();
+      if (next > now) {
+        double ns = (double)(next - now) * 1e9 / g->frequency.hz;
+        if (ns > 1e9) ns = 1e9; /* wake at least every second to free closed channels' blocks */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t total = (uint64_t)ts.tv_nsec + (uint64_t)ns;
+        ts.tv_sec += (time_t)(total / 1000000000ull);
+        ts.tv_nsec = (long)(total % 1000000000ull);
+        pthread_cond_timedwait(&g->timer_cond, &g->queue_mutex, &ts);
+      }
+    }
+    g->timer_wakeup = false;
+  }
+  pthread_mutex_unlock(&g->queue_mutex);
+  return NULL;
+}
+
+static void read_identity(cp_library *g) {
+  if (gethostname(g->host, sizeof g->host) != 0) strcpy(g->host, "unknown");
+  g->host[sizeof g->host - 1] = '\0';
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f || !fgets(g->boot_id, sizeof g->boot_id, f)) strcpy(g->boot_id, "unknown");
+  if (f) fclose(f);
+  g->boot_id[strcspn(g->boot_id, "\n")] = '\0';
+}
+
+static void at_exit(void) { cp_stop(); }
+
+/* A child of fork() has none of the parent's threads: it starts afresh on first use, and logs to the
+ * parent's channels become counted no-ops. */
+static void after_fork_child(void) {
+  cp_library *g = &cp__lib;
+  for (cp_channel *ch = g->channels; ch; ch = ch->next_all) atomic_store(&ch->open, 0);
+  g->channels = NULL;
+  g->stopping = false;
+  g->compress_head = g->compress_tail = g->io_head = g->io_tail = NULL;
+  pthread_mutex_init(&g->mutex, NULL);
+  pthread_mutex_init(&g->queue_mutex, NULL);
+  atomic_store(&g->started, 0);
+}
+
+static int start_locked(const cp_options *options, cp_error *error) {
+  cp_library *g = &cp__lib;
+  cp_options o;
+  cp_options_init(&o);
+  if (options) o = *options;
+  cp_options defaults;
+  cp_options_init(&defaults);
+  if (!o.block_records) o.block_records = defaults.block_records;
+  if (!o.channel_blocks) o.channel_blocks = defaults.channel_blocks;
+  if (!o.compression_threads) o.compression_threads = defaults.compression_threads;
+  if (o.block_records < 16 || o.block_records > (1u << 24))
+    return cp__fail(error, EINVAL, "block_records=%u is out of range: expected 16 to 16777216", o.block_records);
+  if (o.channel_blocks < 2 || o.channel_blocks > 65536)
+    return cp__fail(error, EINVAL, "channel_blocks=%u is out of range: expected 2 to 65536", o.channel_blocks);
+  if (o.compression_threads > 64)
+    return cp__fail(error, EINVAL, "compression_threads=%u is out of range: expected 1 to 64", o.compression_threads);
+  if (o.compression != CP_COMPRESSION_NONE && o.compression != CP_COMPRESSION_ZSTD)
+    return cp__fail(error, EINVAL, "compression=%d is unknown: expected 0 (none) or 1 (zstd)", (int)o.compression);
+  if (o.full_policy != CP_FULL_BLOCK && o.full_policy != CP_FULL_DROP)
+    return cp__fail(error, EINVAL, "full_policy=%d is unknown: expected 0 (block) or 1 (drop)", (int)o.full_policy);
+  if (o.compression == CP_COMPRESSION_ZSTD && (o.zstd_level < -7 || o.zstd_level > 22))
+    return cp__fail(error, EINVAL, "zstd_level=%d is out of range: expected -7 to 22", o.zstd_level);
+
+  char path[4096];
+  const char *dir = o.log_dir;
+  if (!dir || !*dir) dir = getenv("CLOUDPROFILER_LOG_DIR");
+  if (!dir || !*dir) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/cloudprofiler-logs", tmp && *tmp ? tmp : "/tmp");
+    dir = path;
+  }
+  int rc = make_dirs(dir, error);
+  if (rc) return rc;
+  if ((rc = cp_tsc_frequency_get(&g->frequency, error))) return rc;
+  free(g->log_dir);
+  g->log_dir = strdup(dir);
+  o.log_dir = g->log_dir;
+  g->options = o;
+  read_identity(g);
+  g->stopping = false;
+
+  g->compress_threads = calloc(o.compression_threads, sizeof(pthread_t));
+  g->n_compress_threads = 0;
+  for (uint32_t i = 0; g->compress_threads && i < o.compression_threads; i++)
+    if (pthread_create(&g->compress_threads[i], NULL, compress_main, NULL) == 0) g->n_compress_threads++;
+  if (!g->n_compress_threads || pthread_create(&g->io_thread, NULL, io_main, NULL) != 0 ||
+      pthread_create(&g->timer_thread, NULL, timer_main, NULL) != 0)
+    return cp__fail(error, EAGAIN, "cannot start the library's threads");
+
+  static bool hooks;
+  if (!hooks) {
+    atexit(at_exit);
+    pthread_atfork(NULL, NULL, after_fork_child);
+    hooks = true;
+  }
+  fprintf(stderr, "cloudprofiler: logging to %s\n", g->log_dir);
+  atomic_store(&g->started, 1);
+  return 0;
+}
+
+int cp_start(const cp_options *options, cp_error *error) {
+  pthread_mutex_lock(&cp__lib.mutex);
+  int rc = atomic_load(&cp__lib.started)
+               ? cp__fail(error, EALREADY, "the library has already started, logging to %s", cp__lib.log_dir)
+               : start_locked(options, error);
+  pthread_mutex_unlock(&cp__lib.mutex);
+  return rc;
+}
+
+int cp__ensure_started(cp_error *error) {
+  if (CP_LIKELY(atomic_load(&cp__lib.started))) return 0;
+  pthread_mutex_lock(&cp__lib.mutex);
+  int rc = atomic_load(&cp__lib.started) ? 0 : start_locked(NULL, error);
+  pthread_mutex_unlock(&cp__lib.mutex);
+  return rc;
+}
+
+const char *cp_log_dir(void) { return atomic_load(&cp__lib.started) ? cp__lib.log_dir : NULL; }
+
+/* Open channels, snapshotted so that flushing does not hold the library mutex. */
+static size_t open_channels(cp_channel ***out) {
+  pthread_mutex_lock(&cp__lib.mutex);
+  size_t n = 0;
+  for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) n += atomic_load(&ch->open) != 0;
+  cp_channel **list = calloc(n ? n : 1, sizeof *list);
+  size_t i = 0;
+  for (cp_channel *ch = cp__lib.channels; list && ch; ch = ch->next_all)
+    if (atomic_load(&ch->open)) list[i++] = ch;
+  pthread_mutex_unlock(&cp__lib.mutex);
+  *out = list;
+  return list ? i : 0;
+}
+
+int cp_flush_all(cp_error *error) {
+  if (!atomic_load(&cp__lib.started)) return 0;
+  cp_channel **list;
+  size_t n = open_channels(&list);
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    int r = cp_channel_flush(list[i], error);
+    if (r && r != EBADF && !rc) rc = r;
+  }
+  free(list);
+  return rc;
+}
+
+int cp_stop(void) {
+  static pthread_mutex_t stop_mutex = PTHREAD_MUTEX_INITIALIZER;
+  cp_library *g = &cp__lib;
+  pthread_mutex_lock(&stop_mutex);
+  if (!atomic_load(&g->started)) {
+    pthread_mutex_unlock(&stop_mutex);
+    return 0;
+  }
+  cp_channel **list;
+  size_t n = open_channels(&list);
+  for (size_t i = 0; i < n; i++) cp_channel_close(list[i], NULL);
+  free(list);
+  pthread_mutex_lock(&g->queue_mutex);
+  g->stopping = true;
+  pthread_cond_broadcast(&g->compress_cond);
+  pthread_cond_broadcast(&g->io_cond);
+  pthread_cond_broadcast(&g->timer_cond);
+  pthread_mutex_unlock(&g->queue_mutex);
+  for (uint32_t i = 0; i < g->n_compress_threads; i++) pthread_join(g->compress_threads[i], NULL);
+  pthread_join(g->io_thread, NULL);
+  pthread_join(g->timer_thread, NULL);
+  pthread_mutex_lock(&g->mutex);
+  free(g->compress_threads);
+  g->compress_threads = NULL;
+  g->n_compress_threads = 0;
+  atomic_store(&g->started, 0);
+  pthread_mutex_unlock(&g->mutex);
+  pthread_mutex_unlock(&stop_mutex);
+  return 0;
+}
+
+void cp_library_stats_get(cp_library_stats *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&cp__lib.mutex);
+  out->channels_opened = cp__lib.channels_opened;
+  for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) {
+    cp_channel_stats s;
+    cp_channel_stats_get(ch, &s, NULL);
+    out->channels_open += atomic_load(&ch->open) != 0;
+    out->dropped += s.dropped;
+    out->bytes_written += s.bytes_written;
+  }
+  pthread_mutex_unlock(&cp__lib.mutex);
+  out->null_handle_logs = atomic_load(&cp__lib.null_handle_logs);
+}
