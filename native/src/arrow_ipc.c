@@ -133,7 +133,7 @@ int cp__ipc_schema(cp_buf *b, int record_kind, const char *const *keys, const ch
   link(b, header, schema);
   size_t fields = vector(b, f[1], 2, 4, 4);
   size_t kv = vector(b, f[2], (uint32_t)n, 4, 4);
-  int_field(b, fields, record_kind ? "period_start_tsc" : "tuple_id", record_kind != 0);
+  int_field(b, fields, record_kind ? "period_start_tsc" : "tuple_id", record_kind == 0);
   int_field(b, fields + 4, record_kind ? "count" : "tsc", false);
   for (size_t i = 0; i < n; i++) {
     static const uint8_t kv_sizes[2] = {4, 4};

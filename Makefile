@@ -1,0 +1,46 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV = .venv
+PY = $(VENV)/bin/python
+STAMP = $(VENV)/.deps-installed
+
+.PHONY: demo test build bench native jar deps clean
+
+demo: build
+	$(VENV)/bin/cloudprofiler demo
+
+test: build
+	make -C native test --no-print-directory
+	$(PY) -m pytest tests --durations=15 -p no:cacheprovider
+
+bench: build
+	$(VENV)/bin/cloudprofiler bench handlers
+	-$(VENV)/bin/cloudprofiler bench spark
+	-$(VENV)/bin/cloudprofiler bench accuracy
+	-$(VENV)/bin/cloudprofiler bench ingest
+
+# System packages: libzstd-dev for the native library, a JDK for Spark and the plugin.
+deps:
+	@if [ ! -f /usr/include/zstd.h ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q libzstd-dev; \
+	  else echo "libzstd-dev is missing: run 'sudo apt-get install libzstd-dev' and retry" >&2; exit 1; fi; fi
+	@command -v javac >/dev/null || { echo "javac is missing: install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
+
+$(STAMP): pyproject.toml | deps
+	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel cffi
+	$(PY) -m pip install -q numpy "pyarrow>=14" "pyzmq>=25" zstandard "pyspark>=3.5" py4j pytest polars duckdb
+	touch $@
+
+native: deps
+	make -C native --no-print-directory
+
+jar: $(STAMP) native
+	@if [ -f jvm-plugin/build.sh ]; then bash jvm-plugin/build.sh; else echo "no jvm-plugin/build.sh: skipping the Spark plugin jar"; fi
+
+build: $(STAMP) native jar
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+
+clean:
+	make -C native clean
+	rm -rf python/cloudprofiler/_lib python/cloudprofiler/_native*.so build jvm-plugin/build

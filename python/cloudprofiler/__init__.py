@@ -1,0 +1,29 @@
+"""Cloudprofiler for Spark: TSC-based latency logging with strict cross-node error bounds.
+
+    import cloudprofiler as cp
+    with cp.Channel("ingest", handler="buffered") as ch:
+        ch.log_many(ids)
+    table = cp.read_log(ch.path)
+"""
+from .channel import Channel, ChannelStats, Handler
+from .clock import ClockReading, TscFrequency, clock_read, tsc, tsc_frequency, tsc_is_invariant, tscp
+from .errors import (
+    ClosedError,
+    CloudProfilerError,
+    InvalidArgumentError,
+    LogFolderNotFoundError,
+    LogFolderPermissionError,
+    UnsupportedError,
+)
+from .library import flush_all, start, stop
+from .library import log_dir_in_use as log_dir
+from .logs import log_files, log_metadata, read_log, read_log_dir
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Channel", "ChannelStats", "Handler", "ClockReading", "TscFrequency", "clock_read", "tsc", "tsc_frequency",
+    "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
+    "LogFolderNotFoundError", "LogFolderPermissionError", "UnsupportedError", "flush_all", "start", "stop",
+    "log_dir", "log_files", "log_metadata", "read_log", "read_log_dir",
+]

@@ -1,0 +1,58 @@
+/* cffi declarations of native/include/cloudprofiler.h (core sections). */
+#define CP_VERSION_NUMBER ...
+
+int cp_version(void);
+const char *cp_version_string(void);
+
+typedef struct cp_error { int code; char message[512]; } cp_error;
+
+uint64_t cp_tsc(void);
+uint64_t cp_tscp(uint32_t *cpu_id);
+typedef struct cp_clock_reading {
+  uint64_t tsc; int64_t monotonic_raw_ns; int64_t realtime_ns; uint64_t uncertainty_ticks; uint32_t cpu_id;
+} cp_clock_reading;
+int cp_clock_read(cp_clock_reading *out, cp_error *error);
+int cp_tsc_is_invariant(void);
+int cp_require_invariant_tsc(int force, cp_error *error);
+typedef enum cp_frequency_source { CP_FREQUENCY_CPUID = 1, CP_FREQUENCY_CALIBRATED = 2 } cp_frequency_source;
+typedef struct cp_tsc_frequency { double hz; double uncertainty_hz; cp_frequency_source source; } cp_tsc_frequency;
+int cp_tsc_frequency_get(cp_tsc_frequency *out, cp_error *error);
+
+typedef enum cp_compression { CP_COMPRESSION_NONE = 0, CP_COMPRESSION_ZSTD = 1 } cp_compression;
+typedef enum cp_full_policy { CP_FULL_BLOCK = 0, CP_FULL_DROP = 1 } cp_full_policy;
+typedef struct cp_options {
+  const char *log_dir; uint32_t block_records; uint32_t channel_blocks; uint32_t compression_threads;
+  cp_compression compression; int zstd_level; cp_full_policy full_policy; uint32_t flush_interval_ms;
+} cp_options;
+void cp_options_init(cp_options *options);
+int cp_start(const cp_options *options, cp_error *error);
+const char *cp_log_dir(void);
+int cp_flush_all(cp_error *error);
+int cp_stop(void);
+
+typedef struct cp_channel cp_channel;
+typedef enum cp_handler {
+  CP_HANDLER_NULL = 0, CP_HANDLER_IDENTITY = 1, CP_HANDLER_BUFFERED = 2, CP_HANDLER_SPC = 3, CP_HANDLER_MPC = 4,
+  CP_HANDLER_DOWNSAMPLE = 5, CP_HANDLER_XOY = 6, CP_HANDLER_FIRSTLAST = 7, CP_HANDLER_RET_START = 8,
+  CP_HANDLER_RET_END = 9, CP_HANDLER_COUNT_ = 10
+} cp_handler;
+const char *cp_handler_name(cp_handler handler);
+int cp_handler_from_name(const char *name, cp_handler *out, cp_error *error);
+int cp_handler_param_count(cp_handler handler);
+cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
+                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                            cp_error *error);
+void cp_log(cp_channel *channel, int64_t tuple_id);
+void cp_log_many(cp_channel *channel, const int64_t *tuple_ids, size_t n);
+int cp_channel_parameterize(cp_channel *channel, uint32_t index, int64_t value, cp_error *error);
+int cp_channel_flush(cp_channel *channel, cp_error *error);
+int cp_channel_close(cp_channel *channel, cp_error *error);
+typedef struct cp_channel_stats {
+  uint64_t logged; uint64_t kept; uint64_t written; uint64_t dropped; uint64_t after_close; uint64_t bytes_written;
+} cp_channel_stats;
+int cp_channel_stats_get(const cp_channel *channel, cp_channel_stats *out, cp_error *error);
+const char *cp_channel_path(const cp_channel *channel);
+typedef struct cp_library_stats {
+  uint64_t channels_opened; uint64_t channels_open; uint64_t null_handle_logs; uint64_t dropped; uint64_t bytes_written;
+} cp_library_stats;
+void cp_library_stats_get(cp_library_stats *out);

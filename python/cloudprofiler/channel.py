@@ -1,0 +1,158 @@
+"""Channels: named streams of (tuple id, TSC) records of this process."""
+from __future__ import annotations
+
+import enum
+import warnings
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from .errors import InvalidArgumentError
+from .native import call, ffi, lib
+
+
+class Handler(enum.IntEnum):
+    """What a channel makes of a record (the paper's handlers, section 5.1)."""
+
+    NULL = lib.CP_HANDLER_NULL
+    IDENTITY = lib.CP_HANDLER_IDENTITY
+    BUFFERED = lib.CP_HANDLER_BUFFERED
+    SPC = lib.CP_HANDLER_SPC
+    MPC = lib.CP_HANDLER_MPC
+    DOWNSAMPLE = lib.CP_HANDLER_DOWNSAMPLE
+    XOY = lib.CP_HANDLER_XOY
+    FIRSTLAST = lib.CP_HANDLER_FIRSTLAST
+    RET_START = lib.CP_HANDLER_RET_START
+    RET_END = lib.CP_HANDLER_RET_END
+
+    @property
+    def param_count(self) -> int:
+        return lib.cp_handler_param_count(self)
+
+    @classmethod
+    def parse(cls, value: "str | int | Handler") -> "Handler":
+        if isinstance(value, Handler):
+            return value
+        if isinstance(value, str):
+            out = ffi.new("cp_handler *")
+            call(lib.cp_handler_from_name, value.strip().lower().encode(), out)
+            return cls(out[0])
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        names = ", ".join(h.name.lower() for h in cls)
+        raise InvalidArgumentError(22, f"unknown handler {value!r}: expected one of {names}")
+
+
+@dataclass(frozen=True)
+class ChannelStats:
+    logged: int
+    kept: int
+    written: int
+    dropped: int
+    after_close: int
+    bytes_written: int
+
+
+def _as_int64_buffer(ids):
+    """A contiguous int64 numpy view of `ids` without per-element Python work for numpy and pyarrow input."""
+    import numpy as np
+
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover
+        pa = None
+    if pa is not None and isinstance(ids, pa.ChunkedArray):
+        return [_as_int64_buffer(chunk)[0] for chunk in ids.chunks]
+    if pa is not None and isinstance(ids, pa.Array):
+        if not pa.types.is_integer(ids.type):
+            raise InvalidArgumentError(22, f"log_many needs integer ids, got an Arrow array of {ids.type}")
+        if ids.null_count:
+            raise InvalidArgumentError(22, f"log_many got {ids.null_count} null id(s)")
+        ids = ids.to_numpy(zero_copy_only=False)
+    array = np.asarray(ids)
+    if array.dtype.kind not in "iu" and array.size:
+        raise InvalidArgumentError(22, f"log_many needs integer ids, got dtype {array.dtype}")
+    if array.dtype.kind == "u" and array.size and array.max() > np.iinfo(np.int64).max:
+        raise InvalidArgumentError(22, "log_many got an id above the int64 range")
+    return [np.ascontiguousarray(array.reshape(-1), dtype=np.int64)]
+
+
+class Channel:
+    """A channel of this process; log ids with `log` or `log_many`, then `close` (or use `with`)."""
+
+    def __init__(
+        self,
+        name: str,
+        handler: "str | int | Handler" = "buffered",
+        params: Iterable[int] = (),
+        metadata: Mapping[str, str] | None = None,
+    ):
+        self.name = str(name)
+        self.handler = Handler.parse(handler)
+        params = [int(p) for p in params]
+        metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+        c_params = ffi.new("int64_t[]", params or [0])
+        keys = [ffi.new("char[]", k.encode()) for k in metadata]
+        values = [ffi.new("char[]", v.encode()) for v in metadata.values()]
+        c_keys = ffi.new("char *[]", keys or [ffi.NULL])
+        c_values = ffi.new("char *[]", values or [ffi.NULL])
+        error = ffi.new("cp_error *")
+        handle = lib.cp_channel_open(
+            self.name.encode(), self.handler, c_params, len(params), c_keys, c_values, len(metadata), error
+        )
+        if handle == ffi.NULL:
+            from .native import check
+
+            check(error.code or 5, error)
+        self._handle = handle
+        self._closed = False
+        self.path = ffi.string(lib.cp_channel_path(handle)).decode()
+
+    def log(self, tuple_id: int) -> None:
+        lib.cp_log(self._handle, tuple_id)
+
+    def log_many(self, ids) -> None:
+        """Log every id of an integer array (numpy, pyarrow, or a sequence): one TSC per record."""
+        for chunk in _as_int64_buffer(ids):
+            if chunk.size:
+                lib.cp_log_many(self._handle, ffi.from_buffer("int64_t[]", chunk), chunk.size)
+
+    def parameterize(self, index: int, value: int) -> None:
+        call(lib.cp_channel_parameterize, self._handle, index, value)
+
+    def flush(self) -> None:
+        call(lib.cp_channel_flush, self._handle)
+
+    def close(self) -> None:
+        """Flush and close; closing twice raises ClosedError."""
+        self._closed = True
+        call(lib.cp_channel_close, self._handle)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def stats(self) -> ChannelStats:
+        out = ffi.new("cp_channel_stats *")
+        call(lib.cp_channel_stats_get, self._handle, out)
+        return ChannelStats(out.logged, out.kept, out.written, out.dropped, out.after_close, out.bytes_written)
+
+    def __enter__(self) -> "Channel":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._closed:
+            self.close()
+
+    def __del__(self):
+        if getattr(self, "_closed", True) is False:
+            warnings.warn(f"channel {self.name!r} was not closed; closing it now", ResourceWarning, stacklevel=2)
+            self._closed = True
+            lib.cp_channel_close(self._handle, ffi.NULL)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Channel {self.name!r} {self.handler.name.lower()} {state} {self.path}>"

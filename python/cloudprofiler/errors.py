@@ -1,0 +1,48 @@
+"""The one place that turns a native error code into a Python exception."""
+from __future__ import annotations
+
+import errno
+
+
+class CloudProfilerError(Exception):
+    """A failure reported by libcloudprofiler; `code` is the errno value, the message is the library's."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidArgumentError(CloudProfilerError, ValueError):
+    """A bad value: unknown handler, parameter out of range, bad option."""
+
+
+class ClosedError(CloudProfilerError):
+    """The channel is closed (or the handle is not a channel)."""
+
+
+class LogFolderPermissionError(CloudProfilerError, PermissionError):
+    """The log folder or file cannot be written."""
+
+
+class LogFolderNotFoundError(CloudProfilerError, FileNotFoundError):
+    """A part of the log folder's path does not exist and cannot be created."""
+
+
+class UnsupportedError(CloudProfilerError):
+    """The platform or build lacks what was asked for (e.g. no invariant TSC)."""
+
+
+_BY_CODE = {
+    errno.EINVAL: InvalidArgumentError,
+    errno.EBADF: ClosedError,
+    errno.EACCES: LogFolderPermissionError,
+    errno.EPERM: LogFolderPermissionError,
+    errno.EROFS: LogFolderPermissionError,
+    errno.ENOENT: LogFolderNotFoundError,
+    errno.ENOTDIR: LogFolderNotFoundError,
+    errno.ENOTSUP: UnsupportedError,
+}
+
+
+def error_for(code: int, message: str) -> CloudProfilerError:
+    return _BY_CODE.get(code, CloudProfilerError)(code, message or errno.errorcode.get(code, str(code)))

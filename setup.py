@@ -1,0 +1,37 @@
+"""Builds libcloudprofiler with make, places it (with the benchmark driver and the Spark plugin jar when built)
+in the package's _lib/ folder, then compiles the cffi extension against it."""
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+LIB = ROOT / "python" / "cloudprofiler" / "_lib"
+ARTIFACTS = [
+    ROOT / "native" / "build" / "libcloudprofiler.so",
+    ROOT / "native" / "build" / "cp_bench",
+    ROOT / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar",
+]
+
+
+class BuildNativeFirst(build_ext):
+    def run(self):
+        subprocess.run(["make", "-C", str(ROOT / "native"), "--no-print-directory"], check=True)
+        LIB.mkdir(exist_ok=True)
+        for artifact in ARTIFACTS:
+            if artifact.exists():
+                shutil.copy2(artifact, LIB / artifact.name)
+        super().run()
+        if not self.inplace:  # the wheel's copy of the package gets _lib/ too
+            target = Path(self.build_lib) / "cloudprofiler" / "_lib"
+            target.mkdir(parents=True, exist_ok=True)
+            for item in LIB.iterdir():
+                shutil.copy2(item, target / item.name)
+
+
+setup(
+    cffi_modules=["python/cloudprofiler/_build_native.py:ffibuilder"],
+    cmdclass={"build_ext": BuildNativeFirst},
+)
