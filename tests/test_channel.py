@@ -1,0 +1,113 @@
+"""Channels under concurrency, file validity across readers, metadata, compression."""
+import threading
+
+import numpy as np
+import pyarrow as pa
+
+import cloudprofiler as cp
+from conftest import run_python
+
+
+def test_eight_threads_log_eight_million_records_each_once(log_dir):
+    ch = cp.Channel("eight threads", "buffered")
+    per_thread = 1_000_000
+
+    def work(k):
+        ch.log_many(np.arange(k * per_thread, (k + 1) * per_thread, dtype=np.int64))
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    ch.close()
+    ids = cp.read_log(ch.path).column("tuple_id").to_numpy()
+    assert ids.size == 8 * per_thread
+    assert np.array_equal(np.sort(ids), np.arange(8 * per_thread))
+    assert ch.stats.written == ch.stats.logged == 8 * per_thread
+
+
+def test_threads_calling_log_one_at_a_time_lose_nothing(log_dir):
+    ch = cp.Channel("log per call", "buffered")
+
+    def work(k):
+        for i in range(k * 40_000, (k + 1) * 40_000):
+            ch.log(i)
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    ch.close()
+    ids = np.sort(cp.read_log(ch.path).column("tuple_id").to_numpy())
+    assert np.array_equal(ids, np.arange(160_000))
+
+
+def test_every_file_passes_full_validation_and_other_readers(log_dir):
+    import pytest
+
+    for handler, params in [("buffered", ()), ("identity", ()), ("mpc", (1_000_000,)), ("xoy", (1, 2))]:
+        with cp.Channel(f"valid-{handler}", handler, params) as ch:
+            ch.log_many(np.arange(3000))
+    files = cp.log_files(log_dir)
+    assert files
+    for path in files:
+        table = cp.read_log(path)
+        table.validate(full=True)
+        with pa.OSFile(str(path)) as f:  # pyarrow's own reader, no project code
+            assert pa.ipc.open_stream(f).read_all().num_rows == table.num_rows
+    polars = pytest.importorskip("polars")  # a reader that shares no code with pyarrow
+    for path in files:
+        assert polars.read_ipc_stream(path).height == cp.read_log(path).num_rows
+
+
+def test_metadata_describes_the_channel(log_dir):
+    with cp.Channel("meta", "downsample", (5,), metadata={"spark.task_attempt_id": "42"}) as ch:
+        ch.log_many(np.arange(100))
+    meta = cp.log_metadata(ch.path)
+    assert meta["channel.name"] == "meta"
+    assert meta["handler"] == "downsample" and meta["handler.params"] == [5]
+    assert meta["records.logged"] == 100 and meta["records.written"] == 20 and meta["records.dropped"] == 0
+    assert meta["closed"] is True and meta["close.clock"]["tsc"] > meta["open.clock"]["tsc"]
+    assert meta["tsc.hz"] > 1e8 and meta["spark.task_attempt_id"] == "42"
+    assert meta["pid"] > 0 and meta["boot_id"] and meta["host"]
+
+
+def test_zstd_files_read_back_identical_and_smaller(tmp_path):
+    result = run_python(
+        f"""
+        import numpy as np, cloudprofiler as cp
+        cp.start({str(tmp_path)!r}, compression="zstd")
+        ids = np.arange(2_000_000, dtype=np.int64)
+        with cp.Channel("z", "buffered") as ch:
+            ch.log_many(ids)
+        t = cp.read_log(ch.path)
+        t.validate(full=True)
+        assert np.array_equal(t.column("tuple_id").to_numpy(), ids)
+        assert cp.log_metadata(t)["compression"] == "zstd"
+        print(ch.stats.bytes_written)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split()[-1]) < 2_000_000 * 16 / 2
+
+
+def test_drop_policy_counts_every_record_it_drops(tmp_path):
+    result = run_python(
+        f"""
+        import threading, numpy as np, cloudprofiler as cp
+        cp.start({str(tmp_path)!r}, block_records=16, channel_blocks=2, full_policy="drop", compression="zstd",
+                 zstd_level=19)
+        ch = cp.Channel("drops", "buffered")
+        ch.log_many(np.arange(200_000))
+        ch.close()
+        s = ch.stats
+        n = cp.read_log(ch.path).num_rows
+        print(s.logged, s.written, s.dropped, n, cp.log_metadata(ch.path)["records.dropped"])
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    logged, written, dropped, rows, meta_dropped = map(int, result.stdout.split())
+    assert logged == 200_000 and dropped > 0
+    assert written == rows and written + dropped == logged and meta_dropped == dropped
