@@ -49,12 +49,12 @@ int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const i
 
 /* ---- per-thread writers ---- */
 
-#define TLS_SLOTS 64
-static __thread struct {
+#define TLS_SLOTS 16
+static __thread __attribute__((tls_model("initial-exec"))) struct {
   cp_channel *channel;
   cp_writer *writer;
 } tls_cache[TLS_SLOTS];
-static __thread cp_writer *tls_writers;
+static __thread __attribute__((tls_model("initial-exec"))) cp_writer *tls_writers;
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
