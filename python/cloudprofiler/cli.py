@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 # command -> (module, one-line help)
@@ -28,15 +29,19 @@ BENCHES = {
 }
 
 
+def _available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its package is not part of this installation
+        return False
+
+
 def _add(subparsers, name: str, module: str, help_text: str) -> None:
+    if not _available(module):
+        return
     parser = subparsers.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(_module=module)
-    try:
-        importlib.import_module(module).add_arguments(parser)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        parser.set_defaults(_missing=module)
+    importlib.import_module(module).add_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,9 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "_missing", None):
-        print(f"cloudprofiler: {args._missing} is not part of this installation", file=sys.stderr)
-        return 2
     return int(importlib.import_module(args._module).run(args) or 0)
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks behind `cloudprofiler bench <target>`: each prints a table, or JSON with --json."""
