@@ -460,8 +460,12 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (!valid(ch)) return cp__fail(error, EBADF, "cp_channel_close: not a channel handle");
   if (!atomic_exchange(&ch->open, 0))
     return cp__fail(error, EBADF, "cp_channel_close: channel '%s' is already closed", ch->name);
-  ch->has_close_clock = cp_clock_read(&ch->close_clock, NULL) == 0;
-  ch->closed_tsc = cp_tsc();
+  cp_clock_reading close_clock;
+  bool have_clock = cp_clock_read(&close_clock, NULL) == 0;
+  pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
+  ch->close_clock = close_clock;
+  ch->has_close_clock = have_clock;
+  pthread_mutex_unlock(&ch->file_mutex);
   pthread_mutex_lock(&ch->pool_mutex);
   pthread_cond_broadcast(&ch->pool_cond); /* writers waiting for a block give up */
   pthread_mutex_unlock(&ch->pool_mutex);
@@ -500,6 +504,7 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (ch->fd >= 0 && close(ch->fd) != 0) rc = errno;
   ch->fd = -1;
   pthread_mutex_unlock(&ch->file_mutex);
+  atomic_store(&ch->closed_tsc, cp_tsc());
   if (ch->io_error || rc)
     return cp__fail(error, ch->io_error ? ch->io_error : rc, "writing %s failed: %s", ch->path,
                     strerror(ch->io_error ? ch->io_error : rc));

@@ -106,7 +106,7 @@ struct cp_channel {
 
   /* counters */
   uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
-  uint64_t closed_tsc; /* block memory is freed a while after this */
+  _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
   struct cp_channel *next_all;
 };

@@ -192,7 +192,8 @@ static void *timer_main(void *arg) {
     pthread_mutex_lock(&g->mutex);
     for (cp_channel *ch = g->channels; ch; ch = ch->next_all) {
       if (!atomic_load(&ch->open)) {
-        if (ch->blocks_allocated && ch->closed_tsc && now - ch->closed_tsc > grace_ticks) cp__channel_free_blocks(ch);
+        uint64_t closed = atomic_load(&ch->closed_tsc);
+        if (closed && now - closed > grace_ticks) cp__channel_free_blocks(ch);
         continue;
       }
       if (ch->record_kind == 1) {
