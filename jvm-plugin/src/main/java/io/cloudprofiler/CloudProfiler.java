@@ -1,0 +1,49 @@
+package io.cloudprofiler;
+
+/**
+ * The C API of libcloudprofiler, one method per function (see native/include/cloudprofiler.h). Channels are
+ * {@code long} handles; logging to a closed handle is a counted no-op. Call {@link NativeLoader#load} first.
+ */
+public final class CloudProfiler {
+  /** The CP_VERSION_NUMBER this class was written for; the loader refuses another major/minor version. */
+  public static final int VERSION_NUMBER = 100;
+
+  public static final int COMPRESSION_NONE = 0;
+  public static final int COMPRESSION_ZSTD = 1;
+  public static final int FULL_BLOCK = 0;
+  public static final int FULL_DROP = 1;
+
+  private CloudProfiler() {}
+
+  public static native int version();
+
+  /** Starts the library; 0 for blockRecords/channelBlocks means the library's default. */
+  public static native void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy);
+
+  public static native String logDir();
+
+  public static native long openChannel(String name, String handler, long[] params, String[] metaKeys, String[] metaValues);
+
+  public static native void log(long channel, long tupleId);
+
+  public static native void logMany(long channel, long[] tupleIds);
+
+  public static native void parameterize(long channel, int index, long value);
+
+  public static native void flush(long channel);
+
+  public static native void close(long channel);
+
+  public static native void flushAll();
+
+  public static native void stop();
+
+  /** logged, kept, written, dropped, afterClose, bytesWritten. */
+  public static native long[] stats(long channel);
+
+  public static native String channelPath(long channel);
+
+  public static native long tsc();
+
+  public static native double tscHz();
+}

@@ -1,0 +1,39 @@
+package io.cloudprofiler.spark;
+
+import java.util.Map;
+import org.apache.spark.SparkContext;
+import org.apache.spark.api.plugin.DriverPlugin;
+import org.apache.spark.api.plugin.PluginContext;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** Validates the options (a bad one stops the application at start), passes them to executors, and records
+ * every task attempt through {@link TaskListener}. */
+public class CloudProfilerDriverPlugin implements DriverPlugin {
+  private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
+  private TaskListener listener;
+  private SparkContext sc;
+  private String logDir;
+
+  @Override
+  public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+    Map<String, String> options = Config.read(sc.getConf());
+    options.forEach((k, v) -> LOG.info("cloudprofiler: {}={}", k, v));
+    this.sc = sc;
+    logDir = options.get(Config.LOG_DIR.name);
+    listener = new TaskListener();
+    sc.addSparkListener(listener);
+    LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
+    return Map.of(); // executors read and validate the same options from their own configuration
+  }
+
+  @Override
+  public void shutdown() {
+    String appFolder = logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
+    try {
+      listener.writeTable(appFolder + "/spark-tasks.arrows");
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the task table to " + appFolder, e);
+    }
+  }
+}

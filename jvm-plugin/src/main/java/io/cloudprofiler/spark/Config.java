@@ -1,0 +1,121 @@
+package io.cloudprofiler.spark;
+
+import java.io.File;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import org.apache.spark.SparkConf;
+
+/** Every spark.cloudprofiler.* option: name, default, doc and validation, declared once. */
+public final class Config {
+  /** One option; {@code check} returns null when the value is valid, else what was expected. */
+  public static final class Key {
+    public final String name;
+    public final String defaultValue;
+    public final String doc;
+    final Function<String, String> check;
+
+    Key(String name, String defaultValue, String doc, Function<String, String> check) {
+      this.name = name;
+      this.defaultValue = defaultValue;
+      this.doc = doc;
+      this.check = check;
+    }
+  }
+
+  /** Handlers the task channels may use and how many parameters each takes (native/include/cloudprofiler.h). */
+  static final Map<String, Integer> HANDLERS = new LinkedHashMap<>();
+
+  static {
+    HANDLERS.put("null", 0);
+    HANDLERS.put("identity", 0);
+    HANDLERS.put("buffered", 0);
+    HANDLERS.put("spc", 1);
+    HANDLERS.put("mpc", 1);
+    HANDLERS.put("downsample", 1);
+    HANDLERS.put("xoy", 2);
+    HANDLERS.put("firstlast", 0);
+  }
+
+  static String tmp(String leaf) {
+    return new File(System.getProperty("java.io.tmpdir"), leaf).getPath();
+  }
+
+  public static final Key LOG_DIR = new Key("spark.cloudprofiler.logDir", tmp("cloudprofiler-logs"),
+      "Folder (any Hadoop-compatible URI) that collects every executor's logs, one subfolder per application", v -> null);
+  public static final Key LOCAL_DIR = new Key("spark.cloudprofiler.localDir", tmp("cloudprofiler-local"),
+      "Executor-local folder the native library writes to before collection", v -> null);
+  public static final Key TASK_ENABLED = new Key("spark.cloudprofiler.task.enabled", "true",
+      "Log a TSC record at the start and at the end of every task attempt", Config::checkBoolean);
+  public static final Key TASK_HANDLER = new Key("spark.cloudprofiler.task.handler", "buffered",
+      "Handler of the task channels: " + String.join(", ", HANDLERS.keySet()),
+      v -> HANDLERS.containsKey(v) ? null : "one of " + String.join(", ", HANDLERS.keySet()));
+  public static final Key TASK_PARAMS = new Key("spark.cloudprofiler.task.params", "",
+      "Comma-separated integer parameters of the task handler", Config::checkLongs);
+  public static final Key COMPRESSION = new Key("spark.cloudprofiler.compression", "none",
+      "Arrow body compression of the log files: none or zstd",
+      v -> v.equals("none") || v.equals("zstd") ? null : "none or zstd");
+  public static final Key CHANNEL_BLOCKS = new Key("spark.cloudprofiler.channelBlocks", "16",
+      "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound",
+      v -> checkInt(v, 2, 65536));
+  public static final Key COLLECT_INTERVAL = new Key("spark.cloudprofiler.collect.intervalSeconds", "0",
+      "Copy executor logs to logDir every this many seconds (0: only at executor shutdown)",
+      v -> checkInt(v, 0, 86400));
+  public static final Key NATIVE_PATH = new Key("spark.cloudprofiler.native.path", "",
+      "Path of libcloudprofiler_jni.so to load instead of the one in the jar", v -> null);
+
+  public static final List<Key> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
+      COMPRESSION, CHANNEL_BLOCKS, COLLECT_INTERVAL, NATIVE_PATH);
+
+  private Config() {}
+
+  static String checkBoolean(String v) {
+    return v.equals("true") || v.equals("false") ? null : "true or false";
+  }
+
+  static String checkInt(String v, int min, int max) {
+    try {
+      int n = Integer.parseInt(v.trim());
+      return n >= min && n <= max ? null : "an integer from " + min + " to " + max;
+    } catch (NumberFormatException e) {
+      return "an integer from " + min + " to " + max;
+    }
+  }
+
+  static String checkLongs(String v) {
+    try {
+      parseLongs(v);
+      return null;
+    } catch (NumberFormatException e) {
+      return "comma-separated integers";
+    }
+  }
+
+  static long[] parseLongs(String v) {
+    List<Long> out = new ArrayList<>();
+    for (String part : v.split(",")) if (!part.trim().isEmpty()) out.add(Long.parseLong(part.trim()));
+    return out.stream().mapToLong(Long::longValue).toArray();
+  }
+
+  /** Validated values of every option (defaults filled in); throws naming the key and the bad value. */
+  public static Map<String, String> read(SparkConf conf) {
+    Map<String, String> values = new LinkedHashMap<>();
+    for (Key key : ALL) {
+      String value = conf.get(key.name, key.defaultValue).trim();
+      String expected = key.check.apply(value);
+      if (expected != null) {
+        throw new IllegalArgumentException(key.name + "=" + value + " is invalid: expected " + expected);
+      }
+      values.put(key.name, value);
+    }
+    int params = parseLongs(values.get(TASK_PARAMS.name)).length;
+    int want = HANDLERS.get(values.get(TASK_HANDLER.name));
+    if (params != want) {
+      throw new IllegalArgumentException(TASK_PARAMS.name + "=" + values.get(TASK_PARAMS.name) + " is invalid: handler "
+          + values.get(TASK_HANDLER.name) + " takes " + want + " parameter(s)");
+    }
+    return values;
+  }
+}

@@ -1,0 +1,181 @@
+/* JNI glue for io.cloudprofiler.CloudProfiler: each function turns the jlong handle into a channel pointer,
+ * calls one library function and turns a cp_error into a CloudProfilerException. */
+#include <jni.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cloudprofiler.h"
+
+#define JNI_FN(name) JNIEXPORT Java_io_cloudprofiler_CloudProfiler_##name
+
+static cp_channel *as_channel(jlong handle) { return (cp_channel *)(intptr_t)handle; }
+
+/* Throws CloudProfilerException(code, message); returns the code so callers can `return fail(...)`. */
+static int fail(JNIEnv *env, int code, const char *message) {
+  jclass cls = (*env)->FindClass(env, "io/cloudprofiler/CloudProfilerException");
+  if (!cls) return code;
+  jmethodID ctor = (*env)->GetMethodID(env, cls, "<init>", "(ILjava/lang/String;)V");
+  jstring text = (*env)->NewStringUTF(env, message);
+  jobject ex = ctor && text ? (*env)->NewObject(env, cls, ctor, (jint)code, text) : NULL;
+  if (ex) (*env)->Throw(env, (jthrowable)ex);
+  return code;
+}
+
+static int check(JNIEnv *env, int rc, const cp_error *error) { return rc ? fail(env, rc, error->message) : 0; }
+
+/* int version() */
+jint JNI_FN(version)(JNIEnv *env, jclass cls) {
+  (void)env, (void)cls;
+  return cp_version();
+}
+
+/* void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy) */
+void JNI_FN(start)(JNIEnv *env, jclass cls, jstring log_dir, jint compression, jint channel_blocks,
+                   jint block_records, jint full_policy) {
+  (void)cls;
+  cp_options o;
+  cp_options_init(&o);
+  const char *dir = log_dir ? (*env)->GetStringUTFChars(env, log_dir, NULL) : NULL;
+  o.log_dir = dir;
+  o.compression = (cp_compression)compression;
+  o.channel_blocks = (uint32_t)channel_blocks;
+  o.block_records = (uint32_t)block_records;
+  o.full_policy = (cp_full_policy)full_policy;
+  cp_error error;
+  int rc = cp_start(&o, &error);
+  if (dir) (*env)->ReleaseStringUTFChars(env, log_dir, dir);
+  check(env, rc, &error);
+}
+
+/* String logDir() */
+jstring JNI_FN(logDir)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  const char *dir = cp_log_dir();
+  return dir ? (*env)->NewStringUTF(env, dir) : NULL;
+}
+
+/* long openChannel(String name, String handler, long[] params, String[] keys, String[] values) */
+jlong JNI_FN(openChannel)(JNIEnv *env, jclass cls, jstring name, jstring handler_name, jlongArray params,
+                          jobjectArray keys, jobjectArray values) {
+  (void)cls;
+  cp_error error;
+  cp_handler handler;
+  const char *h = (*env)->GetStringUTFChars(env, handler_name, NULL);
+  int rc = cp_handler_from_name(h, &handler, &error);
+  (*env)->ReleaseStringUTFChars(env, handler_name, h);
+  if (check(env, rc, &error)) return 0;
+  jsize n_params = params ? (*env)->GetArrayLength(env, params) : 0;
+  int64_t p[8] = {0};
+  if (n_params > 8) return fail(env, 22, "at most 8 handler parameters"), 0;
+  if (n_params) (*env)->GetLongArrayRegion(env, params, 0, n_params, (jlong *)p);
+  jsize n_meta = keys ? (*env)->GetArrayLength(env, keys) : 0;
+  if (values && (*env)->GetArrayLength(env, values) != n_meta) return fail(env, 22, "metadata keys and values differ in length"), 0;
+  const char **k = calloc((size_t)n_meta + 1, sizeof *k), **v = calloc((size_t)n_meta + 1, sizeof *v);
+  jstring *ks = calloc((size_t)n_meta + 1, sizeof *ks), *vs = calloc((size_t)n_meta + 1, sizeof *vs);
+  const char *c_name = (*env)->GetStringUTFChars(env, name, NULL);
+  cp_channel *ch = NULL;
+  if (k && v && ks && vs && c_name) {
+    for (jsize i = 0; i < n_meta; i++) {
+      ks[i] = (jstring)(*env)->GetObjectArrayElement(env, keys, i);
+      vs[i] = (jstring)(*env)->GetObjectArrayElement(env, values, i);
+      k[i] = (*env)->GetStringUTFChars(env, ks[i], NULL);
+      v[i] = (*env)->GetStringUTFChars(env, vs[i], NULL);
+    }
+    ch = cp_channel_open(c_name, handler, p, (size_t)n_params, k, v, (size_t)n_meta, &error);
+    for (jsize i = 0; i < n_meta; i++) {
+      (*env)->ReleaseStringUTFChars(env, ks[i], k[i]);
+      (*env)->ReleaseStringUTFChars(env, vs[i], v[i]);
+    }
+    if (!ch) check(env, error.code ? error.code : 5, &error);
+  } else {
+    fail(env, 12, "out of memory");
+  }
+  if (c_name) (*env)->ReleaseStringUTFChars(env, name, c_name);
+  free(k), free(v), free(ks), free(vs);
+  return (jlong)(intptr_t)ch;
+}
+
+/* void log(long channel, long tupleId) -- the hot path, also reachable as a JNI critical native */
+void JNI_FN(log)(JNIEnv *env, jclass cls, jlong channel, jlong tuple_id) {
+  (void)env, (void)cls;
+  cp_log(as_channel(channel), tuple_id);
+}
+
+/* void logMany(long channel, long[] tupleIds) */
+void JNI_FN(logMany)(JNIEnv *env, jclass cls, jlong channel, jlongArray ids) {
+  (void)cls;
+  jsize n = (*env)->GetArrayLength(env, ids);
+  jlong *data = (*env)->GetPrimitiveArrayCritical(env, ids, NULL);
+  if (!data) return;
+  cp_log_many(as_channel(channel), (const int64_t *)data, (size_t)n);
+  (*env)->ReleasePrimitiveArrayCritical(env, ids, data, JNI_ABORT);
+}
+
+/* void parameterize(long channel, int index, long value) */
+void JNI_FN(parameterize)(JNIEnv *env, jclass cls, jlong channel, jint index, jlong value) {
+  (void)cls;
+  cp_error error;
+  check(env, cp_channel_parameterize(as_channel(channel), (uint32_t)index, value, &error), &error);
+}
+
+/* void flush(long channel) */
+void JNI_FN(flush)(JNIEnv *env, jclass cls, jlong channel) {
+  (void)cls;
+  cp_error error;
+  check(env, cp_channel_flush(as_channel(channel), &error), &error);
+}
+
+/* void close(long channel) */
+void JNI_FN(close)(JNIEnv *env, jclass cls, jlong channel) {
+  (void)cls;
+  cp_error error;
+  check(env, cp_channel_close(as_channel(channel), &error), &error);
+}
+
+/* void flushAll() */
+void JNI_FN(flushAll)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  cp_error error;
+  check(env, cp_flush_all(&error), &error);
+}
+
+/* void stop() */
+void JNI_FN(stop)(JNIEnv *env, jclass cls) {
+  (void)env, (void)cls;
+  cp_stop();
+}
+
+/* long[] stats(long channel): logged, kept, written, dropped, afterClose, bytesWritten */
+jlongArray JNI_FN(stats)(JNIEnv *env, jclass cls, jlong channel) {
+  (void)cls;
+  cp_error error;
+  cp_channel_stats s;
+  if (check(env, cp_channel_stats_get(as_channel(channel), &s, &error), &error)) return NULL;
+  jlong values[6] = {(jlong)s.logged, (jlong)s.kept, (jlong)s.written, (jlong)s.dropped, (jlong)s.after_close,
+                     (jlong)s.bytes_written};
+  jlongArray out = (*env)->NewLongArray(env, 6);
+  if (out) (*env)->SetLongArrayRegion(env, out, 0, 6, values);
+  return out;
+}
+
+/* String channelPath(long channel) */
+jstring JNI_FN(channelPath)(JNIEnv *env, jclass cls, jlong channel) {
+  (void)cls;
+  const char *path = cp_channel_path(as_channel(channel));
+  return path ? (*env)->NewStringUTF(env, path) : NULL;
+}
+
+/* long tsc() */
+jlong JNI_FN(tsc)(JNIEnv *env, jclass cls) {
+  (void)env, (void)cls;
+  return (jlong)cp_tsc();
+}
+
+/* double tscHz() */
+jdouble JNI_FN(tscHz)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  cp_error error;
+  cp_tsc_frequency f;
+  if (check(env, cp_tsc_frequency_get(&f, &error), &error)) return 0;
+  return f.hz;
+}

@@ -1,0 +1,85 @@
+"""Spark helpers: enable the plugin through configuration only, and trace ids from Python workers.
+
+    from pyspark.sql import SparkSession
+    import cloudprofiler.spark as cps
+    spark = cps.configure(SparkSession.builder, log_dir="/tmp/logs").getOrCreate()
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
+
+# Python-friendly option names -> spark.cloudprofiler.* keys (declared with docs in the plugin's Config.java).
+OPTIONS = {
+    "log_dir": "spark.cloudprofiler.logDir",
+    "local_dir": "spark.cloudprofiler.localDir",
+    "task_enabled": "spark.cloudprofiler.task.enabled",
+    "task_handler": "spark.cloudprofiler.task.handler",
+    "task_params": "spark.cloudprofiler.task.params",
+    "compression": "spark.cloudprofiler.compression",
+    "channel_blocks": "spark.cloudprofiler.channelBlocks",
+    "collect_interval_seconds": "spark.cloudprofiler.collect.intervalSeconds",
+    "native_path": "spark.cloudprofiler.native.path",
+}
+
+
+def jar_path() -> str:
+    """The plugin jar shipped in this package (or built in the source tree)."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "_lib" / "cloudprofiler-plugin.jar",
+                      here.parent.parent / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar"):
+        if candidate.exists():
+            return str(candidate)
+    raise FileNotFoundError("cloudprofiler-plugin.jar is not built: run `make build`")
+
+
+def _value(key: str, value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(int(v)) for v in value)
+    return str(value)
+
+
+def spark_conf(**options) -> dict[str, str]:
+    """The Spark configuration that enables the plugin with these options (names as in OPTIONS)."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(OPTIONS)}")
+    conf = {"spark.jars": jar_path(), "spark.plugins": PLUGIN_CLASS}
+    for name, value in options.items():
+        if value is not None:
+            conf[OPTIONS[name]] = _value(name, value)
+    if options.get("log_dir") and "://" not in str(options["log_dir"]):  # Python workers write beside it
+        conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(options["log_dir"])
+    return conf
+
+
+def configure(builder, **options):
+    """Set the jar, the plugin and the options on a SparkSession builder; returns the builder.
+
+    Python workers run this interpreter (so they can import cloudprofiler) unless PYSPARK_PYTHON says otherwise.
+    """
+    conf = spark_conf(**options)
+    if not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # PySpark reads the worker interpreter from here
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def builder(**options):
+    """A SparkSession builder with the plugin enabled."""
+    from pyspark.sql import SparkSession
+
+    return configure(SparkSession.builder, **options)
+
+
+def trace(df, channel: str, id_col: str, handler: str = "buffered"):
+    """Pass `df` through unchanged, logging the ids of `id_col` to `channel` in each Python worker."""
+    from .trace import trace_dataframe
+
+    return trace_dataframe(df, channel, id_col, handler)
