@@ -53,9 +53,17 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     Runtime.getRuntime().addShutdownHook(shutdownHook);
   }
 
+  /** Opens the channels; `started` turns true only afterwards, so that no task logs to an unopened channel. */
   private synchronized void startOnce() {
     if (started) return;
-    started = true;
+    try {
+      open();
+    } finally {
+      started = true;
+    }
+  }
+
+  private void open() {
     String appId = ctx.conf().get("spark.app.id", "unknown-application");
     String host = hostName(ctx);
     String leaf = appId + "/" + host + "-" + ctx.executorID();

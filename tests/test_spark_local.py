@@ -1,0 +1,104 @@
+"""The plugin in a real local-mode Spark application: every task attempt is logged at start and end."""
+import numpy as np
+import pyarrow.ipc as ipc
+import pytest
+
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+from conftest import run_python
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One application: a shuffle job with a retried task and a Python trace point; logs read after stop()."""
+    log_dir = tmp_path_factory.mktemp("spark-logs")
+    local_dir = tmp_path_factory.mktemp("spark-local")
+    spark = (
+        cps.builder(log_dir=str(log_dir), local_dir=str(local_dir))
+        .master("local[2,2]")  # two threads, a task may fail once
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "3")
+        .getOrCreate()
+    )
+    sc = spark.sparkContext
+
+    def _fail_first_attempt(rows):  # defined here so that workers get it by value, not by module
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
+            raise RuntimeError("failing the first attempt on purpose")
+        yield from rows
+
+    rdd = sc.parallelize(range(10_000), 4).mapPartitions(_fail_first_attempt)
+    counts = rdd.map(lambda x: (x % 5, 1)).reduceByKey(lambda a, b: a + b, 3).collect()
+    traced = cps.trace(spark.range(0, 50_000, numPartitions=4), "py-trace", "id").count()
+    app_id = sc.applicationId
+    spark.stop()
+    return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced}
+
+
+def _tasks(run):
+    with open(run["app"] / "spark-tasks.arrows", "rb") as f:
+        return ipc.open_stream(f).read_all()
+
+
+def test_the_job_ran_with_a_retried_task(run):
+    assert run["counts"] == {k: 2000 for k in range(5)}
+    tasks = _tasks(run).to_pylist()
+    failed = [t for t in tasks if t["status"] == "FAILED"]
+    assert len(failed) == 1 and "on purpose" in failed[0]["failure_reason"]
+    assert {t["stage_id"] for t in tasks} >= {0, 1}  # the shuffle made two stages
+
+
+def test_every_task_attempt_has_a_start_and_an_end_record(run):
+    start = cp.read_log_dir(run["app"], channel="spark.task.start")
+    end = cp.read_log_dir(run["app"], channel="spark.task.end")
+    attempts = set(_tasks(run).column("task_attempt_id").to_pylist())
+    starts = dict(zip(start.column("tuple_id").to_pylist(), start.column("tsc").to_pylist()))
+    ends = dict(zip(end.column("tuple_id").to_pylist(), end.column("tsc").to_pylist()))
+    assert len(starts) == start.num_rows and len(ends) == end.num_rows  # each attempt logged once
+    assert set(starts) == set(ends) == attempts
+    assert all(starts[a] < ends[a] for a in attempts)
+
+
+def test_task_files_carry_the_executor_metadata(run):
+    for path in run["app"].rglob("spark.task.*.arrows"):
+        meta = cp.log_metadata(path)
+        assert meta["spark.app_id"] == run["app"].name and meta["spark.executor_id"] == "driver"
+        assert meta["closed"] is True
+
+
+def test_python_trace_logs_every_id_exactly_once(run):
+    assert run["traced"] == 50_000
+    ids = cp.read_log_dir(run["log_dir"], channel="py-trace", recursive=False).column("tuple_id").to_numpy()
+    assert np.array_equal(np.sort(ids), np.arange(50_000))
+    metas = [cp.log_metadata(p) for p in cp.log_files(run["log_dir"], recursive=False)]
+    assert all("spark.task_attempt_id" in m for m in metas if m["channel.name"] == "py-trace")
+
+
+def test_bad_option_names_the_key(run):
+    from pyspark.sql import SparkSession
+
+    builder = cps.builder(task_handler="fastest").master("local[1]").config("spark.ui.enabled", "false")
+    with pytest.raises(Exception, match="spark.cloudprofiler.task.handler=fastest is invalid"):
+        builder.getOrCreate()
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
+def test_a_missing_native_library_does_not_fail_the_job(tmp_path):
+    result = run_python(  # a fresh JVM: this module's JVM has the library loaded already
+        f"""
+        import cloudprofiler.spark as cps
+        spark = (cps.builder(log_dir={str(tmp_path)!r}, native_path={str(tmp_path / "missing.so")!r})
+                 .master("local[1]").config("spark.ui.enabled", "false").getOrCreate())
+        print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
+        spark.stop()
+        """,
+        timeout=300,
+    )
+    assert "sum 4950" in result.stdout, result.stderr[-3000:]
+    assert "cloudprofiler: disabled on executor driver: cannot load libcloudprofiler_jni from" in result.stderr
+    assert not list(tmp_path.rglob("spark.task.*.arrows"))
