@@ -1,0 +1,105 @@
+"""The plugin on a real standalone cluster: a master and two workers, each its own JVM, started here."""
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spark_class() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+def _wait_for(path: Path, pattern: str, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(re.findall(pattern, path.read_text(errors="replace"))) >= count:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{path} did not show {count} x {pattern!r} within {timeout} s:\n{path.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = tmp_path_factory.mktemp("standalone")
+    port = _free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    procs = []
+    try:
+        master_log = base / "master.log"
+        procs.append(subprocess.Popen(
+            [_spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+             "--webui-port", str(_free_port())],
+            stdout=master_log.open("w"), stderr=subprocess.STDOUT, env=env))
+        _wait_for(master_log, r"I have been elected leader", 1, 120)
+        for i in range(2):
+            work = base / f"worker{i}"
+            work.mkdir()
+            procs.append(subprocess.Popen(
+                [_spark_class(), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+                 "--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
+                 "--work-dir", str(work)],
+                stdout=(base / f"worker{i}.log").open("w"), stderr=subprocess.STDOUT, env=env))
+        _wait_for(master_log, r"Registering worker", 2, 120)
+        yield f"spark://127.0.0.1:{port}", base
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, tmp_path):
+    master, base = cluster
+    log_dir = tmp_path / "logs"
+    spark = (
+        cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local"))
+        .master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.executor.memory", "512m")
+        .config("spark.executor.cores", "1")
+        .config("spark.cores.max", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    try:
+        # wait until both executors are up so that both get tasks
+        deadline = time.monotonic() + 120
+        while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        total = spark.sparkContext.parallelize(range(100_000), 8).map(lambda x: (x % 10, x)).reduceByKey(
+            lambda a, b: a + b).count()
+        app_id = spark.sparkContext.applicationId
+    finally:
+        spark.stop()
+    assert total == 10
+    app = log_dir / app_id
+    # executors copy their logs at shutdown, which the workers run after the application ends
+    deadline = time.monotonic() + 60
+    while len(list(app.rglob("spark.task.end.*.arrows"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    executors = {cp.log_metadata(p)["spark.executor_id"] for p in app.rglob("spark.task.end.*.arrows")}
+    assert executors == {"0", "1"}
+    import pyarrow.ipc as ipc
+
+    with open(app / "spark-tasks.arrows", "rb") as f:
+        attempts = set(ipc.open_stream(f).read_all().column("task_attempt_id").to_pylist())
+    start = cp.read_log_dir(app, channel="spark.task.start").column("tuple_id").to_pylist()
+    end = cp.read_log_dir(app, channel="spark.task.end").column("tuple_id").to_pylist()
+    assert sorted(start) == sorted(end) == sorted(attempts)
+    pids = {cp.log_metadata(p)["pid"] for p in app.rglob("spark.task.*.arrows")}
+    assert os.getpid() not in pids and len(pids) == 2  # written by the two executor JVMs
