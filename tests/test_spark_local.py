@@ -33,9 +33,12 @@ def run(tmp_path_factory):
     rdd = sc.parallelize(range(10_000), 4).mapPartitions(_fail_first_attempt)
     counts = rdd.map(lambda x: (x % 5, 1)).reduceByKey(lambda a, b: a + b, 3).collect()
     traced = cps.trace(spark.range(0, 50_000, numPartitions=4), "py-trace", "id").count()
+    sql_sum = spark.sql(
+        "select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 50000, 1, 4))").collect()[0][0]
     app_id = sc.applicationId
     spark.stop()
-    return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced}
+    return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced,
+            "sql_sum": sql_sum}
 
 
 def _tasks(run):
@@ -75,6 +78,12 @@ def test_python_trace_logs_every_id_exactly_once(run):
     assert np.array_equal(np.sort(ids), np.arange(50_000))
     metas = [cp.log_metadata(p) for p in cp.log_files(run["log_dir"], recursive=False)]
     assert all("spark.task_attempt_id" in m for m in metas if m["channel.name"] == "py-trace")
+
+
+def test_sql_trace_logs_every_id_exactly_once(run):
+    assert run["sql_sum"] == sum(range(50_000))
+    ids = cp.read_log_dir(run["app"], channel="sql-trace").column("tuple_id").to_numpy()
+    assert np.array_equal(np.sort(ids), np.arange(50_000))
 
 
 def test_bad_option_names_the_key(run):

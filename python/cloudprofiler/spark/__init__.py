@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
+EXTENSIONS_CLASS = "io.cloudprofiler.spark.CloudProfilerExtensions"  # the SQL function cp_trace('channel', id)
 
 # Python-friendly option names -> spark.cloudprofiler.* keys (declared with docs in the plugin's Config.java).
 OPTIONS = {
@@ -49,7 +50,7 @@ def spark_conf(**options) -> dict[str, str]:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(OPTIONS)}")
-    conf = {"spark.jars": jar_path(), "spark.plugins": PLUGIN_CLASS}
+    conf = {"spark.jars": jar_path(), "spark.plugins": PLUGIN_CLASS, "spark.sql.extensions": EXTENSIONS_CLASS}
     for name, value in options.items():
         if value is not None:
             conf[OPTIONS[name]] = _value(name, value)
