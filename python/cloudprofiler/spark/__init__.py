@@ -81,6 +81,6 @@ def builder(**options):
 
 def trace(df, channel: str, id_col: str, handler: str = "buffered"):
     """Pass `df` through unchanged, logging the ids of `id_col` to `channel` in each Python worker."""
-    from .trace import trace_dataframe
+    from .python_trace import trace_dataframe
 
     return trace_dataframe(df, channel, id_col, handler)
