@@ -1,0 +1,15 @@
+"""The JNI binding under the JVM's own JNI checks."""
+import subprocess
+
+import cloudprofiler.spark as cps
+
+
+def test_every_handler_through_jni_passes_xcheck_jni():
+    result = subprocess.run(
+        ["java", "-Xcheck:jni", "-cp", cps.jar_path(), "io.cloudprofiler.JniBenchmark", "20000"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" not in result.stderr and "FATAL" not in result.stderr, result.stderr
+    handlers = [line.split('"')[3] for line in result.stdout.splitlines() if line.startswith("{")]
+    assert handlers == ["null", "spc", "mpc", "buffered", "xoy", "downsample", "firstlast"]
