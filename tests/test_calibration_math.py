@@ -1,0 +1,114 @@
+"""Translation and error bounds against synthetic truth: affine clocks with offsets of hours and skews of tens
+of ppm, probes over asymmetric, jittery paths. Every true value must lie inside its reported bound."""
+import numpy as np
+import pytest
+
+from cloudprofiler.calibration import Calibration, Probes, anchor_from_probes, durations
+
+HZ = 2.0e9  # reference ticks per second
+
+
+class Domain:
+    """A TSC domain: its ticks as an affine function of true time (in reference ticks)."""
+
+    def __init__(self, offset: int, skew_ppm: float):
+        self.offset, self.rate = offset, 1.0 + skew_ppm * 1e-6
+
+    def ticks(self, true_time):
+        return np.floor(self.offset + np.asarray(true_time, dtype=np.float64) * self.rate).astype(np.int64)
+
+    def true_time(self, ticks):  # the earliest true time at which the domain shows `ticks`
+        return (np.asarray(ticks, dtype=np.float64) - self.offset) / self.rate
+
+
+def probe_round(rng, a: Domain, b: Domain, t0: float, k: int, forward_us, backward_us, from_reference=True):
+    """k probes starting at true time t0 (reference ticks), each with one-way delays drawn per direction."""
+    start = t0 + np.arange(k) * 20e3  # 10 us apart
+    out_delay = rng.uniform(*forward_us, size=k) * HZ / 1e6
+    back_delay = rng.uniform(*backward_us, size=k) * HZ / 1e6
+    init, answer = (a, b) if from_reference else (b, a)
+    arrive = start + out_delay
+    return Probes.of(init.ticks(start), answer.ticks(arrive), init.ticks(arrive + back_delay), from_reference)
+
+
+def make_calibration(rng, a, b, times, method, asymmetric=True):
+    rounds = []
+    for i, t in enumerate(times):
+        fwd, back = ((2, 9), (30, 80)) if asymmetric else ((3, 8), (3, 8))
+        rounds.append(probe_round(rng, a, b, t, 100, fwd, back, from_reference=i % 2 == 0))
+    return Calibration.from_rounds(rounds, method)
+
+
+@pytest.mark.parametrize("method", ["minrtt", "minpair"])
+def test_one_million_translated_values_are_all_inside_their_bounds(method):
+    rng = np.random.default_rng(7)
+    a, b = Domain(0, 0.0), Domain(3 * 3600 * int(HZ), -37.5)  # B booted hours earlier, runs 37.5 ppm slow
+    cal = make_calibration(rng, a, b, [1e9, 60e9, 120e9], method)
+    true = rng.uniform(1.01e9, 120e9, size=1_000_000)  # inside the calibrated span
+    ticks = b.ticks(true)
+    est, err, extrapolated = cal.translate(ticks)
+    truth = a.ticks(b.true_time(ticks))  # the reference tick at the instant B showed `ticks`
+    assert not extrapolated.any()
+    assert np.all(np.abs(est - truth) <= err + 1)  # +1: the truth itself is floored to a tick
+    assert err.max() < 90e-6 * HZ / 2 + 2  # never worse than half the slowest path's round trip
+
+
+def test_minpair_is_no_wider_than_minrtt_and_asymmetry_never_breaks_containment():
+    rng = np.random.default_rng(11)
+    a, b = Domain(0, 0.0), Domain(-7 * 3600 * int(HZ), 52.0)
+    times = [5e9, 65e9]
+    wide = make_calibration(np.random.default_rng(1), a, b, times, "minrtt")
+    tight = make_calibration(np.random.default_rng(1), a, b, times, "minpair")
+    assert np.all(tight.err <= wide.err + 1e-9)
+    assert tight.err.mean() < wide.err.mean()
+    ticks = b.ticks(rng.uniform(5.01e9, 65e9, size=200_000))
+    truth = a.ticks(b.true_time(ticks))
+    for cal in (wide, tight):
+        est, err, _ = cal.translate(ticks)
+        assert np.all(np.abs(est - truth) <= err + 1)
+
+
+def test_durations_pick_the_smallest_error_path_and_contain_the_truth():
+    rng = np.random.default_rng(3)
+    a, b, c = Domain(0, 0.0), Domain(2 * 3600 * int(HZ), 31.0), Domain(-5 * 3600 * int(HZ), -44.0)
+    times = [1e9, 100e9]
+    cals = {("A", "B"): make_calibration(rng, a, b, times, "minrtt"),
+            ("A", "C"): make_calibration(rng, a, c, times, "minrtt"),
+            ("B", "C"): make_calibration(rng, b, c, times, "minrtt")}
+    n = 1_000_000
+    t_start = rng.uniform(2e9, 90e9, size=n)
+    t_end = t_start + rng.uniform(0, 5e6, size=n)  # up to 2.5 ms later
+    cases = {("A", "A"): "trivial", ("B", "B"): "scenario1", ("A", "B"): "scenario2", ("B", "C"): "scenario3"}
+    dom = {"A": a, "B": b, "C": c}
+    for (s, e), expected in cases.items():
+        start, end = dom[s].ticks(t_start), dom[e].ticks(t_end)
+        truth = a.ticks(dom[e].true_time(end)) - a.ticks(dom[s].true_time(start))
+        d = durations(s, start, e, end, "A", cals)
+        assert np.all(np.abs(d.value - truth) <= d.error + 2), (s, e)
+        assert set(d.method) == {expected}, (s, e)
+    # Scenario 1 scales a short local duration: its bound is far below e (Table 2)
+    d1 = durations("B", b.ticks(t_start), "B", b.ticks(t_end), "A", cals)
+    assert d1.error.max() < cals[("A", "B")].err.min() / 10
+    # Scenario 3 beats the baseline that translates both ends (2e)
+    base = durations("B", b.ticks(t_start), "C", c.ticks(t_end), "A", {k: v for k, v in cals.items() if k != ("B", "C")})
+    s3 = durations("B", b.ticks(t_start), "C", c.ticks(t_end), "A", cals)
+    assert set(base.method) == {"baseline"} and s3.error.mean() < base.error.mean()
+
+
+def test_values_outside_the_calibrated_span_are_flagged():
+    rng = np.random.default_rng(5)
+    a, b = Domain(0, 0.0), Domain(10**12, 20.0)
+    cal = make_calibration(rng, a, b, [10e9, 20e9], "minrtt")
+    _, err, flagged = cal.translate(b.ticks(np.array([15e9, 40e9])))
+    assert list(flagged) == [False, True] and err[1] > err[0]
+
+
+def test_bad_input_is_refused_with_the_value():
+    with pytest.raises(ValueError, match="returns before it leaves"):
+        Probes.of([10, 20], [5, 5], [15, 19])
+    with pytest.raises(ValueError, match="at least two rounds"):
+        Calibration([])
+    with pytest.raises(ValueError, match="method='best'"):
+        anchor_from_probes(Probes.of([1], [2], [3]), "best")
+    with pytest.raises(KeyError, match="no calibration between A and Z"):
+        durations("A", [1], "Z", [2], "A", {})
