@@ -212,8 +212,42 @@ typedef struct cp_library_stats {
 
 CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
 
-/* ==== Calibration (probe responder, prober, return-trip handlers) ========================================
- * Declared by the calibration work; see docs there. */
+/* ==== Calibration probes (MinRTT) =========================================================================
+ * A responder answers UDP probes with its TSC; a prober sends probes to a responder and records, for each,
+ * (local send TSC, remote TSC, local receive TSC). The MinRTT method and the error bounds are computed from
+ * these records by the analysis (python/cloudprofiler/calibration).
+ *
+ * Packets carry a tag: a keyed 64-bit FNV-1a hash of the packet under a shared secret (empty secret: no
+ * check). It keeps a responder from answering stray or foreign probes; it is not a defence against an attacker
+ * who can read the traffic. Packets of the wrong size, magic or tag are counted as rejected.
+ *
+ * CLOUDPROFILER_RESPONDER_DELAY_US="<before>,<after>" (a test feature, off by default) makes a responder wait
+ * that many microseconds before reading its TSC and after, to build asymmetric paths. */
+
+typedef struct cp_responder cp_responder;
+
+/* Binds address:port (port 0 = any free port) and answers probes on a thread of its own until stopped. */
+CP_EXPORT int cp_responder_start(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len,
+                                 cp_responder **out, cp_error *error);
+CP_EXPORT uint16_t cp_responder_port(const cp_responder *responder);
+CP_EXPORT void cp_responder_counts(const cp_responder *responder, uint64_t *answered, uint64_t *rejected);
+/* Stops the thread, closes the socket and frees the responder. */
+CP_EXPORT void cp_responder_stop(cp_responder *responder);
+
+typedef struct cp_probe {
+  uint64_t send_tsc;   /* local TSC before sending */
+  uint64_t remote_tsc; /* the responder's TSC */
+  uint64_t recv_tsc;   /* local TSC after receiving the answer; 0 when the probe went unanswered */
+  uint32_t remote_cpu;
+  uint32_t local_cpu;
+} cp_probe;
+
+/* Sends `count` probes one after another to address:port, waiting up to timeout_ms for each answer (spinning
+ * on a non-blocking socket when `spin` is set, which tightens the round trip). Fills out[0..count) and
+ * *answered. Fails with ETIMEDOUT, naming the peer, when no probe is answered. */
+CP_EXPORT int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len,
+                            uint32_t count, uint32_t timeout_ms, int spin, cp_probe *out, uint32_t *answered,
+                            cp_error *error);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 """cffi builder (API mode) for `cloudprofiler._native`, linked against libcloudprofiler.so in `_lib/`.
 
-Every `cdef/*.h` file is read as cdef text, so each area of the library declares its own functions.
+Every `cdef/*.h` file is read as cdef text (core.h first: the others use its types), so each area of the
+library declares its own functions.
 """
 from pathlib import Path
 
@@ -10,7 +11,8 @@ PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent.parent
 
 ffibuilder = FFI()
-ffibuilder.cdef("\n".join(p.read_text() for p in sorted((PACKAGE / "cdef").glob("*.h"))))
+CDEFS = sorted((PACKAGE / "cdef").glob("*.h"), key=lambda p: (p.name != "core.h", p.name))
+ffibuilder.cdef("\n".join(p.read_text() for p in CDEFS))
 ffibuilder.set_source(
     "cloudprofiler._native",
     '#include "cloudprofiler.h"',

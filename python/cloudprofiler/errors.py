@@ -28,6 +28,10 @@ class LogFolderNotFoundError(CloudProfilerError, FileNotFoundError):
     """A part of the log folder's path does not exist and cannot be created."""
 
 
+class PeerTimeoutError(CloudProfilerError, TimeoutError):
+    """A network peer (a probe responder) did not answer in time."""
+
+
 class UnsupportedError(CloudProfilerError):
     """The platform or build lacks what was asked for (e.g. no invariant TSC)."""
 
@@ -41,6 +45,7 @@ _BY_CODE = {
     errno.ENOENT: LogFolderNotFoundError,
     errno.ENOTDIR: LogFolderNotFoundError,
     errno.ENOTSUP: UnsupportedError,
+    errno.ETIMEDOUT: PeerTimeoutError,
 }
 
 

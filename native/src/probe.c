@@ -1,0 +1,203 @@
+/* MinRTT probes over UDP: a responder thread that answers with its TSC, and a prober. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { REQUEST_MAGIC = 0x51525043u /* "CPRQ" */, ANSWER_MAGIC = 0x53525043u /* "CPRS" */ };
+
+typedef struct {
+  uint32_t magic, seq;
+  uint64_t nonce, tag;
+} request;
+
+typedef struct {
+  uint32_t magic, seq;
+  uint64_t nonce, tsc;
+  uint32_t cpu, pad;
+  uint64_t tag;
+} answer;
+
+struct cp_responder {
+  int fd;
+  uint16_t port;
+  _Atomic int stop;
+  _Atomic uint64_t answered, rejected;
+  uint8_t secret[64];
+  size_t secret_len;
+  long delay_before_us, delay_after_us;
+  pthread_t thread;
+};
+
+/* Keyed FNV-1a over secret || bytes (see the header for what it is and is not). */
+static uint64_t tag_of(const uint8_t *secret, size_t secret_len, const void *data, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < secret_len; i++) h = (h ^ secret[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < len; i++) h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static void spin_us(long us) {
+  if (us <= 0) return;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do clock_gettime(CLOCK_MONOTONIC, &b);
+  while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+static int resolve(const char *address, uint16_t port, struct sockaddr_in *out, cp_error *error) {
+  memset(out, 0, sizeof *out);
+  out->sin_family = AF_INET;
+  out->sin_port = htons(port);
+  if (!address || inet_pton(AF_INET, address, &out->sin_addr) != 1)
+    return cp__fail(error, EINVAL, "address '%s' is not an IPv4 address", address ? address : "(null)");
+  return 0;
+}
+
+static void *respond(void *arg) {
+  cp_responder *r = arg;
+  for (;;) {
+    request q;
+    struct sockaddr_in from;
+    socklen_t from_len = sizeof from;
+    ssize_t n = recvfrom(r->fd, &q, sizeof q, 0, (struct sockaddr *)&from, &from_len);
+    if (atomic_load(&r->stop)) break;
+    if (n < 0) continue; /* the receive timeout: look at the stop flag again */
+    if (n != sizeof q || q.magic != REQUEST_MAGIC ||
+        (r->secret_len && q.tag != tag_of(r->secret, r->secret_len, &q, offsetof(request, tag)))) {
+      atomic_fetch_add(&r->rejected, 1);
+      continue;
+    }
+    spin_us(r->delay_before_us);
+    answer a = {ANSWER_MAGIC, q.seq, q.nonce, 0, 0, 0, 0};
+    a.tsc = cp_tscp(&a.cpu);
+    a.tag = tag_of(r->secret, r->secret_len, &a, offsetof(answer, tag));
+    spin_us(r->delay_after_us);
+    if (sendto(r->fd, &a, sizeof a, 0, (struct sockaddr *)&from, from_len) == sizeof a)
+      atomic_fetch_add(&r->answered, 1);
+  }
+  return NULL;
+}
+
+int cp_responder_start(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len,
+                       cp_responder **out, cp_error *error) {
+  struct sockaddr_in addr;
+  int rc = resolve(address, port, &addr, error);
+  if (rc) return rc;
+  if (secret_len > 64) return cp__fail(error, EINVAL, "secret of %zu bytes: at most 64", secret_len);
+  cp_responder *r = calloc(1, sizeof *r);
+  if (!r) return cp__fail(error, ENOMEM, "out of memory");
+  r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct timeval tv = {0, 200000};
+  if (r->fd < 0 || setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      bind(r->fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    int code = errno;
+    if (r->fd >= 0) close(r->fd);
+    free(r);
+    return cp__fail(error, code, "cannot bind a probe responder to %s:%u: %s", address, port, strerror(code));
+  }
+  socklen_t len = sizeof addr;
+  getsockname(r->fd, (struct sockaddr *)&addr, &len);
+  r->port = ntohs(addr.sin_port);
+  if (secret_len) memcpy(r->secret, secret, secret_len);
+  r->secret_len = secret_len;
+  const char *delay = getenv("CLOUDPROFILER_RESPONDER_DELAY_US");
+  if (delay && sscanf(delay, "%ld,%ld", &r->delay_before_us, &r->delay_after_us) != 2)
+    fprintf(stderr, "cloudprofiler: ignoring CLOUDPROFILER_RESPONDER_DELAY_US=%s: expected <before>,<after>\n", delay);
+  if (pthread_create(&r->thread, NULL, respond, r) != 0) {
+    close(r->fd);
+    free(r);
+    return cp__fail(error, EAGAIN, "cannot start the probe responder thread");
+  }
+  *out = r;
+  return 0;
+}
+
+uint16_t cp_responder_port(const cp_responder *r) { return r ? r->port : 0; }
+
+void cp_responder_counts(const cp_responder *r, uint64_t *answered, uint64_t *rejected) {
+  if (answered) *answered = r ? atomic_load(&r->answered) : 0;
+  if (rejected) *rejected = r ? atomic_load(&r->rejected) : 0;
+}
+
+void cp_responder_stop(cp_responder *r) {
+  if (!r) return;
+  atomic_store(&r->stop, 1);
+  pthread_join(r->thread, NULL);
+  close(r->fd);
+  free(r);
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Waits for the answer to (seq, nonce); returns 1 with the answer, 0 on timeout. Stale answers are skipped. */
+static int await_answer(int fd, uint32_t seq, uint64_t nonce, const uint8_t *secret, size_t secret_len,
+                        int64_t deadline, int spin, answer *a, uint64_t *recv_tsc, uint32_t *cpu) {
+  for (;;) {
+    int64_t left = deadline - now_ns();
+    if (left <= 0) return 0;
+    if (!spin) {
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, (int)(left / 1000000 + 1)) <= 0) continue;
+    }
+    ssize_t n = recv(fd, a, sizeof *a, spin ? MSG_DONTWAIT : 0);
+    uint64_t tsc = cp_tscp(cpu);
+    if (n != sizeof *a) continue;
+    if (a->magic != ANSWER_MAGIC || a->seq != seq || a->nonce != nonce) continue;
+    if (secret_len && a->tag != tag_of(secret, secret_len, a, offsetof(answer, tag))) continue;
+    *recv_tsc = tsc;
+    return 1;
+  }
+}
+
+int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len, uint32_t count,
+                  uint32_t timeout_ms, int spin, cp_probe *out, uint32_t *answered, cp_error *error) {
+  struct sockaddr_in addr;
+  int rc = resolve(address, port, &addr, error);
+  if (rc) return rc;
+  if (!count || !out || !answered) return cp__fail(error, EINVAL, "count=%u: expected at least one probe", count);
+  if (!timeout_ms || timeout_ms > 60000)
+    return cp__fail(error, EINVAL, "timeout_ms=%u is out of range: expected 1 to 60000", timeout_ms);
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    int code = errno;
+    if (fd >= 0) close(fd);
+    return cp__fail(error, code, "cannot reach %s:%u: %s", address, port, strerror(code));
+  }
+  uint64_t nonce = cp_tsc() ^ ((uint64_t)getpid() << 32);
+  *answered = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    request q = {REQUEST_MAGIC, i, nonce, 0};
+    q.tag = tag_of(secret, secret_len, &q, offsetof(request, tag));
+    cp_probe *p = &out[i];
+    memset(p, 0, sizeof *p);
+    p->send_tsc = cp_tscp(&p->local_cpu);
+    if (send(fd, &q, sizeof q, 0) != sizeof q) continue;
+    answer a;
+    uint32_t cpu;
+    if (await_answer(fd, i, nonce, secret, secret_len, now_ns() + (int64_t)timeout_ms * 1000000, spin, &a,
+                     &p->recv_tsc, &cpu)) {
+      p->remote_tsc = a.tsc;
+      p->remote_cpu = a.cpu;
+      (*answered)++;
+    }
+  }
+  close(fd);
+  if (!*answered)
+    return cp__fail(error, ETIMEDOUT, "no answer from the probe responder at %s:%u to %u probes within %u ms each",
+                    address, port, count, timeout_ms);
+  return 0;
+}

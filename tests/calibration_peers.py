@@ -1,0 +1,32 @@
+"""Processes for the probe tests: a responder that prints its port, and a prober that prints its rounds."""
+import json
+import sys
+import time
+
+
+def responder(address: str, secret: str) -> None:
+    from cloudprofiler.calibration.probe import Responder
+
+    with Responder(address, 0, secret.encode()) as r:
+        print(r.port, flush=True)
+        sys.stdin.read()  # until the test closes our stdin
+
+
+def prober(address: str, port: int, rounds: int, gap_s: float, timeout_ms: int) -> None:
+    from cloudprofiler.calibration.probe import probe
+
+    out = []
+    for i in range(rounds):
+        if i:
+            time.sleep(gap_s)
+        p = probe(address, port, 100, timeout_ms=timeout_ms, spin=True)
+        out.append({"send": p.send.tolist(), "remote": p.remote.tolist(), "recv": p.recv.tolist()})
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    role, *rest = sys.argv[1:]
+    if role == "responder":
+        responder(rest[0], rest[1] if len(rest) > 1 else "")
+    else:
+        prober(rest[0], int(rest[1]), int(rest[2]), float(rest[3]), int(rest[4]))

@@ -1,0 +1,118 @@
+"""MinRTT probes between real processes over real sockets, on loopback and between network namespaces; the
+responder is a simulated TSC domain (offset of hours, skew of tens of ppm), so the truth is known exactly."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cloudprofiler as cp
+from cloudprofiler.calibration import Calibration, Probes
+from cloudprofiler.calibration.probe import Responder, probe
+
+PEERS = str(Path(__file__).with_name("calibration_peers.py"))
+OFFSET, SKEW_PPM = 5 * 3600 * 2_000_000_000, -25.0
+SIMULATION = {"CLOUDPROFILER_SIMULATE_TSC": f"offset={OFFSET},skew_ppm={SKEW_PPM}"}
+
+
+def unsimulate(ticks):
+    """The physical TSC at which the simulated domain showed `ticks` (within a tick)."""
+    return (np.asarray(ticks, dtype=np.float64) - OFFSET) / (1 + SKEW_PPM * 1e-6)
+
+
+def start_responder(address, prefix=(), secret=""):
+    proc = subprocess.Popen([*prefix, sys.executable, PEERS, "responder", address, secret], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, **SIMULATION})
+    return proc, int(proc.stdout.readline())
+
+
+def run_rounds(address, port, rounds, gap_s, prefix=()):
+    out = subprocess.run([*prefix, sys.executable, PEERS, "prober", address, str(port), str(rounds), str(gap_s), "500"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    return [Probes.of(r["send"], r["remote"], r["recv"]) for r in json.loads(out.stdout)]
+
+
+def check_containment(rounds):
+    """Calibrate on the first and last rounds, check every probe of the middle rounds against the truth."""
+    results = {}
+    for method in ("minrtt", "minpair"):
+        cal = Calibration.from_rounds([rounds[0], rounds[-1]], method)
+        remote = np.concatenate([r.remote for r in rounds[1:-1]])
+        est, err, extrapolated = cal.translate(remote)
+        truth = unsimulate(remote)
+        assert not extrapolated.any()
+        assert np.all(np.abs(est - truth) <= err + 1), method
+        results[method] = float(np.median(err))
+    assert results["minpair"] <= results["minrtt"]
+    return results
+
+
+def test_loopback_rounds_translate_a_simulated_domain_within_bounds():
+    proc, port = start_responder("127.0.0.1")
+    try:
+        rounds = run_rounds("127.0.0.1", port, 4, 0.3)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    bounds = check_containment(rounds)
+    hz = cp.tsc_frequency().hz
+    assert bounds["minrtt"] / hz < 1e-3  # well under a millisecond on loopback
+
+
+def test_a_responder_with_a_secret_answers_only_tagged_probes():
+    with Responder("127.0.0.1", 0, b"app-secret") as r:
+        assert len(probe("127.0.0.1", r.port, 5, secret=b"app-secret").rtt) == 5
+        with pytest.raises(cp.PeerTimeoutError, match=f"127.0.0.1:{r.port}"):
+            probe("127.0.0.1", r.port, 3, timeout_ms=50, secret=b"other")
+        answered, rejected = r.counts()
+        assert answered == 5 and rejected == 3
+
+
+def test_an_unreachable_peer_times_out_with_its_address():
+    with pytest.raises(cp.PeerTimeoutError, match="no answer from the probe responder at 127.0.0.1:9 to 2 probes"):
+        probe("127.0.0.1", 9, 2, timeout_ms=30)
+    with pytest.raises(cp.InvalidArgumentError, match="'not-an-ip'"):
+        probe("not-an-ip", 9, 2)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="network namespaces need root and iproute2")
+
+
+@pytest.fixture
+def namespaces():
+    """Two hosts, cpA (10.77.0.1) and cpB (10.77.0.2), joined by a veth pair; removed afterwards."""
+    tag = str(os.getpid() % 10000)
+    a, b = f"cpA{tag}", f"cpB{tag}"
+    cmds = [["ip", "netns", "add", a], ["ip", "netns", "add", b],
+            ["ip", "link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"],
+            ["ip", "link", "set", f"va{tag}", "netns", a], ["ip", "link", "set", f"vb{tag}", "netns", b],
+            ["ip", "-n", a, "addr", "add", "10.77.0.1/24", "dev", f"va{tag}"],
+            ["ip", "-n", b, "addr", "add", "10.77.0.2/24", "dev", f"vb{tag}"],
+            ["ip", "-n", a, "link", "set", f"va{tag}", "up"], ["ip", "-n", b, "link", "set", f"vb{tag}", "up"],
+            ["ip", "-n", a, "link", "set", "lo", "up"], ["ip", "-n", b, "link", "set", "lo", "up"]]
+    try:
+        for cmd in cmds:
+            subprocess.run(cmd, check=True, capture_output=True)
+        yield a, b
+    finally:
+        subprocess.run(["ip", "netns", "del", a], capture_output=True)
+        subprocess.run(["ip", "netns", "del", b], capture_output=True)
+
+
+@needs_root
+def test_namespace_hosts_translate_within_bounds_and_a_dead_host_times_out(namespaces):
+    a, b = namespaces
+    proc, port = start_responder("10.77.0.2", prefix=("ip", "netns", "exec", b))
+    try:
+        rounds = run_rounds("10.77.0.2", port, 4, 0.3, prefix=("ip", "netns", "exec", a))
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    check_containment(rounds)
+    out = subprocess.run(["ip", "netns", "exec", a, sys.executable, PEERS, "prober", "10.77.0.2", str(port), "1", "0", "5"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and f"no answer from the probe responder at 10.77.0.2:{port}" in out.stderr
