@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import cloudprofiler as cp
 from cloudprofiler.calibration import Calibration, Probes
 from cloudprofiler.calibration.probe import Responder, probe
 
-PEERS = str(Path(__file__).with_name("calibration_peers.py"))
+PEERS = ("-m", "cloudprofiler.calibration.peers")
 OFFSET, SKEW_PPM = 5 * 3600 * 2_000_000_000, -25.0
 SIMULATION = {"CLOUDPROFILER_SIMULATE_TSC": f"offset={OFFSET},skew_ppm={SKEW_PPM}"}
 
@@ -25,13 +24,13 @@ def unsimulate(ticks):
 
 
 def start_responder(address, prefix=(), secret=""):
-    proc = subprocess.Popen([*prefix, sys.executable, PEERS, "responder", address, secret], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([*prefix, sys.executable, *PEERS, "responder", address, secret], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env={**os.environ, **SIMULATION})
     return proc, int(proc.stdout.readline())
 
 
 def run_rounds(address, port, rounds, gap_s, prefix=()):
-    out = subprocess.run([*prefix, sys.executable, PEERS, "prober", address, str(port), str(rounds), str(gap_s), "500"],
+    out = subprocess.run([*prefix, sys.executable, *PEERS, "prober", address, str(port), str(rounds), str(gap_s), "500"],
                          capture_output=True, text=True, timeout=120, check=True)
     return [Probes.of(r["send"], r["remote"], r["recv"]) for r in json.loads(out.stdout)]
 
@@ -113,6 +112,6 @@ def test_namespace_hosts_translate_within_bounds_and_a_dead_host_times_out(names
         proc.stdin.close()
         proc.wait(timeout=30)
     check_containment(rounds)
-    out = subprocess.run(["ip", "netns", "exec", a, sys.executable, PEERS, "prober", "10.77.0.2", str(port), "1", "0", "5"],
+    out = subprocess.run(["ip", "netns", "exec", a, sys.executable, *PEERS, "prober", "10.77.0.2", str(port), "1", "0", "5"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and f"no answer from the probe responder at 10.77.0.2:{port}" in out.stderr

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 
 # command -> (module, one-line help)
 COMMANDS = {
     "demo": ("cloudprofiler.demo", "run the demo job and print what it logged"),
     "spark-conf": ("cloudprofiler.spark.conf_cli", "print the --jars/--conf flags that enable the Spark plugin"),
-    "calibrate": ("cloudprofiler.calibration.cli", "measure MinRTT between hosts and write a calibration table"),
-    "generate": ("cloudprofiler.generator.cli", "emit tuples at a constant rate over ZeroMQ"),
-    "maxtput": ("cloudprofiler.generator.maxtput_cli", "search the maximum sustainable throughput of a pipeline"),
-    "report": ("cloudprofiler.report", "summarize a log folder"),
 }
 
 # bench target -> (module, one-line help)
@@ -25,20 +20,10 @@ BENCHES = {
     "handlers": ("cloudprofiler.bench.handlers", "ns per call of every handler from C and Python"),
     "spark": ("cloudprofiler.bench.spark", "JNI cost and the overhead of the plugin on Spark jobs"),
     "accuracy": ("cloudprofiler.bench.accuracy", "error bounds of cross-node duration translation"),
-    "ingest": ("cloudprofiler.bench.ingest", "generator rate and sustainable Spark ingest rate"),
 }
 
 
-def _available(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # its package is not part of this installation
-        return False
-
-
 def _add(subparsers, name: str, module: str, help_text: str) -> None:
-    if not _available(module):
-        return
     parser = subparsers.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(_module=module)
     importlib.import_module(module).add_arguments(parser)

@@ -1,4 +1,9 @@
-"""Processes for the probe tests: a responder that prints its port, and a prober that prints its rounds."""
+"""Probe peers as processes of their own (`python -m cloudprofiler.calibration.peers ...`), for runs where each
+peer must be another TSC domain or live in another network namespace:
+
+    responder <address> [secret]                      prints its port, answers until stdin closes
+    prober <address> <port> <rounds> <gap_s> <timeout_ms>   prints the rounds as JSON
+"""
 import json
 import sys
 import time

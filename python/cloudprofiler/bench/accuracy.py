@@ -1,0 +1,124 @@
+"""`cloudprofiler bench accuracy`: the error bounds achieved between two TSC domains on this machine.
+
+The responder runs in a process of its own as a simulated TSC domain (offset of hours, skew of tens of ppm),
+in a second network namespace when run as root (else on loopback), so every translated value can be checked
+against the exact truth.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+
+OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 37.0
+PAPER_CP_BOUND_NS, PAPER_RET_BOUND_NS = 51_200, 266_390
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--rounds", type=int, default=6, help="probe rounds of 100 probes (default 6)")
+    parser.add_argument("--gap", type=float, default=0.5, help="seconds between rounds (default 0.5)")
+    parser.add_argument("--loopback", action="store_true", help="stay on loopback even when run as root")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+class _Hosts:
+    """Two network namespaces joined by a veth pair (root), or loopback."""
+
+    def __init__(self, use_namespaces: bool):
+        self.tag = uuid.uuid4().hex[:6]
+        self.names = (f"cpa{self.tag}", f"cpb{self.tag}") if use_namespaces else None
+
+    def __enter__(self):
+        if self.names:
+            a, b = self.names
+            for cmd in (["netns", "add", a], ["netns", "add", b],
+                        ["link", "add", f"va{self.tag}", "type", "veth", "peer", "name", f"vb{self.tag}"],
+                        ["link", "set", f"va{self.tag}", "netns", a], ["link", "set", f"vb{self.tag}", "netns", b],
+                        ["-n", a, "addr", "add", "10.78.0.1/24", "dev", f"va{self.tag}"],
+                        ["-n", b, "addr", "add", "10.78.0.2/24", "dev", f"vb{self.tag}"],
+                        ["-n", a, "link", "set", f"va{self.tag}", "up"], ["-n", b, "link", "set", f"vb{self.tag}", "up"]):
+                subprocess.run(["ip", *cmd], check=True, capture_output=True)
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.names or ():
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+    def prefix(self, side: int) -> list[str]:
+        return ["ip", "netns", "exec", self.names[side]] if self.names else []
+
+    @property
+    def responder_address(self) -> str:
+        return "10.78.0.2" if self.names else "127.0.0.1"
+
+
+def measure(rounds: int, gap: float, use_namespaces: bool) -> dict:
+    import cloudprofiler as cp
+    from cloudprofiler.calibration import Calibration, Probes, durations
+
+    peers = [sys.executable, "-m", "cloudprofiler.calibration.peers"]
+    env = {**os.environ, "CLOUDPROFILER_SIMULATE_TSC": f"offset={OFFSET},skew_ppm={SKEW_PPM}"}
+    with _Hosts(use_namespaces) as hosts:
+        address = hosts.responder_address
+        responder = subprocess.Popen([*hosts.prefix(1), *peers, "responder", address], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            port = responder.stdout.readline().strip()
+            out = subprocess.run([*hosts.prefix(0), *peers, "prober", address, port, str(rounds), str(gap), "500"],
+                                 check=True, capture_output=True, text=True, timeout=120 + rounds * gap)
+        finally:
+            responder.stdin.close()
+            responder.wait(timeout=30)
+    data = [Probes.of(r["send"], r["remote"], r["recv"]) for r in json.loads(out.stdout)]
+    hz = cp.tsc_frequency().hz
+    ns = 1e9 / hz
+    remote = np.concatenate([r.remote for r in data[1:-1]])
+    truth = (remote.astype(np.float64) - OFFSET) / (1 + SKEW_PPM * 1e-6)
+    result = {"hosts": "network namespaces" if use_namespaces else "loopback",
+              "minrtt_ns": float(min(r.rtt.min() for r in data)) * ns, "samples": int(remote.size)}
+    contained = []
+    for method, key in (("minrtt", "cp_bound_ns"), ("minpair", "minpair_bound_ns")):
+        cal = Calibration.from_rounds([data[0], data[-1]], method)
+        est, err, _ = cal.translate(remote)
+        contained.append(np.abs(est - truth) <= err + 1)
+        result[key] = float(np.median(err)) * ns
+        if method == "minrtt":
+            # a 100 us duration on the responder's host (Scenario 1) and across hosts (Scenario 2)
+            start = remote[: remote.size // 2]
+            end = start + int(100e-6 * hz)
+            s1 = durations("B", start, "B", end, "A", {("A", "B"): cal})
+            s2 = durations("A", np.round(truth[: start.size]).astype(np.int64), "B", end, "A", {("A", "B"): cal})
+            result["scenario1_bound_ns"] = float(np.median(s1.error)) * ns
+            result["scenario2_bound_ns"] = float(np.median(s2.error)) * ns
+            result["baseline_bound_ns"] = 2 * result["cp_bound_ns"]
+    result["contained_fraction"] = float(np.mean(np.concatenate(contained)))
+    result["ret_bound_ns"] = None  # the return-trip handlers are not part of this build
+    return result
+
+
+def run(args) -> int:
+    if args.rounds < 3:
+        raise SystemExit(f"--rounds={args.rounds}: at least 3 (two to calibrate, one to check)")
+    use_namespaces = not args.loopback and os.geteuid() == 0 and shutil.which("ip") is not None
+    result = measure(args.rounds, args.gap, use_namespaces)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    rows = [("MinRTT (round trip)", result["minrtt_ns"], None),
+            ("CP bound e (MinRTT / 2)", result["cp_bound_ns"], PAPER_CP_BOUND_NS),
+            ("Scenario 2 (start on reference host)", result["scenario2_bound_ns"], None),
+            ("min-pair bound", result["minpair_bound_ns"], None),
+            ("Scenario 1, 100 us on one host", result["scenario1_bound_ns"], None),
+            ("baseline (2e)", result["baseline_bound_ns"], None),
+            ("ReT", result["ret_bound_ns"], PAPER_RET_BOUND_NS)]
+    print(f"hosts: {result['hosts']}, {result['samples']} translated values, "
+          f"{result['contained_fraction']:.4%} inside their bounds")
+    print(f"{'bound':<38} {'this run (ns)':>14} {'paper (ns)':>12}")
+    for name, value, paper in rows:
+        print(f"{name:<38} {value if value is None else round(value, 1)!s:>14} {paper if paper else '':>12}")
+    return 0
