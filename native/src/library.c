@@ -74,6 +74,15 @@ static int make_dirs(const char *path, cp_error *error) {
   return 0;
 }
 
+/* Appends a job to a queue and wakes its thread; queue_mutex held. */
+static void enqueue(cp_job **head, cp_job **tail, pthread_cond_t *cond, cp_job *job) {
+  job->next = NULL;
+  if (*tail) (*tail)->next = job;
+  else *head = job;
+  *tail = job;
+  pthread_cond_signal(cond);
+}
+
 static void job_free(cp_job *job) {
   free(job->message);
   free(job->owned);
@@ -99,12 +108,8 @@ static void *compress_main(void *arg) {
     } else {
       cp__buf_free(&out);
     }
-    job->next = NULL;
     pthread_mutex_lock(&g->queue_mutex);
-    if (g->io_tail) g->io_tail->next = job;
-    else g->io_head = job;
-    g->io_tail = job;
-    pthread_cond_signal(&g->io_cond);
+    enqueue(&g->io_head, &g->io_tail, &g->io_cond, job);
   }
   pthread_mutex_unlock(&g->queue_mutex);
   return NULL;
@@ -160,12 +165,8 @@ static void *io_main(void *arg) {
 
 void cp__submit(cp_job *job) {
   cp_library *g = &cp__lib;
-  job->next = NULL;
   pthread_mutex_lock(&g->queue_mutex);
-  if (g->compress_tail) g->compress_tail->next = job;
-  else g->compress_head = job;
-  g->compress_tail = job;
-  pthread_cond_signal(&g->compress_cond);
+  enqueue(&g->compress_head, &g->compress_tail, &g->compress_cond, job);
   pthread_mutex_unlock(&g->queue_mutex);
 }
 
