@@ -13,6 +13,7 @@ import sys
 COMMANDS = {
     "demo": ("cloudprofiler.demo", "run the demo job and print what it logged"),
     "spark-conf": ("cloudprofiler.spark.conf_cli", "print the --jars/--conf flags that enable the Spark plugin"),
+    "calibrate": ("cloudprofiler.calibration.cli", "MinRTT rounds from this host to probe responders elsewhere"),
 }
 
 # bench target -> (module, one-line help)
