@@ -21,6 +21,7 @@ class ConsumerReport:
     totals: dict = field(default_factory=dict)  # emitter -> wire.Totals from its pill
     recv_ns: list = field(default_factory=list)  # per bucket: receive time (perf_counter ns)
     tuples: list = field(default_factory=list)  # per bucket: tuple count
+    emitter: list = field(default_factory=list)  # per bucket: emitter index
     latency_ns: list = field(default_factory=list)  # per bucket: receive wall clock - emission wall clock
 
     @property
@@ -32,15 +33,11 @@ class ConsumerReport:
         return sum(t.dropped_tuples for t in self.totals.values())
 
     def rate_tps(self, warmup_s: float = 0.0) -> float:
-        """Tuples per second between the first bucket after the warm-up and the last bucket."""
-        if len(self.recv_ns) < 3:
-            return 0.0
-        t = np.asarray(self.recv_ns)
-        n = np.asarray(self.tuples)
-        first = int(np.searchsorted(t, t[0] + warmup_s * 1e9))
-        if first >= len(t) - 1:
-            first = 0
-        return float(n[first + 1:].sum() / ((t[-1] - t[first]) / 1e9))
+        """Sum over emitters of tuples per second between the first bucket after the warm-up and the last.
+
+        Per emitter, because emitters start and end at slightly different moments."""
+        t_all, n_all, e_all = np.asarray(self.recv_ns), np.asarray(self.tuples), np.asarray(self.emitter)
+        return sum(_rate(t_all[e_all == e], n_all[e_all == e], warmup_s) for e in np.unique(e_all))
 
     def latency_trend(self, warmup_s: float = 0.0) -> tuple[float, float, float]:
         """(p50 ms, p99 ms, slope of latency in ms per s of run) after the warm-up."""
@@ -52,6 +49,15 @@ class ConsumerReport:
         t, lat = t[keep], lat[keep]
         slope = float(np.polyfit(t, lat, 1)[0]) if len(t) > 2 and t[-1] > t[0] else 0.0
         return float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), slope
+
+
+def _rate(t: np.ndarray, n: np.ndarray, warmup_s: float) -> float:
+    if len(t) < 3:
+        return 0.0
+    first = int(np.searchsorted(t, t[0] + warmup_s * 1e9))
+    if first >= len(t) - 1:
+        first = 0
+    return float(n[first + 1:].sum() / ((t[-1] - t[first]) / 1e9))
 
 
 def consume(endpoints: list[str], timeout_s: float = 5.0, capacity_tps: float | None = None) -> ConsumerReport:
@@ -79,7 +85,8 @@ def consume(endpoints: list[str], timeout_s: float = 5.0, capacity_tps: float | 
                     f"({len(report.totals)} of {len(endpoints)} emitters finished)") from None
             now = time.perf_counter_ns()
             header = wire.Header.unpack(frames[0].buffer)
-            if header.kind == wire.PILL:
+            if header.kind == wire.PILL:  # its seq is the number of buckets the emitter made
+                report.missing_buckets += header.seq - next_seq.get(header.emitter, 0)
                 report.totals[header.emitter] = wire.Totals.unpack(frames[1].buffer)
                 continue
             report.missing_buckets += header.seq - next_seq.get(header.emitter, 0)
@@ -88,6 +95,7 @@ def consume(endpoints: list[str], timeout_s: float = 5.0, capacity_tps: float | 
             report.received_buckets += 1
             report.recv_ns.append(now)
             report.tuples.append(header.n)
+            report.emitter.append(header.emitter)
             report.latency_ns.append(time.time_ns() - header.wall_ns)
             if capacity_tps:
                 first_ns = first_ns or now

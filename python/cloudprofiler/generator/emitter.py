@@ -38,7 +38,7 @@ class GeneratorConfig:
     seed: int = 42
     bucket_tuples: int = 0  # 0: derived from the rate
     preloaded_buckets: int = 16  # distinct buckets generated before the run, sent in turn
-    queue_buckets: int = 64  # bound of each emitter's queue
+    queue_buckets: int = 0  # bound of each emitter's queue; 0: one second of buckets (at least 64)
     timeout_s: float = 5.0
 
     def validate(self) -> None:
@@ -53,8 +53,8 @@ class GeneratorConfig:
             raise ValueError(f"duration must be > 0 s, got {self.duration_s}")
         if self.emitters < 1:
             raise ValueError(f"emitters must be >= 1, got {self.emitters}")
-        if self.queue_buckets < 1:
-            raise ValueError(f"queue must hold >= 1 bucket, got {self.queue_buckets}")
+        if self.queue_buckets < 0:
+            raise ValueError(f"queue must hold >= 1 bucket (0: automatic), got {self.queue_buckets}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout must be > 0 s, got {self.timeout_s}")
 
@@ -66,6 +66,12 @@ class GeneratorConfig:
         if self.bucket_tuples > 0:
             return self.bucket_tuples
         return int(min(MAX_BUCKET_TUPLES, max(1, round(self.rate_per_emitter * BUCKET_PERIOD_NS / 1e9))))
+
+    def effective_queue_buckets(self) -> int:
+        # Queued entries share the preloaded payloads, so a long queue costs only its headers.
+        if self.queue_buckets > 0:
+            return self.queue_buckets
+        return max(64, int(self.rate_per_emitter / self.effective_bucket_tuples()))
 
     def endpoint(self, emitter: int) -> str:
         return f"tcp://{self.host}:{self.port + emitter}"
@@ -112,6 +118,7 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
     sock.setsockopt(zmq.LINGER, int(config.timeout_s * 1000))
     sock.setsockopt(zmq.SNDTIMEO, int(config.timeout_s * 1000))
     queue: collections.deque = collections.deque()
+    queue_bound = config.effective_queue_buckets()
     try:
         sock.bind(config.endpoint(index))
         if not sock.poll(int(config.timeout_s * 1000), zmq.POLLOUT):
@@ -131,7 +138,7 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
             while time.perf_counter_ns() < slot:
                 pass
             header = wire.Header(wire.DATA, index, seq, base_id + seq * n, n, tsc(), time.time_ns()).pack()
-            if len(queue) < config.queue_buckets:
+            if len(queue) < queue_bound:
                 queue.append((header, payloads[seq % len(payloads)]))
             else:
                 result.dropped_tuples += n
@@ -152,10 +159,17 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
             if now - last_sent > config.timeout_s * 1e9:
                 raise GeneratorError(
                     f"the consumer at {config.endpoint(index)} took no bucket for {config.timeout_s} s; stopping")
+        # The period is over: what is still queued goes out before the pill (blocking, bounded by SNDTIMEO).
+        try:
+            while queue:
+                sock.send_multipart(queue[0], copy=False)
+                queue.popleft()
+                result.emitted_tuples += n
+                result.emitted_buckets += 1
+        except zmq.Again:
+            raise GeneratorError(
+                f"the consumer at {config.endpoint(index)} took no bucket for {config.timeout_s} s; stopping") from None
         result.end_ns = time.perf_counter_ns()
-        # What is still queued when the period ends never reached the consumer: a drop, not a loss.
-        result.dropped_buckets += len(queue)
-        result.dropped_tuples += len(queue) * n
         totals = wire.Totals(result.emitted_tuples, result.emitted_buckets, result.dropped_tuples,
                              result.dropped_buckets)
         pill = wire.Header(wire.PILL, index, buckets_total, 0, 0, tsc(), time.time_ns()).pack()

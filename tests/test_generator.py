@@ -1,0 +1,87 @@
+"""Generator against a real consumer over loopback TCP: rate accuracy, counted drops, dead consumer, bad input."""
+import socket
+
+import pytest
+
+from cloudprofiler.generator.consumer import consume
+from cloudprofiler.generator.emitter import Generator, GeneratorConfig
+from cloudprofiler.generator.workloads import make_buckets
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_pair(capacity_tps=None, **kwargs):
+    config = GeneratorConfig(port=free_port(), timeout_s=5, **kwargs)
+    generator = Generator(config).start()
+    report = consume([config.endpoint(i) for i in range(config.emitters)], timeout_s=15, capacity_tps=capacity_tps)
+    return report, generator.join()
+
+
+@pytest.mark.parametrize("rate,emitters", [(10_000, 1), (200_000, 2), (1_000_000, 1)])
+def test_rate_within_one_percent_measured_by_receiver(rate, emitters):
+    report, results = run_pair(rate=rate, emitters=emitters, duration_s=3)
+    assert [r.error for r in results] == [None] * emitters
+    assert report.dropped_tuples == 0
+    assert report.received_tuples == report.emitted_tuples
+    assert report.rate_tps(warmup_s=0.5) == pytest.approx(rate, rel=0.01)
+
+
+def test_slow_consumer_drops_are_counted():
+    report, results = run_pair(capacity_tps=50_000, rate=200_000, duration_s=2, queue_buckets=50)
+    assert results[0].error is None
+    assert report.dropped_tuples > 0
+    assert report.emitted_tuples == report.received_tuples
+    assert report.emitted_tuples + report.dropped_tuples == 400_000
+    assert report.missing_buckets == results[0].dropped_buckets
+
+
+def test_no_consumer_times_out_with_a_clear_message():
+    config = GeneratorConfig(port=free_port(), timeout_s=1, rate=10_000, duration_s=5)
+    (result,) = Generator(config).run()
+    assert result.error == f"no consumer connected to {config.endpoint(0)} within 1 s"
+
+
+def test_consumer_that_stops_reading_stops_the_generator():
+    import zmq
+
+    config = GeneratorConfig(port=free_port(), timeout_s=1, rate=100_000, duration_s=30, queue_buckets=50)
+    generator = Generator(config).start()
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)
+    sock.setsockopt(zmq.RCVHWM, 1)
+    sock.setsockopt(zmq.RCVBUF, 1 << 12)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(config.endpoint(0))
+    sock.recv_multipart(copy=False)
+    (result,) = generator.join()  # the consumer never reads again
+    sock.close()
+    ctx.term()
+    assert result.error == f"the consumer at {config.endpoint(0)} took no bucket for 1 s; stopping"
+    assert result.dropped_tuples > 0
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("workload", "tweets", "unknown workload 'tweets'"),
+    ("rate", 0, "rate must be > 0 tuples/s, got 0"),
+    ("rate", -5, "rate must be > 0 tuples/s, got -5"),
+    ("distribution", "pareto", "unknown key distribution 'pareto'"),
+    ("emitters", 0, "emitters must be >= 1, got 0"),
+])
+def test_bad_config_names_the_value(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        Generator(GeneratorConfig(**{field: value}))
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "normal", "zipf"])
+def test_workloads_are_seeded_and_in_range(distribution):
+    a = make_buckets("ysb", 1000, 2, seed=7, distribution=distribution)
+    b = make_buckets("ysb", 1000, 2, seed=7, distribution=distribution)
+    assert a[0].equals(b[0]) and a[1].equals(b[1])
+    ads = a[0].column("ad_id").to_numpy()
+    assert ads.min() >= 0 and ads.max() < 1000
+    geo = make_buckets("purchases", 1000, 1, seed=1, distribution=distribution)[0].column("geo").to_numpy()
+    assert geo.min() >= 0 and geo.max() < 100
