@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
+import numpy as np
+
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
+from cloudprofiler.calibration.spark import records_in_reference
+
+OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
 
 
 def _free_port() -> int:
@@ -74,6 +79,9 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
         .config("spark.executor.cores", "1")
         .config("spark.cores.max", "2")
         .config("spark.driver.host", "127.0.0.1")
+        # executors as a TSC domain of their own (4 h ahead, 29 ppm fast), calibrated every second
+        .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", f"offset={OFFSET},skew_ppm={SKEW_PPM}")
+        .config("spark.cloudprofiler.calibration.interval", "1")
         .getOrCreate()
     )
     try:
@@ -83,6 +91,8 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
             time.sleep(0.5)
         total = spark.sparkContext.parallelize(range(100_000), 8).map(lambda x: (x % 10, x)).reduceByKey(
             lambda a, b: a + b).count()
+        time.sleep(2.5)  # calibration rounds run every second
+        spark.sparkContext.parallelize(range(100), 8).count()
         app_id = spark.sparkContext.applicationId
     finally:
         spark.stop()
@@ -103,3 +113,9 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     assert sorted(start) == sorted(end) == sorted(attempts)
     pids = {cp.log_metadata(p)["pid"] for p in app.rglob("spark.task.*.arrows")}
     assert os.getpid() not in pids and len(pids) == 2  # written by the two executor JVMs
+    # every executor record, translated into the driver's TSC domain, holds the truth inside its bound
+    records = records_in_reference(app, "spark.task.start")
+    truth = (records.column("tsc").to_numpy().astype(np.float64) - OFFSET) / (1 + SKEW_PPM * 1e-6)
+    est, err = records.column("tsc_ref").to_numpy(), records.column("tsc_err").to_numpy()
+    assert np.all(np.abs(est - truth) <= err + 1)
+    assert np.median(err) < cp.tsc_frequency().hz * 1e-3  # under a millisecond on loopback

@@ -169,6 +169,7 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
   int rc = resolve(address, port, &addr, error);
   if (rc) return rc;
   if (!count || !out || !answered) return cp__fail(error, EINVAL, "count=%u: expected at least one probe", count);
+  if (secret_len > 64) return cp__fail(error, EINVAL, "secret of %zu bytes: at most 64", secret_len);
   if (!timeout_ms || timeout_ms > 60000)
     return cp__fail(error, EINVAL, "timeout_ms=%u is out of range: expected 1 to 60000", timeout_ms);
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);

@@ -114,7 +114,7 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
     tsc = _tsc_source()
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.SNDHWM, 2)  # the explicit queue below is the bounded one; it can be sampled
+    sock.setsockopt(zmq.SNDHWM, 16)  # small: the explicit queue below is the bounded one, and it can be sampled
     sock.setsockopt(zmq.LINGER, int(config.timeout_s * 1000))
     sock.setsockopt(zmq.SNDTIMEO, int(config.timeout_s * 1000))
     queue: collections.deque = collections.deque()

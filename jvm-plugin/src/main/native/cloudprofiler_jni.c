@@ -1,5 +1,6 @@
 /* JNI glue for io.cloudprofiler.CloudProfiler: each function turns the jlong handle into a channel pointer,
  * calls one library function and turns a cp_error into a CloudProfilerException. */
+#include <errno.h>
 #include <jni.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,4 +179,67 @@ jdouble JNI_FN(tscHz)(JNIEnv *env, jclass cls) {
   cp_tsc_frequency f;
   if (check(env, cp_tsc_frequency_get(&f, &error), &error)) return 0;
   return f.hz;
+}
+
+/* long responderStart(String address, int port, byte[] secret) */
+jlong JNI_FN(responderStart)(JNIEnv *env, jclass cls, jstring address, jint port, jbyteArray secret) {
+  (void)cls;
+  const char *addr = (*env)->GetStringUTFChars(env, address, NULL);
+  jsize n = secret ? (*env)->GetArrayLength(env, secret) : 0;
+  jbyte key[64];
+  if (n > 64) n = 65; /* the library reports the length */
+  if (n && n <= 64) (*env)->GetByteArrayRegion(env, secret, 0, n, key);
+  cp_responder *r = NULL;
+  cp_error error;
+  int rc = cp_responder_start(addr, (uint16_t)port, (const uint8_t *)key, (size_t)n, &r, &error);
+  (*env)->ReleaseStringUTFChars(env, address, addr);
+  check(env, rc, &error);
+  return (jlong)(intptr_t)r;
+}
+
+/* int responderPort(long responder) */
+jint JNI_FN(responderPort)(JNIEnv *env, jclass cls, jlong responder) {
+  (void)env, (void)cls;
+  return cp_responder_port((cp_responder *)(intptr_t)responder);
+}
+
+/* void responderStop(long responder) */
+void JNI_FN(responderStop)(JNIEnv *env, jclass cls, jlong responder) {
+  (void)env, (void)cls;
+  cp_responder_stop((cp_responder *)(intptr_t)responder);
+}
+
+/* long[] probePeer(String address, int port, int count, int timeoutMs, byte[] secret):
+ * (send, remote, recv) per probe; recv is 0 for an unanswered probe. */
+jlongArray JNI_FN(probePeer)(JNIEnv *env, jclass cls, jstring address, jint port, jint count, jint timeout_ms,
+                             jbyteArray secret) {
+  (void)cls;
+  if (count < 1 || count > 100000) return fail(env, 22, "probe count out of range: expected 1 to 100000"), NULL;
+  const char *addr = (*env)->GetStringUTFChars(env, address, NULL);
+  jsize n = secret ? (*env)->GetArrayLength(env, secret) : 0;
+  jbyte key[64];
+  if (n > 64) n = 65;
+  if (n && n <= 64) (*env)->GetByteArrayRegion(env, secret, 0, n, key);
+  cp_probe *probes = calloc((size_t)count, sizeof *probes);
+  jlong *flat = calloc((size_t)count * 3, sizeof *flat);
+  uint32_t answered = 0;
+  cp_error error;
+  int rc = probes && flat ? cp_probe_peer(addr, (uint16_t)port, (const uint8_t *)key, (size_t)n, (uint32_t)count,
+                                          (uint32_t)timeout_ms, 1, probes, &answered, &error)
+                          : ENOMEM;
+  (*env)->ReleaseStringUTFChars(env, address, addr);
+  jlongArray out = NULL;
+  if (rc == ENOMEM && !probes) fail(env, rc, "out of memory");
+  else if (!check(env, rc, &error)) {
+    for (jint i = 0; i < count; i++) {
+      flat[3 * i] = (jlong)probes[i].send_tsc;
+      flat[3 * i + 1] = (jlong)probes[i].remote_tsc;
+      flat[3 * i + 2] = (jlong)probes[i].recv_tsc;
+    }
+    out = (*env)->NewLongArray(env, count * 3);
+    if (out) (*env)->SetLongArrayRegion(env, out, 0, count * 3, flat);
+  }
+  free(probes);
+  free(flat);
+  return out;
 }

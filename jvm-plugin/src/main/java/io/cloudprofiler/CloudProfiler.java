@@ -46,4 +46,14 @@ public final class CloudProfiler {
   public static native long tsc();
 
   public static native double tscHz();
+
+  /** Starts a MinRTT probe responder on address:port (0: any free port); returns its handle. */
+  public static native long responderStart(String address, int port, byte[] secret);
+
+  public static native int responderPort(long responder);
+
+  public static native void responderStop(long responder);
+
+  /** Probes a responder: (send, remote, recv) TSCs per probe, recv 0 where unanswered. */
+  public static native long[] probePeer(String address, int port, int count, int timeoutMs, byte[] secret);
 }

@@ -12,6 +12,7 @@ import org.slf4j.LoggerFactory;
 public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
   private TaskListener listener;
+  private CalibrationCoordinator calibration;
   private SparkContext sc;
   private String logDir;
 
@@ -23,12 +24,26 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     logDir = options.get(Config.LOG_DIR.name);
     listener = new TaskListener();
     sc.addSparkListener(listener);
+    if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
+      calibration = new CalibrationCoordinator(Integer.parseInt(options.get(Config.CALIBRATION_INTERVAL.name)),
+          Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name)));
+    }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration
   }
 
+  /** Executors register their probe responders here. */
+  @Override
+  public Object receive(Object message) {
+    if (calibration != null && message instanceof String && ((String) message).startsWith(CalibrationCoordinator.REGISTER)) {
+      calibration.register((String) message);
+    }
+    return null;
+  }
+
   @Override
   public void shutdown() {
+    if (calibration != null) calibration.shutdown();
     String appFolder = logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
     try {
       listener.writeTable(appFolder + "/spark-tasks.arrows");

@@ -30,6 +30,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private LogCollector collector;
   private ScheduledExecutorService collectTimer;
   private Thread shutdownHook;
+  private long responder;
 
   private PluginContext ctx;
   private Map<String, String> options;
@@ -65,7 +66,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private void open() {
     String appId = ctx.conf().get("spark.app.id", "unknown-application");
-    String host = hostName(ctx);
+    String host = hostName();
     String leaf = appId + "/" + host + "-" + ctx.executorID();
     File local = new File(options.get(Config.LOCAL_DIR.name), leaf);
     try {
@@ -74,13 +75,21 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           Integer.parseInt(options.get(Config.CHANNEL_BLOCKS.name)), 0, CloudProfiler.FULL_BLOCK);
       String handler = options.get(Config.TASK_HANDLER.name);
       long[] params = Config.parseLongs(options.get(Config.TASK_PARAMS.name));
-      String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event"};
+      String domain = TscDomain.key();
+      String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain"};
       startChannel = CloudProfiler.openChannel("spark.task.start", handler, params, keys,
-          new String[] {appId, ctx.executorID(), host, "task_start"});
+          new String[] {appId, ctx.executorID(), host, "task_start", domain});
       endChannel = CloudProfiler.openChannel("spark.task.end", handler, params, keys,
-          new String[] {appId, ctx.executorID(), host, "task_end"});
+          new String[] {appId, ctx.executorID(), host, "task_end", domain});
+      if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
+        try {
+          registerResponder(appId, domain);
+        } catch (Exception e) { // task logging goes on; this host's durations stay uncalibrated
+          LOG.warn("cloudprofiler: no calibration for executor {}: {}", ctx.executorID(), e.toString());
+        }
+      }
     } catch (RuntimeException e) {
-      LOG.warn("cloudprofiler: disabled on executor {}: {}", ctx.executorID(), e.getMessage());
+      LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID(), e);
       active = false;
       return;
     }
@@ -98,11 +107,21 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     LOG.info("cloudprofiler: executor {} logs to {}, collected into {}", ctx.executorID(), local, collector.target());
   }
 
-  private static String hostName(PluginContext ctx) {
+  /** Answers the driver's calibration probes; the driver learns where through a plugin message. */
+  private void registerResponder(String appId, String domain) throws java.io.IOException {
+    responder = CloudProfiler.responderStart("0.0.0.0", 0, TscDomain.secret(appId));
+    String address = org.apache.spark.SparkEnv.get().blockManager().blockManagerId().host(); // what the driver reaches
+    String message = String.join("\t", CalibrationCoordinator.REGISTER, domain, address,
+        String.valueOf(CloudProfiler.responderPort(responder)), appId, options.get(Config.LOG_DIR.name));
+    ctx.send(message);
+  }
+
+  /** PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has no address). */
+  private static String hostName() {
     try {
       return InetAddress.getLocalHost().getHostName();
     } catch (Exception e) {
-      return ctx.hostname();
+      return "unknown-host";
     }
   }
 
@@ -155,6 +174,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     if (collector == null) return; // never started, or already finished
     active = false;
     if (collectTimer != null) collectTimer.shutdownNow();
+    if (responder != 0) CloudProfiler.responderStop(responder);
+    responder = 0;
     CloudProfiler.stop();
     try {
       collector.copy();

@@ -1,0 +1,155 @@
+"""Maximum sustainable throughput: bracket, then bisect, over steps that each run the pipeline at one rate.
+
+A step is sustainable when (paper Fig. 9a) every emitted tuple was received and none was dropped, and
+(Karimov et al.) neither the generator's queue nor event-time latency keeps growing after the warm-up: the
+fitted latency slope stays under `MAX_LATENCY_GROWTH` (ms of latency per s of run, i.e. a backlog growing
+by at most that fraction of the rate) and the queue slope under the same fraction of the rate.
+"""
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+MAX_LATENCY_GROWTH = 10.0  # ms per s: a backlog that grows by 1% of the rate
+
+
+@dataclass
+class Step:
+    rate: float
+    emitted: int
+    received: int
+    dropped: int
+    achieved_tps: float
+    queue_slope_tps: float  # growth of the generator's queue, tuples per s
+    latency_p50_ms: float
+    latency_p99_ms: float
+    latency_slope_ms_per_s: float
+    error: str | None = None
+
+    @property
+    def sustainable(self) -> bool:
+        return (self.error is None and self.dropped == 0 and self.emitted == self.received
+                and self.latency_slope_ms_per_s < MAX_LATENCY_GROWTH
+                and self.queue_slope_tps < MAX_LATENCY_GROWTH / 1000 * self.rate)
+
+
+@dataclass
+class SearchResult:
+    max_sustainable_tps: float
+    tolerance: float
+    steps: list
+
+    def to_json(self) -> str:
+        return json.dumps({"max_sustainable_tps": self.max_sustainable_tps, "tolerance": self.tolerance,
+                           "steps": [dict(asdict(s), sustainable=s.sustainable) for s in self.steps]}, indent=2)
+
+    def to_arrow(self):
+        import pyarrow as pa
+        rows = [dict(asdict(s), sustainable=s.sustainable) for s in self.steps]
+        return pa.Table.from_pylist(rows).replace_schema_metadata(
+            {"max_sustainable_tps": str(self.max_sustainable_tps), "tolerance": str(self.tolerance)})
+
+
+def search(trial: Callable[[float], Step], start: float, tolerance: float = 0.02, max_rate: float = 1e9,
+           progress: Callable[[Step], None] = lambda step: None) -> SearchResult:
+    """Double (or halve) from `start` until a sustainable and an unsustainable rate bracket the limit, then
+    bisect until they are within `tolerance` of each other; the result is the highest sustainable rate seen."""
+    if not start > 0:
+        raise ValueError(f"start rate must be > 0 tuples/s, got {start}")
+    if not 0 < tolerance < 1:
+        raise ValueError(f"tolerance must be in (0, 1), got {tolerance}")
+    steps: list[Step] = []
+
+    def run(rate: float) -> bool:
+        step = trial(rate)
+        steps.append(step)
+        progress(step)
+        return step.sustainable
+
+    low, high = 0.0, None
+    rate = start
+    while True:
+        if run(rate):
+            low = rate
+            if rate >= max_rate:
+                return SearchResult(low, tolerance, steps)
+            rate = min(rate * 2, max_rate)
+        else:
+            high = rate
+            if low > 0:
+                break
+            rate /= 2
+            if rate < 1:
+                return SearchResult(0.0, tolerance, steps)
+        if high is not None and low > 0:
+            break
+    while (high - low) / low > tolerance:
+        mid = (low + high) / 2
+        if run(mid):
+            low = mid
+        else:
+            high = mid
+    return SearchResult(low, tolerance, steps)
+
+
+def free_port_base(count: int) -> int:
+    """A port p such that p .. p + count - 1 were free a moment ago (emitter i binds p + i)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count < 65536 and all(_port_free(base + i) for i in range(1, count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free TCP ports on 127.0.0.1")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def queue_slope(results, warmup_s: float, bucket_tuples: int) -> float:
+    """Summed over emitters: fitted growth of the queue after the warm-up, in tuples per s."""
+    total = 0.0
+    for r in results:
+        samples = np.asarray([s for s in r.queue_samples if s[0] >= warmup_s], dtype=float)
+        if len(samples) > 2:
+            total += float(np.polyfit(samples[:, 0], samples[:, 1], 1)[0]) * bucket_tuples
+    return total
+
+
+def consumer_trial(template, duration_s: float, warmup_s: float, capacity_tps: float | None = None):
+    """A step against the plain consumer (optionally capped at `capacity_tps`): the generator's own limit,
+    or a system under test with a known capacity."""
+    from dataclasses import replace
+
+    from .consumer import consume
+    from .emitter import Generator
+
+    def trial(rate: float) -> Step:
+        config = replace(template, rate=rate, duration_s=duration_s, port=free_port_base(template.emitters))
+        generator = Generator(config).start()
+        error = None
+        try:
+            report = consume([config.endpoint(i) for i in range(config.emitters)],
+                             timeout_s=config.timeout_s + 5, capacity_tps=capacity_tps)
+        except TimeoutError as exc:
+            error = str(exc)
+            from .consumer import ConsumerReport
+            report = ConsumerReport()
+        results = generator.join()
+        error = error or next((r.error for r in results if r.error), None)
+        p50, p99, slope = report.latency_trend(warmup_s)
+        return Step(rate, sum(r.emitted_tuples for r in results), report.received_tuples,
+                    sum(r.dropped_tuples for r in results), report.rate_tps(warmup_s),
+                    queue_slope(results, warmup_s, config.effective_bucket_tuples()), p50, p99, slope, error)
+
+    return trial

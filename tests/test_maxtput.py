@@ -1,0 +1,49 @@
+"""The search against a consumer whose capacity is set on purpose finds that capacity within its tolerance."""
+import argparse
+import json
+
+import pytest
+
+from cloudprofiler.generator import maxtput_cli
+from cloudprofiler.generator.emitter import GeneratorConfig
+from cloudprofiler.generator.maxtput import Step, consumer_trial, search
+
+
+def test_search_finds_a_known_capacity():
+    capacity, tolerance = 200_000, 0.05
+    result = search(consumer_trial(GeneratorConfig(), duration_s=2.0, warmup_s=0.5, capacity_tps=capacity),
+                    start=150_000, tolerance=tolerance)
+    assert capacity * (1 - tolerance) * 0.99 <= result.max_sustainable_tps <= capacity * 1.01
+    assert any(not s.sustainable for s in result.steps)
+    assert all(s.emitted == s.received for s in result.steps)
+
+
+def fake_step(rate, limit):
+    ok = rate <= limit
+    return Step(rate, 100, 100 if ok else 90, 0 if ok else 10, rate, 0.0, 1.0, 2.0, 0.0)
+
+
+@pytest.mark.parametrize("start", [1_000, 5_000_000])
+def test_bracket_and_bisect_converge_from_either_side(start):
+    result = search(lambda r: fake_step(r, 123_456), start=start, tolerance=0.02)
+    assert 123_456 * 0.98 <= result.max_sustainable_tps <= 123_456
+    json.loads(result.to_json())
+    assert result.to_arrow().num_rows == len(result.steps)
+
+
+@pytest.mark.parametrize("kwargs,message", [({"start": 0}, "start rate must be > 0 tuples/s, got 0"),
+                                            ({"start": 1, "tolerance": 2}, "tolerance must be in")])
+def test_bad_search_arguments_name_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        search(lambda r: fake_step(r, 10), **kwargs)
+
+
+def test_command_writes_a_record(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    maxtput_cli.add_arguments(parser)
+    args = parser.parse_args(["--capacity", "50000", "--start", "40000", "--tolerance", "0.3",
+                              "--step-duration", "1", "--out", str(tmp_path)])
+    assert maxtput_cli.run(args) == 0
+    assert "maximum sustainable rate" in capsys.readouterr().out
+    record = json.loads((tmp_path / "maxtput.json").read_text())
+    assert record["steps"] and record["max_sustainable_tps"] > 0
