@@ -54,3 +54,22 @@ def test_exit_without_close_flushes_everything(tmp_path):
     counts = {cp.log_metadata(p)["handler"]: cp.read_log(p).num_rows for p in cp.log_files(tmp_path)}
     assert counts == {"buffered": 100_001, "identity": 100_001, "downsample": 33_334}
     assert all(cp.log_metadata(p)["closed"] for p in cp.log_files(tmp_path))
+
+
+def test_background_threads_sleep_when_idle(tmp_path):
+    result = run_python(
+        f"""
+        import resource, time, numpy as np, cloudprofiler as cp
+        cp.start({str(tmp_path)!r}, compression="zstd")
+        channels = [cp.Channel(h, h, p) for h, p in (("buffered", ()), ("mpc", (10_000_000,)), ("xoy", (1, 2)))]
+        for ch in channels:
+            ch.log_many(np.arange(100_000))
+        time.sleep(0.5)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        time.sleep(2.0)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        print((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) < 0.1  # seconds of CPU in 2 s of idleness: the threads sleep

@@ -293,6 +293,13 @@ static int start_locked(const cp_options *options, cp_error *error) {
   g->options = o;
   read_identity(g);
   g->stopping = false;
+  /* The timer waits against CLOCK_MONOTONIC: deadlines stay right when the wall clock steps. */
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_destroy(&g->timer_cond);
+  pthread_cond_init(&g->timer_cond, &attr);
+  pthread_condattr_destroy(&attr);
 
   g->compress_threads = calloc(o.compression_threads, sizeof(pthread_t));
   g->n_compress_threads = 0;
