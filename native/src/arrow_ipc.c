@@ -33,7 +33,7 @@ static size_t buf_reserve(cp_buf *b, size_t size, size_t align) {
     b->data = data;
     b->cap = cap;
   }
-  memset(b->data + b->len, 0, pos + size - b->len);
+  if (pos + size > b->len) memset(b->data + b->len, 0, pos + size - b->len); /* padding and the new bytes */
   b->len = pos + size;
   return pos;
 }
@@ -152,7 +152,7 @@ static int64_t body_buffer(cp_buf *body, const void *data, size_t size, cp_compr
   size_t start = buf_reserve(body, 0, 8);
   if (compression == CP_COMPRESSION_NONE) {
     size_t pos = buf_reserve(body, size, 1);
-    if (!body->failed) memcpy(body->data + pos, data, size);
+    if (!body->failed && size) memcpy(body->data + pos, data, size);
     return (int64_t)size;
   }
   size_t bound = ZSTD_compressBound(size);
@@ -207,7 +207,7 @@ int cp__ipc_batch(cp_buf *b, const void *col0, const void *col1, uint32_t rows, 
   }
   frame(b);
   size_t pos = buf_reserve(b, body.len, 8);
-  if (!b->failed) memcpy(b->data + pos, body.data, body.len);
+  if (!b->failed && body.len) memcpy(b->data + pos, body.data, body.len);
   cp__buf_free(&body);
   return b->failed ? ENOMEM : 0;
 }
