@@ -146,9 +146,9 @@ void cp__channel_write_batch(cp_channel *ch) {
   cp__buf_free(&msg);
 }
 
-void cp__channel_sample_counter(cp_channel *ch, uint64_t now, bool final) {
+uint64_t cp__channel_sample_counter(cp_channel *ch, uint64_t now, bool final) {
   pthread_mutex_lock(&ch->mutex);
-  if (ch->batch0) {
+  if (ch->batch0 && (final || now >= ch->next_deadline_tsc)) {
     uint64_t count = atomic_load(&ch->calls);
     ch->batch0[ch->batch_len] = (int64_t)ch->period_start_tsc;
     ch->batch1[ch->batch_len] = count - ch->last_count;
@@ -162,7 +162,9 @@ void cp__channel_sample_counter(cp_channel *ch, uint64_t now, bool final) {
     ch->next_deadline_tsc = ch->period_start_tsc + ch->period_ticks;
     if (final || ch->batch_len == ch->batch_cap) cp__channel_write_batch(ch);
   }
+  uint64_t deadline = ch->batch0 ? ch->next_deadline_tsc : UINT64_MAX;
   pthread_mutex_unlock(&ch->mutex);
+  return deadline;
 }
 
 /* ---- block pool ---- */

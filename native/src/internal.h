@@ -150,7 +150,9 @@ CP_INTERNAL void cp__channel_write_header(struct cp_channel *ch);
 CP_INTERNAL int cp__channel_write_message(struct cp_channel *ch, const uint8_t *msg, size_t len);
 CP_INTERNAL void cp__channel_submit_writers(struct cp_channel *ch); /* hand off every partial block */
 CP_INTERNAL void cp__channel_write_batch(struct cp_channel *ch);    /* identity/counter batch, mutex held */
-CP_INTERNAL void cp__channel_sample_counter(struct cp_channel *ch, uint64_t now_tsc, bool final);
+/* Appends the period that ended (or, when final, the partial one) under ch->mutex; returns the next
+ * deadline, UINT64_MAX once the channel has closed. */
+CP_INTERNAL uint64_t cp__channel_sample_counter(struct cp_channel *ch, uint64_t now_tsc, bool final);
 CP_INTERNAL void cp__block_release(struct cp_channel *ch, cp_block *block);
 CP_INTERNAL void cp__writer_submit_range(cp_writer *w);             /* w->mutex held */
 CP_INTERNAL void cp__writer_append_slow(cp_writer *w, int64_t id, uint64_t tsc);

@@ -198,8 +198,8 @@ static void *timer_main(void *arg) {
         continue;
       }
       if (ch->record_kind == 1) {
-        if (now >= ch->next_deadline_tsc) cp__channel_sample_counter(ch, now, false);
-        if (ch->next_deadline_tsc < next) next = ch->next_deadline_tsc;
+        uint64_t deadline = cp__channel_sample_counter(ch, now, false);
+        if (deadline < next) next = deadline;
       } else if (now >= next_flush) {
         cp__channel_submit_writers(ch);
       }
