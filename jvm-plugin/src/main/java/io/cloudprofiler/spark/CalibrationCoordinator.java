@@ -2,9 +2,6 @@ package io.cloudprofiler.spark;
 
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
-import java.io.OutputStream;
-import java.net.URI;
-import java.nio.channels.Channels;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -20,10 +17,6 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.IntVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.ArrowStreamWriter;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -146,16 +139,8 @@ final class CalibrationCoordinator {
       Map<String, String> meta = Map.of("reference.domain", referenceDomain);
       org.apache.arrow.vector.types.pojo.Schema schema = new org.apache.arrow.vector.types.pojo.Schema(
           vectors.stream().map(FieldVector::getField).toList(), meta);
-      URI uri = target.contains("://") ? new URI(target) : new java.io.File(target).getAbsoluteFile().toURI();
-      FileSystem fs = FileSystem.get(uri, new Configuration());
-      Path path = new Path(uri);
-      fs.mkdirs(path.getParent());
-      try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, n);
-          OutputStream out = fs.create(path, true);
-          ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
-        writer.start();
-        writer.writeBatch();
-        writer.end();
+      try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, n)) {
+        ArrowTables.write(target, root);
       }
     } catch (Exception e) {
       LOG.warn("cloudprofiler: writing the calibration table to " + target + " failed", e);

@@ -1,8 +1,5 @@
 package io.cloudprofiler.spark;
 
-import java.io.OutputStream;
-import java.net.URI;
-import java.nio.channels.Channels;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -15,10 +12,6 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.IntVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.ArrowStreamWriter;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
@@ -67,10 +60,6 @@ public class TaskListener extends SparkListener {
 
   /** Writes every row seen so far to {@code target} (any Hadoop-compatible URI), replacing an older table. */
   public synchronized void writeTable(String target) throws Exception {
-    Path path = new Path(target);
-    FileSystem fs = FileSystem.get(new URI(target.contains("://") ? target : "file://" + new java.io.File(target).getAbsolutePath()), new Configuration());
-    if (!target.contains("://")) path = new Path(new java.io.File(target).getAbsolutePath());
-    fs.mkdirs(path.getParent());
     int n = rows.size();
     try (BufferAllocator allocator = new RootAllocator();
         BigIntVector attempt = new BigIntVector("task_attempt_id", allocator);
@@ -105,12 +94,8 @@ public class TaskListener extends SparkListener {
         reason.setSafe(i, r.failureReason.getBytes(StandardCharsets.UTF_8));
       }
       for (FieldVector v : vectors) v.setValueCount(n);
-      try (VectorSchemaRoot root = new VectorSchemaRoot(vectors);
-          OutputStream out = fs.create(path, true);
-          ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
-        writer.start();
-        writer.writeBatch();
-        writer.end();
+      try (VectorSchemaRoot root = new VectorSchemaRoot(vectors)) {
+        ArrowTables.write(target, root);
       }
     }
   }
