@@ -20,20 +20,28 @@ void cp__buf_free(cp_buf *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* Makes room for `extra` more bytes after b->len without touching them. */
+static bool buf_grow(cp_buf *b, size_t extra) {
+  if (b->failed) return false;
+  if (b->len + extra <= b->cap) return true;
+  size_t cap = b->cap ? b->cap : 1024;
+  while (cap < b->len + extra) cap *= 2;
+  uint8_t *data = realloc(b->data, cap);
+  if (!data) {
+    b->failed = true;
+    return false;
+  }
+  b->data = data;
+  b->cap = cap;
+  return true;
+}
+
+/* Appends `size` zeroed bytes at the next multiple of `align` (the padding zeroed too); returns their
+ * position (0 after a failure, which every put_ checks). */
 static size_t buf_reserve(cp_buf *b, size_t size, size_t align) {
   size_t pos = (b->len + align - 1) & ~(align - 1);
-  if (pos + size > b->cap) {
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < pos + size) cap *= 2;
-    uint8_t *data = realloc(b->data, cap);
-    if (!data) {
-      b->failed = true;
-      return 0;
-    }
-    b->data = data;
-    b->cap = cap;
-  }
-  if (pos + size > b->len) memset(b->data + b->len, 0, pos + size - b->len); /* padding and the new bytes */
+  if (!buf_grow(b, pos + size - b->len)) return 0;
+  if (pos + size > b->len) memset(b->data + b->len, 0, pos + size - b->len);
   b->len = pos + size;
   return pos;
 }
@@ -147,58 +155,48 @@ int cp__ipc_schema(cp_buf *b, int record_kind, const char *const *keys, const ch
   return b->failed ? ENOMEM : 0;
 }
 
-/* Appends one body buffer (8-aligned) and returns its length in the body. */
-static int64_t body_buffer(cp_buf *body, const void *data, size_t size, cp_compression compression, int level) {
-  size_t start = buf_reserve(body, 0, 8);
+/* Appends one column to the body, 8-aligned, written in place (no zeroing, no staging copy); returns its
+ * length in the body. A compressed buffer starts with its uncompressed length (Arrow's BodyCompression). */
+static int64_t body_buffer(cp_buf *b, const void *data, size_t size, cp_compression compression, int level) {
+  size_t start = buf_reserve(b, 0, 8);
+  size_t room = compression ? 8 + ZSTD_compressBound(size) : size;
+  if (!buf_grow(b, room)) return 0;
   if (compression == CP_COMPRESSION_NONE) {
-    size_t pos = buf_reserve(body, size, 1);
-    if (!body->failed && size) memcpy(body->data + pos, data, size);
+    if (size) memcpy(b->data + start, data, size);
+    b->len = start + size;
     return (int64_t)size;
   }
-  size_t bound = ZSTD_compressBound(size);
-  size_t pos = buf_reserve(body, 8 + bound, 1);
-  if (body->failed) return 0;
-  size_t c = ZSTD_compress(body->data + pos + 8, bound, data, size, level);
+  size_t c = ZSTD_compress(b->data + start + 8, room - 8, data, size, level);
   if (ZSTD_isError(c)) {
-    body->failed = true;
+    b->failed = true;
     return 0;
   }
-  put_i64(body, pos, (int64_t)size);
-  body->len = pos + 8 + c;
-  return (int64_t)(body->len - start);
+  put_i64(b, start, (int64_t)size);
+  b->len = start + 8 + c;
+  return (int64_t)(8 + c);
 }
 
-int cp__ipc_batch(cp_buf *b, const void *col0, const void *col1, uint32_t rows, cp_compression compression,
-                  int level) {
-  cp_buf body = {0};
-  size_t bytes = (size_t)rows * 8;
-  int64_t len0 = body_buffer(&body, col0, bytes, compression, level);
-  int64_t off1 = (int64_t)buf_reserve(&body, 0, 8);
-  int64_t len1 = body_buffer(&body, col1, bytes, compression, level);
-  buf_reserve(&body, 0, 8);
-  if (body.failed) {
-    cp__buf_free(&body);
-    return compression ? EIO : ENOMEM;
-  }
+/* The framed RecordBatch metadata from offset 0 of b. Its length depends only on whether the body is
+ * compressed, so it can be written once to size it and again with the body's real lengths. */
+static void batch_metadata(cp_buf *b, uint32_t rows, int64_t body_len, const int64_t len[2], int64_t off1,
+                           bool compressed) {
   b->len = 0;
-  b->failed = false;
   buf_reserve(b, 8, 8);
-  size_t header = message(b, MESSAGE_RECORD_BATCH, (int64_t)body.len);
+  size_t header = message(b, MESSAGE_RECORD_BATCH, body_len);
   static const uint8_t sizes[4] = {8, 4, 4, 4};
   size_t f[4];
-  size_t batch = table(b, compression ? 4 : 3, sizes, f);
+  size_t batch = table(b, compressed ? 4 : 3, sizes, f);
   link(b, header, batch);
   put_i64(b, f[0], rows);
   size_t nodes = vector(b, f[1], 2, 16, 8);
   for (int i = 0; i < 2; i++) put_i64(b, nodes + 16 * (size_t)i, rows); /* null_count stays 0 */
   size_t bufs = vector(b, f[2], 4, 16, 8);
   /* validity (empty), values of column 0, validity (empty), values of column 1 */
-  put_i64(b, bufs + 16, 0);
-  put_i64(b, bufs + 24, len0);
+  put_i64(b, bufs + 24, len[0]);
   put_i64(b, bufs + 32, off1);
   put_i64(b, bufs + 48, off1);
-  put_i64(b, bufs + 56, len1);
-  if (compression) {
+  put_i64(b, bufs + 56, len[1]);
+  if (compressed) {
     static const uint8_t c_sizes[2] = {1, 1};
     size_t g[2];
     size_t t = table(b, 2, c_sizes, g);
@@ -206,8 +204,24 @@ int cp__ipc_batch(cp_buf *b, const void *col0, const void *col1, uint32_t rows, 
     put_u8(b, g[0], CODEC_ZSTD);
   }
   frame(b);
-  size_t pos = buf_reserve(b, body.len, 8);
-  if (!b->failed && body.len) memcpy(b->data + pos, body.data, body.len);
-  cp__buf_free(&body);
+}
+
+int cp__ipc_batch(cp_buf *b, const void *col0, const void *col1, uint32_t rows, cp_compression compression,
+                  int level) {
+  bool compressed = compression != CP_COMPRESSION_NONE;
+  int64_t len[2] = {0, 0};
+  b->failed = false;
+  batch_metadata(b, rows, 0, len, 0, compressed);
+  size_t meta_len = b->len, bytes = (size_t)rows * 8;
+  buf_grow(b, 2 * (compressed ? 8 + ZSTD_compressBound(bytes) : bytes) + 16); /* one allocation */
+  len[0] = body_buffer(b, col0, bytes, compression, level);
+  int64_t off1 = (int64_t)(buf_reserve(b, 0, 8) - meta_len);
+  len[1] = body_buffer(b, col1, bytes, compression, level);
+  buf_reserve(b, 0, 8);
+  if (b->failed) return EIO; /* out of memory or a codec error: the caller counts the rows as dropped */
+  size_t total = b->len;
+  batch_metadata(b, rows, (int64_t)(total - meta_len), len, off1, compressed);
+  if (b->len != meta_len) return EIO; /* the layout is fixed: this would be a bug in the encoder */
+  b->len = total;
   return b->failed ? ENOMEM : 0;
 }
