@@ -10,38 +10,20 @@
 
 #include "internal.h"
 
-/* Simulation parameters: sim(tsc) = tsc + offset + floor(tsc * skew_ppt / 1e12), skew in parts per trillion
- * so that integer arithmetic is exact. */
-static struct {
-  bool enabled;
-  int64_t offset;
-  int64_t skew_ppt;
-  char json[128];
-} simulation = {false, 0, 0, "null"};
+cp_simulation cp__simulation;
+static char simulation_json[128] = "null";
 
-static inline uint64_t simulate(uint64_t tsc) {
-  __int128 scaled = (__int128)tsc * simulation.skew_ppt;
-  __int128 q = scaled / 1000000000000LL;
-  if (scaled < 0 && q * 1000000000000LL != scaled) q -= 1; /* floor, not truncation */
-  return (uint64_t)((__int128)tsc + simulation.offset + q);
-}
-
-uint64_t cp_tsc(void) {
-  _mm_lfence();
-  uint64_t tsc = __rdtsc();
-  if (CP_UNLIKELY(simulation.enabled)) return simulate(tsc);
-  return tsc;
-}
+uint64_t cp_tsc(void) { return cp__tsc(); }
 
 uint64_t cp_tscp(uint32_t *cpu_id) {
   unsigned int aux;
   uint64_t tsc = __rdtscp(&aux);
   if (cpu_id) *cpu_id = aux & 0xfff; /* Linux puts the CPU number in the low 12 bits of TSC_AUX */
-  if (CP_UNLIKELY(simulation.enabled)) return simulate(tsc);
+  if (CP_UNLIKELY(cp__simulation.enabled)) return cp__simulate(tsc);
   return tsc;
 }
 
-const char *cp__simulation_json(void) { return simulation.json; }
+const char *cp__simulation_json(void) { return simulation_json; }
 
 __attribute__((constructor)) static void read_simulation(void) {
   const char *spec = getenv("CLOUDPROFILER_SIMULATE_TSC");
@@ -70,11 +52,11 @@ __attribute__((constructor)) static void read_simulation(void) {
             spec);
     return;
   }
-  simulation.offset = offset;
-  simulation.skew_ppt = llround(skew_ppm * 1e6);
-  snprintf(simulation.json, sizeof simulation.json, "{\"offset\": %lld, \"skew_ppm\": %.6f}", offset,
-           (double)simulation.skew_ppt / 1e6);
-  simulation.enabled = true;
+  cp__simulation.offset = offset;
+  cp__simulation.skew_ppt = llround(skew_ppm * 1e6);
+  snprintf(simulation_json, sizeof simulation_json, "{\"offset\": %lld, \"skew_ppm\": %.6f}", offset,
+           (double)cp__simulation.skew_ppt / 1e6);
+  cp__simulation.enabled = true;
 }
 
 static int64_t clock_ns(clockid_t id) {
@@ -149,8 +131,8 @@ int cp_tsc_frequency_get(cp_tsc_frequency *out, cp_error *error) {
       cached.hz = (double)c * b / a;
       cached.uncertainty_hz = cached.hz * 100e-6; /* crystals are specified to about 100 ppm */
       cached.source = CP_FREQUENCY_CPUID;
-      if (simulation.enabled) { /* calibration measures simulated ticks already; the crystal does not */
-        double scale = 1.0 + (double)simulation.skew_ppt / 1e12;
+      if (cp__simulation.enabled) { /* calibration measures simulated ticks already; the crystal does not */
+        double scale = 1.0 + (double)cp__simulation.skew_ppt / 1e12;
         cached.hz *= scale;
         cached.uncertainty_hz *= scale;
       }

@@ -140,37 +140,37 @@ static inline int64_t floor_mod(int64_t a, int64_t m) {
   return r < 0 ? r + m : r;
 }
 
-static inline void log_one(cp_channel *ch, int64_t id) {
-  switch (ch->handler) {
-    case CP_HANDLER_SPC: bump(&ch->calls); return;
-    case CP_HANDLER_MPC: atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed); return;
-    case CP_HANDLER_IDENTITY: identity_log(ch, id, cp_tsc()); return;
-    case CP_HANDLER_DOWNSAMPLE: {
-      uint64_t call = atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed);
-      if (call % (uint64_t)atomic_load_explicit(&ch->live_params[0], memory_order_relaxed)) return;
-      cp_writer *w = writer_of(ch);
-      if (CP_LIKELY(w)) writer_append(w, id, cp_tsc());
-      else atomic_fetch_add(&ch->dropped, 1);
-      return;
-    }
-    default: break;
+/* Handlers that keep records: the TSC is read only for a record that is kept. */
+static void log_record(cp_channel *ch, int64_t id) {
+  if (ch->handler == CP_HANDLER_IDENTITY) {
+    identity_log(ch, id, cp__tsc());
+    return;
+  }
+  if (ch->handler == CP_HANDLER_DOWNSAMPLE) {
+    uint64_t call = atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed);
+    if (call % (uint64_t)atomic_load_explicit(&ch->live_params[0], memory_order_relaxed)) return;
   }
   cp_writer *w = writer_of(ch);
   if (CP_UNLIKELY(!w)) {
     atomic_fetch_add(&ch->dropped, 1);
     return;
   }
-  bump(&w->logged);
   switch (ch->handler) {
-    case CP_HANDLER_BUFFERED: writer_append(w, id, cp_tsc()); return;
+    case CP_HANDLER_DOWNSAMPLE: writer_append(w, id, cp__tsc()); return; /* logged counts the calls above */
+    case CP_HANDLER_BUFFERED:
+      bump(&w->logged);
+      writer_append(w, id, cp__tsc());
+      return;
     case CP_HANDLER_XOY: {
+      bump(&w->logged);
       int64_t x = atomic_load_explicit(&ch->live_params[0], memory_order_relaxed);
       int64_t y = atomic_load_explicit(&ch->live_params[1], memory_order_relaxed);
-      if (floor_mod(id, y) < x) writer_append(w, id, cp_tsc());
+      if (floor_mod(id, y) < x) writer_append(w, id, cp__tsc());
       return;
     }
     case CP_HANDLER_FIRSTLAST: {
-      uint64_t tsc = cp_tsc();
+      bump(&w->logged);
+      uint64_t tsc = cp__tsc();
       if (!w->has_first) {
         w->first_id = id;
         w->first_tsc = tsc;
@@ -180,7 +180,22 @@ static inline void log_one(cp_channel *ch, int64_t id) {
       w->last_tsc = tsc;
       return;
     }
-    default: return; /* null: counted only */
+    default: return;
+  }
+}
+
+/* The counting handlers are dispatched first: a few instructions each, no TSC read, no stack frame. */
+static inline void log_one(cp_channel *ch, int64_t id) {
+  switch (ch->handler) {
+    case CP_HANDLER_SPC: bump(&ch->calls); return;
+    case CP_HANDLER_MPC: atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed); return;
+    case CP_HANDLER_NULL: {
+      cp_writer *w = writer_of(ch); /* a per-thread count: threads do not contend */
+      if (CP_LIKELY(w)) bump(&w->logged);
+      else atomic_fetch_add(&ch->dropped, 1);
+      return;
+    }
+    default: log_record(ch, id);
   }
 }
 
@@ -213,7 +228,7 @@ void cp_log_many(cp_channel *ch, const int64_t *ids, size_t n) {
     }
     atomic_store_explicit(&w->logged, atomic_load_explicit(&w->logged, memory_order_relaxed) + n,
                           memory_order_relaxed);
-    for (size_t i = 0; i < n; i++) writer_append(w, ids[i], cp_tsc());
+    for (size_t i = 0; i < n; i++) writer_append(w, ids[i], cp__tsc());
     return;
   }
   for (size_t i = 0; i < n; i++) log_one(ch, ids[i]);

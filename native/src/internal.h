@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <x86intrin.h>
 
 #include "cloudprofiler.h"
 
@@ -17,6 +18,31 @@ CP_INTERNAL int cp__fail(cp_error *error, int code, const char *fmt, ...) __attr
 
 /* ---- clock.c ---- */
 CP_INTERNAL const char *cp__simulation_json(void); /* "null" or {"offset":..,"skew_ppm":..} */
+
+/* TSC simulation, set once by a constructor before any thread of the library exists:
+ * sim(tsc) = tsc + offset + floor(tsc * skew_ppt / 1e12), skew in parts per trillion so that integer
+ * arithmetic is exact. */
+typedef struct cp_simulation {
+  bool enabled;
+  int64_t offset;
+  int64_t skew_ppt;
+} cp_simulation;
+CP_INTERNAL extern cp_simulation cp__simulation;
+
+static inline uint64_t cp__simulate(uint64_t tsc) {
+  __int128 scaled = (__int128)tsc * cp__simulation.skew_ppt;
+  __int128 q = scaled / 1000000000000LL;
+  if (scaled < 0 && q * 1000000000000LL != scaled) q -= 1; /* floor, not truncation */
+  return (uint64_t)((__int128)tsc + cp__simulation.offset + q);
+}
+
+/* cp_tsc() inlined into the hot paths: no call, no PLT, one predictable branch for the simulation. */
+static inline uint64_t cp__tsc(void) {
+  _mm_lfence();
+  uint64_t tsc = __rdtsc();
+  if (CP_UNLIKELY(cp__simulation.enabled)) return cp__simulate(tsc);
+  return tsc;
+}
 
 /* ---- blocks of records (SoA so that a column is a contiguous slice) ---- */
 typedef struct cp_block {
