@@ -51,7 +51,7 @@ static int encode_header(cp_channel *ch, cp_buf *out) {
   cp_channel_stats s;
   cp_channel_stats_get(ch, &s, NULL);
   char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160],
-      close_clock[200], logged[24], written[24], dropped[24], closed[8], raw[160];
+      close_clock[200], logged[24], written[24], dropped[24], closed[8], raw[192];
   snprintf(number, sizeof number, "%" PRIu64, ch->number);
   snprintf(pid, sizeof pid, "%ld", (long)getpid());
   snprintf(hz, sizeof hz, "%.3f", g->frequency.hz);
@@ -66,7 +66,7 @@ static int encode_header(cp_channel *ch, cp_buf *out) {
   clock_json(open_clock, sizeof open_clock, &ch->open_clock);
   if (ch->has_close_clock) clock_json(raw, sizeof raw, &ch->close_clock);
   else snprintf(raw, sizeof raw, "null");
-  padded(close_clock, 150, raw);
+  padded(close_clock, 160, raw); /* the longest reading (four 20-digit numbers) is 151 bytes */
   u64_padded(logged, s.logged);
   u64_padded(written, s.written);
   u64_padded(dropped, s.dropped);
