@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bucket-tuples", type=int, default=0, help="tuples per bucket (default: 1 ms of tuples)")
     parser.add_argument("--queue-buckets", type=int, default=0, help="queue bound per emitter (default: 1 s)")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds without a consumer before stopping")
+    parser.add_argument("--serve", action="store_true",
+                        help="keep buckets until the reader commits them and serve offset ranges (the Spark source "
+                             "format('cloudprofiler')); default: push to a plain consumer")
     parser.add_argument("--json", action="store_true", help="print the totals as JSON")
 
 
@@ -25,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = GeneratorConfig(args.workload, args.rate, args.duration, args.emitters, args.host, args.port,
                              args.distribution, args.seed, args.bucket_tuples, queue_buckets=args.queue_buckets,
-                             timeout_s=args.timeout)
+                             timeout_s=args.timeout, transport="serve" if args.serve else "push")
     try:
         generator = Generator(config)
     except ValueError as exc:

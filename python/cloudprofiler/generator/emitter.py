@@ -1,9 +1,14 @@
 """The paced emission loop (paper Fig. 9b) in one process per emitter, and the Generator that runs them.
 
-Per bucket the loop only waits for the bucket's slot, stamps the header and hands the preloaded payload to a
-bounded queue (Karimov's driver-side queue); the queue drains into a PUSH socket with NOBLOCK sends. A
-bucket the queue cannot take is a drop, counted in tuples and buckets. If no bucket leaves for `timeout_s`
-(dead or absent consumer), the emitter stops with an error naming the endpoint.
+Per bucket the loop only waits for the bucket's slot, stamps the header and offers the preloaded payload to
+the emitter's transport, which is bounded (Karimov's driver-side queue): a bucket it cannot take is a drop,
+counted in tuples and buckets. Two transports:
+
+- push (default): a queue draining into a ZeroMQ PUSH socket with non-blocking sends, ended by a poison pill;
+- serve (`retention.ServeTransport`): the queue is kept until the reader commits it, and readers fetch offset
+  ranges on request, so a reader that restarts from a checkpoint gets the same buckets again (Spark source).
+
+If no bucket leaves for `timeout_s` (dead or absent reader), the emitter stops with an error naming its endpoint.
 """
 from __future__ import annotations
 
@@ -17,9 +22,12 @@ from .workloads import DISTRIBUTIONS, WORKLOADS, make_buckets
 
 ID_BITS_PER_EMITTER = 40  # tuple id = emitter << 40 | index of the tuple within its emitter's stream
 BUCKET_PERIOD_NS = 1_000_000  # aim at one bucket per ms per emitter: small buckets at low rates
+SERVE_BUCKET_PERIOD_NS = 10_000_000  # serve readers take whole micro-batches: fewer, larger buckets cost less
 MAX_BUCKET_TUPLES = 1 << 16
 SPIN_NS = 200_000  # sleep until this close to a slot, then spin, so low rates do not burn a core
 QUEUE_SAMPLE_NS = 100_000_000
+TRANSPORTS = ("push", "serve")
+SERVE_RETENTION_S = 30  # default retention of the serve transport: room for a restart from a checkpoint
 
 
 class GeneratorError(RuntimeError):
@@ -38,8 +46,10 @@ class GeneratorConfig:
     seed: int = 42
     bucket_tuples: int = 0  # 0: derived from the rate
     preloaded_buckets: int = 16  # distinct buckets generated before the run, sent in turn
-    queue_buckets: int = 0  # bound of each emitter's queue; 0: one second of buckets (at least 64)
+    queue_buckets: int = 0  # bound of each emitter's queue; 0: one second of buckets (serve: 30 s), at least 64
     timeout_s: float = 5.0
+    transport: str = "push"
+    drain_s: float = 0.0  # serve: after the period, give the reader at most this long to commit (0: no limit)
 
     def validate(self) -> None:
         if self.workload not in WORKLOADS:
@@ -47,6 +57,8 @@ class GeneratorConfig:
         if self.distribution not in DISTRIBUTIONS:
             raise ValueError(
                 f"unknown key distribution {self.distribution!r}; expected one of {', '.join(DISTRIBUTIONS)}")
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {self.transport!r}; expected one of {', '.join(TRANSPORTS)}")
         if not self.rate > 0:
             raise ValueError(f"rate must be > 0 tuples/s, got {self.rate}")
         if not self.duration_s > 0:
@@ -57,6 +69,8 @@ class GeneratorConfig:
             raise ValueError(f"queue must hold >= 1 bucket (0: automatic), got {self.queue_buckets}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout must be > 0 s, got {self.timeout_s}")
+        if self.drain_s < 0:
+            raise ValueError(f"drain must be >= 0 s (0: no limit), got {self.drain_s}")
 
     @property
     def rate_per_emitter(self) -> float:
@@ -65,13 +79,15 @@ class GeneratorConfig:
     def effective_bucket_tuples(self) -> int:
         if self.bucket_tuples > 0:
             return self.bucket_tuples
-        return int(min(MAX_BUCKET_TUPLES, max(1, round(self.rate_per_emitter * BUCKET_PERIOD_NS / 1e9))))
+        period_ns = SERVE_BUCKET_PERIOD_NS if self.transport == "serve" else BUCKET_PERIOD_NS
+        return int(min(MAX_BUCKET_TUPLES, max(1, round(self.rate_per_emitter * period_ns / 1e9))))
 
     def effective_queue_buckets(self) -> int:
         # Queued entries share the preloaded payloads, so a long queue costs only its headers.
         if self.queue_buckets > 0:
             return self.queue_buckets
-        return max(64, int(self.rate_per_emitter / self.effective_bucket_tuples()))
+        seconds = SERVE_RETENTION_S if self.transport == "serve" else 1
+        return max(64, int(seconds * self.rate_per_emitter / self.effective_bucket_tuples()))
 
     def endpoint(self, emitter: int) -> str:
         return f"tcp://{self.host}:{self.port + emitter}"
@@ -80,13 +96,15 @@ class GeneratorConfig:
 @dataclass
 class EmitterResult:
     emitter: int
-    emitted_tuples: int = 0
+    emitted_tuples: int = 0  # push: sent to the consumer; serve: taken into retention
     emitted_buckets: int = 0
     dropped_tuples: int = 0
     dropped_buckets: int = 0
+    committed_tuples: int = 0  # serve: tuples the reader committed (processed)
     start_ns: int = 0
     end_ns: int = 0
     queue_samples: list = field(default_factory=list)  # (seconds since start, buckets queued)
+    latency_samples: list = field(default_factory=list)  # serve, per bucket: (s since start, commit - emission ns, tuples)
     error: str | None = None
 
     @property
@@ -104,87 +122,129 @@ def _tsc_source():
         return time.perf_counter_ns
 
 
+class PushTransport:
+    """A bounded queue drained into a PUSH socket without blocking; a poison pill ends the period."""
+
+    def __init__(self, ctx, config: GeneratorConfig, index: int, result: EmitterResult):
+        import zmq
+
+        self.zmq, self.config, self.index, self.result = zmq, config, index, result
+        self.endpoint = config.endpoint(index)
+        self.sock = ctx.socket(zmq.PUSH)
+        self.sock.setsockopt(zmq.SNDHWM, 16)  # small: the explicit queue is the bounded one, and it can be sampled
+        self.sock.setsockopt(zmq.LINGER, int(config.timeout_s * 1000))
+        self.sock.setsockopt(zmq.SNDTIMEO, int(config.timeout_s * 1000))
+        self.sock.bind(self.endpoint)
+        self.queue: collections.deque = collections.deque()
+        self.bound = config.effective_queue_buckets()
+        self.last_progress_ns = time.perf_counter_ns()
+
+    def wait_for_reader(self) -> None:
+        if not self.sock.poll(int(self.config.timeout_s * 1000), self.zmq.POLLOUT):
+            raise GeneratorError(f"no consumer connected to {self.endpoint} within {self.config.timeout_s} s")
+
+    def idle_until(self, deadline_ns: int) -> None:
+        now = time.perf_counter_ns()
+        if deadline_ns > now:
+            time.sleep((deadline_ns - now) / 1e9)
+
+    def offer(self, header: wire.Header, payload) -> bool:
+        if len(self.queue) >= self.bound:
+            return False
+        self.queue.append((header.pack(), payload))
+        return True
+
+    def pump(self, n: int) -> None:
+        while self.queue:
+            try:
+                self.sock.send_multipart(self.queue[0], flags=self.zmq.NOBLOCK, copy=False)
+            except self.zmq.Again:
+                return
+            self._sent(n)
+
+    def backlog(self) -> int:
+        return len(self.queue)
+
+    def _sent(self, n: int) -> None:
+        self.queue.popleft()
+        self.result.emitted_tuples += n
+        self.result.emitted_buckets += 1
+        self.last_progress_ns = time.perf_counter_ns()
+
+    def finish(self, n: int, buckets_total: int, tsc) -> None:
+        """What is still queued goes out before the pill (blocking, bounded by SNDTIMEO)."""
+        try:
+            while self.queue:
+                self.sock.send_multipart(self.queue[0], copy=False)
+                self._sent(n)
+        except self.zmq.Again:
+            raise GeneratorError(
+                f"the consumer at {self.endpoint} took no bucket for {self.config.timeout_s} s; stopping") from None
+        self.result.end_ns = time.perf_counter_ns()
+        r = self.result
+        totals = wire.Totals(r.emitted_tuples, r.emitted_buckets, r.dropped_tuples, r.dropped_buckets)
+        pill = wire.Header(wire.PILL, self.index, buckets_total, 0, 0, tsc(), time.time_ns()).pack()
+        try:
+            self.sock.send_multipart([pill, totals.pack()])
+        except self.zmq.Again:
+            raise GeneratorError(f"the consumer at {self.endpoint} did not take the end-of-period pill within "
+                                 f"{self.config.timeout_s} s") from None
+
+    def close(self, failed: bool) -> None:
+        if failed:
+            self.sock.setsockopt(self.zmq.LINGER, 0)
+        self.sock.close()
+
+
 def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
     import zmq
 
+    from .retention import ServeTransport
+
     result = EmitterResult(index)
     n = config.effective_bucket_tuples()
-    payloads = [wire.encode_batch(b) for b in make_buckets(
-        config.workload, n, config.preloaded_buckets, config.seed + index, config.distribution)]
+    batches = make_buckets(config.workload, n, config.preloaded_buckets, config.seed + index, config.distribution)
+    payloads = [wire.encode_batch(b) for b in batches]
     tsc = _tsc_source()
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.SNDHWM, 16)  # small: the explicit queue below is the bounded one, and it can be sampled
-    sock.setsockopt(zmq.LINGER, int(config.timeout_s * 1000))
-    sock.setsockopt(zmq.SNDTIMEO, int(config.timeout_s * 1000))
-    queue: collections.deque = collections.deque()
-    queue_bound = config.effective_queue_buckets()
+    transport = None
     try:
-        sock.bind(config.endpoint(index))
-        if not sock.poll(int(config.timeout_s * 1000), zmq.POLLOUT):
-            raise GeneratorError(f"no consumer connected to {config.endpoint(index)} within {config.timeout_s} s")
+        if config.transport == "serve":
+            transport = ServeTransport(ctx, config, index, result, batches[0].schema)
+        else:
+            transport = PushTransport(ctx, config, index, result)
+        transport.wait_for_reader()
         period_ns = n * 1e9 / config.rate_per_emitter
         buckets_total = max(1, int(round(config.duration_s * 1e9 / period_ns)))
         start = time.perf_counter_ns()
         result.start_ns = start
-        last_sent = start
+        transport.last_progress_ns = start
         next_sample = start
         base_id = index << ID_BITS_PER_EMITTER
         for seq in range(buckets_total):
             slot = start + int(seq * period_ns)
-            now = time.perf_counter_ns()
-            if slot - now > SPIN_NS:
-                time.sleep((slot - now - SPIN_NS) / 1e9)
+            transport.idle_until(slot - SPIN_NS)
             while time.perf_counter_ns() < slot:
                 pass
-            header = wire.Header(wire.DATA, index, seq, base_id + seq * n, n, tsc(), time.time_ns()).pack()
-            if len(queue) < queue_bound:
-                queue.append((header, payloads[seq % len(payloads)]))
-            else:
+            header = wire.Header(wire.DATA, index, seq, base_id + seq * n, n, tsc(), time.time_ns())
+            if not transport.offer(header, payloads[seq % len(payloads)]):
                 result.dropped_tuples += n
                 result.dropped_buckets += 1
-            while queue:
-                try:
-                    sock.send_multipart(queue[0], flags=zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                queue.popleft()
-                result.emitted_tuples += n
-                result.emitted_buckets += 1
-                last_sent = time.perf_counter_ns()
+            transport.pump(n)
             now = time.perf_counter_ns()
             if now >= next_sample:
-                result.queue_samples.append(((now - start) / 1e9, len(queue)))
+                result.queue_samples.append(((now - start) / 1e9, transport.backlog()))
                 next_sample += QUEUE_SAMPLE_NS
-            if now - last_sent > config.timeout_s * 1e9:
+            if now - transport.last_progress_ns > config.timeout_s * 1e9:
                 raise GeneratorError(
                     f"the consumer at {config.endpoint(index)} took no bucket for {config.timeout_s} s; stopping")
-        # The period is over: what is still queued goes out before the pill (blocking, bounded by SNDTIMEO).
-        try:
-            while queue:
-                sock.send_multipart(queue[0], copy=False)
-                queue.popleft()
-                result.emitted_tuples += n
-                result.emitted_buckets += 1
-        except zmq.Again:
-            raise GeneratorError(
-                f"the consumer at {config.endpoint(index)} took no bucket for {config.timeout_s} s; stopping") from None
-        result.end_ns = time.perf_counter_ns()
-        totals = wire.Totals(result.emitted_tuples, result.emitted_buckets, result.dropped_tuples,
-                             result.dropped_buckets)
-        pill = wire.Header(wire.PILL, index, buckets_total, 0, 0, tsc(), time.time_ns()).pack()
-        try:
-            sock.send_multipart([pill, totals.pack()])
-        except zmq.Again:
-            raise GeneratorError(
-                f"the consumer at {config.endpoint(index)} did not take the end-of-period pill within "
-                f"{config.timeout_s} s") from None
+        transport.finish(n, buckets_total, tsc)
     except (GeneratorError, zmq.ZMQError) as exc:
         result.error = str(exc)
         result.end_ns = result.end_ns or time.perf_counter_ns()
-        sock.setsockopt(zmq.LINGER, 0)
     finally:
-        sock.close()
+        if transport is not None:
+            transport.close(failed=result.error is not None)
         ctx.term()
         results.put(result)
 
@@ -199,6 +259,10 @@ class Generator:
         self._results = self._mp.Queue()
         self._procs: list = []
 
+    @property
+    def endpoints(self) -> list[str]:
+        return [self.config.endpoint(i) for i in range(self.config.emitters)]
+
     def start(self) -> "Generator":
         for i in range(self.config.emitters):
             proc = self._mp.Process(target=_run_emitter, args=(self.config, i, self._results), daemon=True)
@@ -206,8 +270,10 @@ class Generator:
             self._procs.append(proc)
         return self
 
-    def join(self) -> list[EmitterResult]:
-        deadline = self.config.duration_s + 4 * self.config.timeout_s + 30
+    def join(self, timeout_s: float | None = None) -> list[EmitterResult]:
+        """Results of every emitter, sorted by index. Serve emitters end when their reader has committed
+        everything, so `timeout_s` (default: the period plus generous slack) bounds the wait."""
+        deadline = timeout_s or self.config.duration_s + 4 * self.config.timeout_s + 30
         results = [self._results.get(timeout=deadline) for _ in self._procs]
         for proc in self._procs:
             proc.join(self.config.timeout_s)

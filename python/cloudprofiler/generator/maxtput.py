@@ -29,12 +29,13 @@ class Step:
     latency_p99_ms: float
     latency_slope_ms_per_s: float
     error: str | None = None
+    max_latency_growth: float = MAX_LATENCY_GROWTH  # ms per s; micro-batch systems need more room for jitter
 
     @property
     def sustainable(self) -> bool:
         return (self.error is None and self.dropped == 0 and self.emitted == self.received
-                and self.latency_slope_ms_per_s < MAX_LATENCY_GROWTH
-                and self.queue_slope_tps < MAX_LATENCY_GROWTH / 1000 * self.rate)
+                and self.latency_slope_ms_per_s < self.max_latency_growth
+                and self.queue_slope_tps < self.max_latency_growth / 1000 * self.rate)
 
 
 @dataclass
@@ -153,3 +154,24 @@ def consumer_trial(template, duration_s: float, warmup_s: float, capacity_tps: f
                     queue_slope(results, warmup_s, config.effective_bucket_tuples()), p50, p99, slope, error)
 
     return trial
+
+
+def serve_step(rate: float, results, warmup_s: float, bucket_tuples: int, error: str | None = None,
+               max_latency_growth: float = MAX_LATENCY_GROWTH) -> Step:
+    """A step measured by serve-mode emitters: received = committed by the reader, latency = commit time minus
+    emission time per bucket, queue = buckets retained but not yet committed."""
+    samples = np.asarray([s for r in results for s in r.latency_samples], dtype=float).reshape(-1, 3)
+    samples = samples[np.argsort(samples[:, 0])]
+    after = samples[samples[:, 0] >= warmup_s] if (samples[:, 0] >= warmup_s).sum() > 2 else samples
+    p50 = p99 = slope = achieved = 0.0
+    if len(after):
+        latency_ms = after[:, 1] / 1e6
+        p50, p99 = (float(v) for v in np.percentile(latency_ms, [50, 99]))
+        if len(np.unique(after[:, 0])) > 2:
+            slope = float(np.polyfit(after[:, 0], latency_ms, 1)[0])
+            span = after[-1, 0] - after[0, 0]
+            achieved = float(after[after[:, 0] > after[0, 0], 2].sum() / span) if span > 0 else 0.0
+    error = error or next((r.error for r in results if r.error), None)
+    return Step(rate, sum(r.emitted_tuples for r in results), sum(r.committed_tuples for r in results),
+                sum(r.dropped_tuples for r in results), achieved, queue_slope(results, warmup_s, bucket_tuples),
+                p50, p99, slope, error, max_latency_growth)

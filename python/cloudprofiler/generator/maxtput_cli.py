@@ -4,12 +4,21 @@ from __future__ import annotations
 import argparse
 import os
 
-TARGETS = ("consumer",)
+TARGETS = ("consumer", "spark")
+SOURCES = ("cloudprofiler", "rate")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="consumer", choices=TARGETS,
-                        help="consumer: the generator into a plain consumer (its own limit, or --capacity)")
+                        help="consumer: the generator into a plain consumer (its own limit, or --capacity); "
+                             "spark: a Structured Streaming pipeline in a local Spark session")
+    parser.add_argument("--pipeline", default="ysb", help="spark: ingest, ysb, aggregation or join (default ysb)")
+    parser.add_argument("--source", default="cloudprofiler", choices=SOURCES,
+                        help="spark: feed the pipeline from the generator (cloudprofiler) or Spark's rate source")
+    parser.add_argument("--master", default="local[2]", help="spark: master URL (default local[2])")
+    parser.add_argument("--trace", action="store_true",
+                        help="spark: trace points after each operator (per-operator latency in --log-dir)")
+    parser.add_argument("--log-dir", default=None, help="spark: where the plugin and trace points write their logs")
     parser.add_argument("--capacity", type=float, default=None,
                         help="make the consumer process at most this many tuples/s (a known limit)")
     parser.add_argument("--workload", default="ysb")
@@ -31,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     template = GeneratorConfig(workload=args.workload, emitters=args.emitters)
     try:
         template.validate()
-        trial = consumer_trial(template, args.step_duration, args.warmup, args.capacity)
+        trial = (_spark_trial(args, template) if args.target == "spark"
+                 else consumer_trial(template, args.step_duration, args.warmup, args.capacity))
         header = f"{'rate':>12} {'emitted':>10} {'received':>10} {'dropped':>8} {'queue/s':>9} " \
                  f"{'p50 ms':>8} {'p99 ms':>8} {'lat ms/s':>8}  ok"
         print(header, flush=True)
@@ -50,6 +60,17 @@ def run(args: argparse.Namespace) -> int:
     _plot(result, os.path.join(args.out, "maxtput.svg"))
     print(f"record written to {args.out}/maxtput.json and {args.out}/maxtput.arrow")
     return 0
+
+
+def _spark_trial(args, template):
+    from cloudprofiler.spark.pipelines import pipeline
+    from cloudprofiler.spark.trial import benchmark_session, generator_trial, rate_source_trial
+
+    pipeline(args.pipeline)  # a bad name fails here, before Spark starts
+    spark = benchmark_session(args.master, args.log_dir)
+    if args.source == "rate":
+        return rate_source_trial(spark, args.pipeline, args.step_duration, args.warmup, trace=args.trace)
+    return generator_trial(spark, args.pipeline, template, args.step_duration, args.warmup, trace=args.trace)
 
 
 def _print_step(step) -> None:

@@ -59,3 +59,14 @@ def encode_batch(batch: pa.RecordBatch) -> pa.Buffer:
 def decode_batch(frame, schema: pa.Schema) -> pa.RecordBatch:
     """Zero-copy view of a received bucket as a record batch."""
     return pa.ipc.read_record_batch(pa.py_buffer(frame), schema)
+
+
+# The serve transport's request-reply protocol (ZeroMQ DEALER reader -> ROUTER emitter). A request is one JSON
+# frame {"op", "rid", ...}; a reply starts with one JSON frame echoing "rid" and carrying "error" on failure.
+# Offsets count the buckets an emitter took into retention (dense: a dropped bucket takes no offset, its tuple
+# ids are simply absent). The last offset of a finished period is a pill: a bucket of kind PILL and 0 tuples,
+# so the reader plans one more batch and thereby commits the last data (paper 7.1, the poison pill).
+OP_INFO = "info"  # state and the Arrow schema of the payloads; does not start the emission
+OP_LATEST = "latest"  # state; the first one after offset 0 (a start pill) was fetched starts the emission
+OP_FETCH = "fetch"  # {"from", "to", "max"}: up to "max" buckets from offset "from", as (header, payload) pairs
+OP_COMMIT = "commit"  # {"upto"}: the reader processed every offset below "upto": retention may free them

@@ -84,3 +84,15 @@ def trace(df, channel: str, id_col: str, handler: str = "buffered"):
     from .python_trace import trace_dataframe
 
     return trace_dataframe(df, channel, id_col, handler)
+
+
+def read_generator(spark, endpoints, **options):
+    """A streaming DataFrame of the generator's serve-mode emitters (`format("cloudprofiler")`, registered
+    on first use). `endpoints`: a list of tcp://host:port; options as documented in `cloudprofiler.spark.source`."""
+    from .source import SOURCE_NAME, register_source
+
+    register_source(spark)
+    reader = spark.readStream.format(SOURCE_NAME).option("endpoints", ",".join(endpoints))
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()

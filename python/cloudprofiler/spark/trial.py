@@ -1,0 +1,134 @@
+"""One step of the maximum sustainable throughput search on Spark: a pipeline run at one rate, then judged.
+
+`generator_trial` feeds the pipeline from the generator through the cloudprofiler source: every figure of
+the step comes from the emitters (emitted, dropped, committed, commit latency, retained queue).
+`rate_source_trial` feeds the same pipeline from Spark's built-in `rate` source (YSB columns derived from
+its counter) for comparison; there the figures come from the query's progress reports: a batch's latency is
+its end minus the start of the batch before it (the oldest row it holds was generated then).
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+
+from pyspark.sql import functions as F
+
+from cloudprofiler.generator.emitter import Generator
+from cloudprofiler.generator.maxtput import Step, free_port_base, serve_step
+from cloudprofiler.generator.workloads import YSB_ADS, YSB_AD_TYPES, YSB_EVENT_TYPES
+
+from . import read_generator
+from .pipelines import pipeline
+
+DRAIN_S = 10.0  # after the period, the pipeline gets this long to catch up; longer means it fell behind
+# A micro-batch's latency is a sawtooth of about its duration, so a short step fits a slope with that much
+# jitter: allow 5% of backlog growth (a step 5% above the capacity still shows as unsustainable in its slope).
+MAX_LATENCY_GROWTH = 50.0
+
+
+def benchmark_session(master: str = "local[2]", log_dir: str | None = None):
+    """A quiet Spark session with the plugin on (trace points need its SQL function) and as many shuffle
+    partitions as local cores, so a step measures the pipeline rather than scheduling."""
+    from . import builder
+
+    cores = master[len("local["):-1] if master.startswith("local[") else "2"
+    spark = (builder(log_dir=log_dir).master(master).config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", cores if cores.isdigit() else "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _start(df, output_mode: str, checkpoint: str):
+    return (df.writeStream.format("noop").outputMode(output_mode).option("checkpointLocation", checkpoint)
+            .start())
+
+
+def _stop(query, idle_wait_s: float = 5.0) -> str | None:
+    """Stop between batches when possible (a batch cut short logs an aborted job); the query's error, if any."""
+    deadline = time.monotonic() + idle_wait_s
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    error = query.exception()
+    query.stop()
+    return None if error is None else f"the streaming query failed: {str(error).splitlines()[0]}"
+
+
+def generator_trial(spark, name, template, duration_s: float, warmup_s: float, trace: bool = False):
+    """`name`: a pipeline of `pipelines.PIPELINES`, or a (function, workload, output mode) of your own."""
+    fn, workload, output_mode = pipeline(name) if isinstance(name, str) else name
+
+    def trial(rate: float) -> Step:
+        config = replace(template, workload=workload, rate=rate, duration_s=duration_s, transport="serve",
+                         drain_s=DRAIN_S, port=free_port_base(template.emitters))
+        generator = Generator(config).start()
+        checkpoint = tempfile.mkdtemp(prefix="cloudprofiler-trial-")
+        query = _start(fn(read_generator(spark, generator.endpoints, timeout=config.timeout_s), trace),
+                       output_mode, checkpoint)
+        try:
+            results = generator.join(duration_s + DRAIN_S + 4 * config.timeout_s + 30)
+        finally:
+            error = _stop(query)
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        return serve_step(rate, results, warmup_s, config.effective_bucket_tuples(), error, MAX_LATENCY_GROWTH)
+
+    return trial
+
+
+def rate_source_events(spark, rate: float, partitions: int):
+    """YSB-shaped events from Spark's `rate` source: every column derived from its counter."""
+    raw = (spark.readStream.format("rate").option("rowsPerSecond", int(rate))
+           .option("numPartitions", partitions).load())
+    v = F.col("value")
+    return raw.select(
+        (v * 7919).alias("user_id"), (v * 104729).alias("page_id"), (v % YSB_ADS).cast("int").alias("ad_id"),
+        (v % len(YSB_AD_TYPES)).cast("byte").alias("ad_type"), (v % len(YSB_EVENT_TYPES)).cast("byte").alias("event_type"),
+        (v % (1 << 32)).alias("ip"), v.alias("id"), F.col("timestamp").alias("event_time"),
+        F.lit(0).cast("long").alias("emit_tsc"))
+
+
+def rate_source_trial(spark, name: str, duration_s: float, warmup_s: float, partitions: int = 2,
+                      trace: bool = False):
+    fn, workload, output_mode = pipeline(name)
+    if workload != "ysb":
+        raise ValueError(f"the rate source comparison feeds YSB-shaped events only, not pipeline {name!r}")
+
+    def trial(rate: float) -> Step:
+        checkpoint = tempfile.mkdtemp(prefix="cloudprofiler-trial-")
+        query = _start(fn(rate_source_events(spark, rate, partitions), trace), output_mode, checkpoint)
+        try:
+            time.sleep(duration_s)
+        finally:
+            error = _stop(query)
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        return progress_step(rate, query.recentProgress, warmup_s, error)
+
+    return trial
+
+
+def progress_step(rate: float, progress: list, warmup_s: float, error: str | None) -> Step:
+    import numpy as np
+    from datetime import datetime
+
+    def end_s(p):
+        start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+        return start, start + p["durationMs"].get("triggerExecution", 0) / 1000
+
+    batches = [(p, *end_s(p)) for p in progress if p["numInputRows"] > 0]
+    received = sum(p["numInputRows"] for p, _, _ in batches)
+    if len(batches) < 3:
+        return Step(rate, received, received, 0, 0.0, 0.0, 0.0, 0.0, 0.0, error or "fewer than 3 batches ran",
+                    MAX_LATENCY_GROWTH)
+    t0 = batches[0][1]
+    rows = np.array([[end - t0, (end - prev_start) * 1e3, p["numInputRows"]]
+                     for (p, _, end), (_, prev_start, _) in zip(batches[1:], batches[:-1])])
+    after = rows[rows[:, 0] >= warmup_s] if (rows[:, 0] >= warmup_s).sum() > 2 else rows
+    p50, p99 = (float(v) for v in np.percentile(after[:, 1], [50, 99]))
+    slope = float(np.polyfit(after[:, 0], after[:, 1], 1)[0]) if len(after) > 2 else 0.0
+    span = after[-1, 0] - after[0, 0]
+    achieved = float(after[1:, 2].sum() / span) if span > 0 else 0.0
+    # The rate source generates by the clock: a pipeline that falls behind shows as rows per second below the rate.
+    error = error or (None if achieved >= 0.97 * rate else f"processed {achieved:,.0f} rows/s of {rate:,.0f}")
+    return Step(rate, received, received, 0, achieved, 0.0, p50, p99, slope, error, MAX_LATENCY_GROWTH)

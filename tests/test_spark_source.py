@@ -1,0 +1,154 @@
+"""The generator as a Spark streaming source: exactly once through real micro-batches, across a restart from
+a checkpoint, clear errors, and the search finding a pipeline's capacity set on purpose."""
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cloudprofiler.generator.emitter import ID_BITS_PER_EMITTER, Generator, GeneratorConfig
+from cloudprofiler.generator.fetch import EmitterClient, FetchError
+from cloudprofiler.generator.maxtput import free_port_base, search
+from cloudprofiler.spark import read_generator
+from cloudprofiler.spark.trial import benchmark_session, generator_trial
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    session = benchmark_session("local[2]", str(tmp_path_factory.mktemp("source-logs")))
+    yield session
+    session.stop()
+
+
+def serve(rate, duration_s, emitters=2, **kwargs):
+    config = GeneratorConfig(rate=rate, duration_s=duration_s, emitters=emitters, transport="serve",
+                             port=free_port_base(emitters), **{"timeout_s": 30, **kwargs})
+    return Generator(config).start()
+
+
+def expected_ids(results, bucket_tuples):
+    """Every id an emitter took into retention (ids of dropped buckets are absent, none were dropped here)."""
+    return np.concatenate([(r.emitter << ID_BITS_PER_EMITTER) + np.arange(r.emitted_tuples) for r in results])
+
+
+def written_ids(spark, path):
+    return np.sort(spark.read.parquet(str(path)).select("id").toPandas()["id"].to_numpy())
+
+
+def start_query(spark, generator, path, checkpoint):
+    df = read_generator(spark, generator.endpoints, timeout=10)
+    return (df.writeStream.format("parquet").option("path", str(path))
+            .option("checkpointLocation", str(checkpoint)).start())
+
+
+def stop_between_batches(query):
+    deadline = time.monotonic() + 10
+    while query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
+def test_every_tuple_exactly_once_with_its_event_time(spark, tmp_path):
+    generator = serve(60_000, 2)
+    query = start_query(spark, generator, tmp_path / "out", tmp_path / "checkpoint")
+    results = generator.join(120)
+    stop_between_batches(query)
+    assert [r.error for r in results] == [None, None]
+    assert sum(r.dropped_tuples for r in results) == 0
+    assert [r.committed_tuples for r in results] == [r.emitted_tuples for r in results]
+    ids = written_ids(spark, tmp_path / "out")
+    assert len(ids) == 120_000
+    assert np.array_equal(ids, np.sort(expected_ids(results, None)))
+    rows = spark.read.parquet(str(tmp_path / "out")).selectExpr(
+        "min(event_time) as first", "max(event_time) as last", "count(distinct emit_tsc) as stamps").first()
+    assert 1.5 < (rows.last - rows.first).total_seconds() < 2.5  # two seconds of emission
+    assert rows.stamps > 100  # every bucket (10 ms) has its own emission TSC
+
+
+def test_restart_from_checkpoint_loses_and_doubles_nothing(spark, tmp_path):
+    generator = serve(40_000, 5)
+    query = start_query(spark, generator, tmp_path / "out", tmp_path / "checkpoint")
+    deadline = time.monotonic() + 60
+    while sum(p["numInputRows"] for p in query.recentProgress) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()  # possibly in the middle of a batch: its offsets are logged but not committed
+    time.sleep(1.0)  # the emitters keep emitting into their retention meanwhile
+    query = start_query(spark, generator, tmp_path / "out", tmp_path / "checkpoint")
+    results = generator.join(120)
+    stop_between_batches(query)
+    assert [r.error for r in results] == [None, None]
+    ids = written_ids(spark, tmp_path / "out")
+    assert len(ids) == sum(r.emitted_tuples for r in results) == 200_000
+    assert np.array_equal(ids, np.sort(expected_ids(results, None)))
+
+
+def test_emission_waits_for_the_first_batch_and_committed_offsets_are_gone():
+    generator = serve(10_000, 1, emitters=1, timeout_s=5)
+    with EmitterClient(generator.endpoints[0], timeout_s=5) as client:
+        assert client.payload_schema.field("ad_id").type == pa.int32()
+        time.sleep(0.3)
+        assert client.latest()["latest"] == 1  # offset 0: the start pill, nothing emitted before it is read
+        assert list(client.batches(0, 1)) == []
+        deadline = time.monotonic() + 10
+        while client.latest()["latest"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        batches = list(client.batches(1, 3))
+        assert sum(b.num_rows for b in batches) == 200  # 2 buckets of 10 ms at 10 kT/s
+        assert batches[0].column("id").to_pylist()[:3] == [0, 1, 2]
+        client.commit(3)
+        with pytest.raises(FetchError, match=r"offsets 1\.\.3 of tcp://.* are no longer retained"):
+            list(client.batches(1, 3))
+        with pytest.raises(FetchError, match="unknown op 'bogus'"):
+            client.request("bogus")
+        while not client.latest()["finished"]:
+            time.sleep(0.05)
+        end = client.latest()["latest"]
+        list(client.batches(3, end))
+        end = client.latest()["latest"]  # the end pill shows once every data bucket was fetched
+        list(client.batches(3, end))
+        client.commit(end)
+    (result,) = generator.join(30)
+    assert result.error is None and result.committed_tuples == result.emitted_tuples == 10_000
+
+
+def test_unreachable_emitter_times_out_naming_it():
+    port = free_port_base(1)
+    with EmitterClient(f"tcp://127.0.0.1:{port}", timeout_s=0.5) as client:
+        with pytest.raises(TimeoutError, match=f"no reply from the emitter at tcp://127.0.0.1:{port} within 0.5 s"):
+            client.latest()
+
+
+@pytest.mark.parametrize("options,message", [
+    ({}, "option endpoints is required"),
+    ({"endpoints": "tcp://127.0.0.1:1", "timeout": "soon"}, "option timeout='soon' must be a positive number"),
+])
+def test_bad_source_options_name_the_option(spark, options, message):
+    from cloudprofiler.spark.source import register_source
+
+    register_source(spark)
+    reader = spark.readStream.format("cloudprofiler")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    with pytest.raises(Exception, match=message):
+        reader.load()
+
+
+CAPACITY = 40_000  # tuples/s: the pipeline below sleeps 1/CAPACITY s per tuple, in one task per batch
+
+
+def capped(events, trace=False):
+    def sleepy(batches):
+        import time as clock
+        for batch in batches:
+            clock.sleep(batch.num_rows / CAPACITY)
+            yield batch
+
+    return events.select("id").mapInArrow(sleepy, "id long")
+
+
+def test_search_finds_the_capacity_of_a_pipeline(spark):
+    trial = generator_trial(spark, (capped, "ysb", "append"), GeneratorConfig(emitters=1, timeout_s=30),
+                            duration_s=5, warmup_s=2)
+    result = search(trial, start=CAPACITY / 4, tolerance=0.2)
+    assert any(not s.sustainable and s.rate >= CAPACITY for s in result.steps)
+    assert 0.6 * CAPACITY <= result.max_sustainable_tps <= CAPACITY
