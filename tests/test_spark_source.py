@@ -10,6 +10,7 @@ from cloudprofiler.generator.emitter import ID_BITS_PER_EMITTER, Generator, Gene
 from cloudprofiler.generator.fetch import EmitterClient, FetchError
 from cloudprofiler.generator.maxtput import free_port_base, search
 from cloudprofiler.spark import read_generator
+from cloudprofiler.spark.pipelines import Pipeline
 from cloudprofiler.spark.trial import benchmark_session, generator_trial
 
 
@@ -147,8 +148,22 @@ def capped(events, trace=False):
 
 
 def test_search_finds_the_capacity_of_a_pipeline(spark):
-    trial = generator_trial(spark, (capped, "ysb", "append"), GeneratorConfig(emitters=1, timeout_s=30),
+    trial = generator_trial(spark, Pipeline(capped, "ysb", "append"), GeneratorConfig(emitters=1, timeout_s=30),
                             duration_s=5, warmup_s=2)
     result = search(trial, start=CAPACITY / 4, tolerance=0.2)
     assert any(not s.sustainable and s.rate >= CAPACITY for s in result.steps)
     assert 0.6 * CAPACITY <= result.max_sustainable_tps <= CAPACITY
+
+
+def test_generator_example_prints_counts_and_operator_latencies(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "generator_spark.py"
+    out = subprocess.run([sys.executable, str(example), "20000", "3"], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("emitted 30,000, committed 30,000, dropped 0") == 2
+    for channel in ("ysb.filter", "ysb.join"):
+        assert f"source -> {channel}: " in out.stdout

@@ -144,7 +144,8 @@ class ServeTransport:
             first, end, most = int(request["from"]), int(request["to"]), int(request["max"])
             if first < self.low:
                 return {"error": f"offsets {first}..{end} of {self.endpoint} are no longer retained (committed up "
-                                 f"to {self.low}): the reader asked for data it had already committed"}, []
+                                 f"to {self.low}): it was committed already, by this reader or by another one "
+                                 f"(each emitter serves one source of one query)"}, []
             if end > self.produced or first > end or most < 1:
                 return {"error": f"bad fetch range {first}..{end} (max {most}) for {self.endpoint}, which holds "
                                  f"offsets {self.low}..{self.produced}"}, []

@@ -4,16 +4,20 @@
 - ysb: the Yahoo streaming benchmark: keep views, project, join with the campaign table (ad -> campaign),
   count per campaign in 10 s tumbling event-time windows.
 - aggregation: Karimov's Query 1 on purchases: average price per geo in 8 s windows sliding by 4 s.
-- join: Karimov's Query 2 on purchases: two halves of the stream (even and odd ids) joined on geo, price and
-  the 1 s window they fall in, keeping the larger price (the price in the key keeps the join's output
-  proportional to its input, as the paper lowered the join's selectivity).
+- join: Karimov's Query 2 on purchases: two streams (from disjoint sets of emitters, like the paper's S2 and
+  S3) joined on geo, price and the 1 s window they fall in, keeping the larger price (the price in the key
+  keeps the join's output proportional to its input, as the paper lowered the join's selectivity).
 
 Windowed outputs carry the latest event time of their window (Karimov's latency of stateful operators).
-With `trace=True` the JVM trace function `cp_trace` (the plugin's SQL extension must be on) logs every id
-after each per-tuple operator, and the window outputs at the sink under a synthetic id (window start in
-seconds << 20 | key), so per-operator latency comes out of the same run.
+With `trace=True` the source logs every id as it delivers it (channel `<pipeline>.source`), the JVM trace
+function `cp_trace` (the plugin's SQL extension must be on) logs every id after each per-tuple operator, and
+the window outputs at the sink under a synthetic id (window start in seconds << 20 | key), so per-operator
+latency comes out of the same run.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 from pyspark.sql import DataFrame, functions as F
 
@@ -22,17 +26,16 @@ from cloudprofiler.generator.workloads import YSB_ADS, YSB_CAMPAIGNS, YSB_EVENT_
 WATERMARK = "2 seconds"
 
 
-def _trace(df: DataFrame, enabled: bool, channel: str, id_expr: str = "id") -> DataFrame:
+def _trace(df: DataFrame, enabled: bool, channel: str, id_expr: str = "id", column: str = "id") -> DataFrame:
+    """Log `id_expr` per row at this point. The traced value must reach the sink (Spark prunes unused
+    columns, nondeterministic or not), so it replaces a column the rest of the pipeline consumes."""
     if not enabled:
         return df
-    return df.withColumn("id" if id_expr == "id" else "_trace_id", F.expr(f"cp_trace('{channel}', {id_expr})"))
+    return df.withColumn(column, F.expr(f"cp_trace('{channel}', {id_expr})"))
 
 
 def _sink_trace(df: DataFrame, enabled: bool, channel: str, key: str) -> DataFrame:
-    if not enabled:
-        return df
-    traced = _trace(df, True, channel, f"(unix_seconds(window.start) << 20) | {key}")
-    return traced.drop("_trace_id")
+    return _trace(df, enabled, channel, f"(unix_seconds(window.start) << 20) | {key}", "trace_id")
 
 
 def ysb(events: DataFrame, trace: bool = False) -> DataFrame:
@@ -44,7 +47,7 @@ def ysb(events: DataFrame, trace: bool = False) -> DataFrame:
     joined = _trace(views.join(F.broadcast(campaigns), "ad_id"), trace, "ysb.join")
     counts = (joined.withWatermark("event_time", WATERMARK)
               .groupBy(F.window("event_time", "10 seconds"), "campaign_id")
-              .agg(F.count("*").alias("events"), F.max("event_time").alias("latest_event_time")))
+              .agg(F.count("id").alias("events"), F.max("event_time").alias("latest_event_time")))
     return _sink_trace(counts, trace, "ysb.window", "campaign_id")
 
 
@@ -55,15 +58,16 @@ def aggregation(purchases: DataFrame, trace: bool = False) -> DataFrame:
     return _sink_trace(averages, trace, "aggregation.window", "geo")
 
 
-def join(purchases: DataFrame, trace: bool = False) -> DataFrame:
-    keyed = _trace(purchases, trace, "join.source").select(
-        "id", "geo", "price", "event_time", F.window("event_time", "1 second").alias("w"))
-    left = keyed.where(F.col("id") % 2 == 0).withWatermark("event_time", WATERMARK).alias("l")
-    right = keyed.where(F.col("id") % 2 == 1).withWatermark("event_time", WATERMARK).alias("r")
-    joined = left.join(right, F.expr(
+def join(left: DataFrame, right: DataFrame, trace: bool = False) -> DataFrame:
+    def keyed(df, name):
+        df = _trace(df, trace, f"join.{name}").select(
+            "id", "geo", "price", "event_time", F.window("event_time", "1 second").alias("w"))
+        return df.withWatermark("event_time", WATERMARK).alias(name)
+
+    joined = keyed(left, "l").join(keyed(right, "r"), F.expr(
         "l.geo = r.geo AND l.price = r.price AND l.w = r.w "
         "AND r.event_time BETWEEN l.event_time - interval 1 second AND l.event_time + interval 1 second"))
-    out = joined.select(F.col("l.id").alias("id"), F.col("l.geo").alias("geo"),
+    out = joined.select(F.col("l.id").alias("id"), F.col("r.id").alias("right_id"), F.col("l.geo").alias("geo"),
                         F.greatest("l.price", "r.price").alias("max_price"),
                         F.greatest("l.event_time", "r.event_time").alias("latest_event_time"))
     return _trace(out, trace, "join.output")
@@ -74,13 +78,20 @@ def ingest(events: DataFrame, trace: bool = False) -> DataFrame:
     return events
 
 
-# name -> (function, workload it reads, output mode of its sink)
-PIPELINES = {"ingest": (ingest, "ysb", "append"), "ysb": (ysb, "ysb", "update"), "aggregation": (aggregation, "purchases", "update"),
-             "join": (join, "purchases", "append")}
+@dataclass(frozen=True)
+class Pipeline:
+    build: Callable  # (*streams, trace=False) -> DataFrame
+    workload: str  # what its streams carry
+    output_mode: str  # of its sink
+    streams: int = 1  # input streams, each from its own emitters
 
 
-def pipeline(name: str):
-    """(function, workload, output mode) of a named pipeline."""
+PIPELINES = {"ingest": Pipeline(ingest, "ysb", "append"), "ysb": Pipeline(ysb, "ysb", "update"),
+             "aggregation": Pipeline(aggregation, "purchases", "update"),
+             "join": Pipeline(join, "purchases", "append", streams=2)}
+
+
+def pipeline(name: str) -> Pipeline:
     if name not in PIPELINES:
         raise ValueError(f"unknown pipeline {name!r}; expected one of {', '.join(PIPELINES)}")
     return PIPELINES[name]

@@ -89,12 +89,11 @@ class CloudProfilerStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {endpoint: 0 for endpoint in self.options.endpoints}
 
-    def latestOffset(self, start: dict, limit) -> dict:
-        from pyspark.sql.streaming.datasource import ReadMaxRows
-
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        # Spark 4.0 and 4.1 call latestOffset() without arguments (no admission control there).
         latest = {e: self._client(e).latest() for e in self.options.endpoints}
         end = {e: state["latest"] for e, state in latest.items()}
-        max_tuples = limit.maxRows if isinstance(limit, ReadMaxRows) else None
+        max_tuples = getattr(limit, "maxRows", None) if start is not None else None
         if max_tuples is not None:  # share the budget evenly, in whole buckets, at least one bucket each
             for e, state in latest.items():
                 budget = max(1, max_tuples // len(latest) // max(1, state["bucket_tuples"]))

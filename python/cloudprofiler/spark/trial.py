@@ -3,8 +3,7 @@
 `generator_trial` feeds the pipeline from the generator through the cloudprofiler source: every figure of
 the step comes from the emitters (emitted, dropped, committed, commit latency, retained queue).
 `rate_source_trial` feeds the same pipeline from Spark's built-in `rate` source (YSB columns derived from
-its counter) for comparison; there the figures come from the query's progress reports: a batch's latency is
-its end minus the start of the batch before it (the oldest row it holds was generated then).
+its counter) for comparison; there the figures come from the query's progress reports (`progress_step`).
 """
 from __future__ import annotations
 
@@ -53,20 +52,25 @@ def _stop(query, idle_wait_s: float = 5.0) -> str | None:
         time.sleep(0.05)
     error = query.exception()
     query.stop()
-    return None if error is None else f"the streaming query failed: {str(error).splitlines()[0]}"
+    return None if error is None else f"the streaming query failed: {_last_line(str(error))}"
 
 
 def generator_trial(spark, name, template, duration_s: float, warmup_s: float, trace: bool = False):
-    """`name`: a pipeline of `pipelines.PIPELINES`, or a (function, workload, output mode) of your own."""
-    fn, workload, output_mode = pipeline(name) if isinstance(name, str) else name
+    """`name`: a pipeline of `pipelines.PIPELINES`, or a `pipelines.Pipeline` of your own. A pipeline of k
+    streams reads emitters i, i + k, i + 2k, ... as its i-th stream (each emitter serves one reader)."""
+    spec = pipeline(name) if isinstance(name, str) else name
+    emitters = max(template.emitters, spec.streams)
 
     def trial(rate: float) -> Step:
-        config = replace(template, workload=workload, rate=rate, duration_s=duration_s, transport="serve",
-                         drain_s=DRAIN_S, port=free_port_base(template.emitters))
+        config = replace(template, workload=spec.workload, rate=rate, duration_s=duration_s, transport="serve",
+                         emitters=emitters, drain_s=DRAIN_S, port=free_port_base(emitters))
         generator = Generator(config).start()
         checkpoint = tempfile.mkdtemp(prefix="cloudprofiler-trial-")
-        query = _start(fn(read_generator(spark, generator.endpoints, timeout=config.timeout_s), trace),
-                       output_mode, checkpoint)
+        label = name if isinstance(name, str) else "pipeline"
+        streams = [read_generator(spark, generator.endpoints[i::spec.streams], timeout=config.timeout_s,
+                                  **({"traceChannel": f"{label}.source"} if trace else {}))
+                   for i in range(spec.streams)]
+        query = _start(spec.build(*streams, trace=trace), spec.output_mode, checkpoint)
         try:
             results = generator.join(duration_s + DRAIN_S + 4 * config.timeout_s + 30)
         finally:
@@ -91,13 +95,14 @@ def rate_source_events(spark, rate: float, partitions: int):
 
 def rate_source_trial(spark, name: str, duration_s: float, warmup_s: float, partitions: int = 2,
                       trace: bool = False):
-    fn, workload, output_mode = pipeline(name)
-    if workload != "ysb":
+    spec = pipeline(name)
+    if spec.workload != "ysb":
         raise ValueError(f"the rate source comparison feeds YSB-shaped events only, not pipeline {name!r}")
 
     def trial(rate: float) -> Step:
         checkpoint = tempfile.mkdtemp(prefix="cloudprofiler-trial-")
-        query = _start(fn(rate_source_events(spark, rate, partitions), trace), output_mode, checkpoint)
+        query = _start(spec.build(rate_source_events(spark, rate, partitions), trace=trace), spec.output_mode,
+                       checkpoint)
         try:
             time.sleep(duration_s)
         finally:
@@ -109,26 +114,34 @@ def rate_source_trial(spark, name: str, duration_s: float, warmup_s: float, part
 
 
 def progress_step(rate: float, progress: list, warmup_s: float, error: str | None) -> Step:
+    """Judge a step from the query's progress reports: a batch's latency is its end minus the oldest event
+    time it held (the watermark column's `eventTime.min`), so a backlog shows as latency growing."""
     import numpy as np
     from datetime import datetime
 
-    def end_s(p):
-        start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-        return start, start + p["durationMs"].get("triggerExecution", 0) / 1000
+    def seconds(stamp: str) -> float:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
-    batches = [(p, *end_s(p)) for p in progress if p["numInputRows"] > 0]
-    received = sum(p["numInputRows"] for p, _, _ in batches)
+    batches = [p for p in progress if p["numInputRows"] > 0 and p.get("eventTime", {}).get("min")]
+    received = sum(p["numInputRows"] for p in batches)
     if len(batches) < 3:
         return Step(rate, received, received, 0, 0.0, 0.0, 0.0, 0.0, 0.0, error or "fewer than 3 batches ran",
                     MAX_LATENCY_GROWTH)
-    t0 = batches[0][1]
-    rows = np.array([[end - t0, (end - prev_start) * 1e3, p["numInputRows"]]
-                     for (p, _, end), (_, prev_start, _) in zip(batches[1:], batches[:-1])])
-    after = rows[rows[:, 0] >= warmup_s] if (rows[:, 0] >= warmup_s).sum() > 2 else rows
-    p50, p99 = (float(v) for v in np.percentile(after[:, 1], [50, 99]))
-    slope = float(np.polyfit(after[:, 0], after[:, 1], 1)[0]) if len(after) > 2 else 0.0
-    span = after[-1, 0] - after[0, 0]
-    achieved = float(after[1:, 2].sum() / span) if span > 0 else 0.0
-    # The rate source generates by the clock: a pipeline that falls behind shows as rows per second below the rate.
-    error = error or (None if achieved >= 0.97 * rate else f"processed {achieved:,.0f} rows/s of {rate:,.0f}")
+    ends = np.array([seconds(p["timestamp"]) + p["durationMs"].get("triggerExecution", 0) / 1000 for p in batches])
+    latency_ms = (ends - np.array([seconds(p["eventTime"]["min"]) for p in batches])) * 1000
+    rows = np.array([p["numInputRows"] for p in batches], dtype=float)
+    t = ends - ends[0]
+    keep = t >= warmup_s if (t >= warmup_s).sum() > 2 else np.ones(len(t), dtype=bool)
+    t, latency_ms, rows = t[keep], latency_ms[keep], rows[keep]
+    p50, p99 = (float(v) for v in np.percentile(latency_ms, [50, 99]))
+    slope = float(np.polyfit(t, latency_ms, 1)[0])
+    achieved = float(rows[1:].sum() / (t[-1] - t[0])) if t[-1] > t[0] else 0.0
     return Step(rate, received, received, 0, achieved, 0.0, p50, p99, slope, error, MAX_LATENCY_GROWTH)
+
+
+def _last_line(message: str) -> str:
+    """A Python worker's exception ends with its message; a JVM one starts with it."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if lines and "Traceback" in lines[0]:
+        return next((line for line in reversed(lines) if not line.startswith("at ")), lines[0])
+    return lines[0] if lines else message
