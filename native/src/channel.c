@@ -283,7 +283,8 @@ static void wait_written(cp_channel *ch) {
 }
 
 static bool uses_writers(const cp_channel *ch) {
-  return ch->handler == CP_HANDLER_BUFFERED || ch->handler == CP_HANDLER_DOWNSAMPLE || ch->handler == CP_HANDLER_XOY;
+  return ch->handler == CP_HANDLER_BUFFERED || ch->handler == CP_HANDLER_DOWNSAMPLE || ch->handler == CP_HANDLER_XOY ||
+         ch->handler == CP_HANDLER_RET_START || ch->handler == CP_HANDLER_RET_END;
 }
 
 /* ---- public ---- */
@@ -321,8 +322,6 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
   if ((int)handler < 0 || handler >= CP_HANDLER_COUNT_)
     return cp__fail(error, EINVAL, "handler %d is unknown: expected 0 to %d", (int)handler, CP_HANDLER_COUNT_ - 1),
            NULL;
-  if (handler == CP_HANDLER_RET_START || handler == CP_HANDLER_RET_END)
-    return cp__fail(error, ENOTSUP, "handler %s is not available in this build", cp_handler_name(handler)), NULL;
   int want = cp_handler_param_count(handler);
   if ((int)n_params != want || (want && !params))
     return cp__fail(error, EINVAL, "handler %s takes %d parameter(s), got %zu", cp_handler_name(handler), want,
@@ -371,7 +370,8 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
   ch->number = cp__lib.channels_opened++;
   pthread_mutex_unlock(&cp__lib.mutex);
   atomic_store(&ch->open, 1);
-  if (open_file(ch, error)) {
+  if (open_file(ch, error) ||
+      ((handler == CP_HANDLER_RET_START || handler == CP_HANDLER_RET_END) && cp__ret_open(ch, error))) {
     atomic_store(&ch->open, 0);
     return NULL;
   }
@@ -468,6 +468,7 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   ch->close_clock = close_clock;
   ch->has_close_clock = have_clock;
   pthread_mutex_unlock(&ch->file_mutex);
+  cp__ret_close(ch);
   pthread_mutex_lock(&ch->pool_mutex);
   pthread_cond_broadcast(&ch->pool_cond); /* writers waiting for a block give up */
   pthread_mutex_unlock(&ch->pool_mutex);

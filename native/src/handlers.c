@@ -7,7 +7,7 @@
 
 static const char *const handler_names[CP_HANDLER_COUNT_] = {
     "null", "identity", "buffered", "spc", "mpc", "downsample", "xoy", "firstlast", "ret_start", "ret_end"};
-static const int handler_params[CP_HANDLER_COUNT_] = {0, 0, 0, 1, 1, 1, 2, 0, 0, 0};
+static const int handler_params[CP_HANDLER_COUNT_] = {0, 0, 0, 1, 1, 1, 2, 0, 1, 2};
 
 const char *cp_handler_name(cp_handler h) {
   return (int)h >= 0 && h < CP_HANDLER_COUNT_ ? handler_names[h] : "unknown";
@@ -42,6 +42,17 @@ int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const i
       if (all[0] < 0 || all[0] > all[1])
         return cp__fail(error, EINVAL, "xoy x=%lld is out of range: expected 0 <= x <= y (y=%lld)", (long long)all[0],
                         (long long)all[1]);
+      return 0;
+    case CP_HANDLER_RET_START:
+      if (value < 0 || value > 65535)
+        return cp__fail(error, EINVAL, "ret_start port=%lld is out of range: expected 0 (any) to 65535", (long long)value);
+      return 0;
+    case CP_HANDLER_RET_END:
+      if (index == 0 && (value < 1 || value > 0xFFFFFFFFLL))
+        return cp__fail(error, EINVAL, "ret_end address=%lld is out of range: expected an IPv4 address as an integer "
+                        "from 1 to 4294967295", (long long)value);
+      if (index == 1 && (value < 1 || value > 65535))
+        return cp__fail(error, EINVAL, "ret_end port=%lld is out of range: expected 1 to 65535", (long long)value);
       return 0;
     default: return 0;
   }
@@ -158,8 +169,14 @@ static void log_record(cp_channel *ch, int64_t id) {
   switch (ch->handler) {
     case CP_HANDLER_DOWNSAMPLE: writer_append(w, id, cp__tsc()); return; /* logged counts the calls above */
     case CP_HANDLER_BUFFERED:
+    case CP_HANDLER_RET_START:
       bump(&w->logged);
       writer_append(w, id, cp__tsc());
+      return;
+    case CP_HANDLER_RET_END:
+      bump(&w->logged);
+      writer_append(w, id, cp__tsc());
+      cp__ret_send(ch, id);
       return;
     case CP_HANDLER_XOY: {
       bump(&w->logged);

@@ -135,6 +135,7 @@ struct cp_channel {
   _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
   struct cp_channel *next_all;
+  struct cp_ret *ret; /* ret_start/ret_end: the socket (and the start side's listener) */
 };
 
 #define CP_CHANNEL_MAGIC 0xC10DFACEu
@@ -186,6 +187,12 @@ CP_INTERNAL void cp__channel_free_blocks(struct cp_channel *ch);
 
 /* ---- handlers.c ---- */
 CP_INTERNAL cp_writer *cp__writer_register(struct cp_channel *ch);
+/* ---- ret.c ---- */
+typedef struct cp_ret cp_ret;
+CP_INTERNAL int cp__ret_open(cp_channel *channel, cp_error *error);
+CP_INTERNAL void cp__ret_send(cp_channel *channel, int64_t tuple_id);
+CP_INTERNAL void cp__ret_close(cp_channel *channel);
+
 CP_INTERNAL int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const int64_t *all,
                                         cp_error *error);
 

@@ -56,6 +56,14 @@ class ChannelStats:
     bytes_written: int
 
 
+@dataclass(frozen=True)
+class RetInfo:
+    port: int  # ret_start: where acknowledgements arrive
+    ack_path: "str | None"  # ret_start: the "<name>.ack" file (tuple id, TSC of arrival)
+    rejected: int  # ret_start: datagrams that were not acknowledgements
+    send_failures: int  # ret_end: acknowledgements that could not be sent
+
+
 def _as_int64_buffer(ids):
     """A contiguous int64 numpy view of `ids` without per-element Python work for numpy and pyarrow input."""
     import numpy as np
@@ -142,6 +150,14 @@ class Channel:
         out = ffi.new("cp_channel_stats *")
         call(lib.cp_channel_stats_get, self._handle, out)
         return ChannelStats(out.logged, out.kept, out.written, out.dropped, out.after_close, out.bytes_written)
+
+    @property
+    def ret_info(self) -> RetInfo:
+        """ret_start / ret_end channels: the listening port, the acknowledgement file and the counts."""
+        out = ffi.new("cp_ret_info *")
+        call(lib.cp_ret_info_get, self._handle, out)
+        ack_path = ffi.string(lib.cp_channel_path(out.ack_channel)).decode() if out.ack_channel != ffi.NULL else None
+        return RetInfo(out.port, ack_path, out.rejected, out.send_failures)
 
     def __enter__(self) -> "Channel":
         return self

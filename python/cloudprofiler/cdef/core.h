@@ -56,3 +56,10 @@ typedef struct cp_library_stats {
   uint64_t channels_opened; uint64_t channels_open; uint64_t null_handle_logs; uint64_t dropped; uint64_t bytes_written;
 } cp_library_stats;
 void cp_library_stats_get(cp_library_stats *out);
+typedef struct cp_ret_info {
+  uint16_t port;
+  cp_channel *ack_channel;
+  uint64_t rejected;
+  uint64_t send_failures;
+} cp_ret_info;
+int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_error *error);

@@ -1,0 +1,78 @@
+"""Return-trip (ReT) handlers over real UDP sockets: every acknowledgement arrives once, bounds contain the
+truth, foreign datagrams are counted, bad parameters are named; and a pair across two network namespaces."""
+import os
+import shutil
+import socket
+import time
+
+import numpy as np
+import pytest
+
+import cloudprofiler as cp
+from cloudprofiler.errors import InvalidArgumentError
+from cloudprofiler.ret import ret_bounds, ret_end, ret_start
+
+
+def wait_for(predicate, timeout_s=5.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_every_tuple_is_acknowledged_once_and_its_bound_holds_the_truth(log_dir):
+    start = ret_start("ret-loop")
+    info = start.ret_info
+    end = ret_end("ret-loop-end", "127.0.0.1", info.port)
+    for i in range(2000):
+        start.log(i)
+        end.log(i)
+        if i % 100 == 99:
+            time.sleep(0.001)  # UDP: a burst larger than the socket buffer loses acknowledgements
+    time.sleep(0.3)
+    assert end.ret_info.send_failures == 0
+    end.close()
+    start.close()
+    acks = cp.read_log(info.ack_path)
+    assert sorted(acks.column("tuple_id").to_pylist()) == list(range(2000))
+    bounds = ret_bounds(cp.read_log(start.path), acks)
+    ends = cp.read_log(end.path).column("tsc").to_numpy().astype(np.int64)
+    true = ends - bounds.column("start_tsc").to_numpy().astype(np.int64)
+    assert (true >= 0).all() and (true <= bounds.column("bound_ticks").to_numpy()).all()
+    assert cp.log_metadata(acks)["ret.port"].strip() == str(info.port)
+
+
+def test_foreign_datagrams_are_counted_not_logged(log_dir):
+    with ret_start("ret-foreign") as start:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(b"not an acknowledgement", ("127.0.0.1", start.ret_info.port))
+        assert wait_for(lambda: start.ret_info.rejected == 1)
+        ack_path = start.ret_info.ack_path
+    assert cp.read_log(ack_path).num_rows == 0
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: ret_end("x", "not-an-address", 5000), "ret_end address 'not-an-address' is not an IPv4 address"),
+    (lambda: ret_end("x", "127.0.0.1", 70000), "ret_end port=70000 is out of range"),
+    (lambda: ret_start("x", -1), "ret_start port=-1 is out of range"),
+    (lambda: cp.Channel("x", "ret_end", (1,)), "handler ret_end takes 2 parameter"),
+])
+def test_bad_parameters_name_the_value(log_dir, make, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        make()
+
+
+def test_ret_info_of_another_handler_is_refused(log_dir):
+    with cp.Channel("plain", "buffered") as ch:
+        with pytest.raises(InvalidArgumentError, match="not a ret_start or ret_end channel"):
+            ch.ret_info
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="network namespaces need root and iproute2")
+def test_a_pair_across_network_namespaces_contains_every_true_duration():
+    from cloudprofiler.bench.accuracy import Hosts, measure_ret
+
+    with Hosts(use_namespaces=True) as hosts:
+        ret = measure_ret(hosts, 500)
+    assert len(ret["bound"]) == 500  # UDP in a veth pair at this pace loses nothing
+    assert (ret["true"] >= 0).all() and (ret["true"] <= ret["bound"]).all()
