@@ -281,5 +281,11 @@ class Generator:
                 proc.kill()
         return sorted(results, key=lambda r: r.emitter)
 
+    def kill(self) -> None:
+        """Stop every emitter at once (the reader could not start); their results are lost."""
+        for proc in self._procs:
+            proc.kill()
+            proc.join(self.config.timeout_s)
+
     def run(self) -> list[EmitterResult]:
         return self.start().join()

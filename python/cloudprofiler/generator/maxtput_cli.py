@@ -37,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
     from .emitter import GeneratorConfig
     from .maxtput import consumer_trial, search
 
-    template = GeneratorConfig(workload=args.workload, emitters=args.emitters)
+    # Spark's planning and Python workers answer in seconds, not milliseconds: give each request 30 s there.
+    template = GeneratorConfig(workload=args.workload, emitters=args.emitters,
+                               timeout_s=30.0 if args.target == "spark" else 5.0)
     try:
         template.validate()
         trial = (_spark_trial(args, template) if args.target == "spark"

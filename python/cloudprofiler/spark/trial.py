@@ -70,7 +70,13 @@ def generator_trial(spark, name, template, duration_s: float, warmup_s: float, t
         streams = [read_generator(spark, generator.endpoints[i::spec.streams], timeout=config.timeout_s,
                                   **({"traceChannel": f"{label}.source"} if trace else {}))
                    for i in range(spec.streams)]
-        query = _start(spec.build(*streams, trace=trace), spec.output_mode, checkpoint)
+        try:
+            query = _start(spec.build(*streams, trace=trace), spec.output_mode, checkpoint)
+        except Exception as exc:  # e.g. the source could not reach an emitter: this step failed, not the search
+            generator.kill()
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            return Step(rate, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, f"the query did not start: {_last_line(str(exc))}",
+                        MAX_LATENCY_GROWTH)
         try:
             results = generator.join(duration_s + DRAIN_S + 4 * config.timeout_s + 30)
         finally:
