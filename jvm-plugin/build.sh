@@ -1,21 +1,15 @@
 #!/usr/bin/env bash
 # Builds jvm-plugin/build/cloudprofiler-plugin.jar: the plugin classes compiled with javac against the jars of
 # the installed pyspark, and libcloudprofiler_jni.so (JNI glue + the static native library) as a resource.
+# `sbt package` builds the same jar (build.sbt).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 python=${PYTHON:-$root/.venv/bin/python}
 spark_jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-java_home=${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")}
 out=$here/build
-rm -rf "$out/classes" && mkdir -p "$out/classes/io/cloudprofiler/native/linux-x86_64"
-
-make -C "$root/native" --no-print-directory >/dev/null
-gcc -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
-  -I"$java_home/include" -I"$java_home/include/linux" -I"$root/native/include" \
-  "$here"/src/main/native/*.c "$root/native/build/libcloudprofiler.a" -lzstd -lpthread -lm \
-  -o "$out/classes/io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
-
+rm -rf "$out/classes" && mkdir -p "$out/classes"
+bash "$here/build-jni.sh" "$out/classes/io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
 javac --release 17 -Xlint:all,-processing,-serial -Werror -nowarn -cp "$spark_jars/*" -d "$out/classes" \
   $(find "$here/src/main/java" -name '*.java')
 jar --create --file "$out/cloudprofiler-plugin.jar" -C "$out/classes" .
