@@ -35,10 +35,23 @@ def run(tmp_path_factory):
     traced = cps.trace(spark.range(0, 50_000, numPartitions=4), "py-trace", "id").count()
     sql_sum = spark.sql(
         "select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 50000, 1, 4))").collect()[0][0]
+    sampled = spark.sql(  # ints, XoY 3 of 8, one null
+        "select cp_trace('sql-xoy', if(id = 5, null, cast(id - 100 as int)), 3, 8) as t from range(0, 1000, 1, 2)")
+    sampled_rows = [r.t for r in sampled.collect()]
+    sampled_type = dict(sampled.dtypes)["t"]
+    errors = {}
+    for name, query in {"empty channel": "select cp_trace('', id) from range(3)",
+                        "column channel": "select cp_trace(concat('a', id), id) from range(3)",
+                        "string id": "select cp_trace('s', cast(id as string)) from range(3)",
+                        "bad xoy": "select cp_trace('s', id, 9, 8) from range(3)"}.items():
+        try:
+            spark.sql(query).collect()
+        except Exception as e:  # noqa: BLE001 -- the message is what the test checks
+            errors[name] = str(e)
     app_id = sc.applicationId
     spark.stop()
     return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced,
-            "sql_sum": sql_sum}
+            "sql_sum": sql_sum, "sampled": sampled_rows, "sampled_type": sampled_type, "errors": errors}
 
 
 def _tasks(run):
@@ -84,6 +97,23 @@ def test_sql_trace_logs_every_id_exactly_once(run):
     assert run["sql_sum"] == sum(range(50_000))
     ids = cp.read_log_dir(run["app"], channel="sql-trace").column("tuple_id").to_numpy()
     assert np.array_equal(np.sort(ids), np.arange(50_000))
+
+
+def test_sql_trace_xoy_keeps_the_same_ids_everywhere_and_returns_ids_unchanged(run):
+    expected = [None if i == 5 else i - 100 for i in range(1000)]
+    assert run["sampled"] == expected and run["sampled_type"] == "int"
+    ids = cp.read_log_dir(run["app"], channel="sql-xoy").column("tuple_id").to_pylist()
+    assert sorted(ids) == [i for i in expected if i is not None and i % 8 < 3]  # Python's % is floorMod
+    meta = cp.log_metadata(next(run["app"].rglob("sql-xoy.*.arrows")))
+    assert meta["handler"] == "xoy"
+
+
+def test_sql_trace_bad_arguments_are_named(run):
+    errors = run["errors"]
+    assert "the channel name must be a non-empty string literal, got ''" in errors["empty channel"]
+    assert "got concat('a', CAST(id AS STRING))" in errors["column channel"]
+    assert "cp_trace('s', ...) takes an integral id" in errors["string id"] and "got STRING" in errors["string id"]
+    assert "expected 0 <= x <= y and y >= 1, got x=9, y=8" in errors["bad xoy"]
 
 
 def test_bad_option_names_the_key(run):

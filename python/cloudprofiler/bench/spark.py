@@ -79,9 +79,11 @@ def trace_overheads(rows: int, repeats: int, log_dir: str) -> list[dict]:
     spark = _session(True, log_dir)
     plain_sql = f"select sum(id) from range(0, {rows}, 1, 4)"
     traced_sql = f"select sum(t) from (select cp_trace('bench-sql', id) as t from range(0, {rows}, 1, 4))"
+    sampled_sql = f"select sum(t) from (select cp_trace('bench-xoy', id, 1, 1024) as t from range(0, {rows}, 1, 4))"
     df = spark.range(0, rows, numPartitions=4)
     cases = {
         "sql": (lambda: spark.sql(plain_sql).collect(), lambda: spark.sql(traced_sql).collect()),
+        "sql 1-of-1024 (xoy)": (lambda: spark.sql(plain_sql).collect(), lambda: spark.sql(sampled_sql).collect()),
         "python": (lambda: df.mapInArrow(lambda batches: batches, df.schema).count(),
                    lambda: cps.trace(df, "bench-py", "id").count()),
     }

@@ -11,14 +11,14 @@ import scala.runtime.BoxedUnit;
 
 /**
  * Enable with {@code --conf spark.sql.extensions=io.cloudprofiler.spark.CloudProfilerExtensions}: adds the SQL
- * function {@code cp_trace('channel', id)}, see {@link TraceFunction}.
+ * function {@code cp_trace('channel', id)}, see {@link TraceExpression}.
  */
 public class CloudProfilerExtensions implements Function1<SparkSessionExtensions, BoxedUnit> {
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
-    Function1<Seq<Expression>, Expression> builder = TraceFunction::build;
-    extensions.injectFunction(new Tuple3<>(new FunctionIdentifier(TraceFunction.NAME),
-        new ExpressionInfo(TraceFunction.class.getName(), TraceFunction.NAME), builder));
+    Function1<Seq<Expression>, Expression> builder = TraceExpression::build;
+    extensions.injectFunction(new Tuple3<>(new FunctionIdentifier(TraceExpression.NAME),
+        new ExpressionInfo(TraceExpression.class.getName(), TraceExpression.NAME), builder));
     return BoxedUnit.UNIT;
   }
 }

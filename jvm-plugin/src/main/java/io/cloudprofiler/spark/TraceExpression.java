@@ -1,0 +1,246 @@
+package io.cloudprofiler.spark;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.CloudProfilerException;
+import io.cloudprofiler.NativeLoader;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.codegen.Block;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
+import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
+import org.apache.spark.sql.catalyst.expressions.codegen.FalseLiteral$;
+import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * {@code cp_trace('channel', id)}: returns the id (a tinyint, smallint, int or bigint) unchanged and logs
+ * (id, TSC) to a buffered channel of this executor, per row, through JNI. {@code cp_trace('channel', id, x, y)}
+ * logs only the ids with {@code id mod y < x} (the paper's XoY: the same ids on every channel, to a channel of
+ * handler xoy(x, y)), and decides that in the generated code, so that an id left out costs no JNI call.
+ *
+ * <p>The generated code resolves the channel handle once per partition (when the generated class initializes its
+ * state) and calls {@link CloudProfiler#log} per row; interpreted evaluation resolves it on the first row.
+ *
+ * <p>It is non-deterministic ({@link #deterministic()} is false), so that the optimizer neither removes, merges
+ * nor moves it. Written against the abstract class {@link Expression} only (no Scala trait is mixed in), so
+ * that the class is plain Java.
+ */
+public final class TraceExpression extends Expression {
+  private static final long serialVersionUID = 1L;
+  static final String NAME = "cp_trace";
+  /** One channel per (process, name); the library closes them at shutdown. */
+  private static final ConcurrentHashMap<String, Long> CHANNELS = new ConcurrentHashMap<>();
+
+  private final String channel;
+  private final Expression child;
+  /** XoY sampling: log ids with floorMod(id, y) < x; y == 0 logs every id. */
+  private final long x;
+  private final long y;
+  private transient Seq<Expression> children;
+  private transient volatile boolean resolved;
+  private transient long handle;
+
+  public TraceExpression(String channel, Expression child, long x, long y) {
+    this.channel = Objects.requireNonNull(channel, "channel");
+    this.child = Objects.requireNonNull(child, "child");
+    if (y < 0 || x < 0 || (y > 0 && x > y)) {
+      throw new IllegalArgumentException(NAME + "('" + channel + "', id, x, y): expected 0 <= x <= y and y >= 1, got x="
+          + x + ", y=" + y);
+    }
+    this.x = x;
+    this.y = y;
+  }
+
+  /** The function builder registered by {@link CloudProfilerExtensions}: checks the arguments' shape. */
+  static Expression build(Seq<Expression> args) {
+    List<Expression> list = CollectionConverters.asJava(args);
+    if (list.size() != 2 && list.size() != 4) {
+      throw new IllegalArgumentException(NAME + " takes a channel name (a string literal), an id column and "
+          + "optionally x and y (integer literals: log ids with id mod y < x), got " + list.size() + " argument(s): "
+          + args.mkString(", "));
+    }
+    Expression name = list.get(0);
+    Object value = name.foldable() && name.dataType().equals(DataTypes.StringType) ? name.eval(null) : null;
+    if (value == null || value.toString().isEmpty()) {
+      throw new IllegalArgumentException(NAME + ": the channel name must be a non-empty string literal, got "
+          + name.sql());
+    }
+    String channel = ((UTF8String) value).toString();
+    if (list.size() == 2) return new TraceExpression(channel, list.get(1), 0, 0);
+    return new TraceExpression(channel, list.get(1), integerLiteral(channel, "x", list.get(2)),
+        integerLiteral(channel, "y", list.get(3)));
+  }
+
+  private static long integerLiteral(String channel, String what, Expression e) {
+    Object v = e.foldable() && javaType(e.dataType()) != null ? e.eval(null) : null;
+    if (v == null) {
+      throw new IllegalArgumentException(NAME + "('" + channel + "', id, x, y): " + what
+          + " must be an integer literal, got " + e.sql());
+    }
+    return ((Number) v).longValue();
+  }
+
+  /** The handle of this process's channel {@code name} (handler xoy(x, y), or buffered when y is 0), opened on
+   * first use; 0 (a counted no-op) when the native library cannot load, so that the query still runs. Called
+   * by the generated code once per partition. */
+  public static long channel(String name, long x, long y) {
+    return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
+  }
+
+  private static long open(String name, long x, long y) {
+    if (NativeLoader.load(null) != null) return 0;
+    try {
+      return CloudProfiler.openChannel(name, y == 0 ? "buffered" : "xoy", y == 0 ? new long[0] : new long[] {x, y},
+          new String[] {"spark.event"}, new String[] {"sql_trace"});
+    } catch (CloudProfilerException e) {
+      throw new CloudProfilerException(e.code(), NAME + ": cannot open channel '" + name + "': " + e.getMessage());
+    }
+  }
+
+  public String channelName() {
+    return channel;
+  }
+
+  public Expression child() {
+    return child;
+  }
+
+  @Override
+  public Seq<Expression> children() {
+    if (children == null) children = CollectionConverters.asScala(List.of(child)).toList();
+    return children;
+  }
+
+  @Override
+  public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
+    return new TraceExpression(channel, newChildren.apply(0), x, y);
+  }
+
+  @Override
+  public boolean deterministic() {
+    return false;
+  }
+
+  @Override
+  public boolean foldable() {
+    return false;
+  }
+
+  @Override
+  public boolean nullable() {
+    return child.nullable();
+  }
+
+  @Override
+  public DataType dataType() {
+    return child.dataType();
+  }
+
+  private static String javaType(DataType type) {
+    if (type.equals(DataTypes.LongType)) return "long";
+    if (type.equals(DataTypes.IntegerType)) return "int";
+    if (type.equals(DataTypes.ShortType)) return "short";
+    if (type.equals(DataTypes.ByteType)) return "byte";
+    return null;
+  }
+
+  @Override
+  public TypeCheckResult checkInputDataTypes() {
+    if (javaType(child.dataType()) != null) return TypeCheckResult.TypeCheckSuccess$.MODULE$;
+    return new TypeCheckResult.TypeCheckFailure(NAME + "('" + channel + "', ...) takes an integral id (tinyint, "
+        + "smallint, int or bigint), got " + child.dataType().sql() + " from " + child.sql());
+  }
+
+  @Override
+  public Object eval(InternalRow row) {
+    Object id = child.eval(row);
+    if (id != null) {
+      long value = ((Number) id).longValue();
+      if (y != 0 && Math.floorMod(value, y) >= x) return id;
+      if (!resolved) {
+        handle = channel(channel, x, y);
+        resolved = true;
+      }
+      CloudProfiler.log(handle, value);
+    }
+    return id;
+  }
+
+  @Override
+  public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
+    ExprCode id = child.genCode(ctx);
+    String name = ctx.addReferenceObj("cpTraceName", channel, "java.lang.String");
+    String handleTerm = ctx.addMutableState("long", "cpTraceChannel",
+        v -> v + " = " + TraceExpression.class.getName() + ".channel(" + name + ", " + x + "L, " + y + "L);", true,
+        true);
+    String id64 = "(long) " + ev.value();
+    String kept = Long.bitCount(y) == 1 // floorMod by a power of two is a mask: no 64-bit division per row
+        ? "(" + id64 + " & " + (y - 1) + "L) < " + x + "L"
+        : "java.lang.Math.floorMod(" + id64 + ", " + y + "L) < " + x + "L";
+    String log = (y == 0 ? "" : "if (" + kept + ") ") + CloudProfiler.class.getName() + ".log(" + handleTerm + ", "
+        + id64 + ");";
+    String code = child.nullable()
+        ? "boolean " + ev.isNull() + " = " + id.isNull() + ";\n"
+          + javaType(dataType()) + " " + ev.value() + " = " + id.value() + ";\n"
+          + "if (!" + ev.isNull() + ") " + log + "\n"
+        : javaType(dataType()) + " " + ev.value() + " = " + id.value() + ";\n" + log + "\n";
+    Block block = id.code().$plus(new CodeBlock(CollectionConverters.asScala(List.of(code)).toList(),
+        CollectionConverters.asScala(List.<JavaCode>of()).toList()));
+    return ev.copy(block, child.nullable() ? ev.isNull() : FalseLiteral$.MODULE$, ev.value());
+  }
+
+  @Override
+  public String prettyName() {
+    return NAME;
+  }
+
+  @Override
+  public String sql() {
+    return NAME + "('" + channel.replace("'", "\\'") + "', " + child.sql() + (y == 0 ? "" : ", " + x + ", " + y) + ")";
+  }
+
+  @Override
+  public String toString() {
+    return NAME + "(" + channel + ", " + child + (y == 0 ? "" : ", " + x + ", " + y) + ")";
+  }
+
+  @Override
+  public int productArity() {
+    return 4;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    if (n == 0) return channel;
+    if (n == 1) return child;
+    if (n == 2) return x;
+    if (n == 3) return y;
+    throw new IndexOutOfBoundsException(String.valueOf(n));
+  }
+
+  @Override
+  public boolean canEqual(Object other) {
+    return other instanceof TraceExpression;
+  }
+
+  @Override
+  public boolean equals(Object other) {
+    return other instanceof TraceExpression t && channel.equals(t.channel) && child.equals(t.child) && x == t.x
+        && y == t.y;
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(TraceExpression.class, channel, child, x, y);
+  }
+}
