@@ -5,7 +5,6 @@ import pytest
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
-from conftest import run_python
 
 
 @pytest.fixture(scope="module")
@@ -125,19 +124,3 @@ def test_bad_option_names_the_key(run):
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
-
-
-def test_a_missing_native_library_does_not_fail_the_job(tmp_path):
-    result = run_python(  # a fresh JVM: this module's JVM has the library loaded already
-        f"""
-        import cloudprofiler.spark as cps
-        spark = (cps.builder(log_dir={str(tmp_path)!r}, native_path={str(tmp_path / "missing.so")!r})
-                 .master("local[1]").config("spark.ui.enabled", "false").getOrCreate())
-        print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
-        spark.stop()
-        """,
-        timeout=300,
-    )
-    assert "sum 4950" in result.stdout, result.stderr[-3000:]
-    assert "cloudprofiler: disabled on executor driver: cannot load libcloudprofiler_jni from" in result.stderr
-    assert not list(tmp_path.rglob("spark.task.*.arrows"))

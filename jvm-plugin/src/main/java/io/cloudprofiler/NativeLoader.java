@@ -2,55 +2,90 @@ package io.cloudprofiler;
 
 import java.io.File;
 import java.io.InputStream;
+import java.lang.reflect.InvocationTargetException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
- * Loads libcloudprofiler_jni once per JVM, in this order: an explicit path (configuration or the system
- * property {@code cloudprofiler.native.path}), the library bundled in this jar (extracted to a file named
- * after the version), then {@code System.loadLibrary("cloudprofiler_jni")}. Then checks the version.
+ * Loads libcloudprofiler_jni once per JVM, trying in this order:
+ * <ol>
+ *   <li>an explicit path (configuration {@code spark.cloudprofiler.native.path} or the system property
+ *       {@code cloudprofiler.native.path});
+ *   <li>the library bundled in this jar, extracted to a file named after the version and the process;
+ *   <li>{@code SparkFiles.get("libcloudprofiler_jni.so")}: a library shipped with {@code --files} (when Spark is
+ *       in this JVM);
+ *   <li>{@code System.loadLibrary("cloudprofiler_jni")} ({@code java.library.path}).
+ * </ol>
+ * The first that loads wins, then the version is checked. When none loads, the reason of every step is kept in
+ * the one failure message, which later calls return too (no retry).
  */
 public final class NativeLoader {
-  static final String RESOURCE = "/io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so";
+  static final String FILE_NAME = "libcloudprofiler_jni.so";
+  static final String RESOURCE = "/io/cloudprofiler/native/linux-x86_64/" + FILE_NAME;
   private static boolean loaded;
+  private static String source;
   private static String failure;
 
   private NativeLoader() {}
+
+  /** One way to find the library: returns the path loaded, or throws with the reason it could not. */
+  private interface Step {
+    String load() throws Exception;
+  }
 
   /** Loads the library; returns null on success, else the reason (also on later calls). */
   public static synchronized String load(String explicitPath) {
     if (loaded) return null;
     if (failure != null) return failure;
-    String path = explicitPath != null && !explicitPath.isEmpty() ? explicitPath : System.getProperty("cloudprofiler.native.path");
-    try {
-      if (path != null && !path.isEmpty()) {
-        System.load(new File(path).getAbsolutePath());
-      } else if (NativeLoader.class.getResource(RESOURCE) != null) {
-        System.load(extract().toString());
-      } else {
-        System.loadLibrary("cloudprofiler_jni");
+    String configured = explicitPath != null && !explicitPath.isEmpty() ? explicitPath
+        : System.getProperty("cloudprofiler.native.path");
+    List<String> reasons = new ArrayList<>();
+    String[] names = {"configured path", "jar resource", "SparkFiles", "System.loadLibrary"};
+    Step[] steps = {() -> loadFile(configured), NativeLoader::loadResource, NativeLoader::loadSparkFile,
+        NativeLoader::loadFromLibraryPath};
+    for (int i = 0; i < steps.length && source == null; i++) {
+      try {
+        source = names[i] + " " + steps[i].load();
+      } catch (Exception | UnsatisfiedLinkError e) { // the reason of this step; the next step is tried
+        reasons.add(names[i] + ": " + e.getMessage());
       }
-      int version = CloudProfiler.version();
-      if (version / 100 != CloudProfiler.VERSION_NUMBER / 100) {
-        failure = "libcloudprofiler version number " + version + " does not match the plugin's "
-            + CloudProfiler.VERSION_NUMBER + ": use the jar and library of one build";
-        return failure;
-      }
-      loaded = true;
-      return null;
-    } catch (Throwable t) { // UnsatisfiedLinkError or an IO failure: report the first one, do not retry
-      failure = "cannot load libcloudprofiler_jni" + (path != null ? " from " + path : "") + ": " + t
-          + " (set spark.cloudprofiler.native.path to a libcloudprofiler_jni.so built for this platform)";
+    }
+    if (source == null) {
+      failure = "cannot load libcloudprofiler_jni (" + String.join("; ", reasons) + "): set "
+          + "spark.cloudprofiler.native.path to a " + FILE_NAME + " built for this platform, or ship one with --files";
       return failure;
     }
+    int version = CloudProfiler.version();
+    if (version / 100 != CloudProfiler.VERSION_NUMBER / 100) {
+      failure = "libcloudprofiler version number " + version + " (" + source + ") does not match the plugin's "
+          + CloudProfiler.VERSION_NUMBER + ": use the jar and library of one build";
+      return failure;
+    }
+    loaded = true;
+    return null;
   }
 
   public static synchronized boolean isLoaded() {
     return loaded;
   }
 
-  private static Path extract() throws Exception {
+  /** Which step loaded the library and from where (for example "SparkFiles /tmp/.../libcloudprofiler_jni.so"). */
+  public static synchronized String source() {
+    return source;
+  }
+
+  private static String loadFile(String path) {
+    if (path == null || path.isEmpty()) throw new IllegalStateException("not set");
+    String absolute = new File(path).getAbsolutePath();
+    System.load(absolute);
+    return absolute;
+  }
+
+  private static String loadResource() throws Exception {
+    if (NativeLoader.class.getResource(RESOURCE) == null) throw new IllegalStateException("this jar has no " + RESOURCE);
     Path dir = Path.of(System.getProperty("java.io.tmpdir"), "cloudprofiler-" + System.getProperty("user.name"));
     Files.createDirectories(dir);
     Path target = dir.resolve("libcloudprofiler_jni-" + CloudProfiler.VERSION_NUMBER + "-" + ProcessHandle.current().pid() + ".so");
@@ -58,6 +93,29 @@ public final class NativeLoader {
       Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
     }
     target.toFile().deleteOnExit();
-    return target;
+    return loadFile(target.toString());
+  }
+
+  /** SparkFiles through reflection: this class also runs where Spark is absent (JniBenchmark, plain JVMs). */
+  private static String loadSparkFile() throws Exception {
+    Class<?> sparkFiles;
+    try {
+      sparkFiles = Class.forName("org.apache.spark.SparkFiles");
+    } catch (ClassNotFoundException e) {
+      throw new IllegalStateException("no Spark in this JVM", e);
+    }
+    String path;
+    try {
+      path = (String) sparkFiles.getMethod("get", String.class).invoke(null, FILE_NAME);
+    } catch (InvocationTargetException e) { // no SparkEnv yet: SparkFiles has no folder
+      throw new IllegalStateException("no SparkFiles folder in this JVM (" + e.getCause() + ")", e);
+    }
+    if (!new File(path).isFile()) throw new IllegalStateException(path + " does not exist (not shipped with --files)");
+    return loadFile(path);
+  }
+
+  private static String loadFromLibraryPath() {
+    System.loadLibrary("cloudprofiler_jni");
+    return "java.library.path";
   }
 }

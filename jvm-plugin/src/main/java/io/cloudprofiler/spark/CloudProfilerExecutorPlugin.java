@@ -49,6 +49,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       LOG.warn("cloudprofiler: disabled on executor {}: {}", ctx.executorID(), failure);
       return;
     }
+    LOG.info("cloudprofiler: executor {} loaded libcloudprofiler_jni from {}", ctx.executorID(), NativeLoader.source());
     active = Boolean.parseBoolean(options.get(Config.TASK_ENABLED.name));
     shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
     Runtime.getRuntime().addShutdownHook(shutdownHook);

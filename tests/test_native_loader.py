@@ -1,0 +1,63 @@
+"""NativeLoader's order in a real local-mode application: configured path, the jar's resource, SparkFiles (a
+library shipped with --files), System.loadLibrary; when all fail, one log line gives every step's reason and
+the job runs on."""
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import cloudprofiler.spark as cps
+from conftest import run_python
+
+RESOURCE = "io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
+
+
+@pytest.fixture(scope="module")
+def jar_without_library(tmp_path_factory):
+    """The plugin jar minus its JNI library, and that library as a separate file."""
+    folder = tmp_path_factory.mktemp("loader")
+    stripped, library = folder / "plugin-without-jni.jar", folder / "libcloudprofiler_jni.so"
+    with zipfile.ZipFile(cps.jar_path()) as src, zipfile.ZipFile(stripped, "w") as dst:
+        for item in src.infolist():
+            if item.filename == RESOURCE:
+                library.write_bytes(src.read(item))
+            else:
+                dst.writestr(item, src.read(item))
+    return stripped, library
+
+
+def _job(jar: Path, log_dir: Path, **conf) -> str:
+    """A one-job application with the plugin; prints the sum and where the library came from."""
+    settings = "".join(f".config({k!r}, {v!r})" for k, v in {"spark.jars": str(jar), **conf}.items())
+    return f"""
+        import cloudprofiler.spark as cps
+        spark = (cps.builder(log_dir={str(log_dir)!r}).master("local[1]").config("spark.ui.enabled", "false")
+                 {settings}.getOrCreate())
+        print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
+        print("source", spark._jvm.io.cloudprofiler.NativeLoader.source())
+        spark.stop()
+        """
+
+
+def test_a_library_shipped_with_files_loads_through_sparkfiles(jar_without_library, tmp_path):
+    jar, library = jar_without_library
+    result = run_python(_job(jar, tmp_path, **{"spark.files": str(library)}), timeout=300)
+    assert "sum 4950" in result.stdout, result.stderr[-3000:]
+    assert "source SparkFiles " in result.stdout and "/libcloudprofiler_jni.so" in result.stdout, result.stdout
+    assert "disabled on executor" not in result.stderr
+    assert list(tmp_path.rglob("spark.task.start.*.arrows"))
+
+
+def test_when_every_step_fails_one_line_names_each_reason_and_the_job_runs(jar_without_library, tmp_path):
+    jar, _ = jar_without_library
+    missing = tmp_path / "missing.so"
+    result = run_python(_job(jar, tmp_path, **{"spark.cloudprofiler.native.path": str(missing)}), timeout=300)
+    assert "sum 4950" in result.stdout, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if "cloudprofiler: disabled on executor driver" in line]
+    assert len(lines) == 1, result.stderr[-3000:]
+    line = lines[0]
+    for reason in (f"configured path: Can't load library: {missing}", f"jar resource: this jar has no /{RESOURCE}",
+                   "SparkFiles: ", "libcloudprofiler_jni.so does not exist (not shipped with --files)",
+                   "System.loadLibrary: no cloudprofiler_jni in java.library.path"):
+        assert reason in line, line
+    assert not list(tmp_path.rglob("spark.task.*.arrows"))
