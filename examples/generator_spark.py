@@ -1,9 +1,10 @@
 """The generator feeding the YSB pipeline on Spark, with trace points: rate, exactly-once counts and the
 latency of each operator out of one run.
 
-    .venv/bin/python examples/generator_spark.py [rate tuples/s] [seconds]
+    .venv/bin/python examples/generator_spark.py [rate tuples/s] [seconds] [log folder]
 """
 import sys
+import tempfile
 
 import numpy as np
 
@@ -15,11 +16,11 @@ from cloudprofiler.spark.pipelines import ysb
 
 rate = float(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 10
-log_dir = "/tmp/cloudprofiler-generator-spark"
+log_dir = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(prefix="cloudprofiler-generator-spark-")
 
 spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.sql.shuffle.partitions", "2")
          .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-generator = Generator(GeneratorConfig(rate=rate, duration_s=seconds, emitters=2, transport="serve", timeout_s=30,
+generator = Generator(GeneratorConfig(rate=rate, duration_s=seconds, emitters=2, transport="serve", timeout_s=60,
                                       port=free_port_base(2))).start()
 events = cps.read_generator(spark, generator.endpoints, traceChannel="ysb.source")
 query = ysb(events, trace=True).writeStream.format("memory").queryName("ysb").outputMode("update").start()
@@ -27,7 +28,7 @@ results = generator.join()  # the emitters end once Spark has committed every tu
 query.stop()
 
 for r in results:
-    latency_ms = np.array([lat for _, lat, _ in r.latency_samples]) / 1e6
+    latency_ms = np.array([lat for _, lat, _ in r.latency_samples] or [np.nan]) / 1e6
     print(f"emitter {r.emitter}: emitted {r.emitted_tuples:,}, committed {r.committed_tuples:,}, dropped "
           f"{r.dropped_tuples:,}, {r.achieved_tps:,.0f} tuples/s, commit latency p50 "
           f"{np.percentile(latency_ms, 50):,.0f} ms, p99 {np.percentile(latency_ms, 99):,.0f} ms")

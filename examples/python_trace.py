@@ -1,13 +1,22 @@
-"""Trace points from Python workers: cloudprofiler.spark.trace in a DataFrame, and a Channel inside a UDF."""
+"""Trace points from Python workers: cloudprofiler.spark.trace in a DataFrame, and a Channel inside a UDF.
+
+    .venv/bin/python examples/python_trace.py [log folder] [rows]
+
+Python workers write their channels straight into the log folder: use a new folder for each run.
+"""
+import sys
+import tempfile
+
 import numpy as np
 import pandas as pd
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 
-log_dir = "/tmp/cloudprofiler-python-trace"
-spark = cps.builder(log_dir=log_dir).master("local[2]").getOrCreate()
-df = cps.trace(spark.range(0, 1_000_000, numPartitions=4), "python-source", "id")
+log_dir = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="cloudprofiler-python-trace-")
+rows = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+spark = cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.showConsoleProgress", "false").getOrCreate()
+df = cps.trace(spark.range(0, rows, numPartitions=4), "python-source", "id")
 
 
 def square(batches):

@@ -3,6 +3,7 @@ package io.cloudprofiler.spark;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.CloudProfilerException;
 import io.cloudprofiler.NativeLoader;
+import java.io.Serializable;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
@@ -35,7 +36,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * nor moves it. Written against the abstract class {@link Expression} only (no Scala trait is mixed in), so
  * that the class is plain Java.
  */
-public final class TraceExpression extends Expression {
+public final class TraceExpression extends Expression implements Serializable {
   private static final long serialVersionUID = 1L;
   static final String NAME = "cp_trace";
   /** One channel per (process, name); the library closes them at shutdown. */

@@ -1,0 +1,77 @@
+"""Every example in examples/ runs as its README says, with small sizes, and prints what it promises.
+
+The examples run at the same time (each its own process and Spark application), so that the module costs about
+as long as its slowest example; the generator example starts when the others have ended, since its emitters
+wait only so long for Spark to read them."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cloudprofiler as cp
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = {  # name -> arguments after the interpreter (or bash) and the log folder's place among them
+    "spark_submit.sh": ["{logs}"],
+    "pyspark_helper.py": ["{logs}", "20000"],
+    "sql_trace.py": ["{logs}", "100000"],
+    "python_trace.py": ["{logs}", "100000"],
+    "generator_spark.py": ["20000", "3", "{logs}"],
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name -> (completed process, log folder), every example started at once."""
+    out = {}
+    for group in ([name for name in EXAMPLES if name != "generator_spark.py"], ["generator_spark.py"]):
+        started = {}
+        for name in group:
+            logs = tmp_path_factory.mktemp(name.split(".")[0])
+            program = ["bash"] if name.endswith(".sh") else [sys.executable]
+            command = program + [str(Path("examples") / name)] + [a.format(logs=logs) for a in EXAMPLES[name]]
+            started[name] = (subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True), logs)
+        for name, (process, logs) in started.items():
+            stdout, stderr = process.communicate(timeout=600)
+            out[name] = (subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), logs)
+    return out
+
+
+def _ok(runs, name) -> tuple[str, Path]:
+    result, logs = runs[name]
+    assert result.returncode == 0, f"{name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    return result.stdout, logs
+
+
+def test_spark_submit_logs_every_task_of_an_unchanged_job(runs):
+    stdout, logs = _ok(runs, "spark_submit.sh")
+    assert "Row(key=0, count=100000)" in stdout and f"logs in {logs}" in stdout
+    (app,) = [d for d in logs.iterdir() if d.is_dir()]
+    assert (app / "spark-tasks.arrows").exists()
+    starts = cp.read_log_dir(app, channel="spark.task.start").num_rows
+    assert starts >= 8 and starts == cp.read_log_dir(app, channel="spark.task.end").num_rows
+
+
+def test_pyspark_helper_prints_each_task_with_its_tsc_duration(runs):
+    stdout, _ = _ok(runs, "pyspark_helper.py")
+    lines = stdout.splitlines()
+    assert "tsc_duration_us" in lines[0] and sum("SUCCESS" in line for line in lines) >= 8, stdout
+
+
+def test_sql_trace_counts_the_records_of_each_trace_point(runs):
+    stdout, _ = _ok(runs, "sql_trace.py")
+    assert "source 100000 records" in stdout and "after-filter 50000 records" in stdout
+    assert "sampled 1563 records" in stdout  # the multiples of 64 (all even)
+
+
+def test_python_trace_counts_the_records_of_both_channels(runs):
+    stdout, _ = _ok(runs, "python_trace.py")
+    assert "python-source 100000 records" in stdout and "inside-udf 100000 records" in stdout
+
+
+def test_generator_on_spark_reports_rate_and_operator_latency(runs):
+    stdout, _ = _ok(runs, "generator_spark.py")
+    assert stdout.count("dropped 0,") == 2 and stdout.count("committed 30,000,") == 2, stdout
+    assert "source -> ysb.filter:" in stdout and "source -> ysb.join:" in stdout, stdout
