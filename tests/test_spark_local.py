@@ -38,6 +38,11 @@ def run(tmp_path_factory):
         "select cp_trace('sql-xoy', if(id = 5, null, cast(id - 100 as int)), 3, 8) as t from range(0, 1000, 1, 2)")
     sampled_rows = [r.t for r in sampled.collect()]
     sampled_type = dict(sampled.dtypes)["t"]
+    spark.conf.set("spark.sql.codegen.wholeStage", "false")  # the interpreted path: eval(), the plan serialized
+    spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+    interpreted = spark.sql("select sum(cp_trace('sql-interpreted', id, 1, 2)) from range(0, 1000, 1, 2)").first()[0]
+    spark.conf.unset("spark.sql.codegen.wholeStage")
+    spark.conf.unset("spark.sql.codegen.factoryMode")
     errors = {}
     for name, query in {"empty channel": "select cp_trace('', id) from range(3)",
                         "column channel": "select cp_trace(concat('a', id), id) from range(3)",
@@ -50,7 +55,8 @@ def run(tmp_path_factory):
     app_id = sc.applicationId
     spark.stop()
     return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced,
-            "sql_sum": sql_sum, "sampled": sampled_rows, "sampled_type": sampled_type, "errors": errors}
+            "sql_sum": sql_sum, "sampled": sampled_rows, "sampled_type": sampled_type, "interpreted": interpreted,
+            "errors": errors}
 
 
 def _tasks(run):
@@ -105,6 +111,12 @@ def test_sql_trace_xoy_keeps_the_same_ids_everywhere_and_returns_ids_unchanged(r
     assert sorted(ids) == [i for i in expected if i is not None and i % 8 < 3]  # Python's % is floorMod
     meta = cp.log_metadata(next(run["app"].rglob("sql-xoy.*.arrows")))
     assert meta["handler"] == "xoy"
+
+
+def test_sql_trace_without_generated_code_logs_the_same(run):
+    assert run["interpreted"] == sum(range(1000))
+    ids = cp.read_log_dir(run["app"], channel="sql-interpreted").column("tuple_id").to_pylist()
+    assert sorted(ids) == list(range(0, 1000, 2))
 
 
 def test_sql_trace_bad_arguments_are_named(run):
