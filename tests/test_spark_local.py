@@ -40,7 +40,8 @@ def run(tmp_path_factory):
     sampled_type = dict(sampled.dtypes)["t"]
     spark.conf.set("spark.sql.codegen.wholeStage", "false")  # the interpreted path: eval(), the plan serialized
     spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
-    interpreted = spark.sql("select sum(cp_trace('sql-interpreted', id, 1, 2)) from range(0, 1000, 1, 2)").first()[0]
+    interpreted = spark.sql(
+        "select sum(t) from (select cp_trace('sql-interpreted', id, 1, 2) as t from range(0, 1000, 1, 2))").first()[0]
     spark.conf.unset("spark.sql.codegen.wholeStage")
     spark.conf.unset("spark.sql.codegen.factoryMode")
     errors = {}
