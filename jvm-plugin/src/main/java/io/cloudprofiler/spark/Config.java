@@ -71,7 +71,7 @@ public final class Config {
   public static final Key CALIBRATION_PROBES = new Key("spark.cloudprofiler.calibration.probes", "100",
       "Probes per host and round", v -> checkInt(v, 1, 10000));
   public static final Key NATIVE_PATH = new Key("spark.cloudprofiler.native.path", "",
-      "Path of libcloudprofiler_jni.so to load instead of the one in the jar", v -> null);
+      "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path", v -> null);
 
   public static final List<Key> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
       COMPRESSION, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_INTERVAL, CALIBRATION_PROBES,
