@@ -43,4 +43,4 @@ build: $(STAMP) native jar
 
 clean:
 	make -C native clean
-	rm -rf python/cloudprofiler/_lib python/cloudprofiler/_native*.so build jvm-plugin/build
+	rm -rf python/cloudprofiler/_lib python/cloudprofiler/_native*.so build jvm-plugin/build target project/target project/project

@@ -48,7 +48,8 @@ def run(tmp_path_factory):
     for name, query in {"empty channel": "select cp_trace('', id) from range(3)",
                         "column channel": "select cp_trace(concat('a', id), id) from range(3)",
                         "string id": "select cp_trace('s', cast(id as string)) from range(3)",
-                        "bad xoy": "select cp_trace('s', id, 9, 8) from range(3)"}.items():
+                        "bad xoy": "select cp_trace('s', id, 9, 8) from range(3)",
+                        "zero y": "select cp_trace('s', id, 0, 0) from range(3)"}.items():
         try:
             spark.sql(query).collect()
         except Exception as e:  # noqa: BLE001 -- the message is what the test checks
@@ -126,6 +127,7 @@ def test_sql_trace_bad_arguments_are_named(run):
     assert "got concat('a', CAST(id AS STRING))" in errors["column channel"]
     assert "cp_trace('s', ...) takes an integral id" in errors["string id"] and "got STRING" in errors["string id"]
     assert "expected 0 <= x <= y and y >= 1, got x=9, y=8" in errors["bad xoy"]
+    assert "got x=0, y=0" in errors["zero y"]
 
 
 def test_bad_option_names_the_key(run):

@@ -54,10 +54,7 @@ public final class TraceExpression extends Expression implements Serializable {
   public TraceExpression(String channel, Expression child, long x, long y) {
     this.channel = Objects.requireNonNull(channel, "channel");
     this.child = Objects.requireNonNull(child, "child");
-    if (y < 0 || x < 0 || (y > 0 && x > y)) {
-      throw new IllegalArgumentException(NAME + "('" + channel + "', id, x, y): expected 0 <= x <= y and y >= 1, got x="
-          + x + ", y=" + y);
-    }
+    if (y < 0 || x < 0 || (y > 0 && x > y)) throw badXoy(channel, x, y);
     this.x = x;
     this.y = y;
   }
@@ -78,8 +75,15 @@ public final class TraceExpression extends Expression implements Serializable {
     }
     String channel = ((UTF8String) value).toString();
     if (list.size() == 2) return new TraceExpression(channel, list.get(1), 0, 0);
-    return new TraceExpression(channel, list.get(1), integerLiteral(channel, "x", list.get(2)),
-        integerLiteral(channel, "y", list.get(3)));
+    long x = integerLiteral(channel, "x", list.get(2));
+    long y = integerLiteral(channel, "y", list.get(3));
+    if (y < 1) throw badXoy(channel, x, y); // y == 0 is the two-argument form's "every id"
+    return new TraceExpression(channel, list.get(1), x, y);
+  }
+
+  private static IllegalArgumentException badXoy(String channel, long x, long y) {
+    return new IllegalArgumentException(NAME + "('" + channel + "', id, x, y): expected 0 <= x <= y and y >= 1, got x="
+        + x + ", y=" + y);
   }
 
   private static long integerLiteral(String channel, String what, Expression e) {
