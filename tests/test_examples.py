@@ -1,7 +1,7 @@
 """Every example in examples/ runs as its README says, with small sizes, and prints what it promises.
 
 The examples run at the same time (each its own process and Spark application), so that the module costs about
-as long as its slowest example; the generator example starts when the others have ended, since its emitters
+as long as its slowest example. examples/generator_spark.py runs in test_spark_source.py, alone: its emitters
 wait only so long for Spark to read them."""
 import subprocess
 import sys
@@ -17,25 +17,23 @@ EXAMPLES = {  # name -> arguments after the interpreter (or bash) and the log fo
     "pyspark_helper.py": ["{logs}", "20000"],
     "sql_trace.py": ["{logs}", "100000"],
     "python_trace.py": ["{logs}", "100000"],
-    "generator_spark.py": ["20000", "3", "{logs}"],
 }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """name -> (completed process, log folder), every example started at once."""
+    started = {}
+    for name, args in EXAMPLES.items():
+        logs = tmp_path_factory.mktemp(name.split(".")[0])
+        program = ["bash"] if name.endswith(".sh") else [sys.executable]
+        command = program + [str(Path("examples") / name)] + [a.format(logs=logs) for a in args]
+        started[name] = (subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True), logs)
     out = {}
-    for group in ([name for name in EXAMPLES if name != "generator_spark.py"], ["generator_spark.py"]):
-        started = {}
-        for name in group:
-            logs = tmp_path_factory.mktemp(name.split(".")[0])
-            program = ["bash"] if name.endswith(".sh") else [sys.executable]
-            command = program + [str(Path("examples") / name)] + [a.format(logs=logs) for a in EXAMPLES[name]]
-            started[name] = (subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              text=True), logs)
-        for name, (process, logs) in started.items():
-            stdout, stderr = process.communicate(timeout=600)
-            out[name] = (subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), logs)
+    for name, (process, logs) in started.items():
+        stdout, stderr = process.communicate(timeout=600)
+        out[name] = (subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), logs)
     return out
 
 
@@ -70,8 +68,3 @@ def test_python_trace_counts_the_records_of_both_channels(runs):
     stdout, _ = _ok(runs, "python_trace.py")
     assert "python-source 100000 records" in stdout and "inside-udf 100000 records" in stdout
 
-
-def test_generator_on_spark_reports_rate_and_operator_latency(runs):
-    stdout, _ = _ok(runs, "generator_spark.py")
-    assert stdout.count("dropped 0,") == 2 and stdout.count("committed 30,000,") == 2, stdout
-    assert "source -> ysb.filter:" in stdout and "source -> ysb.join:" in stdout, stdout

@@ -161,8 +161,8 @@ def test_generator_example_prints_counts_and_operator_latencies(tmp_path):
     from pathlib import Path
 
     example = Path(__file__).resolve().parent.parent / "examples" / "generator_spark.py"
-    out = subprocess.run([sys.executable, str(example), "20000", "3"], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path)
+    out = subprocess.run([sys.executable, str(example), "20000", "3", str(tmp_path / "logs")], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count("emitted 30,000, committed 30,000, dropped 0") == 2
     for channel in ("ysb.filter", "ysb.join"):
