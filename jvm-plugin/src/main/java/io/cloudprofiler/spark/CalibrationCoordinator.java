@@ -179,11 +179,13 @@ final class CalibrationCoordinator {
   }
 
   /**
-   * Pairs among n domains: all of them when n - 1 <= peers, else each domain with the peers / 2 next ones around a
-   * ring (a circulant graph: every domain has about {@code peers} partners and n * peers / 2 pairs in all).
+   * Pairs among n domains: none for peers = 0, all of them when n - 1 <= peers, else each domain with the
+   * max(1, peers / 2) next ones around a ring (a circulant graph: every domain has peers rounded down to an even
+   * number, at least 2, partners, and n times half that many pairs in all).
    */
   static List<int[]> hostPairs(int n, int peers) {
     List<int[]> out = new ArrayList<>();
+    if (peers == 0) return out;
     if (n - 1 <= peers) {
       for (int i = 0; i < n; i++) for (int j = i + 1; j < n; j++) out.add(new int[] {i, j});
       return out;
