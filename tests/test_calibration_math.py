@@ -110,5 +110,24 @@ def test_bad_input_is_refused_with_the_value():
         Calibration([])
     with pytest.raises(ValueError, match="method='best'"):
         anchor_from_probes(Probes.of([1], [2], [3]), "best")
-    with pytest.raises(KeyError, match="no calibration between A and Z"):
-        durations("A", [1], "Z", [2], "A", {})
+    unbounded = durations("A", [1], "Z", [2], "A", {})
+    assert list(unbounded.method) == ["unbounded"] and np.isinf(unbounded.error).all() and unbounded.extrapolated.all()
+
+
+def test_a_pair_calibration_that_stopped_gives_way_to_the_path_through_the_reference():
+    rng = np.random.default_rng(9)
+    a, b, c = Domain(0, 0.0), Domain(4 * 3600 * int(HZ), 18.0), Domain(-3 * 3600 * int(HZ), -26.0)
+    cals = {("A", "B"): make_calibration(rng, a, b, [1e9, 100e9], "minpair"),
+            ("A", "C"): make_calibration(rng, a, c, [1e9, 100e9], "minpair"),
+            ("B", "C"): make_calibration(rng, b, c, [1e9, 40e9], "minpair"),  # the pair stopped answering at 40 s
+            ("C", "B"): make_calibration(rng, c, b, [1e9, 40e9], "minpair")}
+    t = np.array([20e9, 70e9])  # inside the pair's span, after it
+    start, end = b.ticks(t), c.ticks(t + 1e6)
+    truth = a.ticks(c.true_time(end)) - a.ticks(b.true_time(start))
+    d = durations("B", start, "C", end, "A", cals)
+    assert list(d.method) == ["scenario3", "baseline"] and not d.extrapolated.any()
+    assert np.all(np.abs(d.value - truth) <= d.error + 2)
+    # without the start's calibration to the reference, the pair in the other orientation carries the duration
+    reverse = durations("B", start, "C", end, "A", {k: v for k, v in cals.items() if k != ("A", "B")})
+    assert list(reverse.method) == ["scenario3", "scenario3"] and list(reverse.extrapolated) == [False, True]
+    assert np.all(np.abs(reverse.value - truth) <= reverse.error + 2)

@@ -12,7 +12,7 @@ import numpy as np
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
-from cloudprofiler.calibration.spark import records_in_reference
+from cloudprofiler.calibration.spark import load_domains, records_in_reference
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
 
@@ -119,3 +119,9 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     est, err = records.column("tsc_ref").to_numpy(), records.column("tsc_err").to_numpy()
     assert np.all(np.abs(est - truth) <= err + 1)
     assert np.median(err) < cp.tsc_frequency().hz * 1e-3  # under a millisecond on loopback
+    # both executors claim the driver's boot id; the TSC check puts them, with one simulated TSC, in one domain
+    executors = [d for d in load_domains(app).to_pylist() if d["role"] != "reference"]
+    assert len(executors) == 2 and len({d["domain"] for d in executors}) == 1
+    assert {d["role"] for d in executors} == {"representative", "member"}
+    member = next(d for d in executors if d["role"] == "member")
+    assert "differs from" in member["check"] and f"agrees with {executors[0]['domain']}" in member["check"]

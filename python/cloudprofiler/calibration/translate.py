@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 ROUNDING_TICKS = 1.0
+RATE_PRIOR = 1e-3  # before any rate is measured: two TSCs run at rates within 1000 ppm of each other
 
 
 @dataclass(frozen=True)
@@ -70,21 +71,22 @@ class Anchor:
     err: float
 
 
-def _minrtt_anchor(p: Probes, rate: float) -> Anchor:
+def _minrtt_anchor(p: Probes, rate: float, rate_err: float) -> Anchor:
     i = int(np.argmin(p.rtt))
     half = (p.recv[i] - p.send[i]) / 2.0
     if p.from_reference[i]:  # B's tick lies at A-time in [send, recv]
         return Anchor(int(p.remote[i]), float(p.send[i]) + half, half)
-    # A's tick p.remote lies at B-time in [send, recv]: anchor B's midpoint at A's tick
+    # A's tick p.remote lies at B-time in [send, recv]: anchor B's midpoint at A's tick; half a round trip of B
+    # ticks is at most half * (rate + rate_err) A ticks, and the midpoint's rounding half a B tick
     return Anchor(int(p.send[i] + (p.recv[i] - p.send[i]) // 2), float(p.remote[i]),
-                  half * rate + 0.5 * rate)
+                  half * (rate + rate_err) + 0.5 * rate)
 
 
 def anchor_from_probes(p: Probes, method: str = "minrtt", rate: float = 1.0, rate_err: float = 0.0) -> Anchor:
     """Summarize a round as an anchor; `rate` (A ticks per B tick) and its uncertainty matter for "minpair"
     and for probes initiated in B."""
     if method == "minrtt":
-        return _minrtt_anchor(p, rate)
+        return _minrtt_anchor(p, rate, rate_err)
     if method != "minpair":
         raise ValueError(f"method={method!r} is not one of minrtt, minpair")
     # Every probe as an interval of A-time at one B tick b0, moved there with the rate.
@@ -96,7 +98,7 @@ def anchor_from_probes(p: Probes, method: str = "minrtt", rate: float = 1.0, rat
     # so B's tick `send` is at A-time in [remote - rate*(recv-send), remote]
     lo = np.where(fwd, p.send, p.remote - rate * (p.recv - p.send)) - rate * shift
     hi = np.where(fwd, p.recv, p.remote) - rate * shift
-    widen = rate_err * np.abs(shift)
+    widen = rate_err * (np.abs(shift) + np.where(fwd, 0, p.recv - p.send))
     low, high = float(np.max(lo - widen)), float(np.min(hi + widen))
     if low > high:  # only possible when the rate is wrong beyond its stated uncertainty
         raise ValueError(f"min-pair intervals do not intersect ({low} > {high}): the rate {rate} is inconsistent")
@@ -118,11 +120,14 @@ class Calibration:
 
     @classmethod
     def from_rounds(cls, rounds: list[Probes], method: str = "minrtt") -> "Calibration":
-        """Anchors from every round; "minpair" first derives the rates from MinRTT anchors."""
-        coarse = cls([anchor_from_probes(r) for r in rounds])
-        if method == "minrtt":
-            return coarse
+        """Anchors from every round. Probes initiated in B need the rate: MinRTT anchors under RATE_PRIOR give a
+        first one, MinRTT anchors under that rate the final "minrtt" calibration, whose rate "minpair" uses."""
+        coarse = cls([anchor_from_probes(r, "minrtt", 1.0, RATE_PRIOR) for r in rounds])
         rate, rate_err = coarse.rate_overall()
+        fine = cls([anchor_from_probes(r, "minrtt", rate, rate_err) for r in rounds])
+        if method == "minrtt":
+            return fine
+        rate, rate_err = fine.rate_overall()
         return cls([anchor_from_probes(r, method, rate, rate_err) for r in rounds])
 
     def rate_overall(self) -> tuple[float, float]:
@@ -145,6 +150,11 @@ class Calibration:
         err = np.abs(1.0 - lam) * self.err[k] + np.abs(lam) * self.err[k + 1] + ROUNDING_TICKS
         return est, err, (lam < 0) | (lam > 1)
 
+    def covers(self, values) -> np.ndarray:
+        """Whether each B tick lies inside the calibrated span (first to last anchor)."""
+        values = np.asarray(values, dtype=np.int64)
+        return (values >= self.other[0]) & (values <= self.other[-1])
+
     def scale(self, start, end) -> tuple[np.ndarray, np.ndarray]:
         """Scenario 1: a duration measured in B (start and end in B) in A ticks, with its error bound
         d * (err_j + err_m) / D (the paper's 2 d e / D with e = max)."""
@@ -158,57 +168,76 @@ class Calibration:
 
 @dataclass(frozen=True)
 class Duration:
-    value: np.ndarray  # reference ticks
-    error: np.ndarray  # the true duration lies in value +- error
-    method: np.ndarray  # per duration: trivial, scenario1, scenario2, scenario3, baseline
-    extrapolated: np.ndarray
+    value: np.ndarray  # reference ticks (NaN where unbounded)
+    error: np.ndarray  # the true duration lies in value +- error (inf where no calibration relates the ends)
+    method: np.ndarray  # per duration: trivial, scenario1, scenario2, scenario3, baseline, unbounded
+    extrapolated: np.ndarray  # a value outside a calibrated span was used, or the duration is unbounded
+
+
+def _best(candidates: list[Duration]) -> Duration:
+    """Per duration, the first of: bounded before unbounded, inside the calibrated spans before extrapolated, the
+    smaller bound."""
+    best = candidates[0]
+    for c in candidates[1:]:
+        b_inf, c_inf = np.isinf(best.error), np.isinf(c.error)
+        better = (b_inf & ~c_inf) | (b_inf == c_inf) & (
+            (best.extrapolated & ~c.extrapolated) | (best.extrapolated == c.extrapolated) & (c.error < best.error))
+        best = Duration(*(np.where(better, new, old) for new, old in zip(
+            (c.value, c.error, c.method, c.extrapolated), (best.value, best.error, best.method, best.extrapolated))))
+    return best
+
+
+def _scenario3(ref_x: "Calibration", x_y: "Calibration", x, y, x_is_start: bool) -> Duration:
+    """A duration between x (domain X) and y (domain Y): y translated into X (Scenario 2), the local duration
+    scaled into the reference with X's calibration (Scenario 1), Eq. 8."""
+    y_in_x, e_xy, flag = x_y.translate(y)
+    local = y_in_x - x.astype(np.float64) if x_is_start else x.astype(np.float64) - y_in_x
+    k = ref_x._segment(x)
+    span = (ref_x.other[k + 1] - ref_x.other[k]).astype(np.float64)
+    rate = (ref_x.ref[k + 1] - ref_x.ref[k]) / span
+    # |r d - r' d'| <= r |d - d'| + |d'| |r - r'|, with |d'| <= |d| + e_xy
+    err = (np.abs(local) + e_xy) * (ref_x.err[k] + ref_x.err[k + 1]) / span + rate * e_xy + ROUNDING_TICKS
+    return Duration(rate * local, err, np.full(x.shape, "scenario3"), flag | ~ref_x.covers(x))
 
 
 def durations(start_domain: str, start, end_domain: str, end, reference: str,
               calibrations: dict[tuple[str, str], Calibration]) -> Duration:
-    """Durations from (start_domain, start) to (end_domain, end) in reference ticks, by the smallest-error path.
+    """Durations from (start_domain, start) to (end_domain, end) in reference ticks, by the best path.
 
-    calibrations[(X, Y)] relates domain Y to domain X as its reference (Y's ticks -> X's ticks); calibrations to
-    the reference are required for non-reference domains, a calibration between the two non-reference domains
-    enables Scenario 3.
+    calibrations[(X, Y)] relates domain Y to domain X as its reference (Y's ticks -> X's ticks). Paths: trivial and
+    Scenario 1 (both ends in one domain), Scenario 2 (one end in the reference); between two non-reference domains
+    the baseline through the reference (both ends translated, 2e) and Scenario 3 through a calibration of the pair
+    in either orientation (one end translated into the other's domain, the local duration scaled with that
+    domain's calibration to the reference). Each duration takes the best path (see _best); where no calibration
+    relates its ends it is unbounded: value NaN, error inf, method "unbounded", flagged.
     """
     start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
     n = start.shape
-    flag = np.zeros(n, dtype=bool)
+    paths = [Duration(np.full(n, np.nan), np.full(n, np.inf), np.full(n, "unbounded"), np.ones(n, dtype=bool))]
 
     def to_ref(domain, values):
         if domain == reference:
-            return values.astype(np.float64), np.zeros(n), flag
-        if (reference, domain) not in calibrations:
-            raise KeyError(f"no calibration between {reference} and {domain}: their durations are unbounded")
-        return calibrations[(reference, domain)].translate(values)
+            return values.astype(np.float64), np.zeros(n), np.zeros(n, dtype=bool)
+        cal = calibrations.get((reference, domain))
+        return None if cal is None else cal.translate(values)
 
-    if start_domain == end_domain:
-        if start_domain == reference:
-            return Duration((end - start).astype(np.float64), np.zeros(n), np.full(n, "trivial"), flag)
-        v, e = calibrations[(reference, start_domain)].scale(start, end)
-        return Duration(v, e, np.full(n, "scenario1"), flag)
-    if reference in (start_domain, end_domain):
-        s, es, xs = to_ref(start_domain, start)
-        t, et, xt = to_ref(end_domain, end)
-        return Duration(t - s, es + et, np.full(n, "scenario2"), xs | xt)
-    # Two non-reference domains: the baseline translates both; Scenario 3 translates the end into the start's
-    # domain, then scales the duration (Eq. 8). Each duration takes the smaller bound.
-    s, es, xs = to_ref(start_domain, start)
-    t, et, xt = to_ref(end_domain, end)
-    base_v, base_e, base_x = t - s, es + et, xs | xt
-    pair = calibrations.get((start_domain, end_domain))
-    if pair is None:
-        return Duration(base_v, base_e, np.full(n, "baseline"), base_x)
-    end_in_start, e_bc, x_bc = pair.translate(end)
-    local = end_in_start - start.astype(np.float64)
-    cal = calibrations[(reference, start_domain)]
-    k = cal._segment(start)
-    span = (cal.other[k + 1] - cal.other[k]).astype(np.float64)
-    rate = (cal.ref[k + 1] - cal.ref[k]) / span
-    s3_v = rate * local
-    # |r d - r' d'| <= r |d - d'| + |d'| |r - r'|, with |d'| <= |d| + e_bc
-    s3_e = (np.abs(local) + e_bc) * (cal.err[k] + cal.err[k + 1]) / span + rate * e_bc + ROUNDING_TICKS
-    use = s3_e < base_e
-    return Duration(np.where(use, s3_v, base_v), np.where(use, s3_e, base_e),
-                    np.where(use, "scenario3", "baseline"), np.where(use, x_bc | xs, base_x))
+    if start_domain == end_domain == reference:
+        paths.append(Duration((end - start).astype(np.float64), np.zeros(n), np.full(n, "trivial"),
+                              np.zeros(n, dtype=bool)))
+    elif start_domain == end_domain:
+        cal = calibrations.get((reference, start_domain))
+        if cal is not None:
+            v, e = cal.scale(start, end)
+            paths.append(Duration(v, e, np.full(n, "scenario1"), ~cal.covers(start)))
+    else:
+        s, t = to_ref(start_domain, start), to_ref(end_domain, end)
+        if s is not None and t is not None:
+            one_is_reference = reference in (start_domain, end_domain)
+            paths.append(Duration(t[0] - s[0], s[1] + t[1], np.full(n, "scenario2" if one_is_reference else "baseline"),
+                                  s[2] | t[2]))
+        for x, y, x_values, y_values, x_is_start in ((start_domain, end_domain, start, end, True),
+                                                     (end_domain, start_domain, end, start, False)):
+            if reference not in (x, y) and (reference, x) in calibrations and (x, y) in calibrations:
+                paths.append(_scenario3(calibrations[(reference, x)], calibrations[(x, y)], x_values, y_values,
+                                        x_is_start))
+    return _best(paths)

@@ -23,6 +23,11 @@ OPTIONS = {
     "compression": "spark.cloudprofiler.compression",
     "channel_blocks": "spark.cloudprofiler.channelBlocks",
     "collect_interval_seconds": "spark.cloudprofiler.collect.intervalSeconds",
+    "calibration_enabled": "spark.cloudprofiler.calibration.enabled",
+    "calibration_interval": "spark.cloudprofiler.calibration.interval",
+    "calibration_probes": "spark.cloudprofiler.calibration.probes",
+    "calibration_timeout_ms": "spark.cloudprofiler.calibration.timeoutMs",
+    "calibration_peers": "spark.cloudprofiler.calibration.peers",
     "native_path": "spark.cloudprofiler.native.path",
 }
 

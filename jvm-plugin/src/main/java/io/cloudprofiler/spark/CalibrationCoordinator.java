@@ -2,60 +2,88 @@ package io.cloudprofiler.spark;
 
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
-import java.nio.charset.StandardCharsets;
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.SocketTimeoutException;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.VarCharVector;
-import org.apache.arrow.vector.VectorSchemaRoot;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Driver side of the calibration: the driver's machine is the reference TSC domain. Executors register their
- * probe responder; the driver runs a MinRTT round against each other domain when it first registers, every
- * interval, and at shutdown, and rewrites {@code calibration.arrows} (every probe) after each round.
+ * Driver side of the calibration; the driver's machine is the reference TSC domain.
+ *
+ * <p>Domains. An executor says HELLO with its boot id and gets the domains of that boot id (a member of each and
+ * its responder); it probes them (see {@link TscDomain#check}) and JOINs the first that agrees, or founds a new
+ * one. The first member of a domain is its representative; a representative that stops answering is replaced by
+ * the next member.
+ *
+ * <p>Rounds (when a domain appears, every interval, and at shutdown). For every calibrated pair: the reference
+ * with every other domain, and host pairs among the other domains (all of them for up to peers + 1 domains, else
+ * {@code peers} each, see {@link #hostPairs}), one probe run in each direction, one run at a time: the driver
+ * probes itself or asks an executor through its {@link ProbeControl}. A pair that fails is retried after 2, 4, ...,
+ * 16 rounds. After each round {@code calibration.arrows} (every probe, with its pair and direction) and
+ * {@code tsc-domains.arrows} (every process, its domain and the check that put it there) are rewritten.
  */
 final class CalibrationCoordinator {
-  static final String REGISTER = "cloudprofiler.calibration.register";
+  static final String HELLO = "cloudprofiler.calibration.hello";
+  static final String JOIN = "cloudprofiler.calibration.join";
   private static final Logger LOG = LoggerFactory.getLogger(CalibrationCoordinator.class);
 
-  private static final class Peer {
-    final String domain, host;
-    final int port;
+  /** A process with a probe responder: the driver (control port 0: it probes by itself) or an executor. */
+  private static final class Member {
+    String domain, host, executorId, check;
+    int responderPort, controlPort;
+    long pid;
+  }
 
-    Peer(String domain, String host, int port) {
-      this.domain = domain;
-      this.host = host;
-      this.port = port;
+  private static final class Domain {
+    final String key, boot;
+    final List<Member> members = new ArrayList<>(); // the first one represents the domain
+
+    Domain(String key, String boot) {
+      this.key = key;
+      this.boot = boot;
     }
   }
 
   private static final class Probe {
-    String domain, host;
+    String a, b, hostA, hostB;
+    boolean forward;
     int round;
     long send, remote, recv;
   }
 
-  private final String referenceDomain = TscDomain.key();
-  private final Map<String, Peer> peers = new LinkedHashMap<>();
+  /** Back-off of a pair that failed: skipped until round {@code next}. */
+  private static final class Failure {
+    int count, next;
+  }
+
+  private final String driverHost;
+  private final int count, timeoutMs, peers;
+  private final Map<String, Domain> domains = new LinkedHashMap<>();
   private final List<Probe> probes = new ArrayList<>();
-  private final int count;
+  private final Map<String, Failure> failures = new HashMap<>();
   private final ScheduledExecutorService rounds;
-  private String appId, target;
+  private Domain reference;
+  private byte[] secret;
+  private String folder;
+  private long driverResponder;
   private int round;
 
-  CalibrationCoordinator(int intervalSeconds, int count) {
+  CalibrationCoordinator(String driverHost, int intervalSeconds, int count, int timeoutMs, int peers) {
+    this.driverHost = driverHost;
     this.count = count;
+    this.timeoutMs = timeoutMs;
+    this.peers = peers;
     rounds = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "cloudprofiler-calibration");
       t.setDaemon(true);
@@ -64,86 +92,234 @@ final class CalibrationCoordinator {
     rounds.scheduleWithFixedDelay(this::roundAll, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);
   }
 
-  /** A registration "REGISTER \t domain \t host \t port \t appId \t logDir" from an executor. */
-  void register(String message) {
-    String[] f = message.split("\t");
-    if (f.length != 6) return;
-    synchronized (this) {
-      appId = f[4];
-      target = f[5] + "/" + appId + "/calibration.arrows";
-      if (f[1].equals(referenceDomain) || peers.containsKey(f[1])) return;
-      peers.put(f[1], new Peer(f[1], f[2], Integer.parseInt(f[3])));
+  /** The reply to an executor's HELLO or JOIN (null for another message). */
+  String receive(String message) {
+    String[] f = message.split("\t", -1);
+    if (f[0].equals(HELLO) && f.length == 4) return hello(f[1], f[2], f[3]);
+    if (f[0].equals(JOIN) && f.length == 10) return join(f);
+    return null;
+  }
+
+  /** "HELLO \t boot \t appId \t logDir": the domains of this boot id, one "key \t host \t port" line each. */
+  private synchronized String hello(String boot, String appId, String logDir) {
+    if (folder == null) start(appId, logDir);
+    return candidates(boot);
+  }
+
+  private void start(String appId, String logDir) {
+    folder = logDir + "/" + appId;
+    secret = TscDomain.secret(appId);
+    String failure = NativeLoader.load(null);
+    if (failure != null) {
+      LOG.warn("cloudprofiler: no calibration (the driver cannot load the native library: {})", failure);
+      return;
     }
-    rounds.execute(this::roundAll);
+    driverResponder = CloudProfiler.responderStart("0.0.0.0", 0, secret);
+    Member driver = new Member();
+    driver.host = driverHost;
+    driver.responderPort = CloudProfiler.responderPort(driverResponder);
+    driver.executorId = "driver";
+    driver.pid = ProcessHandle.current().pid();
+    driver.check = "reference";
+    reference = add(new Domain(TscDomain.bootId(), TscDomain.bootId()), driver);
+    LOG.info("cloudprofiler: calibration reference domain {}, responder {}:{}", reference.key, driverHost,
+        driver.responderPort);
+  }
+
+  private Domain add(Domain domain, Member member) {
+    domains.putIfAbsent(domain.key, domain);
+    member.domain = domain.key;
+    domains.get(domain.key).members.add(member);
+    return domains.get(domain.key);
+  }
+
+  private String candidates(String boot) {
+    StringBuilder out = new StringBuilder();
+    for (Domain d : domains.values()) {
+      if (!d.boot.equals(boot)) continue;
+      Member m = d.members.get(0);
+      out.append(d.key).append('\t').append(m.host).append('\t').append(m.responderPort).append('\n');
+    }
+    return out.toString();
+  }
+
+  /**
+   * "JOIN \t boot \t domain \t candidates checked \t host \t responder port \t control port \t executor id \t pid
+   * \t check": "OK \t domain", or "RETRY \n candidates" when domains of this boot id appeared meanwhile.
+   */
+  private String join(String[] f) {
+    Domain joined;
+    synchronized (this) {
+      if (reference == null) return "OK\t" + f[1]; // the driver does not calibrate
+      String boot = f[1], key = f[2];
+      long ofBoot = domains.values().stream().filter(d -> d.boot.equals(boot)).count();
+      if (!key.isEmpty() && !domains.containsKey(key) || key.isEmpty() && ofBoot > Integer.parseInt(f[3])) {
+        return "RETRY\n" + candidates(boot);
+      }
+      boolean founds = key.isEmpty();
+      if (founds) key = ofBoot == 0 ? boot : boot + "#" + ofBoot;
+      Member m = new Member();
+      m.host = f[4];
+      m.responderPort = Integer.parseInt(f[5]);
+      m.controlPort = Integer.parseInt(f[6]);
+      m.executorId = f[7];
+      m.pid = Long.parseLong(f[8]);
+      m.check = f[9];
+      joined = add(new Domain(key, boot), m);
+      LOG.info("cloudprofiler: executor {} at {} is in TSC domain {} ({})", m.executorId, m.host, key, m.check);
+      writeDomains();
+      if (!founds) return "OK\t" + key;
+    }
+    try {
+      rounds.execute(this::roundAll); // a new domain: calibrate it now
+    } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
+      // the application ends: the last round has run or runs now
+    }
+    return "OK\t" + joined.key;
+  }
+
+  /**
+   * Pairs among n domains: none for peers = 0, all of them when n - 1 <= peers, else each domain with the
+   * max(1, peers / 2) next ones around a ring (a circulant graph: every domain has peers rounded down to an even
+   * number, at least 2, partners, and n times half that many pairs in all).
+   */
+  static List<int[]> hostPairs(int n, int peers) {
+    List<int[]> out = new ArrayList<>();
+    if (peers == 0) return out;
+    if (n - 1 <= peers) {
+      for (int i = 0; i < n; i++) for (int j = i + 1; j < n; j++) out.add(new int[] {i, j});
+      return out;
+    }
+    Set<Long> seen = new LinkedHashSet<>();
+    for (int i = 0; i < n; i++) {
+      for (int step = 1; step <= Math.max(1, peers / 2); step++) {
+        int j = (i + step) % n, lo = Math.min(i, j), hi = Math.max(i, j);
+        if (seen.add((long) lo * n + hi)) out.add(new int[] {lo, hi});
+      }
+    }
+    return out;
   }
 
   private void roundAll() {
-    List<Peer> now;
+    List<Domain[]> pairs = new ArrayList<>();
+    int now;
     synchronized (this) {
-      if (peers.isEmpty()) return;
-      now = new ArrayList<>(peers.values());
-      round++;
+      if (reference == null || domains.size() < 2) return;
+      now = ++round;
+      List<Domain> others = new ArrayList<>(domains.values());
+      others.remove(reference);
+      for (Domain d : others) pairs.add(new Domain[] {reference, d});
+      for (int[] p : hostPairs(others.size(), peers)) pairs.add(new Domain[] {others.get(p[0]), others.get(p[1])});
     }
-    if (NativeLoader.load(null) != null) return;
-    for (Peer p : now) {
-      try {
-        long[] r = CloudProfiler.probePeer(p.host, p.port, count, 200, TscDomain.secret(appId));
-        synchronized (this) {
-          for (int i = 0; i < r.length; i += 3) {
-            if (r[i + 2] == 0) continue;
-            Probe q = new Probe();
-            q.domain = p.domain;
-            q.host = p.host;
-            q.round = round;
-            q.send = r[i];
-            q.remote = r[i + 1];
-            q.recv = r[i + 2];
-            probes.add(q);
-          }
-        }
-      } catch (RuntimeException e) {
-        LOG.warn("cloudprofiler: calibration round against {}:{} failed: {}", p.host, p.port, e.getMessage());
-      }
-    }
+    for (Domain[] p : pairs) runPair(p[0], p[1], now);
     write();
   }
 
-  /** A last round, then the table. */
+  /** Both directions of one pair, a -> b first; a failure backs the pair off. */
+  private void runPair(Domain a, Domain b, int now) {
+    String pair = a.key + " <-> " + b.key;
+    Failure failed = failures.get(pair);
+    if (failed != null && now < failed.next) return;
+    Member ma, mb;
+    synchronized (this) {
+      ma = a.members.get(0);
+      mb = b.members.get(0);
+    }
+    try {
+      record(a, b, ma, mb, true, now, run(a, ma, mb));
+      record(a, b, ma, mb, false, now, run(b, mb, ma));
+      if (failed != null) LOG.info("cloudprofiler: calibration of {} works again", pair);
+      failures.remove(pair);
+    } catch (IOException | RuntimeException e) {
+      Failure f = failures.computeIfAbsent(pair, k -> new Failure());
+      f.count++;
+      f.next = now + Math.min(16, 1 << f.count);
+      LOG.warn("cloudprofiler: calibration round {} of {} failed ({}); next try in round {}", now, pair,
+          e.getMessage(), f.next);
+    }
+  }
+
+  /** One probe run from `from` (of domain d) to `to`. */
+  private long[] run(Domain d, Member from, Member to) throws IOException {
+    if (from.controlPort == 0) return ProbeControl.probe(to.host, to.responderPort, count, timeoutMs, secret);
+    try {
+      return ProbeControl.request(from.host, from.controlPort, secret, to.host, to.responderPort, count, timeoutMs);
+    } catch (ConnectException | SocketTimeoutException e) {
+      synchronized (this) { // the process is gone or cut off: the next member represents the domain
+        if (d.members.size() > 1 && d.members.get(0) == from) {
+          d.members.remove(0);
+          d.members.add(from);
+          LOG.warn("cloudprofiler: executor {} does not answer; executor {} now represents TSC domain {}",
+              from.executorId, d.members.get(0).executorId, d.key);
+        }
+      }
+      throw e;
+    }
+  }
+
+  private synchronized void record(Domain a, Domain b, Member ma, Member mb, boolean forward, int now, long[] r) {
+    for (int i = 0; i < r.length; i += 3) {
+      if (r[i + 2] == 0) continue;
+      Probe q = new Probe();
+      q.a = a.key;
+      q.b = b.key;
+      q.hostA = ma.host;
+      q.hostB = mb.host;
+      q.forward = forward;
+      q.round = now;
+      q.send = r[i];
+      q.remote = r[i + 1];
+      q.recv = r[i + 2];
+      probes.add(q);
+    }
+  }
+
+  /** A last round, then the tables. */
   void shutdown() {
     rounds.shutdownNow();
+    try {
+      rounds.awaitTermination(30, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
     roundAll();
+    synchronized (this) {
+      if (driverResponder != 0) CloudProfiler.responderStop(driverResponder);
+      driverResponder = 0;
+    }
   }
 
   private synchronized void write() {
-    if (target == null || probes.isEmpty()) return;
-    int n = probes.size();
-    try (BufferAllocator allocator = new RootAllocator();
-        VarCharVector domain = new VarCharVector("domain", allocator);
-        VarCharVector host = new VarCharVector("host", allocator);
-        IntVector roundNo = new IntVector("round", allocator);
-        BigIntVector send = new BigIntVector("send_tsc", allocator);
-        BigIntVector remote = new BigIntVector("remote_tsc", allocator);
-        BigIntVector recv = new BigIntVector("recv_tsc", allocator)) {
-      List<FieldVector> vectors = List.of(domain, host, roundNo, send, remote, recv);
-      for (FieldVector v : vectors) v.allocateNew();
-      for (int i = 0; i < n; i++) {
-        Probe q = probes.get(i);
-        domain.setSafe(i, q.domain.getBytes(StandardCharsets.UTF_8));
-        host.setSafe(i, q.host.getBytes(StandardCharsets.UTF_8));
-        roundNo.setSafe(i, q.round);
-        send.setSafe(i, q.send);
-        remote.setSafe(i, q.remote);
-        recv.setSafe(i, q.recv);
+    List<Object[]> rows = new ArrayList<>(probes.size());
+    for (Probe q : probes) {
+      rows.add(new Object[] {q.a, q.b, q.forward ? "a->b" : "b->a", q.round, q.hostA, q.hostB, q.send, q.remote,
+          q.recv});
+    }
+    write("calibration.arrows", Map.of("reference.domain", reference.key, "probes.per_run", String.valueOf(count)),
+        List.of("domain_a", "domain_b", "direction", "round", "host_a", "host_b", "send_tsc", "remote_tsc", "recv_tsc"),
+        rows);
+    writeDomains();
+  }
+
+  private synchronized void writeDomains() {
+    List<Object[]> rows = new ArrayList<>();
+    for (Domain d : domains.values()) {
+      for (int i = 0; i < d.members.size(); i++) {
+        Member m = d.members.get(i);
+        rows.add(new Object[] {d.key, d.boot, d == reference && i == 0 ? "reference" : i == 0 ? "representative" : "member",
+            m.host, m.executorId, m.pid, m.responderPort, m.controlPort, m.check});
       }
-      for (FieldVector v : vectors) v.setValueCount(n);
-      Map<String, String> meta = Map.of("reference.domain", referenceDomain);
-      org.apache.arrow.vector.types.pojo.Schema schema = new org.apache.arrow.vector.types.pojo.Schema(
-          vectors.stream().map(FieldVector::getField).toList(), meta);
-      try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, n)) {
-        ArrowTables.write(target, root);
-      }
+    }
+    write("tsc-domains.arrows", Map.of("reference.domain", reference.key),
+        List.of("domain", "boot_id", "role", "host", "executor_id", "pid", "responder_port", "control_port", "check"),
+        rows);
+  }
+
+  private void write(String name, Map<String, String> meta, List<String> names, List<Object[]> rows) {
+    try {
+      ArrowTables.writeRows(folder + "/" + name, meta, names, rows);
     } catch (Exception e) {
-      LOG.warn("cloudprofiler: writing the calibration table to " + target + " failed", e);
+      LOG.warn("cloudprofiler: writing " + folder + "/" + name + " failed", e);
     }
   }
 }

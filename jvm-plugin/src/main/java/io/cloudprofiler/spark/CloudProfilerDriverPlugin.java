@@ -25,20 +25,20 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     listener = new TaskListener();
     sc.addSparkListener(listener);
     if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
-      calibration = new CalibrationCoordinator(Integer.parseInt(options.get(Config.CALIBRATION_INTERVAL.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name)));
+      String host = sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
+      calibration = new CalibrationCoordinator(host, Integer.parseInt(options.get(Config.CALIBRATION_INTERVAL.name)),
+          Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name)),
+          Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name)),
+          Integer.parseInt(options.get(Config.CALIBRATION_PEERS.name)));
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration
   }
 
-  /** Executors register their probe responders here. */
+  /** Executors find their TSC domain and register their probe responders here. */
   @Override
   public Object receive(Object message) {
-    if (calibration != null && message instanceof String && ((String) message).startsWith(CalibrationCoordinator.REGISTER)) {
-      calibration.register((String) message);
-    }
-    return null;
+    return calibration != null && message instanceof String ? calibration.receive((String) message) : null;
   }
 
   @Override

@@ -4,6 +4,8 @@ import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.io.File;
 import java.net.InetAddress;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -31,6 +33,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private ScheduledExecutorService collectTimer;
   private Thread shutdownHook;
   private long responder;
+  private ProbeControl control;
 
   private PluginContext ctx;
   private Map<String, String> options;
@@ -76,19 +79,20 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           Integer.parseInt(options.get(Config.CHANNEL_BLOCKS.name)), 0, CloudProfiler.FULL_BLOCK);
       String handler = options.get(Config.TASK_HANDLER.name);
       long[] params = Config.parseLongs(options.get(Config.TASK_PARAMS.name));
-      String domain = TscDomain.key();
-      String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain"};
-      startChannel = CloudProfiler.openChannel("spark.task.start", handler, params, keys,
-          new String[] {appId, ctx.executorID(), host, "task_start", domain});
-      endChannel = CloudProfiler.openChannel("spark.task.end", handler, params, keys,
-          new String[] {appId, ctx.executorID(), host, "task_end", domain});
+      String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};
       if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
         try {
-          registerResponder(appId, domain);
+          domain = joinDomain(appId);
         } catch (Exception e) { // task logging goes on; this host's durations stay uncalibrated
           LOG.warn("cloudprofiler: no calibration for executor {}: {}", ctx.executorID(), e.toString());
+          domain[1] = "not checked: " + e;
         }
       }
+      String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"};
+      startChannel = CloudProfiler.openChannel("spark.task.start", handler, params, keys,
+          new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
+      endChannel = CloudProfiler.openChannel("spark.task.end", handler, params, keys,
+          new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
     } catch (RuntimeException e) {
       LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID(), e);
       active = false;
@@ -108,13 +112,49 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     LOG.info("cloudprofiler: executor {} logs to {}, collected into {}", ctx.executorID(), local, collector.target());
   }
 
-  /** Answers the driver's calibration probes; the driver learns where through a plugin message. */
-  private void registerResponder(String appId, String domain) throws java.io.IOException {
-    responder = CloudProfiler.responderStart("0.0.0.0", 0, TscDomain.secret(appId));
+  /**
+   * Starts the probe responder and the probe control, then finds this process's TSC domain with the driver: probes
+   * a member of each domain of this boot id until one agrees (TscDomain.check), else founds a new domain.
+   * Returns {domain, what the check found}.
+   */
+  private String[] joinDomain(String appId) throws Exception {
+    byte[] secret = TscDomain.secret(appId);
+    responder = CloudProfiler.responderStart("0.0.0.0", 0, secret);
+    control = new ProbeControl(secret);
+    String boot = TscDomain.bootId();
     String address = org.apache.spark.SparkEnv.get().blockManager().blockManagerId().host(); // what the driver reaches
-    String message = String.join("\t", CalibrationCoordinator.REGISTER, domain, address,
-        String.valueOf(CloudProfiler.responderPort(responder)), appId, options.get(Config.LOG_DIR.name));
-    ctx.send(message);
+    int count = Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name));
+    int timeoutMs = Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name));
+    Object reply = ctx.ask(String.join("\t", CalibrationCoordinator.HELLO, boot, appId, options.get(Config.LOG_DIR.name)));
+    List<String> checks = new ArrayList<>();
+    int checked = 0;
+    for (int attempt = 0; attempt < 10 && reply instanceof String; attempt++) {
+      String domain = "";
+      String[] lines = ((String) reply).split("\n");
+      for (int i = checked; i < lines.length && domain.isEmpty(); i++) {
+        String[] c = lines[i].split("\t");
+        if (c.length != 3) continue;
+        try {
+          TscDomain.Check result = TscDomain.check(ProbeControl.probe(c[1], Integer.parseInt(c[2]), count, timeoutMs, secret));
+          checks.add(result.describe(c[0]));
+          if (result.agrees) domain = c[0];
+        } catch (RuntimeException e) {
+          checks.add("could not probe " + c[0] + " at " + c[1] + ":" + c[2] + ": " + e.getMessage());
+        }
+      }
+      checked = Math.max(checked, lines.length);
+      if (domain.isEmpty()) checks.add("founds a domain");
+      String check = String.join("; ", checks);
+      reply = ctx.ask(String.join("\t", CalibrationCoordinator.JOIN, boot, domain, String.valueOf(checked), address,
+          String.valueOf(CloudProfiler.responderPort(responder)), String.valueOf(control.port()), ctx.executorID(),
+          String.valueOf(ProcessHandle.current().pid()), check));
+      if (reply instanceof String && ((String) reply).startsWith("OK\t")) {
+        return new String[] {((String) reply).substring(3), check};
+      }
+      reply = reply instanceof String && ((String) reply).startsWith("RETRY\n") ? ((String) reply).substring(6) : null;
+      if (domain.isEmpty()) checks.remove(checks.size() - 1);
+    }
+    throw new IllegalStateException("the driver did not assign a TSC domain (reply: " + reply + ")");
   }
 
   /** PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has no address). */
@@ -175,6 +215,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     if (collector == null) return; // never started, or already finished
     active = false;
     if (collectTimer != null) collectTimer.shutdownNow();
+    if (control != null) control.close();
+    control = null;
     if (responder != 0) CloudProfiler.responderStop(responder);
     responder = 0;
     CloudProfiler.stop();

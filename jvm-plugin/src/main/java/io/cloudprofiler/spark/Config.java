@@ -64,18 +64,25 @@ public final class Config {
       "Copy executor logs to logDir every this many seconds (0: only at executor shutdown)",
       v -> checkInt(v, 0, 86400));
   public static final Key CALIBRATION_ENABLED = new Key("spark.cloudprofiler.calibration.enabled", "true",
-      "Relate executor hosts' TSCs to the driver's with MinRTT probe rounds", Config::checkBoolean);
+      "Relate executor hosts' TSCs to the driver's and to each other's with MinRTT probe rounds in both directions", Config::checkBoolean);
   public static final Key CALIBRATION_INTERVAL = new Key("spark.cloudprofiler.calibration.interval", "60",
       "Seconds between calibration rounds (also one when a host registers and one at the end)",
       v -> checkInt(v, 1, 86400));
   public static final Key CALIBRATION_PROBES = new Key("spark.cloudprofiler.calibration.probes", "100",
-      "Probes per host and round", v -> checkInt(v, 1, 10000));
+      "Probes per direction, pair of hosts and round", v -> checkInt(v, 1, 10000));
+  public static final Key CALIBRATION_TIMEOUT = new Key("spark.cloudprofiler.calibration.timeoutMs", "100",
+      "Wait for each probe's answer, in milliseconds (an unreachable host costs two of them per round)",
+      v -> checkInt(v, 1, 10000));
+  public static final Key CALIBRATION_PEERS = new Key("spark.cloudprofiler.calibration.peers", "8",
+      "Host-to-host calibrations per executor host: every pair of hosts when there are at most peers + 1, else "
+          + "this many partners each (0: hosts are calibrated against the driver only)",
+      v -> checkInt(v, 0, 1000));
   public static final Key NATIVE_PATH = new Key("spark.cloudprofiler.native.path", "",
       "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path", v -> null);
 
   public static final List<Key> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
       COMPRESSION, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_INTERVAL, CALIBRATION_PROBES,
-      NATIVE_PATH);
+      CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
 
   private Config() {}
 

@@ -1,0 +1,127 @@
+package io.cloudprofiler.spark;
+
+import io.cloudprofiler.CloudProfiler;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.util.HexFormat;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Lets the driver ask an executor to probe a responder (the executor's domain probing the driver back, or another
+ * host): a TCP socket that takes one line {@code PROBE <token> <address> <port> <count> <timeoutMs>} per connection
+ * and answers {@code OK <send> <remote> <recv> ...} or {@code ERR <message>}. Spark's plugin messages only go from
+ * executors to the driver, so the driver needs a way in of its own to clock every probe run of the cluster, one at
+ * a time. The token is derived from the application id: like the responder's secret it keeps other applications
+ * out, it does not defend against an attacker who can read the network.
+ */
+final class ProbeControl implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(ProbeControl.class);
+  /** Probes sent first to tell an unreachable peer quickly, before the full run. */
+  static final int FIRST_PROBES = 2;
+
+  private final ServerSocket server;
+  private final String token;
+  private final byte[] secret;
+  private final Thread thread;
+
+  ProbeControl(byte[] secret) throws IOException {
+    this.secret = secret;
+    token = HexFormat.of().formatHex(secret);
+    server = new ServerSocket();
+    server.bind(new InetSocketAddress(0), 8);
+    thread = new Thread(this::serve, "cloudprofiler-probe-control");
+    thread.setDaemon(true);
+    thread.start();
+  }
+
+  int port() {
+    return server.getLocalPort();
+  }
+
+  private void serve() {
+    while (!server.isClosed()) {
+      try (Socket s = server.accept()) {
+        s.setSoTimeout(5000);
+        BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII));
+        String reply = answer(in.readLine());
+        OutputStream out = s.getOutputStream();
+        out.write((reply + "\n").getBytes(StandardCharsets.US_ASCII));
+        out.flush();
+      } catch (SocketException closed) {
+        if (!server.isClosed()) LOG.warn("cloudprofiler: probe control connection failed: {}", closed.toString());
+      } catch (Exception e) {
+        LOG.warn("cloudprofiler: probe control connection failed: {}", e.toString());
+      }
+    }
+  }
+
+  private String answer(String line) {
+    String[] f = line == null ? new String[0] : line.trim().split(" ");
+    if (f.length != 6 || !f[0].equals("PROBE")) return "ERR expected PROBE <token> <address> <port> <count> <timeoutMs>";
+    if (!MessageDigest.isEqual(f[1].getBytes(StandardCharsets.US_ASCII), token.getBytes(StandardCharsets.US_ASCII))) {
+      return "ERR wrong token";
+    }
+    try {
+      int port = Integer.parseInt(f[3]), count = Integer.parseInt(f[4]), timeoutMs = Integer.parseInt(f[5]);
+      if (port < 1 || port > 65535 || count < 1 || count > 10000 || timeoutMs < 1 || timeoutMs > 10000) {
+        return "ERR port, count or timeout out of range";
+      }
+      StringBuilder out = new StringBuilder("OK");
+      for (long v : probe(f[2], port, count, timeoutMs, secret)) out.append(' ').append(v);
+      return out.toString();
+    } catch (RuntimeException e) {
+      return "ERR " + String.valueOf(e.getMessage()).replace('\n', ' ');
+    }
+  }
+
+  /**
+   * A probe run from this process: {@link #FIRST_PROBES} probes (an unreachable peer fails after their timeouts,
+   * not after count of them), then the rest; (send, remote, recv) triples, recv 0 where unanswered.
+   */
+  static long[] probe(String address, int port, int count, int timeoutMs, byte[] secret) {
+    long[] first = CloudProfiler.probePeer(address, port, Math.min(count, FIRST_PROBES), timeoutMs, secret);
+    if (count <= FIRST_PROBES) return first;
+    long[] rest = CloudProfiler.probePeer(address, port, count - FIRST_PROBES, timeoutMs, secret);
+    long[] all = java.util.Arrays.copyOf(first, first.length + rest.length);
+    System.arraycopy(rest, 0, all, first.length, rest.length);
+    return all;
+  }
+
+  /** Asks the process whose control socket is host:controlPort to probe address:port; throws on any failure. */
+  static long[] request(String host, int controlPort, byte[] secret, String address, int port, int count,
+      int timeoutMs) throws IOException {
+    try (Socket s = new Socket()) {
+      s.connect(new InetSocketAddress(host, controlPort), 2000);
+      s.setSoTimeout(count * timeoutMs + 5000);
+      String line = String.join(" ", "PROBE", HexFormat.of().formatHex(secret), address, String.valueOf(port),
+          String.valueOf(count), String.valueOf(timeoutMs));
+      s.getOutputStream().write((line + "\n").getBytes(StandardCharsets.US_ASCII));
+      String reply = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII)).readLine();
+      if (reply == null || !reply.startsWith("OK")) {
+        throw new IOException("probe control at " + host + ":" + controlPort + ": " + (reply == null ? "no answer" : reply));
+      }
+      String[] f = reply.substring(2).trim().split(" ");
+      long[] out = new long[f[0].isEmpty() ? 0 : f.length];
+      for (int i = 0; i < out.length; i++) out[i] = Long.parseLong(f[i]);
+      return out;
+    }
+  }
+
+  @Override
+  public void close() {
+    try {
+      server.close();
+    } catch (IOException ignored) {
+      // closing a listening socket: nothing to recover
+    }
+  }
+}

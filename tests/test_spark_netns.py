@@ -1,0 +1,279 @@
+"""Calibration inside Spark across hosts: a hub and two worker hosts in network namespaces joined by veth links
+and a bridge, a real standalone master and workers, the driver in the hub. Each worker host runs its executors
+as a TSC domain of its own (a simulated TSC: hours apart, tens of ppm apart); all namespaces share one physical
+TSC, so the truth of every duration is known to the tick. A job traces every tuple before and after a shuffle;
+each cross-host duration, translated into the driver's domain, must hold its truth inside its bound. Then the
+calibration traffic between the two workers is cut (durations route through the driver), and then every
+calibration packet to one worker is dropped (its durations come out flagged)."""
+import os
+import random
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+
+import cloudprofiler as cp
+from cloudprofiler.calibration.spark import durations_in_reference, load_calibrations, load_domains
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
+                                reason="network namespaces need root, iproute2 and tc")
+
+SIMULATIONS = [(3 * 3600 * 2_000_000_000, 31.0), (-2 * 3600 * 2_000_000_000, -44.0)]  # (offset, skew_ppm) per worker
+ROWS = 20_000  # tuples per phase
+
+DRIVER = r"""
+import sys, time
+import cloudprofiler.spark as cps
+from pyspark.sql import functions as F
+
+master, hub_ip, log_dir, local_dir, workers, rows = sys.argv[1:]
+workers, rows = int(workers), int(rows)
+spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master(master)
+         .config("spark.driver.host", hub_ip).config("spark.driver.bindAddress", hub_ip)
+         .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
+         .config("spark.executor.cores", "1").config("spark.cores.max", str(workers))
+         .config("spark.sql.shuffle.partitions", str(workers))
+         .config("spark.cloudprofiler.calibration.interval", "1").getOrCreate())
+sc = spark.sparkContext
+deadline = time.monotonic() + 120
+while sc._jsc.sc().getExecutorMemoryStatus().size() < workers + 1 and time.monotonic() < deadline:
+    time.sleep(0.2)
+# executors join the calibration at their first task: run tasks until every one has
+import os, pyarrow as pa, pyarrow.ipc as ipc
+table = os.path.join(log_dir, sc.applicationId, "tsc-domains.arrows")
+while time.monotonic() < deadline:
+    sc.parallelize(range(8 * workers), 8 * workers).map(lambda x: time.sleep(0.05) or x).count()
+    if os.path.exists(table) and ipc.open_stream(pa.OSFile(table)).read_all().num_rows > workers:
+        break
+print("app", sc.applicationId, flush=True)
+for phase in range(3):
+    sys.stdin.readline()
+    df = cps.trace(spark.range(phase * rows, (phase + 1) * rows, numPartitions=workers), "before", "id")
+    df = cps.trace(df.repartition(workers, (F.col("id") * 7919) % 101), "after", "id")
+    total = df.agg(F.sum("id")).collect()[0][0]
+    print("done", phase, total, flush=True)
+sys.stdin.readline()
+spark.stop()
+print("stopped", flush=True)
+"""
+
+
+def _spark_class() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def _wait_for(path: Path, text: str, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text(errors="replace").count(text) >= count:
+            return
+        time.sleep(0.3)
+    raise TimeoutError(f"{path} did not show {count} x {text!r} within {timeout} s:\n{path.read_text()[-3000:]}")
+
+
+class Hosts:
+    """A hub namespace (bridge, master, driver) and one namespace per worker, each with a veth into the bridge."""
+
+    def __init__(self, workers: int):
+        tag = secrets.token_hex(3)
+        self.hub = f"cph{tag}"
+        self.workers = [f"cpw{tag}{i}" for i in range(workers)]
+        self.links = [f"wv{tag}{i}" for i in range(workers)]  # the worker's end of its veth
+        subnet = f"10.{random.randint(64, 127)}.{random.randint(0, 255)}"
+        self.hub_ip = f"{subnet}.1"
+        self.worker_ips = [f"{subnet}.{10 + i}" for i in range(workers)]
+        self.bridge = f"br{tag}"
+        self.made = []
+
+    def create(self) -> None:
+        for ns in [self.hub, *self.workers]:
+            _run("ip", "netns", "add", ns)
+            self.made.append(ns)
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+        _run("ip", "-n", self.hub, "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "-n", self.hub, "addr", "add", f"{self.hub_ip}/24", "dev", self.bridge)
+        _run("ip", "-n", self.hub, "link", "set", self.bridge, "up")
+        for i, (ns, link, ip) in enumerate(zip(self.workers, self.links, self.worker_ips)):
+            hub_end = f"h{link}"
+            _run("ip", "-n", self.hub, "link", "add", hub_end, "type", "veth", "peer", "name", link, "netns", ns)
+            _run("ip", "-n", self.hub, "link", "set", hub_end, "master", self.bridge)
+            _run("ip", "-n", self.hub, "link", "set", hub_end, "up")
+            _run("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", link)
+            _run("ip", "-n", ns, "link", "set", link, "up")
+            self._black_hole(self.hub, hub_end)
+            self._black_hole(ns, link)
+
+    @staticmethod
+    def _black_hole(ns: str, dev: str) -> None:
+        """Egress of `dev`: a default class, and class 1:2 whose queue holds nothing (this kernel has no drop
+        action): drop() sends packets there."""
+        for cmd in (["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
+                    ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit"],
+                    ["class", "add", "dev", dev, "parent", "1:", "classid", "1:2", "htb", "rate", "10gbit"],
+                    ["qdisc", "add", "dev", dev, "parent", "1:2", "handle", "20:", "pfifo", "limit", "0"]):
+            _run("tc", "-n", ns, *cmd)
+
+    def drop(self, worker: int, port: int, sender: "int | None" = None) -> None:
+        """Drop the packets toward worker's port, sent by worker `sender` only, or by anyone (None). Filters sit
+        where the packets are sent: a classifier on a bridge port does not see bridged packets' IP header."""
+        match = ["match", "ip", "dst", f"{self.worker_ips[worker]}/32", "match", "ip", "dport", str(port), "0xffff"]
+        places = [(self.workers[sender], self.links[sender])] if sender is not None else [
+            (self.hub, f"h{self.links[worker]}"), *((ns, link) for i, (ns, link) in
+                                                    enumerate(zip(self.workers, self.links)) if i != worker)]
+        for ns, dev in places:
+            _run("tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                 *match, "flowid", "1:2")
+
+    def delete(self) -> None:
+        for ns in self.made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Starts the cluster and the driver, runs the three phases, stops everything; yields what they left."""
+    base = tmp_path_factory.mktemp("netns")
+    hosts = Hosts(len(SIMULATIONS))
+    procs, driver = [], None
+    try:
+        hosts.create()
+        master = f"spark://{hosts.hub_ip}:7077"
+        env = {**os.environ, "SPARK_NO_DAEMONIZE": "1"}
+        env.pop("CLOUDPROFILER_SIMULATE_TSC", None)
+        master_log = base / "master.log"
+        procs.append(subprocess.Popen(
+            ["ip", "netns", "exec", hosts.hub, _spark_class(), "org.apache.spark.deploy.master.Master",
+             "--host", hosts.hub_ip, "--port", "7077", "--webui-port", "8080"],
+            stdout=master_log.open("w"), stderr=subprocess.STDOUT, env={**env, "SPARK_LOCAL_IP": hosts.hub_ip}))
+        _wait_for(master_log, "I have been elected leader", 1, 120)
+        for i, (ns, ip, (offset, skew)) in enumerate(zip(hosts.workers, hosts.worker_ips, SIMULATIONS)):
+            work = base / f"worker{i}"
+            work.mkdir()
+            worker_env = {**env, "SPARK_LOCAL_IP": ip, "CLOUDPROFILER_SIMULATE_TSC": f"offset={offset},skew_ppm={skew}"}
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, _spark_class(), "org.apache.spark.deploy.worker.Worker", master,
+                 "--host", ip, "--cores", "1", "--memory", "1g", "--webui-port", "8081", "--work-dir", str(work)],
+                stdout=(base / f"worker{i}.log").open("w"), stderr=subprocess.STDOUT, env=worker_env))
+        _wait_for(master_log, "Registering worker", len(SIMULATIONS), 120)
+
+        log_dir = base / "logs"
+        driver = subprocess.Popen(
+            ["ip", "netns", "exec", hosts.hub, sys.executable, "-c", DRIVER, master, hosts.hub_ip, str(log_dir),
+             str(base / "local"), str(len(SIMULATIONS)), str(ROWS)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=(base / "driver.log").open("w"), text=True,
+            env={**env, "SPARK_LOCAL_IP": hosts.hub_ip})
+
+        def expect(word: str) -> str:
+            line = driver.stdout.readline()
+            assert line.startswith(word), f"driver said {line!r}, see {base / 'driver.log'}"
+            return line
+
+        app = log_dir / expect("app").split()[1]  # every domain has had its first round
+        domains = load_domains(app).to_pylist()
+        port = {(d["host"], kind): d[f"{kind}_port"] for d in domains for kind in ("responder", "control")}
+        cuts = []
+        for phase in range(3):
+            if phase == 1:  # the two workers can no longer probe each other; both still reach the driver
+                a, b = hosts.worker_ips
+                hosts.drop(1, port[(b, "responder")], sender=0)
+                hosts.drop(0, port[(a, "responder")], sender=1)
+            if phase == 2:  # worker 1 answers no probe and takes no probe request any more
+                hosts.drop(1, port[(hosts.worker_ips[1], "responder")])
+                hosts.drop(1, port[(hosts.worker_ips[1], "control")])
+            cuts.append(time.monotonic())
+            driver.stdin.write("go\n")
+            driver.stdin.flush()
+            expect("done")
+            time.sleep(1.6)  # a round (every second) after the tuples
+        driver.stdin.write("stop\n")
+        driver.stdin.flush()
+        expect("stopped")
+        driver.wait(timeout=60)
+        yield app, log_dir, hosts
+    finally:
+        for p in [driver, *procs]:
+            if p is not None and p.poll() is None:
+                p.kill()
+        for p in [driver, *procs]:
+            if p is not None:
+                p.wait(timeout=30)
+        hosts.delete()
+
+
+def _truth(table: pa.Table, domain_of_host: dict, host_sim: dict) -> np.ndarray:
+    """Physical TSC difference end - start: undo each host's simulation."""
+    def physical(tsc_col, dom_col):
+        tsc = table.column(tsc_col).to_numpy().astype(np.float64)
+        out = np.empty_like(tsc)
+        domains = table.column(dom_col).to_numpy(False)
+        for domain in set(domains):
+            offset, skew = host_sim[domain_of_host[domain]]
+            rows = domains == domain
+            out[rows] = (tsc[rows] - offset) / (1 + skew * 1e-6)
+        return out
+
+    return physical("end_tsc", "end_domain") - physical("start_tsc", "start_domain")
+
+
+def test_every_cross_host_duration_holds_its_truth_within_bounds_even_when_calibration_fails(run):
+    app, log_dir, hosts = run
+    hz = cp.tsc_frequency().hz
+    domains = load_domains(app).to_pylist()
+    reference = [d for d in domains if d["role"] == "reference"]
+    workers = {d["host"]: d for d in domains if d["role"] != "reference"}
+    # every worker claimed the driver's boot id and the TSC check split it off into a domain of its own
+    assert len(reference) == 1 and set(workers) == set(hosts.worker_ips)
+    assert all(d["boot_id"] == reference[0]["boot_id"] != d["domain"] for d in workers.values())
+    assert all("differs from" in d["check"] and "founds a domain" in d["check"] for d in workers.values())
+    domain_of_host = {d["domain"]: d["host"] for d in domains}
+    host_sim = {reference[0]["host"]: (0, 0.0), **dict(zip(hosts.worker_ips, SIMULATIONS))}
+
+    with pa.OSFile(str(app / "calibration.arrows")) as f:
+        probes = ipc.open_stream(f).read_all()
+    pairs = {(a, b, d) for a, b, d in zip(*(probes.column(c).to_pylist() for c in ("domain_a", "domain_b", "direction")))}
+    w0, w1 = (workers[ip]["domain"] for ip in hosts.worker_ips)
+    ref = reference[0]["domain"]
+    for a, b in ((ref, w0), (ref, w1), (w0, w1)):  # both directions of every pair, host to host too
+        assert {(a, b, "a->b"), (a, b, "b->a")} <= pairs or {(b, a, "a->b"), (b, a, "b->a")} <= pairs
+
+    d = durations_in_reference(app, "before", "after", log_folder=log_dir)
+    assert d.num_rows == 3 * ROWS  # every tuple traced before and after the shuffle
+    truth = _truth(d, domain_of_host, host_sim)
+    value, error = d.column("duration").to_numpy(), d.column("error").to_numpy()
+    flagged, path = d.column("extrapolated").to_numpy(False), d.column("path").to_numpy(False)
+    phase = d.column("tuple_id").to_numpy() // ROWS
+    s_dom, e_dom = d.column("start_domain").to_numpy(False), d.column("end_domain").to_numpy(False)
+    cross = s_dom != e_dom
+    assert cross.sum() > ROWS  # the shuffle moved tuples between hosts in every phase
+    assert np.isfinite(error).all()
+    assert np.all(np.abs(value - truth) <= error + 2)  # 100%, flagged or not
+
+    # phase 0: everything calibrated; cross-host bounds under 50 us
+    p0 = (phase == 0) & cross
+    assert not flagged[p0].any() and error[p0].max() < 50e-6 * hz
+    # phase 1: the direct calibration between the workers stopped: its durations route through the driver
+    p1 = (phase == 1) & cross
+    assert not flagged[p1].any() and set(path[p1]) == {"baseline"}
+    # phase 2: worker 1 is cut off: every duration touching it is flagged, the rest not
+    touches_w1 = (s_dom == w1) | (e_dom == w1)
+    assert flagged[(phase == 2) & touches_w1].all()
+    assert not flagged[(phase == 2) & ~touches_w1].any()
+    print(f"\ncross-host bounds: phase 0 median {np.median(error[p0]) / hz * 1e6:.2f} us, max "
+          f"{error[p0].max() / hz * 1e6:.2f} us ({sorted(set(path[p0]))}); phase 1 median "
+          f"{np.median(error[p1]) / hz * 1e6:.2f} us")
+    for method in ("minrtt", "minpair"):
+        _, cals = load_calibrations(app, method)
+        print(method, {f"{k[0][-4:]}->{k[1][-4:]}": f"{c.err.min() / hz * 1e6:.2f}" for k, c in cals.items()})
