@@ -123,5 +123,10 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     executors = [d for d in load_domains(app).to_pylist() if d["role"] != "reference"]
     assert len(executors) == 2 and len({d["domain"] for d in executors}) == 1
     assert {d["role"] for d in executors} == {"representative", "member"}
-    member = next(d for d in executors if d["role"] == "member")
-    assert "differs from" in member["check"] and f"agrees with {executors[0]['domain']}" in member["check"]
+    # one founded the domain, the other joined it; which one represents it at the end depends on who answered
+    # the last round (a representative that stops answering during shutdown hands over to the next member)
+    checks = sorted(d["check"] for d in executors)
+    domain = executors[0]["domain"]
+    assert all("differs from" in c for c in checks)
+    assert checks[0].endswith("founds a domain") ^ checks[1].endswith("founds a domain")
+    assert sum(f"agrees with {domain}" in c for c in checks) == 1
