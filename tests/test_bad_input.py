@@ -85,7 +85,8 @@ def test_bad_option_values_name_the_option(tmp_path):
     result = run_python(
         f"""
         import cloudprofiler as cp
-        for kwargs in ({{"compression": "lz5"}}, {{"block_records": 3}}, {{"full_policy": "wait"}}):
+        for kwargs in ({{"compression": "lz5"}}, {{"block_records": 3}}, {{"full_policy": "wait"}},
+                       {{"tsc_read": "fenced"}}):
             try:
                 cp.start({str(tmp_path)!r}, **kwargs)
             except (ValueError, cp.CloudProfilerError) as exc:
@@ -96,6 +97,7 @@ def test_bad_option_values_name_the_option(tmp_path):
     assert "compression='lz5'" in result.stdout
     assert "block_records=3 is out of range" in result.stdout
     assert "full_policy='wait'" in result.stdout
+    assert "tsc_read='fenced' is not one of ordered, unordered" in result.stdout
 
 
 def test_malformed_simulation_variable_is_reported_not_fatal(tmp_path):

@@ -71,7 +71,28 @@ def test_metadata_describes_the_channel(log_dir):
     assert meta["records.logged"] == 100 and meta["records.written"] == 20 and meta["records.dropped"] == 0
     assert meta["closed"] is True and meta["close.clock"]["tsc"] > meta["open.clock"]["tsc"]
     assert meta["tsc.hz"] > 1e8 and meta["spark.task_attempt_id"] == "42"
-    assert meta["pid"] > 0 and meta["boot_id"] and meta["host"]
+    assert meta["pid"] > 0 and meta["boot_id"] and meta["host"] and meta["tsc.read"] == "ordered"
+
+
+def test_unordered_tsc_read_is_recorded_and_its_values_stay_inside_the_channel_span(tmp_path):
+    result = run_python(
+        f"""
+        import numpy as np, cloudprofiler as cp
+        cp.start({str(tmp_path)!r}, tsc_read="unordered")
+        with cp.Channel("u", "buffered") as ch:
+            for i in range(100_000):
+                ch.log(i)
+        t = cp.read_log(ch.path)
+        meta = cp.log_metadata(t)
+        tsc = t.column("tsc").to_numpy()
+        assert meta["tsc.read"] == "unordered", meta["tsc.read"]
+        assert meta["open.clock"]["tsc"] <= tsc.min() and tsc.max() <= meta["close.clock"]["tsc"]
+        assert np.array_equal(t.column("tuple_id").to_numpy(), np.arange(100_000))
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "ok"
 
 
 def test_zstd_files_read_back_identical_and_smaller(tmp_path):

@@ -1,4 +1,5 @@
 """The JNI binding under the JVM's own JNI checks."""
+import json
 import subprocess
 
 import cloudprofiler.spark as cps
@@ -11,5 +12,8 @@ def test_every_handler_through_jni_passes_xcheck_jni():
     )
     assert result.returncode == 0, result.stderr
     assert "WARNING" not in result.stderr and "FATAL" not in result.stderr, result.stderr
-    handlers = [line.split('"')[3] for line in result.stdout.splitlines() if line.startswith("{")]
-    assert handlers == ["null", "spc", "mpc", "buffered", "xoy", "downsample", "firstlast"]
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [(r["handler"], r["tsc_read"]) for r in rows] == [
+        (h, "ordered") for h in ("null", "spc", "mpc", "buffered", "xoy", "downsample", "firstlast")
+    ] + [("buffered", "unordered")]
+    assert all(r["ns_per_call"] > 0 for r in rows)

@@ -13,7 +13,7 @@ def run(tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("spark-logs")
     local_dir = tmp_path_factory.mktemp("spark-local")
     spark = (
-        cps.builder(log_dir=str(log_dir), local_dir=str(local_dir))
+        cps.builder(log_dir=str(log_dir), local_dir=str(local_dir), tsc_read="unordered")
         .master("local[2,2]")  # two threads, a task may fail once
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "3")
@@ -89,7 +89,7 @@ def test_task_files_carry_the_executor_metadata(run):
     for path in run["app"].rglob("spark.task.*.arrows"):
         meta = cp.log_metadata(path)
         assert meta["spark.app_id"] == run["app"].name and meta["spark.executor_id"] == "driver"
-        assert meta["closed"] is True
+        assert meta["closed"] is True and meta["tsc.read"] == "unordered"  # as the session asked
 
 
 def test_python_trace_logs_every_id_exactly_once(run):
@@ -135,6 +135,9 @@ def test_bad_option_names_the_key(run):
 
     builder = cps.builder(task_handler="fastest").master("local[1]").config("spark.ui.enabled", "false")
     with pytest.raises(Exception, match="spark.cloudprofiler.task.handler=fastest is invalid"):
+        builder.getOrCreate()
+    builder = cps.builder(tsc_read="fenced").master("local[1]").config("spark.ui.enabled", "false")
+    with pytest.raises(Exception, match="spark.cloudprofiler.tsc.read=fenced is invalid: expected ordered or unordered"):
         builder.getOrCreate()
     active = SparkSession.getActiveSession()
     if active is not None:

@@ -24,13 +24,13 @@ static double clock_s(clockid_t id) {
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 static double cpu_s(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
 
-static void print_row(int json, int first, const char *handler, double ns, double cpu_ns) {
+static void print_row(int json, int first, const char *handler, const char *tsc_read, double ns, double cpu_ns) {
   if (json)
-    printf("%s{\"handler\": \"%s\", \"caller\": \"c\", \"ns_per_call\": %.3f, \"mrec_per_s\": %.3f, "
-           "\"thread_cpu_ns_per_call\": %.3f}",
-           first ? "" : ", ", handler, ns, 1e3 / ns, cpu_ns);
+    printf("%s{\"handler\": \"%s\", \"caller\": \"c\", \"tsc_read\": \"%s\", \"ns_per_call\": %.3f, "
+           "\"mrec_per_s\": %.3f, \"thread_cpu_ns_per_call\": %.3f}",
+           first ? "" : ", ", handler, tsc_read, ns, 1e3 / ns, cpu_ns);
   else
-    printf("%-12s %-8s %12.2f %12.2f %14.2f\n", handler, "c", ns, 1e3 / ns, cpu_ns);
+    printf("%-12s %-8s %-10s %12.2f %12.2f %14.2f\n", handler, "c", tsc_read, ns, 1e3 / ns, cpu_ns);
   fflush(stdout);
 }
 
@@ -52,6 +52,30 @@ static double encode_zstd_ns(uint32_t rows, int level) {
   free(ids);
   free(tscs);
   return ns;
+}
+
+/* The TSC read every record pays with the library's read (cp_tsc), as the floor of the record handlers. */
+static void tsc_rows(int json, int first, const char *tsc_read, long long iterations) {
+  volatile uint64_t sink = 0;
+  double r0 = now_s(), c0 = cpu_s();
+  for (long long i = 0; i < iterations; i++) sink += cp_tsc();
+  print_row(json, first, "tsc-read", tsc_read, (now_s() - r0) * 1e9 / (double)iterations,
+            (cpu_s() - c0) * 1e9 / (double)iterations);
+}
+
+static int handler_row(int json, cp_handler h, const int64_t *params, size_t n_params, const char *tsc_read,
+                       long long iterations) {
+  cp_error err;
+  cp_channel *ch = cp_channel_open("bench", h, params, n_params, NULL, NULL, 0, &err);
+  if (!ch) return fprintf(stderr, "cp_bench: %s\n", err.message), 1;
+  long long n = h == CP_HANDLER_IDENTITY ? iterations / 10 : iterations;
+  for (long long i = 0; i < n / 10; i++) cp_log(ch, i); /* warm-up: pages, blocks, caches */
+  double t0 = now_s(), cpu0 = cpu_s();
+  for (long long i = 0; i < n; i++) cp_log(ch, i);
+  double elapsed = now_s() - t0, cpu = cpu_s() - cpu0;
+  cp_channel_close(ch, NULL);
+  print_row(json, 0, cp_handler_name(h), tsc_read, elapsed * 1e9 / (double)n, cpu * 1e9 / (double)n);
+  return 0;
 }
 
 /* A whole-number flag value, or exits naming the flag and the bad value. */
@@ -110,25 +134,19 @@ int main(int argc, char **argv) {
       {CP_HANDLER_FIRSTLAST, {0}, 0},    {CP_HANDLER_IDENTITY, {0}, 0},
   };
   if (json) printf("[");
-  else printf("%-12s %-8s %12s %12s %14s\n", "handler", "caller", "ns/call", "M rec/s", "thread cpu ns");
-  /* The ordered TSC read every record pays, as the floor of the record handlers. */
-  volatile uint64_t sink = 0;
-  double r0 = now_s(), c0 = cpu_s();
-  for (long long i = 0; i < iterations; i++) sink += cp_tsc();
-  print_row(json, 1, "tsc-read", (now_s() - r0) * 1e9 / (double)iterations, (cpu_s() - c0) * 1e9 / (double)iterations);
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    cp_channel *ch = cp_channel_open("bench", cases[c].h, cases[c].params, cases[c].n, NULL, NULL, 0, &err);
-    if (!ch) return fprintf(stderr, "cp_bench: %s\n", err.message), 1;
-    long long n = cases[c].h == CP_HANDLER_IDENTITY ? iterations / 10 : iterations;
-    for (long long i = 0; i < n / 10; i++) cp_log(ch, i); /* warm-up: pages, blocks, caches */
-    double t0 = now_s(), cpu0 = cpu_s();
-    for (long long i = 0; i < n; i++) cp_log(ch, i);
-    double elapsed = now_s() - t0, cpu = cpu_s() - cpu0;
-    cp_channel_close(ch, NULL);
-    print_row(json, 0, cp_handler_name(cases[c].h), elapsed * 1e9 / (double)n, cpu * 1e9 / (double)n);
-  }
+  else printf("%-12s %-8s %-10s %12s %12s %14s\n", "handler", "caller", "tsc read", "ns/call", "M rec/s", "thread cpu ns");
+  tsc_rows(json, 1, "ordered", iterations);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    if (handler_row(json, cases[c].h, cases[c].params, cases[c].n, "ordered", iterations)) return 1;
+  /* The same floor and the buffered handler again with the unordered read, side by side in this run. */
+  cp_stop();
+  o.tsc_read = CP_TSC_UNORDERED;
+  if (cp_start(&o, &err)) return fprintf(stderr, "cp_bench: %s\n", err.message), 1;
+  tsc_rows(json, 0, "unordered", iterations);
+  if (handler_row(json, CP_HANDLER_BUFFERED, NULL, 0, "unordered", iterations)) return 1;
+  o.tsc_read = CP_TSC_ORDERED;
   double encode_ns = encode_zstd_ns(block_records ? block_records : 65536, o.zstd_level);
-  print_row(json, 0, "encode+zstd", encode_ns, encode_ns);
+  print_row(json, 0, "encode+zstd", "ordered", encode_ns, encode_ns);
 
   /* Sustained: log, then flush and close; the rate counts the time until everything is on disk. */
   cp_stop();

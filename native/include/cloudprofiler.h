@@ -55,7 +55,8 @@ typedef struct cp_error {
  * so that processes on one machine behave like separate TSC domains with known truth. Files record the
  * simulation parameters in their metadata. */
 
-/* Ordered TSC read (lfence; rdtsc): earlier instructions complete before the read. */
+/* The TSC read of every record, as cp_options.tsc_read sets it: ordered (lfence; rdtsc, the default) or
+ * unordered (rdtsc). */
 CP_EXPORT uint64_t cp_tsc(void);
 /* rdtscp: the TSC and the id of the CPU the read ran on (cpu_id may be NULL). */
 CP_EXPORT uint64_t cp_tscp(uint32_t *cpu_id);
@@ -107,6 +108,15 @@ typedef enum cp_full_policy {
   CP_FULL_DROP = 1,  /* a record that finds no free block is dropped and counted */
 } cp_full_policy;
 
+/* How records read the TSC. Ordered: lfence; rdtsc, so every earlier instruction has completed when the counter is
+ * read, like the paper's rdtscp. Unordered: a bare rdtsc, about half the cost on common x86 machines, which
+ * the CPU may execute before the instructions just ahead of it have finished: the value can be early by up to the
+ * out-of-order window (tens of ns), never by more. Calibration probes and clock readings are always ordered. */
+typedef enum cp_tsc_read {
+  CP_TSC_ORDERED = 0,
+  CP_TSC_UNORDERED = 1,
+} cp_tsc_read;
+
 typedef struct cp_options {
   const char *log_dir;          /* NULL: $CLOUDPROFILER_LOG_DIR, else <tmpdir>/cloudprofiler-logs;
                                    created if missing; the folder in use is printed once on stderr */
@@ -118,6 +128,7 @@ typedef struct cp_options {
   int zstd_level;               /* default 1 */
   cp_full_policy full_policy;   /* default CP_FULL_BLOCK */
   uint32_t flush_interval_ms;   /* partial blocks older than this are written; default 1000, 0 = never */
+  cp_tsc_read tsc_read;         /* default CP_TSC_ORDERED; files record it as metadata tsc.read */
 } cp_options;
 
 CP_EXPORT void cp_options_init(cp_options *options);

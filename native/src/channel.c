@@ -88,6 +88,7 @@ static int encode_header(cp_channel *ch, cp_buf *out) {
   KV("tsc.hz_uncertainty", hz_unc);
   KV("tsc.hz_source", g->frequency.source == CP_FREQUENCY_CPUID ? "cpuid-0x15" : "calibrated");
   KV("tsc.simulation", cp__simulation_json());
+  KV("tsc.read", g->options.tsc_read == CP_TSC_UNORDERED ? "unordered" : "ordered");
   KV("compression", g->options.compression == CP_COMPRESSION_ZSTD ? "zstd" : "none");
   KV("open.clock", open_clock);
   KV("close.clock", close_clock);

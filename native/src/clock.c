@@ -11,6 +11,7 @@
 #include "internal.h"
 
 cp_simulation cp__simulation;
+bool cp__tsc_unordered;
 static char simulation_json[128] = "null";
 
 uint64_t cp_tsc(void) { return cp__tsc(); }

@@ -28,6 +28,8 @@ typedef struct cp_simulation {
   int64_t skew_ppt;
 } cp_simulation;
 CP_INTERNAL extern cp_simulation cp__simulation;
+/* cp_options.tsc_read of the running library (set by cp_start, read on every record). */
+CP_INTERNAL extern bool cp__tsc_unordered;
 
 static inline uint64_t cp__simulate(uint64_t tsc) {
   __int128 scaled = (__int128)tsc * cp__simulation.skew_ppt;
@@ -38,7 +40,7 @@ static inline uint64_t cp__simulate(uint64_t tsc) {
 
 /* cp_tsc() inlined into the hot paths: no call, no PLT, one predictable branch for the simulation. */
 static inline uint64_t cp__tsc(void) {
-  _mm_lfence();
+  if (CP_LIKELY(!cp__tsc_unordered)) _mm_lfence();
   uint64_t tsc = __rdtsc();
   if (CP_UNLIKELY(cp__simulation.enabled)) return cp__simulate(tsc);
   return tsc;

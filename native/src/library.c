@@ -273,6 +273,8 @@ static int start_locked(const cp_options *options, cp_error *error) {
     return cp__fail(error, EINVAL, "compression=%d is unknown: expected 0 (none) or 1 (zstd)", (int)o.compression);
   if (o.full_policy != CP_FULL_BLOCK && o.full_policy != CP_FULL_DROP)
     return cp__fail(error, EINVAL, "full_policy=%d is unknown: expected 0 (block) or 1 (drop)", (int)o.full_policy);
+  if (o.tsc_read != CP_TSC_ORDERED && o.tsc_read != CP_TSC_UNORDERED)
+    return cp__fail(error, EINVAL, "tsc_read=%d is unknown: expected 0 (ordered) or 1 (unordered)", (int)o.tsc_read);
   if (o.compression == CP_COMPRESSION_ZSTD && (o.zstd_level < -7 || o.zstd_level > 22))
     return cp__fail(error, EINVAL, "zstd_level=%d is out of range: expected -7 to 22", o.zstd_level);
 
@@ -291,6 +293,7 @@ static int start_locked(const cp_options *options, cp_error *error) {
   g->log_dir = strdup(dir);
   o.log_dir = g->log_dir;
   g->options = o;
+  cp__tsc_unordered = o.tsc_read == CP_TSC_UNORDERED;
   read_identity(g);
   g->stopping = false;
   /* The timer waits against CLOCK_MONOTONIC: deadlines stay right when the wall clock steps. */

@@ -26,6 +26,10 @@ static void bad_log_folder(void) {
   cp_error err;
   CHECK(cp_start(&o, &err) != 0 && strstr(err.message, "/proc/version/logs"));
   CHECK(cp_log_dir() == NULL);
+  cp_options_init(&o);
+  o.tsc_read = (cp_tsc_read)7;
+  CHECK(cp_start(&o, &err) == EINVAL && strstr(err.message, "tsc_read=7"));
+  CHECK(cp_log_dir() == NULL);
 }
 
 /* Every id of every thread exactly once; a thread's ranges are written in the order it handed them off, so

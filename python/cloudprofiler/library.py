@@ -5,6 +5,7 @@ from .native import call, ffi, lib
 
 _COMPRESSION = {"none": lib.CP_COMPRESSION_NONE, "zstd": lib.CP_COMPRESSION_ZSTD}
 _FULL_POLICY = {"block": lib.CP_FULL_BLOCK, "drop": lib.CP_FULL_DROP}
+_TSC_READ = {"ordered": lib.CP_TSC_ORDERED, "unordered": lib.CP_TSC_UNORDERED}
 
 
 def _choice(name: str, value: str, table: dict) -> int:
@@ -24,6 +25,7 @@ def start(
     zstd_level: int | None = None,
     full_policy: str = "block",
     flush_interval_ms: int | None = None,
+    tsc_read: str = "ordered",
 ) -> str:
     """Start the library with these options (optional: the first channel starts it with defaults).
 
@@ -48,6 +50,7 @@ def start(
             setattr(options, name, value)
     options.compression = _choice("compression", compression, _COMPRESSION)
     options.full_policy = _choice("full_policy", full_policy, _FULL_POLICY)
+    options.tsc_read = _choice("tsc_read", tsc_read, _TSC_READ)
     call(lib.cp_start, options)
     return log_dir_in_use()
 

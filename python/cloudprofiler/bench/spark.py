@@ -80,10 +80,15 @@ def trace_overheads(rows: int, repeats: int, log_dir: str) -> list[dict]:
     plain_sql = f"select sum(id) from range(0, {rows}, 1, 4)"
     traced_sql = f"select sum(t) from (select cp_trace('bench-sql', id) as t from range(0, {rows}, 1, 4))"
     sampled_sql = f"select sum(t) from (select cp_trace('bench-xoy', id, 1, 1024) as t from range(0, {rows}, 1, 4))"
+    # a plan that does some work per row: a hash aggregation over 1000 keys, every row traced before it
+    grouped = "select k, count(*), sum(v) from (select {id} % 1000 as k, {id} * 3 as v from range(0, %d, 1, 4)) group by k"
+    plain_grouped, traced_grouped = grouped.format(id="id") % rows, grouped.format(id="cp_trace('bench-agg', id)") % rows
     df = spark.range(0, rows, numPartitions=4)
     cases = {
         "sql": (lambda: spark.sql(plain_sql).collect(), lambda: spark.sql(traced_sql).collect()),
         "sql 1-of-1024 (xoy)": (lambda: spark.sql(plain_sql).collect(), lambda: spark.sql(sampled_sql).collect()),
+        "sql before a group-by": (lambda: spark.sql(plain_grouped).collect(),
+                                  lambda: spark.sql(traced_grouped).collect()),
         "python": (lambda: df.mapInArrow(lambda batches: batches, df.schema).count(),
                    lambda: cps.trace(df, "bench-py", "id").count()),
     }
@@ -96,7 +101,7 @@ def trace_overheads(rows: int, repeats: int, log_dir: str) -> list[dict]:
             on.append(_timed(traced))
         a, b = statistics.median(off), statistics.median(on)
         out.append({"case": f"{name} trace point, {rows} rows", "seconds_without": a, "seconds_with": b,
-                    "overhead_ratio": b / a - 1})
+                    "overhead_ratio": b / a - 1, "added_ns_per_row": (b - a) * 1e9 / rows})
     spark.stop()
     return out
 
@@ -113,9 +118,11 @@ def run(args) -> int:
         return 0
     from .table import print_table
 
-    print_table(rows, [("handler", "handler", ""), ("caller", "caller", ""), ("ns_per_call", "ns/call", ".2f"),
+    print_table(rows, [("handler", "handler", ""), ("caller", "caller", ""), ("tsc_read", "tsc read", ""),
+                       ("ns_per_call", "ns/call", ".2f"),
                        ("mrec_per_s", "M rec/s", ".2f")])
     print()
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
-                            ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%")])
+                            ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
+                            ("added_ns_per_row", "ns/row added", ".1f")])
     return 0

@@ -20,9 +20,11 @@ int cp_tsc_frequency_get(cp_tsc_frequency *out, cp_error *error);
 
 typedef enum cp_compression { CP_COMPRESSION_NONE = 0, CP_COMPRESSION_ZSTD = 1 } cp_compression;
 typedef enum cp_full_policy { CP_FULL_BLOCK = 0, CP_FULL_DROP = 1 } cp_full_policy;
+typedef enum cp_tsc_read { CP_TSC_ORDERED = 0, CP_TSC_UNORDERED = 1 } cp_tsc_read;
 typedef struct cp_options {
   const char *log_dir; uint32_t block_records; uint32_t channel_blocks; uint32_t compression_threads;
   cp_compression compression; int zstd_level; cp_full_policy full_policy; uint32_t flush_interval_ms;
+  cp_tsc_read tsc_read;
 } cp_options;
 void cp_options_init(cp_options *options);
 int cp_start(const cp_options *options, cp_error *error);

@@ -21,6 +21,7 @@ OPTIONS = {
     "task_handler": "spark.cloudprofiler.task.handler",
     "task_params": "spark.cloudprofiler.task.params",
     "compression": "spark.cloudprofiler.compression",
+    "tsc_read": "spark.cloudprofiler.tsc.read",
     "channel_blocks": "spark.cloudprofiler.channelBlocks",
     "collect_interval_seconds": "spark.cloudprofiler.collect.intervalSeconds",
     "calibration_enabled": "spark.cloudprofiler.calibration.enabled",

@@ -30,9 +30,9 @@ jint JNI_FN(version)(JNIEnv *env, jclass cls) {
   return cp_version();
 }
 
-/* void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy) */
+/* void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy, int tscRead) */
 void JNI_FN(start)(JNIEnv *env, jclass cls, jstring log_dir, jint compression, jint channel_blocks,
-                   jint block_records, jint full_policy) {
+                   jint block_records, jint full_policy, jint tsc_read) {
   (void)cls;
   cp_options o;
   cp_options_init(&o);
@@ -42,6 +42,7 @@ void JNI_FN(start)(JNIEnv *env, jclass cls, jstring log_dir, jint compression, j
   o.channel_blocks = (uint32_t)channel_blocks;
   o.block_records = (uint32_t)block_records;
   o.full_policy = (cp_full_policy)full_policy;
+  o.tsc_read = (cp_tsc_read)tsc_read;
   cp_error error;
   int rc = cp_start(&o, &error);
   if (dir) (*env)->ReleaseStringUTFChars(env, log_dir, dir);

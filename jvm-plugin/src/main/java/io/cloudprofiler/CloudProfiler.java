@@ -12,13 +12,16 @@ public final class CloudProfiler {
   public static final int COMPRESSION_ZSTD = 1;
   public static final int FULL_BLOCK = 0;
   public static final int FULL_DROP = 1;
+  public static final int TSC_ORDERED = 0;
+  public static final int TSC_UNORDERED = 1;
 
   private CloudProfiler() {}
 
   public static native int version();
 
   /** Starts the library; 0 for blockRecords/channelBlocks means the library's default. */
-  public static native void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy);
+  public static native void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy,
+      int tscRead);
 
   public static native String logDir();
 

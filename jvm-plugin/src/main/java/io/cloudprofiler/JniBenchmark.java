@@ -6,30 +6,38 @@ import java.nio.file.Path;
 /**
  * ns per {@link CloudProfiler#log} call through JNI for every handler, one thread, after a warm-up.
  * Usage: {@code java -cp cloudprofiler-plugin.jar io.cloudprofiler.JniBenchmark [iterations]}; prints one JSON
- * object per line: {"handler": ..., "caller": "jni", "ns_per_call": ..., "mrec_per_s": ...}.
+ * object per line: {"handler": ..., "caller": "jni", "tsc_read": ..., "ns_per_call": ..., "mrec_per_s": ...}.
  */
 public final class JniBenchmark {
   private JniBenchmark() {}
+
+  private static void row(String handler, long[] params, String tscRead, long n) {
+    long ch = CloudProfiler.openChannel("jni-bench", handler, params, new String[0], new String[0]);
+    for (long i = 0; i < n / 10; i++) CloudProfiler.log(ch, i); // warm-up: JIT, blocks
+    long t0 = System.nanoTime();
+    for (long i = 0; i < n; i++) CloudProfiler.log(ch, i);
+    double ns = (double) (System.nanoTime() - t0) / n;
+    CloudProfiler.close(ch);
+    System.out.printf("{\"handler\": \"%s\", \"caller\": \"jni\", \"tsc_read\": \"%s\", \"ns_per_call\": %.3f, "
+        + "\"mrec_per_s\": %.3f}%n", handler, tscRead, ns, 1e3 / ns);
+  }
 
   public static void main(String[] args) throws Exception {
     long n = args.length > 0 ? Long.parseLong(args[0]) : 20_000_000L;
     String failure = NativeLoader.load(null);
     if (failure != null) throw new IllegalStateException(failure);
     Path dir = Files.createTempDirectory("cp-jni-bench");
-    CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK);
     Object[][] cases = {{"null", new long[0]}, {"spc", new long[] {1_000_000}}, {"mpc", new long[] {1_000_000}},
         {"buffered", new long[0]}, {"xoy", new long[] {2, 1024}}, {"downsample", new long[] {64}},
         {"firstlast", new long[0]}};
-    for (Object[] c : cases) {
-      long ch = CloudProfiler.openChannel("jni-bench", (String) c[0], (long[]) c[1], new String[0], new String[0]);
-      for (long i = 0; i < n / 10; i++) CloudProfiler.log(ch, i); // warm-up: JIT, blocks
-      long t0 = System.nanoTime();
-      for (long i = 0; i < n; i++) CloudProfiler.log(ch, i);
-      double ns = (double) (System.nanoTime() - t0) / n;
-      CloudProfiler.close(ch);
-      System.out.printf("{\"handler\": \"%s\", \"caller\": \"jni\", \"ns_per_call\": %.3f, \"mrec_per_s\": %.3f}%n",
-          c[0], ns, 1e3 / ns);
-    }
+    CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
+        CloudProfiler.TSC_ORDERED);
+    for (Object[] c : cases) row((String) c[0], (long[]) c[1], "ordered", n);
+    CloudProfiler.stop();
+    // the buffered handler again with the unordered TSC read, side by side in this run
+    CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
+        CloudProfiler.TSC_UNORDERED);
+    row("buffered", new long[0], "unordered", n);
     CloudProfiler.stop();
     try (var files = Files.list(dir)) {
       for (Path p : (Iterable<Path>) files::iterator) Files.delete(p);

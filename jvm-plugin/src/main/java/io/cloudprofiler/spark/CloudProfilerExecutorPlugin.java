@@ -76,7 +76,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     try {
       CloudProfiler.start(local.getPath(),
           "zstd".equals(options.get(Config.COMPRESSION.name)) ? CloudProfiler.COMPRESSION_ZSTD : CloudProfiler.COMPRESSION_NONE,
-          Integer.parseInt(options.get(Config.CHANNEL_BLOCKS.name)), 0, CloudProfiler.FULL_BLOCK);
+          Integer.parseInt(options.get(Config.CHANNEL_BLOCKS.name)), 0, CloudProfiler.FULL_BLOCK,
+          "unordered".equals(options.get(Config.TSC_READ.name)) ? CloudProfiler.TSC_UNORDERED : CloudProfiler.TSC_ORDERED);
       String handler = options.get(Config.TASK_HANDLER.name);
       long[] params = Config.parseLongs(options.get(Config.TASK_PARAMS.name));
       String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};

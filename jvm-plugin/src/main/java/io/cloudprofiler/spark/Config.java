@@ -57,6 +57,10 @@ public final class Config {
   public static final Key COMPRESSION = new Key("spark.cloudprofiler.compression", "none",
       "Arrow body compression of the log files: none or zstd",
       v -> v.equals("none") || v.equals("zstd") ? null : "none or zstd");
+  public static final Key TSC_READ = new Key("spark.cloudprofiler.tsc.read", "ordered",
+      "How records read the TSC: ordered (lfence; rdtsc) or unordered (rdtsc: about half the cost, may read up to "
+          + "the CPU's out-of-order window early)",
+      v -> v.equals("ordered") || v.equals("unordered") ? null : "ordered or unordered");
   public static final Key CHANNEL_BLOCKS = new Key("spark.cloudprofiler.channelBlocks", "16",
       "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound",
       v -> checkInt(v, 2, 65536));
@@ -81,7 +85,7 @@ public final class Config {
       "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path", v -> null);
 
   public static final List<Key> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
-      COMPRESSION, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_INTERVAL, CALIBRATION_PROBES,
+      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_INTERVAL, CALIBRATION_PROBES,
       CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
 
   private Config() {}
