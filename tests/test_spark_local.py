@@ -32,6 +32,7 @@ def run(tmp_path_factory):
     rdd = sc.parallelize(range(10_000), 4).mapPartitions(_fail_first_attempt)
     counts = rdd.map(lambda x: (x % 5, 1)).reduceByKey(lambda a, b: a + b, 3).collect()
     traced = cps.trace(spark.range(0, 50_000, numPartitions=4), "py-trace", "id").count()
+    spark.range(0, 4200, 1, 4200).selectExpr("sum(id)").collect()  # more attempts than one batch of the task table
     sql_sum = spark.sql(
         "select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 50000, 1, 4))").collect()[0][0]
     sampled = spark.sql(  # ints, XoY 3 of 8, one null
@@ -72,6 +73,15 @@ def test_the_job_ran_with_a_retried_task(run):
     failed = [t for t in tasks if t["status"] == "FAILED"]
     assert len(failed) == 1 and "on purpose" in failed[0]["failure_reason"]
     assert {t["stage_id"] for t in tasks} >= {0, 1}  # the shuffle made two stages
+
+
+def test_the_task_table_holds_every_attempt_across_several_batches(run):
+    with open(run["app"] / "spark-tasks.arrows", "rb") as f:
+        reader = ipc.open_stream(f)
+        batches = list(reader)
+    ids = [i for b in batches for i in b.column(0).to_pylist()]
+    assert len(batches) >= 2 and max(b.num_rows for b in batches) <= 4096  # the driver holds one batch at most
+    assert len(ids) == len(set(ids)) > 4200
 
 
 def test_every_task_attempt_has_a_start_and_an_end_record(run):

@@ -15,65 +15,86 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.IntVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.arrow.vector.ipc.ArrowStreamWriter;
+import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
-/** Writes a table as an Arrow IPC stream to any Hadoop-compatible URI (a plain path means the local disk). */
+/**
+ * Tables of rows as Arrow IPC streams on any Hadoop-compatible URI (a plain path means the local disk). A row holds
+ * one value per column name, a String (utf8), Integer (int32), Long (int64) or anything else (its text as utf8);
+ * the types come from the first row.
+ */
 final class ArrowTables {
   private ArrowTables() {}
 
-  /** Replaces {@code target} with one record batch holding {@code root}. */
-  static void write(String target, VectorSchemaRoot root) throws Exception {
-    URI uri = target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI();
-    FileSystem fs = FileSystem.get(uri, new Configuration());
-    Path path = new Path(uri);
-    fs.mkdirs(path.getParent());
-    try (OutputStream out = fs.create(path, true);
-        ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
-      writer.start();
-      writer.writeBatch();
-      writer.end();
+  static Path path(String target) throws Exception {
+    return new Path(target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI());
+  }
+
+  static FileSystem fileSystem(Path path) throws Exception {
+    return FileSystem.get(path.toUri(), new Configuration());
+  }
+
+  /** Empty vectors for these columns, typed after {@code first}. */
+  static List<FieldVector> vectors(List<String> names, Object[] first, BufferAllocator allocator) {
+    List<FieldVector> vectors = new ArrayList<>();
+    for (int c = 0; c < names.size(); c++) {
+      vectors.add(first[c] instanceof Long ? new BigIntVector(names.get(c), allocator)
+          : first[c] instanceof Integer ? new IntVector(names.get(c), allocator)
+          : new VarCharVector(names.get(c), allocator));
+    }
+    return vectors;
+  }
+
+  /** Replaces the vectors' contents with {@code rows}. */
+  static void fill(List<FieldVector> vectors, List<Object[]> rows) {
+    int n = rows.size();
+    for (int c = 0; c < vectors.size(); c++) {
+      FieldVector v = vectors.get(c);
+      v.setInitialCapacity(n);
+      v.allocateNew(); // releases the previous batch's buffers
+      for (int i = 0; i < n; i++) {
+        Object value = rows.get(i)[c];
+        if (v instanceof BigIntVector) ((BigIntVector) v).setSafe(i, (Long) value);
+        else if (v instanceof IntVector) ((IntVector) v).setSafe(i, (Integer) value);
+        else ((VarCharVector) v).setSafe(i, String.valueOf(value).getBytes(StandardCharsets.UTF_8));
+      }
+      v.setValueCount(n);
     }
   }
 
-  /**
-   * Replaces {@code target} with a table of {@code rows}: each row holds one value per name, a String (utf8),
-   * Integer (int32), Long (int64) or anything else (its text as utf8); the types come
-   * from the first row. Nothing is written for no rows.
-   */
+  /** Replaces {@code target} with a table of {@code rows} in one record batch. Nothing is written for no rows. */
   static void writeRows(String target, Map<String, String> metadata, List<String> names, List<Object[]> rows)
       throws Exception {
     if (rows.isEmpty()) return;
-    int n = rows.size();
+    Path path = path(target);
+    FileSystem fs = fileSystem(path);
+    fs.mkdirs(path.getParent());
     try (BufferAllocator allocator = new RootAllocator()) {
-      List<FieldVector> vectors = new ArrayList<>();
+      List<FieldVector> vectors = vectors(names, rows.get(0), allocator);
       try {
-        for (int c = 0; c < names.size(); c++) {
-          Object first = rows.get(0)[c];
-          FieldVector v = first instanceof Long ? new BigIntVector(names.get(c), allocator)
-              : first instanceof Integer ? new IntVector(names.get(c), allocator)
-              : new VarCharVector(names.get(c), allocator);
-          vectors.add(v);
-          v.setInitialCapacity(n);
-          v.allocateNew();
-          for (int i = 0; i < n; i++) {
-            Object value = rows.get(i)[c];
-            if (v instanceof BigIntVector) ((BigIntVector) v).setSafe(i, (Long) value);
-            else if (v instanceof IntVector) ((IntVector) v).setSafe(i, (Integer) value);
-            else ((VarCharVector) v).setSafe(i, String.valueOf(value).getBytes(StandardCharsets.UTF_8));
-          }
-          v.setValueCount(n);
-        }
+        fill(vectors, rows);
         Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);
-        try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, n)) {
-          write(target, root);
+        try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, rows.size());
+            OutputStream out = fs.create(path, true);
+            ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
+          writer.start();
+          writer.writeBatch();
+          writer.end();
         }
       } finally {
         for (FieldVector v : vectors) v.close();
       }
     }
+  }
+
+  /** Replaces {@code target} with a copy of the local file {@code local}. */
+  static void copy(File local, String target) throws Exception {
+    Path path = path(target);
+    FileSystem fs = fileSystem(path);
+    fs.mkdirs(path.getParent());
+    fs.copyFromLocalFile(false, true, new Path(local.getAbsoluteFile().toURI()), path);
   }
 }

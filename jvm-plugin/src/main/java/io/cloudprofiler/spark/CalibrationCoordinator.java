@@ -55,13 +55,6 @@ final class CalibrationCoordinator {
     }
   }
 
-  private static final class Probe {
-    String a, b, hostA, hostB;
-    boolean forward;
-    int round;
-    long send, remote, recv;
-  }
-
   /** Back-off of a pair that failed: skipped until round {@code next}. */
   private static final class Failure {
     int count, next;
@@ -70,7 +63,9 @@ final class CalibrationCoordinator {
   private final String driverHost;
   private final int count, timeoutMs, peers;
   private final Map<String, Domain> domains = new LinkedHashMap<>();
-  private final List<Probe> probes = new ArrayList<>();
+  /** Probes of the round under way; every round's go to the spool of calibration.arrows. */
+  private final List<Object[]> probes = new ArrayList<>();
+  private ArrowSpool spool;
   private final Map<String, Failure> failures = new HashMap<>();
   private final ScheduledExecutorService rounds;
   private Domain reference;
@@ -201,10 +196,15 @@ final class CalibrationCoordinator {
   }
 
   private void roundAll() {
+    round(false);
+  }
+
+  /** A round of every pair; the last one also finishes the calibration table. */
+  private void round(boolean last) {
     List<Domain[]> pairs = new ArrayList<>();
     int now;
     synchronized (this) {
-      if (reference == null || domains.size() < 2) return;
+      if (reference == null || (domains.size() < 2 && !last)) return;
       now = ++round;
       List<Domain> others = new ArrayList<>(domains.values());
       others.remove(reference);
@@ -212,7 +212,7 @@ final class CalibrationCoordinator {
       for (int[] p : hostPairs(others.size(), peers)) pairs.add(new Domain[] {others.get(p[0]), others.get(p[1])});
     }
     for (Domain[] p : pairs) runPair(p[0], p[1], now);
-    write();
+    write(last);
   }
 
   /** Both directions of one pair, a -> b first; a failure backs the pair off. */
@@ -260,17 +260,8 @@ final class CalibrationCoordinator {
   private synchronized void record(Domain a, Domain b, Member ma, Member mb, boolean forward, int now, long[] r) {
     for (int i = 0; i < r.length; i += 3) {
       if (r[i + 2] == 0) continue;
-      Probe q = new Probe();
-      q.a = a.key;
-      q.b = b.key;
-      q.hostA = ma.host;
-      q.hostB = mb.host;
-      q.forward = forward;
-      q.round = now;
-      q.send = r[i];
-      q.remote = r[i + 1];
-      q.recv = r[i + 2];
-      probes.add(q);
+      probes.add(new Object[] {a.key, b.key, forward ? "a->b" : "b->a", now, ma.host, mb.host, r[i], r[i + 1],
+          r[i + 2]});
     }
   }
 
@@ -282,22 +273,29 @@ final class CalibrationCoordinator {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-    roundAll();
+    round(true);
     synchronized (this) {
       if (driverResponder != 0) CloudProfiler.responderStop(driverResponder);
       driverResponder = 0;
     }
   }
 
-  private synchronized void write() {
-    List<Object[]> rows = new ArrayList<>(probes.size());
-    for (Probe q : probes) {
-      rows.add(new Object[] {q.a, q.b, q.forward ? "a->b" : "b->a", q.round, q.hostA, q.hostB, q.send, q.remote,
-          q.recv});
+  /** The round's probes appended to calibration.arrows, published with the domains; the last time, finished. */
+  private synchronized void write(boolean last) {
+    String target = folder + "/calibration.arrows";
+    try {
+      if (spool == null) {
+        spool = new ArrowSpool("cloudprofiler-calibration", List.of("domain_a", "domain_b", "direction", "round",
+            "host_a", "host_b", "send_tsc", "remote_tsc", "recv_tsc"),
+            Map.of("reference.domain", reference.key, "probes.per_run", String.valueOf(count)));
+      }
+      spool.append(probes);
+      if (last) spool.finish(target);
+      else spool.copyTo(target);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: writing " + target + " failed", e);
     }
-    write("calibration.arrows", Map.of("reference.domain", reference.key, "probes.per_run", String.valueOf(count)),
-        List.of("domain_a", "domain_b", "direction", "round", "host_a", "host_b", "send_tsc", "remote_tsc", "recv_tsc"),
-        rows);
+    probes.clear();
     writeDomains();
   }
 
