@@ -2,8 +2,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import pytest
+
+import cloudprofiler.spark as cps
+
+
+RESOURCE = "io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +31,17 @@ def run_python(code: str, *, env: dict | None = None, timeout: float = 120) -> s
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+@pytest.fixture(scope="session")
+def jar_without_library(tmp_path_factory):
+    """The plugin jar minus its JNI library, and that library as a separate file."""
+    folder = tmp_path_factory.mktemp("loader")
+    stripped, library = folder / "plugin-without-jni.jar", folder / "libcloudprofiler_jni.so"
+    with zipfile.ZipFile(cps.jar_path()) as src, zipfile.ZipFile(stripped, "w") as dst:
+        for item in src.infolist():
+            if item.filename == RESOURCE:
+                library.write_bytes(src.read(item))
+            else:
+                dst.writestr(item, src.read(item))
+    return stripped, library

@@ -1,29 +1,9 @@
 """NativeLoader's order in a real local-mode application: configured path, the jar's resource, SparkFiles (a
 library shipped with --files), System.loadLibrary; when all fail, one log line gives every step's reason and
 the job runs on."""
-import zipfile
 from pathlib import Path
 
-import pytest
-
-import cloudprofiler.spark as cps
-from conftest import run_python
-
-RESOURCE = "io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
-
-
-@pytest.fixture(scope="module")
-def jar_without_library(tmp_path_factory):
-    """The plugin jar minus its JNI library, and that library as a separate file."""
-    folder = tmp_path_factory.mktemp("loader")
-    stripped, library = folder / "plugin-without-jni.jar", folder / "libcloudprofiler_jni.so"
-    with zipfile.ZipFile(cps.jar_path()) as src, zipfile.ZipFile(stripped, "w") as dst:
-        for item in src.infolist():
-            if item.filename == RESOURCE:
-                library.write_bytes(src.read(item))
-            else:
-                dst.writestr(item, src.read(item))
-    return stripped, library
+from conftest import RESOURCE, run_python
 
 
 def _job(jar: Path, log_dir: Path, **conf) -> str:

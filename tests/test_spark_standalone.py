@@ -130,3 +130,34 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     assert all("differs from" in c for c in checks)
     assert checks[0].endswith("founds a domain") ^ checks[1].endswith("founds a domain")
     assert sum(f"agrees with {domain}" in c for c in checks) == 1
+
+
+def test_executors_load_a_library_shipped_with_files_when_the_jar_has_none(cluster, jar_without_library, tmp_path):
+    master, base = cluster
+    jar, library = jar_without_library
+    log_dir = tmp_path / "logs"
+    spark = (
+        cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local-files"), calibration_enabled=False)
+        .master(master)
+        .config("spark.jars", str(jar))
+        .config("spark.files", str(library))
+        .config("spark.ui.enabled", "false")
+        .config("spark.executor.memory", "512m")
+        .config("spark.cores.max", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    try:
+        assert spark.sparkContext.parallelize(range(1000), 4).sum() == 499500
+        app_id = spark.sparkContext.applicationId
+    finally:
+        spark.stop()
+    deadline = time.monotonic() + 60
+    while not list((log_dir / app_id).rglob("spark.task.end.*.arrows")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert cp.read_log_dir(log_dir / app_id, channel="spark.task.end").num_rows >= 4
+    # each executor names where its library came from: its own copy of the --files library
+    stderr = "".join(p.read_text(errors="replace") for p in base.rglob(f"{app_id}/*/stderr"))
+    sources = re.findall(r"executor \d+ loaded libcloudprofiler_jni from SparkFiles (\S+)", stderr)
+    assert len(sources) == 2 and all(s.endswith("/libcloudprofiler_jni.so") for s in sources), stderr[-3000:]
+    assert "disabled on executor" not in stderr
