@@ -33,6 +33,12 @@ def run(tmp_path_factory):
     counts = rdd.map(lambda x: (x % 5, 1)).reduceByKey(lambda a, b: a + b, 3).collect()
     traced = cps.trace(spark.range(0, 50_000, numPartitions=4), "py-trace", "id").count()
     spark.range(0, 4200, 1, 4200).selectExpr("sum(id)").collect()  # more attempts than one batch of the task table
+    sc.setJobGroup("quiet", "task logging switched off for these jobs")
+    sc.setLocalProperty("spark.cloudprofiler.task.enabled", "false")
+    spark.range(0, 10, 1, 3).selectExpr("sum(id)").collect()
+    sc.setLocalProperty("spark.cloudprofiler.task.enabled", None)
+    quiet_jobs = set(sc.statusTracker().getJobIdsForGroup("quiet"))
+    sc.setJobGroup("loud", "task logging back on")
     sql_sum = spark.sql(
         "select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 50000, 1, 4))").collect()[0][0]
     sampled = spark.sql(  # ints, XoY 3 of 8, one null
@@ -55,11 +61,14 @@ def run(tmp_path_factory):
             spark.sql(query).collect()
         except Exception as e:  # noqa: BLE001 -- the message is what the test checks
             errors[name] = str(e)
+    before = cp.clock_read()
+    jvm_clock = list(spark._jvm.io.cloudprofiler.CloudProfiler.clockRead())  # the driver JVM: same machine, same TSC
+    after = cp.clock_read()
     app_id = sc.applicationId
     spark.stop()
     return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced,
             "sql_sum": sql_sum, "sampled": sampled_rows, "sampled_type": sampled_type, "interpreted": interpreted,
-            "errors": errors}
+            "errors": errors, "quiet_jobs": quiet_jobs, "clocks": (before, jvm_clock, after)}
 
 
 def _tasks(run):
@@ -84,10 +93,13 @@ def test_the_task_table_holds_every_attempt_across_several_batches(run):
     assert len(ids) == len(set(ids)) > 4200
 
 
-def test_every_task_attempt_has_a_start_and_an_end_record(run):
+def test_every_task_attempt_has_a_start_and_an_end_record_unless_its_job_switched_logging_off(run):
     start = cp.read_log_dir(run["app"], channel="spark.task.start")
     end = cp.read_log_dir(run["app"], channel="spark.task.end")
-    attempts = set(_tasks(run).column("task_attempt_id").to_pylist())
+    tasks = _tasks(run).to_pylist()
+    attempts = {t["task_attempt_id"] for t in tasks if t["job_id"] not in run["quiet_jobs"]}
+    quiet = {t["task_attempt_id"] for t in tasks if t["job_id"] in run["quiet_jobs"]}
+    assert len(quiet) >= 3  # the job that switched task logging off: in Spark's table, not in the records
     starts = dict(zip(start.column("tuple_id").to_pylist(), start.column("tsc").to_pylist()))
     ends = dict(zip(end.column("tuple_id").to_pylist(), end.column("tsc").to_pylist()))
     assert len(starts) == start.num_rows and len(ends) == end.num_rows  # each attempt logged once
@@ -152,3 +164,10 @@ def test_bad_option_names_the_key(run):
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+
+
+def test_the_jni_clock_reading_pairs_the_tsc_with_the_raw_monotonic_clock(run):
+    before, (tsc, mono_raw, realtime, uncertainty, cpu), after = run["clocks"]
+    assert before.tsc < tsc < after.tsc and before.monotonic_raw_ns < mono_raw < after.monotonic_raw_ns
+    assert before.realtime_ns <= realtime <= after.realtime_ns and 0 <= uncertainty < cp.tsc_frequency().hz * 1e-3
+    assert 0 <= cpu < 4096

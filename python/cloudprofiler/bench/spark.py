@@ -68,21 +68,51 @@ def task_overhead(tasks: int, repeats: int, log_dir: str) -> dict:
             out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
             times[plugin].append(float(out.stdout.split("seconds")[-1]))
     off, on = statistics.median(times[False]), statistics.median(times[True])
-    return {"case": f"per-task logging, {tasks} tasks", "seconds_without": off, "seconds_with": on,
-            "overhead_ratio": on / off - 1}
+    return {"case": f"plugin loaded or not, {tasks} tasks, a JVM per run", "seconds_without": off, "seconds_with": on,
+            "overhead_ratio": on / off - 1, "added_ns_per_task": (on - off) * 1e9 / tasks}
 
 
-def trace_overheads(rows: int, repeats: int, log_dir: str) -> list[dict]:
+def _alternating(name: str, plain, traced, repeats: int, count: int, unit: str) -> dict:
+    """Medians of `plain` and `traced` run alternately after one warm-up each; the wall time added per row or task
+    (`count` of them per run) as `added_ns_per_<unit>`."""
+    plain(), traced()
+    off, on = [], []
+    for _ in range(repeats):
+        off.append(_timed(plain))
+        on.append(_timed(traced))
+    a, b = statistics.median(off), statistics.median(on)
+    return {"case": name, "seconds_without": a, "seconds_with": b, "overhead_ratio": b / a - 1,
+            f"added_ns_per_{unit}": (b - a) * 1e9 / count}
+
+
+def task_switch_overhead(spark, tasks: int, repeats: int) -> dict:
+    """The same job with task logging switched off and on per job (the local property), in one application: the
+    cost of the records alone, without the noise of comparing two JVMs."""
+    sc = spark.sparkContext
+
+    def job(enabled: str):
+        def run():
+            sc.setLocalProperty("spark.cloudprofiler.task.enabled", enabled)
+            spark.range(0, tasks, 1, tasks).selectExpr("sum(id)").collect()
+        return run
+
+    out = _alternating(f"per-task logging switched on per job, {tasks} tasks", job("false"), job("true"), repeats,
+                       tasks, "task")
+    sc.setLocalProperty("spark.cloudprofiler.task.enabled", None)
+    return out
+
+
+def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
     """SQL and Python trace points against the same query without them, alternating in one application."""
     from .. import spark as cps
 
-    spark = _session(True, log_dir)
     plain_sql = f"select sum(id) from range(0, {rows}, 1, 4)"
     traced_sql = f"select sum(t) from (select cp_trace('bench-sql', id) as t from range(0, {rows}, 1, 4))"
     sampled_sql = f"select sum(t) from (select cp_trace('bench-xoy', id, 1, 1024) as t from range(0, {rows}, 1, 4))"
     # a plan that does some work per row: a hash aggregation over 1000 keys, every row traced before it
-    grouped = "select k, count(*), sum(v) from (select {id} % 1000 as k, {id} * 3 as v from range(0, %d, 1, 4)) group by k"
-    plain_grouped, traced_grouped = grouped.format(id="id") % rows, grouped.format(id="cp_trace('bench-agg', id)") % rows
+    grouped = ("select k, count(*), sum(v) from (select t % 1000 as k, t * 3 as v from "
+               f"(select {{}} as t from range(0, {rows}, 1, 4))) group by k")
+    plain_grouped, traced_grouped = grouped.format("id"), grouped.format("cp_trace('bench-agg', id)")
     df = spark.range(0, rows, numPartitions=4)
     cases = {
         "sql": (lambda: spark.sql(plain_sql).collect(), lambda: spark.sql(traced_sql).collect()),
@@ -92,18 +122,8 @@ def trace_overheads(rows: int, repeats: int, log_dir: str) -> list[dict]:
         "python": (lambda: df.mapInArrow(lambda batches: batches, df.schema).count(),
                    lambda: cps.trace(df, "bench-py", "id").count()),
     }
-    out = []
-    for name, (plain, traced) in cases.items():
-        plain(), traced()  # warm-up
-        off, on = [], []
-        for _ in range(repeats):
-            off.append(_timed(plain))
-            on.append(_timed(traced))
-        a, b = statistics.median(off), statistics.median(on)
-        out.append({"case": f"{name} trace point, {rows} rows", "seconds_without": a, "seconds_with": b,
-                    "overhead_ratio": b / a - 1, "added_ns_per_row": (b - a) * 1e9 / rows})
-    spark.stop()
-    return out
+    return [_alternating(f"{name} trace point, {rows} rows", plain, traced, repeats, rows, "row")
+            for name, (plain, traced) in cases.items()]
 
 
 def run(args) -> int:
@@ -112,7 +132,10 @@ def run(args) -> int:
     rows = jni_rows(args.jni_iterations)
     with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as log_dir:
         overheads = [task_overhead(args.tasks, args.repeats, log_dir)]
-        overheads += trace_overheads(args.rows, args.repeats, log_dir)
+        spark = _session(True, log_dir)
+        overheads.append(task_switch_overhead(spark, args.tasks, args.repeats))
+        overheads += trace_overheads(spark, args.rows, args.repeats)
+        spark.stop()
     if args.json:
         print(json.dumps(rows + overheads, indent=1))
         return 0
@@ -124,5 +147,6 @@ def run(args) -> int:
     print()
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
                             ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
-                            ("added_ns_per_row", "ns/row added", ".1f")])
+                            ("added_ns_per_row", "ns/row added", ".1f"),
+                            ("added_ns_per_task", "ns/task added", ".0f")])
     return 0

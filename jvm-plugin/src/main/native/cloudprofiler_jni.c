@@ -182,6 +182,18 @@ jdouble JNI_FN(tscHz)(JNIEnv *env, jclass cls) {
   return f.hz;
 }
 
+/* long[] clockRead() */
+jlongArray JNI_FN(clockRead)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  cp_error error;
+  cp_clock_reading r;
+  if (check(env, cp_clock_read(&r, &error), &error)) return NULL;
+  jlong out[5] = {(jlong)r.tsc, r.monotonic_raw_ns, r.realtime_ns, (jlong)r.uncertainty_ticks, (jlong)r.cpu_id};
+  jlongArray array = (*env)->NewLongArray(env, 5);
+  if (array) (*env)->SetLongArrayRegion(env, array, 0, 5, out);
+  return array;
+}
+
 /* long responderStart(String address, int port, byte[] secret) */
 jlong JNI_FN(responderStart)(JNIEnv *env, jclass cls, jstring address, jint port, jbyteArray secret) {
   (void)cls;

@@ -50,6 +50,9 @@ public final class CloudProfiler {
 
   public static native double tscHz();
 
+  /** A paired reading (cp_clock_read): tsc, CLOCK_MONOTONIC_RAW ns, CLOCK_REALTIME ns, uncertainty in ticks, CPU id. */
+  public static native long[] clockRead();
+
   /** Starts a MinRTT probe responder on address:port (0: any free port); returns its handle. */
   public static native long responderStart(String address, int port, byte[] secret);
 

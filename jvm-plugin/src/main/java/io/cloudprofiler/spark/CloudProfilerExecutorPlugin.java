@@ -180,8 +180,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   @Override
   public void onTaskStart() {
     if (!active) return;
+    TaskContext task = TaskContext.get();
+    if ("false".equals(task.getLocalProperty(Config.TASK_ENABLED.name))) return; // switched off for this job
     if (!started) startOnce();
-    long id = TaskContext.get().taskAttemptId();
+    long id = task.taskAttemptId();
     CURRENT_TASK.set(id);
     CloudProfiler.log(startChannel, id);
   }
