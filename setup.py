@@ -1,5 +1,6 @@
 """Builds libcloudprofiler with make, places it (with the benchmark driver and the Spark plugin jar when built)
 in the package's _lib/ folder, then compiles the cffi extension against it."""
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,19 +17,26 @@ ARTIFACTS = [
 ]
 
 
+def _install(source: Path, target: Path) -> None:
+    """Copy aside, then rename: processes that have the old library or jar mapped keep reading the old file."""
+    aside = target.with_name(target.name + ".tmp")
+    shutil.copy2(source, aside)
+    os.replace(aside, target)
+
+
 class BuildNativeFirst(build_ext):
     def run(self):
         subprocess.run(["make", "-C", str(ROOT / "native"), "--no-print-directory"], check=True)
         LIB.mkdir(exist_ok=True)
         for artifact in ARTIFACTS:
             if artifact.exists():
-                shutil.copy2(artifact, LIB / artifact.name)
+                _install(artifact, LIB / artifact.name)
         super().run()
         if not self.inplace:  # the wheel's copy of the package gets _lib/ too
             target = Path(self.build_lib) / "cloudprofiler" / "_lib"
             target.mkdir(parents=True, exist_ok=True)
             for item in LIB.iterdir():
-                shutil.copy2(item, target / item.name)
+                _install(item, target / item.name)
 
 
 setup(

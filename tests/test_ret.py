@@ -2,7 +2,12 @@
 truth, foreign datagrams are counted, bad parameters are named; and a pair across two network namespaces."""
 import os
 import shutil
+import signal
 import socket
+import struct
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -51,11 +56,69 @@ def test_foreign_datagrams_are_counted_not_logged(log_dir):
     assert cp.read_log(ack_path).num_rows == 0
 
 
+def _ack(tuple_id: int) -> bytes:
+    """An acknowledgement as ret_end sends it without a key: magic "CPAK", padding, the id, a zero tag."""
+    return struct.pack("<IIqQ", 0x4B415043, 0, tuple_id, 0)
+
+
+def test_with_a_key_only_acknowledgements_of_that_key_are_logged(log_dir):
+    key = 0x5EC2E7_0F_A99
+    with ret_start("ret-keyed", key=key) as start:
+        port = start.ret_info.port
+        with ret_end("ret-keyed-end", "localhost", port, key=key) as same, \
+                ret_end("ret-keyed-other", "127.0.0.1", port, key=key + 1) as other:
+            for i in range(100):
+                same.log(i)
+                other.log(1000 + i)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(_ack(5000), ("127.0.0.1", port))  # well formed, but untagged
+        assert wait_for(lambda: start.ret_info.rejected == 101)
+        ack_path = start.ret_info.ack_path
+    assert sorted(cp.read_log(ack_path).column("tuple_id").to_pylist()) == list(range(100))
+    assert cp.log_metadata(cp.read_log(start.path))["handler.params"] == [0]  # the port asked for; never the key
+
+
+def test_acknowledgements_the_kernel_drops_are_counted(tmp_path):
+    """The start node's process is stopped (SIGSTOP) while 20,000 acknowledgements arrive: its receive buffer
+    overflows. After SIGCONT, every acknowledgement is either logged or counted as an overflow."""
+    node = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, cloudprofiler as cp
+            from cloudprofiler.ret import ret_start
+            cp.start({str(tmp_path)!r})
+            start = ret_start("ret-overflow")
+            print(start.ret_info.port, flush=True)
+            sys.stdin.readline()
+            info = start.ret_info
+            start.close()
+            print(cp.read_log(info.ack_path).num_rows, info.overflows, info.rejected, flush=True)
+            """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(node.stdout.readline())
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            node.send_signal(signal.SIGSTOP)
+            for i in range(20_000):
+                sock.sendto(_ack(i), ("127.0.0.1", port))
+            node.send_signal(signal.SIGCONT)
+            time.sleep(0.5)
+            for i in range(20_000, 20_010):  # the kernel reports drops with the next datagram that arrives
+                sock.sendto(_ack(i), ("127.0.0.1", port))
+                time.sleep(0.01)
+        time.sleep(0.3)
+        out, _ = node.communicate("done\n", timeout=30)
+    finally:
+        node.kill()
+    logged, overflows, rejected = map(int, out.split())
+    assert overflows > 0 and rejected == 0
+    assert logged + overflows == 20_010
+
+
 @pytest.mark.parametrize("make,message", [
-    (lambda: ret_end("x", "not-an-address", 5000), "ret_end address 'not-an-address' is not an IPv4 address"),
+    (lambda: ret_end("x", "not-an-address", 5000), "ret_end address 'not-an-address' does not resolve to an IPv4"),
     (lambda: ret_end("x", "127.0.0.1", 70000), "ret_end port=70000 is out of range"),
     (lambda: ret_start("x", -1), "ret_start port=-1 is out of range"),
-    (lambda: cp.Channel("x", "ret_end", (1,)), "handler ret_end takes 2 parameter"),
+    (lambda: cp.Channel("x", "ret_end", (1,)), "handler ret_end takes 3 parameter"),
 ])
 def test_bad_parameters_name_the_value(log_dir, make, message):
     with pytest.raises(InvalidArgumentError, match=message):

@@ -169,8 +169,8 @@ typedef enum cp_handler {
   CP_HANDLER_DOWNSAMPLE = 5, /* every n-th call (calls 0, n, 2n, ...); params: n >= 1 */
   CP_HANDLER_XOY = 6,        /* records whose tuple_id mod y < x; params: x, y with 0 <= x <= y, y >= 1 */
   CP_HANDLER_FIRSTLAST = 7,  /* the records with the smallest and the largest TSC, written at close */
-  CP_HANDLER_RET_START = 8,  /* return-trip start: buffered, plus acks logged at arrival; params: listen port */
-  CP_HANDLER_RET_END = 9,    /* return-trip end: buffered, plus an ack to the start node; params: IPv4, port */
+  CP_HANDLER_RET_START = 8,  /* return-trip start: buffered, plus acks logged at arrival; params: port, key */
+  CP_HANDLER_RET_END = 9,    /* return-trip end: buffered, plus an ack to the start node; params: IPv4, port, key */
   CP_HANDLER_COUNT_ = 10
 } cp_handler;
 
@@ -224,17 +224,24 @@ typedef struct cp_library_stats {
 CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
 
 /* ==== Return-trip (ReT) handlers: the paper's baseline ====================================================
- * ret_start (params: UDP port to listen on, 0 = any free port) logs like buffered and opens the companion
- * channel "<name>.ack", where each acknowledgement is logged (tuple id, TSC of its arrival). ret_end (params:
- * the start node's IPv4 address as a host-order integer, its port) logs like buffered and sends each tuple id
- * to the start node. A duration from start to end is then bounded on the start node's clock alone by
- * [0, ack arrival - start]. Datagrams of the wrong size or magic are counted as rejected; sends that fail
- * (unreachable node, full socket buffer) are counted, never retried. */
+ * ret_start (params: UDP port to listen on, 0 = any free port; key) logs like buffered and opens the companion
+ * channel "<name>.ack", where each acknowledgement is logged (tuple id, TSC of its arrival, read before the
+ * datagram is checked). ret_end (params: the start node's IPv4 address as a host-order integer, its port; key)
+ * logs like buffered and sends each tuple id to the start node. A duration from start to end is then bounded on
+ * the start node's clock alone by [0, ack arrival - start].
+ *
+ * key: a shared 64-bit secret (0: none). With a key, every acknowledgement carries the keyed tag of the probes
+ * (below), and the start node accepts only acknowledgements tagged with its own key. Datagrams of the wrong
+ * size, magic or tag are counted as rejected; datagrams the kernel dropped because the receive buffer was full
+ * are counted as overflows (the kernel reports them with the next datagram that arrives); sends that fail
+ * (unreachable node, full socket buffer) are counted, never retried. ret_end's socket closes one second after
+ * its channel, when no racing cp_log can still use it. */
 typedef struct cp_ret_info {
   uint16_t port;            /* ret_start: the port it listens on */
   cp_channel *ack_channel;  /* ret_start: the "<name>.ack" channel */
-  uint64_t rejected;        /* ret_start: datagrams that were not acknowledgements */
+  uint64_t rejected;        /* ret_start: datagrams that were not acknowledgements of this key */
   uint64_t send_failures;   /* ret_end: acknowledgements that could not be sent */
+  uint64_t overflows;       /* ret_start: acknowledgements the kernel dropped (full receive buffer) */
 } cp_ret_info;
 
 CP_EXPORT int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_error *error);

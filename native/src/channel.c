@@ -57,11 +57,12 @@ static int encode_header(cp_channel *ch, cp_buf *out) {
   snprintf(hz, sizeof hz, "%.3f", g->frequency.hz);
   snprintf(hz_unc, sizeof hz_unc, "%.3f", g->frequency.uncertainty_hz);
   int np = cp_handler_param_count(ch->handler);
-  if (np == 0) snprintf(params, sizeof params, "[]");
-  else if (np == 1) snprintf(params, sizeof params, "[%" PRId64 "]", atomic_load(&ch->live_params[0]));
-  else
-    snprintf(params, sizeof params, "[%" PRId64 ", %" PRId64 "]", atomic_load(&ch->live_params[0]),
-             atomic_load(&ch->live_params[1]));
+  if (ch->handler == CP_HANDLER_RET_START || ch->handler == CP_HANDLER_RET_END) np--; /* the key stays secret */
+  size_t used = (size_t)snprintf(params, sizeof params, "[");
+  for (int i = 0; i < np; i++)
+    used += (size_t)snprintf(params + used, sizeof params - used, "%s%" PRId64, i ? ", " : "",
+                             atomic_load(&ch->live_params[i]));
+  snprintf(params + used, sizeof params - used, "]");
   padded(params_padded, 48, params);
   clock_json(open_clock, sizeof open_clock, &ch->open_clock);
   if (ch->has_close_clock) clock_json(raw, sizeof raw, &ch->close_clock);
@@ -403,7 +404,8 @@ int cp_channel_parameterize(cp_channel *ch, uint32_t index, int64_t value, cp_er
   if ((int)index >= want)
     return cp__fail(error, EINVAL, "handler %s has %d parameter(s): index %u is out of range",
                     cp_handler_name(ch->handler), want, index);
-  int64_t all[2] = {atomic_load(&ch->live_params[0]), atomic_load(&ch->live_params[1])};
+  int64_t all[3] = {atomic_load(&ch->live_params[0]), atomic_load(&ch->live_params[1]),
+                    atomic_load(&ch->live_params[2])};
   all[index] = value;
   if ((rc = cp__handler_check_param(ch->handler, index, value, all, error))) return rc;
   atomic_store(&ch->live_params[index], value);

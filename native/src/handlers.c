@@ -7,7 +7,7 @@
 
 static const char *const handler_names[CP_HANDLER_COUNT_] = {
     "null", "identity", "buffered", "spc", "mpc", "downsample", "xoy", "firstlast", "ret_start", "ret_end"};
-static const int handler_params[CP_HANDLER_COUNT_] = {0, 0, 0, 1, 1, 1, 2, 0, 1, 2};
+static const int handler_params[CP_HANDLER_COUNT_] = {0, 0, 0, 1, 1, 1, 2, 0, 2, 3};
 
 const char *cp_handler_name(cp_handler h) {
   return (int)h >= 0 && h < CP_HANDLER_COUNT_ ? handler_names[h] : "unknown";
@@ -44,7 +44,7 @@ int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const i
                         (long long)all[1]);
       return 0;
     case CP_HANDLER_RET_START:
-      if (value < 0 || value > 65535)
+      if (index == 0 && (value < 0 || value > 65535))
         return cp__fail(error, EINVAL, "ret_start port=%lld is out of range: expected 0 (any) to 65535", (long long)value);
       return 0;
     case CP_HANDLER_RET_END:
@@ -199,6 +199,20 @@ static void log_record(cp_channel *ch, int64_t id) {
     }
     default: return;
   }
+}
+
+void cp__log_at(cp_channel *ch, int64_t id, uint64_t tsc) {
+  if (CP_UNLIKELY(!atomic_load_explicit(&ch->open, memory_order_relaxed))) {
+    atomic_fetch_add_explicit(&ch->after_close, 1, memory_order_relaxed);
+    return;
+  }
+  cp_writer *w = writer_of(ch);
+  if (CP_UNLIKELY(!w)) {
+    atomic_fetch_add(&ch->dropped, 1);
+    return;
+  }
+  bump(&w->logged);
+  writer_append(w, id, tsc);
 }
 
 /* The counting handlers are dispatched first: a few instructions each, no TSC read, no stack frame. */

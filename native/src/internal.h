@@ -92,8 +92,8 @@ struct cp_channel {
   cp_handler handler;
   int record_kind;                  /* 0: tuple_id/tsc, 1: period_start_tsc/count */
   uint64_t number;
-  int64_t params[2];
-  _Atomic int64_t live_params[2];   /* parameterize() changes these */
+  int64_t params[3];
+  _Atomic int64_t live_params[3];   /* parameterize() changes these */
   char *name;
   char *path;
   char **meta_keys, **meta_values;
@@ -189,11 +189,26 @@ CP_INTERNAL void cp__channel_free_blocks(struct cp_channel *ch);
 
 /* ---- handlers.c ---- */
 CP_INTERNAL cp_writer *cp__writer_register(struct cp_channel *ch);
+/* Keyed FNV-1a over secret || bytes: the tag of probes and acknowledgements (see the header for what it is and
+ * is not). */
+static inline uint64_t cp__tag_of(const uint8_t *secret, size_t secret_len, const void *data, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < secret_len; i++) h = (h ^ secret[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < len; i++) h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* ---- handlers.c ---- */
+/* A record with a TSC read earlier (buffered channels): the ReT listener stamps a datagram before checking it. */
+CP_INTERNAL void cp__log_at(cp_channel *channel, int64_t tuple_id, uint64_t tsc);
+
 /* ---- ret.c ---- */
 typedef struct cp_ret cp_ret;
 CP_INTERNAL int cp__ret_open(cp_channel *channel, cp_error *error);
 CP_INTERNAL void cp__ret_send(cp_channel *channel, int64_t tuple_id);
 CP_INTERNAL void cp__ret_close(cp_channel *channel);
+/* After the close grace period, when no cp_log can still be sending: closes ret_end's socket. */
+CP_INTERNAL void cp__ret_release(cp_channel *channel);
 
 CP_INTERNAL int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const int64_t *all,
                                         cp_error *error);

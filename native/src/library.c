@@ -194,7 +194,10 @@ static void *timer_main(void *arg) {
     for (cp_channel *ch = g->channels; ch; ch = ch->next_all) {
       if (!atomic_load(&ch->open)) {
         uint64_t closed = atomic_load(&ch->closed_tsc);
-        if (closed && now - closed > grace_ticks) cp__channel_free_blocks(ch);
+        if (closed && now - closed > grace_ticks) {
+          cp__channel_free_blocks(ch);
+          cp__ret_release(ch);
+        }
         continue;
       }
       if (ch->record_kind == 1) {

@@ -38,14 +38,6 @@ struct cp_responder {
   pthread_t thread;
 };
 
-/* Keyed FNV-1a over secret || bytes (see the header for what it is and is not). */
-static uint64_t tag_of(const uint8_t *secret, size_t secret_len, const void *data, size_t len) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < secret_len; i++) h = (h ^ secret[i]) * 0x100000001b3ull;
-  for (size_t i = 0; i < len; i++) h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
-  return h;
-}
-
 static void spin_us(long us) {
   if (us <= 0) return;
   struct timespec a, b;
@@ -73,14 +65,14 @@ static void *respond(void *arg) {
     if (atomic_load(&r->stop)) break;
     if (n < 0) continue; /* the receive timeout: look at the stop flag again */
     if (n != sizeof q || q.magic != REQUEST_MAGIC ||
-        (r->secret_len && q.tag != tag_of(r->secret, r->secret_len, &q, offsetof(request, tag)))) {
+        (r->secret_len && q.tag != cp__tag_of(r->secret, r->secret_len, &q, offsetof(request, tag)))) {
       atomic_fetch_add(&r->rejected, 1);
       continue;
     }
     spin_us(r->delay_before_us);
     answer a = {ANSWER_MAGIC, q.seq, q.nonce, 0, 0, 0, 0};
     a.tsc = cp_tscp(&a.cpu);
-    a.tag = tag_of(r->secret, r->secret_len, &a, offsetof(answer, tag));
+    a.tag = cp__tag_of(r->secret, r->secret_len, &a, offsetof(answer, tag));
     spin_us(r->delay_after_us);
     if (sendto(r->fd, &a, sizeof a, 0, (struct sockaddr *)&from, from_len) == sizeof a)
       atomic_fetch_add(&r->answered, 1);
@@ -157,7 +149,7 @@ static int await_answer(int fd, uint32_t seq, uint64_t nonce, const uint8_t *sec
     uint64_t tsc = cp_tscp(cpu);
     if (n != sizeof *a) continue;
     if (a->magic != ANSWER_MAGIC || a->seq != seq || a->nonce != nonce) continue;
-    if (secret_len && a->tag != tag_of(secret, secret_len, a, offsetof(answer, tag))) continue;
+    if (secret_len && a->tag != cp__tag_of(secret, secret_len, a, offsetof(answer, tag))) continue;
     *recv_tsc = tsc;
     return 1;
   }
@@ -182,7 +174,7 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
   *answered = 0;
   for (uint32_t i = 0; i < count; i++) {
     request q = {REQUEST_MAGIC, i, nonce, 0};
-    q.tag = tag_of(secret, secret_len, &q, offsetof(request, tag));
+    q.tag = cp__tag_of(secret, secret_len, &q, offsetof(request, tag));
     cp_probe *p = &out[i];
     memset(p, 0, sizeof *p);
     p->send_tsc = cp_tscp(&p->local_cpu);

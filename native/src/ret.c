@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,29 +22,50 @@ enum { ACK_MAGIC = 0x4b415043u /* "CPAK" */ };
 typedef struct {
   uint32_t magic, pad;
   int64_t tuple_id;
+  uint64_t tag; /* keyed tag of the fields above; 0 without a key */
 } ret_ack;
 
 struct cp_ret {
-  int fd;
+  _Atomic int fd;
   uint16_t port;
+  uint8_t key[8]; /* the shared secret, 0 = none */
+  bool keyed;
   cp_channel *acks; /* start side: one record per acknowledgement, at its arrival */
   _Atomic int stop;
-  _Atomic uint64_t rejected, send_failures;
+  _Atomic uint64_t rejected, send_failures, overflows;
   pthread_t thread;
   bool listening;
 };
 
+static uint64_t ack_tag(const cp_ret *r, const ret_ack *a) {
+  return r->keyed ? cp__tag_of(r->key, sizeof r->key, a, offsetof(ret_ack, tag)) : 0;
+}
+
 static void *listen_acks(void *arg) {
   cp_ret *r = arg;
+  union {
+    struct cmsghdr header;
+    char space[CMSG_SPACE(sizeof(uint32_t))];
+  } control;
   while (!atomic_load(&r->stop)) {
     ret_ack a;
-    ssize_t n = recv(r->fd, &a, sizeof a, 0);
-    if (n < 0) continue; /* the receive timeout: look at the stop flag again */
-    if (n != sizeof a || a.magic != ACK_MAGIC) {
+    struct iovec iov = {&a, sizeof a};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof control};
+    ssize_t n = recvmsg(r->fd, &msg, MSG_TRUNC);
+    uint64_t arrival = cp__tsc(); /* the arrival, before any check */
+    if (n < 0) continue;          /* the receive timeout: look at the stop flag again */
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+        uint32_t dropped;
+        memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
+        atomic_store(&r->overflows, dropped); /* the kernel's count since the socket opened */
+      }
+    }
+    if (n != sizeof a || a.magic != ACK_MAGIC || a.tag != ack_tag(r, &a)) {
       atomic_fetch_add(&r->rejected, 1);
       continue;
     }
-    cp_log(r->acks, a.tuple_id);
+    cp__log_at(r->acks, a.tuple_id, arrival);
   }
   return NULL;
 }
@@ -61,6 +83,9 @@ int cp__ret_open(cp_channel *ch, cp_error *error) {
   if (!r) return cp__fail(error, ENOMEM, "out of memory");
   r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (r->fd < 0) return fail_socket(r, error, "create a UDP socket", ch);
+  int64_t key = ch->params[ch->handler == CP_HANDLER_RET_END ? 2 : 1];
+  memcpy(r->key, &key, sizeof r->key);
+  r->keyed = key != 0;
   struct sockaddr_in addr = {.sin_family = AF_INET};
   if (ch->handler == CP_HANDLER_RET_END) {
     addr.sin_addr.s_addr = htonl((uint32_t)ch->params[0]);
@@ -73,9 +98,10 @@ int cp__ret_open(cp_channel *ch, cp_error *error) {
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons((uint16_t)ch->params[0]);
   struct timeval tv = {0, 100000};
-  int rcvbuf = 4 << 20; /* bursts of acknowledgements: the kernel drops what does not fit, uncounted */
+  int rcvbuf = 4 << 20, one = 1; /* bursts of acknowledgements; what does not fit is dropped and counted */
   setsockopt(r->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   if (setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      setsockopt(r->fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one) != 0 ||
       bind(r->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
     return fail_socket(r, error, "listen for acknowledgements", ch);
   socklen_t len = sizeof addr;
@@ -105,20 +131,27 @@ int cp__ret_open(cp_channel *ch, cp_error *error) {
 }
 
 void cp__ret_send(cp_channel *ch, int64_t tuple_id) {
-  ret_ack a = {ACK_MAGIC, 0, tuple_id};
-  if (send(ch->ret->fd, &a, sizeof a, MSG_DONTWAIT) != sizeof a) atomic_fetch_add(&ch->ret->send_failures, 1);
+  cp_ret *r = ch->ret;
+  ret_ack a = {ACK_MAGIC, 0, tuple_id, 0};
+  a.tag = ack_tag(r, &a);
+  if (send(atomic_load_explicit(&r->fd, memory_order_relaxed), &a, sizeof a, MSG_DONTWAIT) != sizeof a)
+    atomic_fetch_add(&r->send_failures, 1);
 }
 
 void cp__ret_close(cp_channel *ch) {
   cp_ret *r = ch->ret;
-  if (!r) return;
-  if (r->listening) {
-    atomic_store(&r->stop, 1);
-    pthread_join(r->thread, NULL);
-    cp_channel_close(r->acks, NULL);
-  }
-  close(r->fd);
-  r->fd = -1; /* the struct stays: counts remain readable through the never-freed channel */
+  if (!r || !r->listening) return; /* ret_end: a cp_log racing the close may still send: see cp__ret_release */
+  atomic_store(&r->stop, 1);
+  pthread_join(r->thread, NULL);
+  cp_channel_close(r->acks, NULL);
+  close(atomic_exchange(&r->fd, -1)); /* the struct stays: counts remain readable through the never-freed channel */
+}
+
+void cp__ret_release(cp_channel *ch) {
+  cp_ret *r = ch->ret;
+  if (!r || ch->handler != CP_HANDLER_RET_END) return;
+  int fd = atomic_exchange(&r->fd, -1);
+  if (fd >= 0) close(fd);
 }
 
 int cp_ret_info_get(const cp_channel *ch, cp_ret_info *out, cp_error *error) {
@@ -129,5 +162,6 @@ int cp_ret_info_get(const cp_channel *ch, cp_ret_info *out, cp_error *error) {
   out->ack_channel = ch->ret->acks;
   out->rejected = atomic_load(&ch->ret->rejected);
   out->send_failures = atomic_load(&ch->ret->send_failures);
+  out->overflows = atomic_load(&ch->ret->overflows);
   return 0;
 }

@@ -60,8 +60,9 @@ class ChannelStats:
 class RetInfo:
     port: int  # ret_start: where acknowledgements arrive
     ack_path: "str | None"  # ret_start: the "<name>.ack" file (tuple id, TSC of arrival)
-    rejected: int  # ret_start: datagrams that were not acknowledgements
+    rejected: int  # ret_start: datagrams that were not acknowledgements of this key
     send_failures: int  # ret_end: acknowledgements that could not be sent
+    overflows: int  # ret_start: acknowledgements the kernel dropped (receive buffer full)
 
 
 def _as_int64_buffer(ids):
@@ -157,7 +158,7 @@ class Channel:
         out = ffi.new("cp_ret_info *")
         call(lib.cp_ret_info_get, self._handle, out)
         ack_path = ffi.string(lib.cp_channel_path(out.ack_channel)).decode() if out.ack_channel != ffi.NULL else None
-        return RetInfo(out.port, ack_path, out.rejected, out.send_failures)
+        return RetInfo(out.port, ack_path, out.rejected, out.send_failures, out.overflows)
 
     def __enter__(self) -> "Channel":
         return self

@@ -1,14 +1,14 @@
 """Return-trip (ReT) measurement, the paper's baseline: the end node acknowledges every tuple to the start
 node, whose clock alone then bounds the duration by the whole return trip.
 
-    start = ret_start("hop", port=0)                  # on node A; start.ret_info.port is where acks arrive
-    end = ret_end("hop", "10.0.0.1", port)            # on node B
+    start = ret_start("hop", port=0, key=k)           # on node A; start.ret_info.port is where acks arrive
+    end = ret_end("hop", "node-a", port, key=k)       # on node B (a host name or an IPv4 address)
     start.log(i) ... end.log(i)                       # the end sends i back to A
     bounds = ret_bounds(read_log(start.path), read_log(start.ret_info.ack_path))
 """
 from __future__ import annotations
 
-import ipaddress
+import socket
 from typing import Mapping
 
 import numpy as np
@@ -18,18 +18,21 @@ from .channel import Channel
 from .errors import InvalidArgumentError
 
 
-def ret_start(name: str, port: int = 0, metadata: Mapping[str, str] | None = None) -> Channel:
-    """A channel that logs starts and listens on UDP `port` (0: any free port) for acknowledgements."""
-    return Channel(name, "ret_start", (port,), metadata)
+def ret_start(name: str, port: int = 0, key: int = 0, metadata: Mapping[str, str] | None = None) -> Channel:
+    """A channel that logs starts and listens on UDP `port` (0: any free port) for acknowledgements; with a `key`
+    (a shared 64-bit secret, 0: none) it accepts only acknowledgements of ends with the same key."""
+    return Channel(name, "ret_start", (port, key), metadata)
 
 
-def ret_end(name: str, address: str, port: int, metadata: Mapping[str, str] | None = None) -> Channel:
-    """A channel that logs ends and acknowledges each id to the start node at address:port."""
+def ret_end(name: str, address: str, port: int, key: int = 0, metadata: Mapping[str, str] | None = None) -> Channel:
+    """A channel that logs ends and acknowledges each id to the start node at address:port (a host name or an
+    IPv4 address), tagged with `key` when it is not 0."""
     try:
-        packed = int(ipaddress.IPv4Address(address))
-    except ValueError:
-        raise InvalidArgumentError(22, f"ret_end address {address!r} is not an IPv4 address") from None
-    return Channel(name, "ret_end", (packed, port), metadata)
+        resolved = socket.getaddrinfo(address, None, socket.AF_INET, socket.SOCK_DGRAM)[0][4][0]
+    except (OSError, UnicodeError) as e:
+        raise InvalidArgumentError(22, f"ret_end address {address!r} does not resolve to an IPv4 address ({e})") from None
+    packed = int.from_bytes(socket.inet_aton(resolved), "big")
+    return Channel(name, "ret_end", (packed, port, key), metadata)
 
 
 def ret_bounds(starts: pa.Table, acks: pa.Table) -> pa.Table:

@@ -63,5 +63,6 @@ typedef struct cp_ret_info {
   cp_channel *ack_channel;
   uint64_t rejected;
   uint64_t send_failures;
+  uint64_t overflows;
 } cp_ret_info;
 int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_error *error);
