@@ -52,8 +52,9 @@ typedef struct cp_error {
  * Simulation (a test feature, off by default): the environment variable CLOUDPROFILER_SIMULATE_TSC, read once
  * at load, e.g. "offset=36000000000000,skew_ppm=-25.5", makes every TSC value of this process
  *   sim(tsc) = tsc + offset + floor(tsc * skew_ppm / 1e6)
- * so that processes on one machine behave like separate TSC domains with known truth. Files record the
- * simulation parameters in their metadata. */
+ * so that processes on one machine behave like separate TSC domains with known truth; ",invariant=0" also makes
+ * cp_tsc_is_invariant() report 0, as on a CPU without an invariant TSC. Files record the simulation parameters in
+ * their metadata. */
 
 /* The TSC read of every record, as cp_options.tsc_read sets it: ordered (lfence; rdtsc, the default) or
  * unordered (rdtsc). */

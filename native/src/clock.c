@@ -31,6 +31,7 @@ __attribute__((constructor)) static void read_simulation(void) {
   if (!spec || !*spec) return;
   long long offset = 0;
   double skew_ppm = 0;
+  bool not_invariant = false;
   char *copy = strdup(spec), *save = NULL;
   bool ok = copy != NULL;
   for (char *item = copy ? strtok_r(copy, ",", &save) : NULL; ok && item; item = strtok_r(NULL, ",", &save)) {
@@ -42,6 +43,8 @@ __attribute__((constructor)) static void read_simulation(void) {
     } else if (strncmp(item, "skew_ppm=", 9) == 0) {
       skew_ppm = strtod(item + 9, &end);
       ok = *end == '\0' && end != item + 9 && fabs(skew_ppm) < 1e5;
+    } else if (strcmp(item, "invariant=0") == 0) {
+      not_invariant = true;
     } else {
       ok = false;
     }
@@ -49,14 +52,16 @@ __attribute__((constructor)) static void read_simulation(void) {
   free(copy);
   if (!ok) {
     fprintf(stderr,
-            "cloudprofiler: ignoring CLOUDPROFILER_SIMULATE_TSC=%s: expected offset=<ticks>,skew_ppm=<number>\n",
+            "cloudprofiler: ignoring CLOUDPROFILER_SIMULATE_TSC=%s: expected offset=<ticks>,skew_ppm=<number>"
+            "[,invariant=0]\n",
             spec);
     return;
   }
   cp__simulation.offset = offset;
   cp__simulation.skew_ppt = llround(skew_ppm * 1e6);
-  snprintf(simulation_json, sizeof simulation_json, "{\"offset\": %lld, \"skew_ppm\": %.6f}", offset,
-           (double)cp__simulation.skew_ppt / 1e6);
+  cp__simulation.not_invariant = not_invariant;
+  snprintf(simulation_json, sizeof simulation_json, "{\"offset\": %lld, \"skew_ppm\": %.6f, \"invariant\": %s}",
+           offset, (double)cp__simulation.skew_ppt / 1e6, not_invariant ? "false" : "true");
   cp__simulation.enabled = true;
 }
 
@@ -88,6 +93,7 @@ int cp_clock_read(cp_clock_reading *out, cp_error *error) {
 }
 
 int cp_tsc_is_invariant(void) {
+  if (cp__simulation.not_invariant) return 0;
   unsigned int a, b, c, d;
   if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return 0;
   __get_cpuid(0x80000007u, &a, &b, &c, &d);

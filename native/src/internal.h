@@ -24,6 +24,7 @@ CP_INTERNAL const char *cp__simulation_json(void); /* "null" or {"offset":..,"sk
  * arithmetic is exact. */
 typedef struct cp_simulation {
   bool enabled;
+  bool not_invariant; /* "invariant=0": the CPU is said not to have an invariant TSC */
   int64_t offset;
   int64_t skew_ppt;
 } cp_simulation;

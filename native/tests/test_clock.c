@@ -101,6 +101,11 @@ static int simulated_child(const char *offset_s, const char *skew_ppt_s) {
   uint32_t cpu;
   uint64_t raw = __rdtsc(), simp = cp_tscp(&cpu);
   if (skew_ppt == 0 && offset > 0 && simp < raw + (uint64_t)offset) return 1;
+  if (strstr(getenv("CLOUDPROFILER_SIMULATE_TSC"), "invariant=0")) { /* a CPU without an invariant TSC */
+    cp_error err;
+    if (cp_tsc_is_invariant() || cp_require_invariant_tsc(0, &err) != ENOTSUP || cp_require_invariant_tsc(1, &err))
+      return 2;
+  }
   return 0;
 }
 
@@ -122,6 +127,7 @@ static void simulation(const char *self) {
   CHECK(run_child(self, "offset=36000000000000,skew_ppm=-25.5", "36000000000000", "-25500000", NULL) == 0);
   CHECK(run_child(self, "offset=-1000,skew_ppm=1000", "-1000", "1000000000", NULL) == 0);
   CHECK(run_child(self, "skew_ppm=0.000001", "0", "1", NULL) == 0);
+  CHECK(run_child(self, "offset=7,invariant=0", "7", "0", NULL) == 0);
   /* The check itself can fail: a child told the wrong offset notices. */
   CHECK(run_child(self, "offset=5000000000", "0", "0", "/dev/null") == 1);
   /* Malformed: one line on stderr that names the value, simulation off. */

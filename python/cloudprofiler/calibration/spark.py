@@ -109,7 +109,9 @@ def records_in_reference(app_folder: "str | Path", channel: str, method: str = "
                          log_folder: "str | Path | None" = None) -> pa.Table:
     """Every record of `channel` (its files in `log_folder`, default the application folder), with columns
     domain, tsc_ref, tsc_err (reference ticks) and extrapolated added. A value of a domain without a calibration to
-    the reference is unbounded: tsc_ref NaN, tsc_err inf, extrapolated true."""
+    the reference is unbounded: tsc_ref NaN, tsc_err inf, extrapolated true. Without any calibration (switched
+    off), records under a plain boot id are taken as the driver's ticks; those of a process that refused or failed
+    its check (`<boot id>#unchecked-<executor>`, `#uncalibrated`) stay unbounded."""
     app_folder = Path(app_folder)
     reference, calibrations = load_calibrations(app_folder, method)
     table = _records(app_folder, channel, log_folder)
@@ -118,7 +120,7 @@ def records_in_reference(app_folder: "str | Path", channel: str, method: str = "
     est, err, flag = np.full(tsc.size, np.nan), np.full(tsc.size, np.inf), np.ones(tsc.size, dtype=bool)
     for d in set(domain):
         rows = domain == d
-        if d == reference or not reference:  # no calibration at all: every file is in the driver's domain
+        if d == reference or (not reference and "#" not in d):  # no calibration at all: the driver's domain
             est[rows], err[rows], flag[rows] = tsc[rows], 0.0, False
         elif (reference, d) in calibrations:
             est[rows], err[rows], flag[rows] = calibrations[(reference, d)].translate(tsc[rows])

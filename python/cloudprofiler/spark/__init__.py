@@ -25,6 +25,7 @@ OPTIONS = {
     "channel_blocks": "spark.cloudprofiler.channelBlocks",
     "collect_interval_seconds": "spark.cloudprofiler.collect.intervalSeconds",
     "calibration_enabled": "spark.cloudprofiler.calibration.enabled",
+    "calibration_force": "spark.cloudprofiler.calibration.force",
     "calibration_interval": "spark.cloudprofiler.calibration.interval",
     "calibration_probes": "spark.cloudprofiler.calibration.probes",
     "calibration_timeout_ms": "spark.cloudprofiler.calibration.timeoutMs",

@@ -182,6 +182,13 @@ jdouble JNI_FN(tscHz)(JNIEnv *env, jclass cls) {
   return f.hz;
 }
 
+/* void requireInvariantTsc(boolean force) */
+void JNI_FN(requireInvariantTsc)(JNIEnv *env, jclass cls, jboolean force) {
+  (void)cls;
+  cp_error error;
+  check(env, cp_require_invariant_tsc(force ? 1 : 0, &error), &error);
+}
+
 /* long[] clockRead() */
 jlongArray JNI_FN(clockRead)(JNIEnv *env, jclass cls) {
   (void)cls;

@@ -50,6 +50,9 @@ public final class CloudProfiler {
 
   public static native double tscHz();
 
+  /** Throws, with the reason, unless the CPU has an invariant TSC or {@code force} is set (cp_require_invariant_tsc). */
+  public static native void requireInvariantTsc(boolean force);
+
   /** A paired reading (cp_clock_read): tsc, CLOCK_MONOTONIC_RAW ns, CLOCK_REALTIME ns, uncertainty in ticks, CPU id. */
   public static native long[] clockRead();
 

@@ -62,6 +62,7 @@ final class CalibrationCoordinator {
 
   private final String driverHost;
   private final int count, timeoutMs, peers;
+  private final boolean force;
   private final Map<String, Domain> domains = new LinkedHashMap<>();
   /** Probes of the round under way; every round's go to the spool of calibration.arrows. */
   private final List<Object[]> probes = new ArrayList<>();
@@ -74,8 +75,9 @@ final class CalibrationCoordinator {
   private long driverResponder;
   private int round;
 
-  CalibrationCoordinator(String driverHost, int intervalSeconds, int count, int timeoutMs, int peers) {
+  CalibrationCoordinator(String driverHost, int intervalSeconds, int count, int timeoutMs, int peers, boolean force) {
     this.driverHost = driverHost;
+    this.force = force;
     this.count = count;
     this.timeoutMs = timeoutMs;
     this.peers = peers;
@@ -107,6 +109,13 @@ final class CalibrationCoordinator {
     String failure = NativeLoader.load(null);
     if (failure != null) {
       LOG.warn("cloudprofiler: no calibration (the driver cannot load the native library: {})", failure);
+      return;
+    }
+    try {
+      CloudProfiler.requireInvariantTsc(force);
+    } catch (RuntimeException e) {
+      LOG.warn("cloudprofiler: no calibration ({}=true to calibrate anyway): {}", Config.CALIBRATION_FORCE.name,
+          e.getMessage());
       return;
     }
     driverResponder = CloudProfiler.responderStart("0.0.0.0", 0, secret);
@@ -145,7 +154,7 @@ final class CalibrationCoordinator {
   private String join(String[] f) {
     Domain joined;
     synchronized (this) {
-      if (reference == null) return "OK\t" + f[1]; // the driver does not calibrate
+      if (reference == null) return "OK\t" + f[1] + "#uncalibrated"; // the driver does not calibrate
       String boot = f[1], key = f[2];
       long ofBoot = domains.values().stream().filter(d -> d.boot.equals(boot)).count();
       if (!key.isEmpty() && !domains.containsKey(key) || key.isEmpty() && ofBoot > Integer.parseInt(f[3])) {

@@ -29,7 +29,8 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       calibration = new CalibrationCoordinator(host, Integer.parseInt(options.get(Config.CALIBRATION_INTERVAL.name)),
           Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name)),
           Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_PEERS.name)));
+          Integer.parseInt(options.get(Config.CALIBRATION_PEERS.name)),
+          Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration

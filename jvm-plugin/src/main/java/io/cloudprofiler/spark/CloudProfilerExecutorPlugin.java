@@ -83,10 +83,12 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};
       if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
         try {
+          CloudProfiler.requireInvariantTsc(Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
           domain = joinDomain(appId);
-        } catch (Exception e) { // task logging goes on; this host's durations stay uncalibrated
-          LOG.warn("cloudprofiler: no calibration for executor {}: {}", ctx.executorID(), e.toString());
-          domain[1] = "not checked: " + e;
+        } catch (Exception e) { // task logging goes on; this process's durations stay unbounded, never wrong
+          LOG.warn("cloudprofiler: no calibration for executor {} ({} to calibrate anyway): {}", ctx.executorID(),
+              Config.CALIBRATION_FORCE.name + "=true", e.getMessage());
+          domain = new String[] {TscDomain.bootId() + "#unchecked-" + ctx.executorID(), "not checked: " + e.getMessage()};
         }
       }
       String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"};

@@ -69,6 +69,9 @@ public final class Config {
       v -> checkInt(v, 0, 86400));
   public static final Key CALIBRATION_ENABLED = new Key("spark.cloudprofiler.calibration.enabled", "true",
       "Relate executor hosts' TSCs to the driver's and to each other's with MinRTT probe rounds in both directions", Config::checkBoolean);
+  public static final Key CALIBRATION_FORCE = new Key("spark.cloudprofiler.calibration.force", "false",
+      "Calibrate even where the CPU does not report an invariant TSC (its durations may then be wrong)",
+      Config::checkBoolean);
   public static final Key CALIBRATION_INTERVAL = new Key("spark.cloudprofiler.calibration.interval", "60",
       "Seconds between calibration rounds (also one when a host registers and one at the end)",
       v -> checkInt(v, 1, 86400));
@@ -85,7 +88,7 @@ public final class Config {
       "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path", v -> null);
 
   public static final List<Key> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
-      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_INTERVAL, CALIBRATION_PROBES,
+      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_FORCE, CALIBRATION_INTERVAL, CALIBRATION_PROBES,
       CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
 
   private Config() {}

@@ -1,0 +1,42 @@
+"""A CPU without an invariant TSC (simulated: CLOUDPROFILER_SIMULATE_TSC=invariant=0) refuses calibration in a
+real Spark application unless spark.cloudprofiler.calibration.force is set: the job runs, every task is logged,
+one line names the reason and the option, and the records come out unbounded rather than wrong."""
+import numpy as np
+
+import cloudprofiler as cp
+from cloudprofiler.calibration.spark import records_in_reference
+from conftest import run_python
+
+
+def _app(log_dir, force: bool):
+    result = run_python(f"""
+        import cloudprofiler.spark as cps
+        spark = (cps.builder(log_dir={str(log_dir)!r}, calibration_force={force}).master("local[1]")
+                 .config("spark.ui.enabled", "false").getOrCreate())
+        print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
+        print("app", spark.sparkContext.applicationId)
+        spark.stop()
+        """, env={"CLOUDPROFILER_SIMULATE_TSC": "offset=0,invariant=0"}, timeout=300)
+    assert "sum 4950" in result.stdout, result.stderr[-3000:]
+    app = log_dir / result.stdout.split("app ")[1].split()[0]
+    files = list(app.rglob("spark.task.start.*.arrows"))
+    assert files, result.stderr[-3000:]
+    return app, cp.log_metadata(files[0]), result.stderr
+
+
+def test_without_an_invariant_tsc_calibration_is_refused_and_records_stay_unbounded(tmp_path):
+    app, meta, stderr = _app(tmp_path, force=False)
+    assert "spark.cloudprofiler.calibration.force=true to calibrate anyway" in stderr
+    assert "invariant TSC" in stderr
+    assert meta["tsc.domain"].endswith("#unchecked-driver") and "invariant TSC" in meta["tsc.domain.check"]
+    assert meta["tsc.simulation"]["invariant"] is False
+    records = records_in_reference(app, "spark.task.start")
+    assert records.num_rows == 2 and np.isinf(records.column("tsc_err").to_numpy()).all()
+
+
+def test_forced_calibration_checks_the_domain_as_usual(tmp_path):
+    app, meta, stderr = _app(tmp_path, force=True)
+    assert "calibrate anyway" not in stderr
+    assert "agrees with" in meta["tsc.domain.check"] and "#" not in meta["tsc.domain"]
+    records = records_in_reference(app, "spark.task.start")
+    assert records.num_rows == 2 and (records.column("tsc_err").to_numpy() == 0).all()
