@@ -40,3 +40,33 @@ def test_forced_calibration_checks_the_domain_as_usual(tmp_path):
     assert "agrees with" in meta["tsc.domain.check"] and "#" not in meta["tsc.domain"]
     records = records_in_reference(app, "spark.task.start")
     assert records.num_rows == 2 and (records.column("tsc_err").to_numpy() == 0).all()
+
+
+def test_with_spark_authenticate_the_application_id_alone_does_not_open_the_responders(tmp_path):
+    """With spark.authenticate on, the probe secret also derives from the application's authentication secret
+    (local mode generates its own): the driver and its executor still calibrate, while probes tagged with the
+    secret of the application id alone get no answer."""
+    result = run_python(f"""
+        import hashlib
+        import cloudprofiler.spark as cps
+        from cloudprofiler.calibration.probe import probe
+        from cloudprofiler.calibration.spark import load_domains
+        from cloudprofiler.errors import PeerTimeoutError
+        spark = (cps.builder(log_dir={str(tmp_path)!r}).master("local[1]").config("spark.ui.enabled", "false")
+                 .config("spark.authenticate", "true").getOrCreate())
+        spark.sparkContext.parallelize(range(10), 2).sum()
+        app = spark.sparkContext.applicationId
+        domains = load_domains({str(tmp_path)!r} + "/" + app).to_pylist()
+        port = next(d["responder_port"] for d in domains if d["role"] == "reference")
+        for key in (hashlib.sha256(("cloudprofiler:" + app).encode()).digest(), b""):
+            try:
+                print("answered", len(probe("127.0.0.1", port, 20, timeout_ms=100, secret=key).send))
+            except PeerTimeoutError:
+                print("answered 0")
+        print("checks", [d["check"] for d in domains if d["role"] != "reference"])
+        spark.stop()
+        """, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answered = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("answered")]
+    assert answered == [0, 0], result.stdout
+    assert "agrees with" in result.stdout  # the executor calibrated with the same secret as the driver

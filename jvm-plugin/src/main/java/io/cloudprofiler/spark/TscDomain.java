@@ -13,7 +13,8 @@ import java.security.MessageDigest;
  * never define a domain.
  *
  * <p>The shared probe secret is derived from the application id, so responders answer only their own
- * application's probes.
+ * application's probes; with {@code spark.authenticate} on, also from the application's authentication secret,
+ * so that only processes that hold it can probe.
  */
 final class TscDomain {
   private TscDomain() {}
@@ -28,8 +29,11 @@ final class TscDomain {
   }
 
   static byte[] secret(String appId) {
+    String seed = "cloudprofiler:" + appId;
+    org.apache.spark.SecurityManager security = org.apache.spark.SparkEnv.get().securityManager();
+    if (security.isAuthenticationEnabled()) seed += ":" + security.getSecretKey();
     try {
-      byte[] digest = MessageDigest.getInstance("SHA-256").digest(("cloudprofiler:" + appId).getBytes(StandardCharsets.UTF_8));
+      byte[] digest = MessageDigest.getInstance("SHA-256").digest(seed.getBytes(StandardCharsets.UTF_8));
       return java.util.Arrays.copyOf(digest, 32);
     } catch (Exception e) {
       throw new IllegalStateException("SHA-256 is not available", e);
