@@ -16,7 +16,7 @@ def test_calibrate_writes_every_probe_and_reports_a_dead_peer(tmp_path):
         out = tmp_path / "calibration.arrows"
         result = subprocess.run(
             [*CLI, "calibrate", f"127.0.0.1:{port}", "127.0.0.1:9", "--rounds", "2", "--gap", "0.1",
-             "--timeout-ms", "10", "--out", str(out)], capture_output=True, text=True, timeout=120)
+             "--timeout-ms", "50", "--out", str(out)], capture_output=True, text=True, timeout=120)
     finally:
         server.send_signal(signal.SIGINT)
         rest, _ = server.communicate(timeout=30)
