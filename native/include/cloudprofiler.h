@@ -261,7 +261,8 @@ CP_EXPORT int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_er
 
 typedef struct cp_responder cp_responder;
 
-/* Binds address:port (port 0 = any free port) and answers probes on a thread of its own until stopped. */
+/* Binds address:port (port 0 = any free port) and answers probes on a thread of its own until stopped. The thread
+ * sleeps in a blocking receive while idle and polls for 2 ms after each answer, the next probe of a run. */
 CP_EXPORT int cp_responder_start(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len,
                                  cp_responder **out, cp_error *error);
 CP_EXPORT uint16_t cp_responder_port(const cp_responder *responder);
