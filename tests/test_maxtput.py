@@ -31,8 +31,25 @@ def test_bracket_and_bisect_converge_from_either_side(start):
     assert result.to_arrow().num_rows == len(result.steps)
 
 
+def test_one_stalled_step_does_not_set_the_limit():
+    stalled = {20_000}  # the first run at this rate stalls, as a step does when the machine is busy
+
+    def trial(rate):
+        if rate in stalled:
+            stalled.discard(rate)
+            return fake_step(rate, 0)
+        return fake_step(rate, 100_000)
+
+    result = search(trial, start=10_000, tolerance=0.05)
+    assert 95_000 <= result.max_sustainable_tps <= 100_000
+    assert [s.sustainable for s in result.steps if s.rate == 20_000] == [False, True]
+    assert search(lambda r: fake_step(r, 0 if r == 20_000 else 100_000), start=10_000, tolerance=0.05,
+                  retries=0).max_sustainable_tps < 20_000  # without the retry, the stall would have set the limit
+
+
 @pytest.mark.parametrize("kwargs,message", [({"start": 0}, "start rate must be > 0 tuples/s, got 0"),
-                                            ({"start": 1, "tolerance": 2}, "tolerance must be in")])
+                                            ({"start": 1, "tolerance": 2}, "tolerance must be in"),
+                                            ({"start": 1, "retries": -1}, "retries must be >= 0, got -1")])
 def test_bad_search_arguments_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         search(lambda r: fake_step(r, 10), **kwargs)

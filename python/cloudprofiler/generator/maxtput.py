@@ -56,20 +56,28 @@ class SearchResult:
 
 
 def search(trial: Callable[[float], Step], start: float, tolerance: float = 0.02, max_rate: float = 1e9,
-           progress: Callable[[Step], None] = lambda step: None) -> SearchResult:
+           progress: Callable[[Step], None] = lambda step: None, retries: int = 1) -> SearchResult:
     """Double (or halve) from `start` until a sustainable and an unsustainable rate bracket the limit, then
-    bisect until they are within `tolerance` of each other; the result is the highest sustainable rate seen."""
+    bisect until they are within `tolerance` of each other; the result is the highest sustainable rate seen.
+
+    A rate found unsustainable is run again up to `retries` times and counts as sustainable if any run is: on a
+    shared machine one stalled step must not set the limit (every run is kept in the steps)."""
     if not start > 0:
         raise ValueError(f"start rate must be > 0 tuples/s, got {start}")
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance must be in (0, 1), got {tolerance}")
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
     steps: list[Step] = []
 
     def run(rate: float) -> bool:
-        step = trial(rate)
-        steps.append(step)
-        progress(step)
-        return step.sustainable
+        for _ in range(1 + retries):
+            step = trial(rate)
+            steps.append(step)
+            progress(step)
+            if step.sustainable:
+                return True
+        return False
 
     low, high = 0.0, None
     rate = start
