@@ -5,7 +5,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
@@ -39,7 +39,19 @@ class BuildNativeFirst(build_ext):
                 _install(item, target / item.name)
 
 
+# Channel.log's per-record call: a plain C extension, because cffi releases the GIL around every call.
+LOG_CALL = Extension(
+    "cloudprofiler._log_call",
+    ["python/cloudprofiler/_log_call.c"],
+    include_dirs=["native/include"],
+    library_dirs=[str(LIB)],
+    libraries=["cloudprofiler"],
+    extra_link_args=["-Wl,-rpath,$ORIGIN/_lib"],
+    py_limited_api=True,
+)
+
 setup(
     cffi_modules=["python/cloudprofiler/_build_native.py:ffibuilder"],
+    ext_modules=[LOG_CALL],
     cmdclass={"build_ext": BuildNativeFirst},
 )

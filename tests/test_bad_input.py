@@ -58,6 +58,21 @@ def test_non_integer_ids_are_refused(log_dir):
         with pytest.raises(cp.InvalidArgumentError, match="dtype float64"):
             ch.log_many(np.array([1.5, 2.5]))
 
+    with cp.Channel("one-by-one", "buffered") as ch:
+        for bad, error, message in [
+            ("7", TypeError, "must be an integer, got '7'"),
+            (1.5, TypeError, "got 1.5"),
+            (None, TypeError, "got None"),
+            (2**63, OverflowError, "9223372036854775808 is outside the int64 range"),
+            (-(2**63) - 1, OverflowError, "-9223372036854775809 is outside"),
+        ]:
+            with pytest.raises(error, match=message):
+                ch.log(bad)
+        ch.log(2**63 - 1)
+        ch.log(-(2**63))
+        ch.log(np.int64(5))
+    assert cp.read_log(ch.path).column("tuple_id").to_pylist() == [2**63 - 1, -(2**63), 5]
+
 
 def test_starting_twice_says_where_it_logs(log_dir):
     with pytest.raises(cp.CloudProfilerError, match="already started"):
