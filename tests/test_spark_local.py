@@ -5,6 +5,7 @@ import pytest
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
+from cloudprofiler.spark.pipelines import ysb, ysb_events
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +42,12 @@ def run(tmp_path_factory):
     sc.setJobGroup("loud", "task logging back on")
     sql_sum = spark.sql(
         "select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 50000, 1, 4))").collect()[0][0]
+    counted = spark.sql("select count(t) from (select cp_trace('sql-counted', id) as t from range(0, 1000, 1, 2))").first()[0]
     sampled = spark.sql(  # ints, XoY 3 of 8, one null
         "select cp_trace('sql-xoy', if(id = 5, null, cast(id - 100 as int)), 3, 8) as t from range(0, 1000, 1, 2)")
     sampled_rows = [r.t for r in sampled.collect()]
     sampled_type = dict(sampled.dtypes)["t"]
+    ysb_rows = ysb(ysb_events(spark, 30_000, per_second=1000), trace=(1, 8)).collect()
     spark.conf.set("spark.sql.codegen.wholeStage", "false")  # the interpreted path: eval(), the plan serialized
     spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     interpreted = spark.sql(
@@ -67,8 +70,8 @@ def run(tmp_path_factory):
     app_id = sc.applicationId
     spark.stop()
     return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced,
-            "sql_sum": sql_sum, "sampled": sampled_rows, "sampled_type": sampled_type, "interpreted": interpreted,
-            "errors": errors, "quiet_jobs": quiet_jobs, "clocks": (before, jvm_clock, after)}
+            "sql_sum": sql_sum, "counted": counted, "sampled": sampled_rows, "sampled_type": sampled_type, "interpreted": interpreted,
+            "errors": errors, "quiet_jobs": quiet_jobs, "ysb": ysb_rows, "clocks": (before, jvm_clock, after)}
 
 
 def _tasks(run):
@@ -128,6 +131,12 @@ def test_sql_trace_logs_every_id_exactly_once(run):
     assert np.array_equal(np.sort(ids), np.arange(50_000))
 
 
+def test_sql_trace_stays_in_the_plan_when_only_counted(run):
+    assert run["counted"] == 1000  # count(non-null column) would become count(1), without the trace point
+    ids = cp.read_log_dir(run["app"], channel="sql-counted").column("tuple_id").to_numpy()
+    assert np.array_equal(np.sort(ids), np.arange(1000))
+
+
 def test_sql_trace_xoy_keeps_the_same_ids_everywhere_and_returns_ids_unchanged(run):
     expected = [None if i == 5 else i - 100 for i in range(1000)]
     assert run["sampled"] == expected and run["sampled_type"] == "int"
@@ -135,6 +144,16 @@ def test_sql_trace_xoy_keeps_the_same_ids_everywhere_and_returns_ids_unchanged(r
     assert sorted(ids) == [i for i in expected if i is not None and i % 8 < 3]  # Python's % is floorMod
     meta = cp.log_metadata(next(run["app"].rglob("sql-xoy.*.arrows")))
     assert meta["handler"] == "xoy"
+
+
+def test_ysb_sampled_trace_points_log_the_same_ids_and_every_window(run):
+    assert sum(r.events for r in run["ysb"]) == 10_000  # every third event of 30,000 is a view
+    views = np.arange(0, 30_000, 3)
+    for channel in ("ysb.filter", "ysb.join"):
+        ids = cp.read_log_dir(run["app"], channel=channel).column("tuple_id").to_numpy()
+        assert np.array_equal(np.sort(ids), views[views % 8 < 1]), channel
+    windows = cp.read_log_dir(run["app"], channel="ysb.window").column("tuple_id").to_pylist()
+    assert sorted(windows) == sorted(r.trace_id for r in run["ysb"]) and len(windows) == 300  # 3 windows x 100
 
 
 def test_sql_trace_without_generated_code_logs_the_same(run):

@@ -69,7 +69,8 @@ def task_overhead(tasks: int, repeats: int, log_dir: str) -> dict:
             times[plugin].append(float(out.stdout.split("seconds")[-1]))
     off, on = statistics.median(times[False]), statistics.median(times[True])
     return {"case": f"plugin loaded or not, {tasks} tasks, a JVM per run", "seconds_without": off, "seconds_with": on,
-            "overhead_ratio": on / off - 1, "added_ns_per_task": (on - off) * 1e9 / tasks}
+            "overhead_ratio": on / off - 1, "added_ns_per_task": (on - off) * 1e9 / tasks,
+            "noise_ratio": _noise(times[False])}
 
 
 def _alternating(name: str, plain, traced, repeats: int, count: int, unit: str) -> dict:
@@ -82,7 +83,12 @@ def _alternating(name: str, plain, traced, repeats: int, count: int, unit: str) 
         on.append(_timed(traced))
     a, b = statistics.median(off), statistics.median(on)
     return {"case": name, "seconds_without": a, "seconds_with": b, "overhead_ratio": b / a - 1,
-            f"added_ns_per_{unit}": (b - a) * 1e9 / count}
+            f"added_ns_per_{unit}": (b - a) * 1e9 / count, "noise_ratio": _noise(off)}
+
+
+def _noise(seconds: list[float]) -> "float | None":
+    """How far apart the runs without are, (max - min) / median: an overhead inside it is not measured."""
+    return (max(seconds) - min(seconds)) / statistics.median(seconds) if len(seconds) > 1 else None
 
 
 def task_switch_overhead(spark, tasks: int, repeats: int) -> dict:
@@ -103,8 +109,10 @@ def task_switch_overhead(spark, tasks: int, repeats: int) -> dict:
 
 
 def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
-    """SQL and Python trace points against the same query without them, alternating in one application."""
+    """SQL and Python trace points against the same query without them, alternating in one application; the
+    YSB query is the streaming benchmark's own pipeline (`cloudprofiler.spark.pipelines.ysb`) run as a batch."""
     from .. import spark as cps
+    from ..spark.pipelines import ysb, ysb_events
 
     plain_sql = f"select sum(id) from range(0, {rows}, 1, 4)"
     traced_sql = f"select sum(t) from (select cp_trace('bench-sql', id) as t from range(0, {rows}, 1, 4))"
@@ -114,15 +122,22 @@ def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
                f"(select {{}} as t from range(0, {rows}, 1, 4))) group by k")
     plain_grouped, traced_grouped = grouped.format("id"), grouped.format("cp_trace('bench-agg', id)")
     df = spark.range(0, rows, numPartitions=4)
+    events = ysb_events(spark, rows)
     cases = {
-        "sql": (lambda: spark.sql(plain_sql).collect(), lambda: spark.sql(traced_sql).collect()),
-        "sql 1-of-1024 (xoy)": (lambda: spark.sql(plain_sql).collect(), lambda: spark.sql(sampled_sql).collect()),
-        "sql before a group-by": (lambda: spark.sql(plain_grouped).collect(),
-                                  lambda: spark.sql(traced_grouped).collect()),
-        "python": (lambda: df.mapInArrow(lambda batches: batches, df.schema).count(),
-                   lambda: cps.trace(df, "bench-py", "id").count()),
+        "sql trace point, every row": (lambda: spark.sql(plain_sql).collect(),
+                                       lambda: spark.sql(traced_sql).collect()),
+        "sql trace point, 1 row in 1024 (xoy)": (lambda: spark.sql(plain_sql).collect(),
+                                                 lambda: spark.sql(sampled_sql).collect()),
+        "sql trace point before a group-by": (lambda: spark.sql(plain_grouped).collect(),
+                                              lambda: spark.sql(traced_grouped).collect()),
+        "ysb query, trace points after filter, join and window": (lambda: ysb(events).collect(),
+                                                                  lambda: ysb(events, trace=True).collect()),
+        "ysb query, the same points on 1 id in 1024 (xoy)": (lambda: ysb(events).collect(),
+                                                             lambda: ysb(events, trace=(1, 1024)).collect()),
+        "python trace point": (lambda: df.mapInArrow(lambda batches: batches, df.schema).count(),
+                               lambda: cps.trace(df, "bench-py", "id").count()),
     }
-    return [_alternating(f"{name} trace point, {rows} rows", plain, traced, repeats, rows, "row")
+    return [_alternating(f"{name}, {rows} rows", plain, traced, repeats, rows, "row")
             for name, (plain, traced) in cases.items()]
 
 
@@ -148,5 +163,5 @@ def run(args) -> int:
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
                             ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
                             ("added_ns_per_row", "ns/row added", ".1f"),
-                            ("added_ns_per_task", "ns/task added", ".0f")])
+                            ("added_ns_per_task", "ns/task added", ".0f"), ("noise_ratio", "noise", ".1%")])
     return 0

@@ -141,9 +141,11 @@ public final class TraceExpression extends Expression implements Serializable {
     return false;
   }
 
+  /** Always nullable, even for a non-null id: otherwise the optimizer rewrites {@code count(cp_trace(...))} into
+   * {@code count(1)} and then prunes the trace point, which nothing else refers to, from the plan. */
   @Override
   public boolean nullable() {
-    return child.nullable();
+    return true;
   }
 
   @Override

@@ -1,0 +1,49 @@
+"""The `bench` commands run end to end at small sizes and print the figures they promise with --json: a row per
+handler and caller, and per Spark case an overhead against the same job without it. Timing goals live in the
+benchmarks themselves, not here."""
+import json
+import math
+import subprocess
+import sys
+
+from cloudprofiler.bench.handlers import HANDLERS
+
+CLI = [sys.executable, "-m", "cloudprofiler.cli"]
+
+
+def bench(*args: str, timeout: float) -> list[dict]:
+    out = subprocess.run([*CLI, "bench", *args, "--json"], capture_output=True,
+                         text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def finite_positive(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def test_handlers_bench_has_every_handler_from_c_and_python():
+    rows = bench("handlers", "--iterations", "200000", "--python-iterations", "20000", "--vectorized-size", "20000",
+                 timeout=300)
+    timed = [r for r in rows if "ns_per_call" in r]
+    assert all(finite_positive(r["ns_per_call"]) and finite_positive(r["mrec_per_s"]) for r in timed)
+    for caller in ("c", "python", "python-vectorized"):
+        assert {h for h, _ in HANDLERS} <= {r["handler"] for r in timed if r["caller"] == caller}, caller
+    assert {r["tsc_read"] for r in timed if r["handler"] == "buffered" and r["caller"] == "c"} == {"ordered",
+                                                                                                   "unordered"}
+    (compression,) = [r for r in rows if "compression_ratio" in r]
+    assert compression["compression_ratio"] > 1 and finite_positive(compression["sustained_mrec_per_s"])
+
+
+def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
+    rows = bench("spark", "--quick", timeout=900)
+    jni = [r for r in rows if r.get("caller") == "jni"]
+    assert {h for h, _ in HANDLERS if h != "identity"} <= {r["handler"] for r in jni}
+    assert all(finite_positive(r["ns_per_call"]) for r in jni)
+    cases = {r["case"]: r for r in rows if "case" in r}
+    for prefix in ("plugin loaded or not", "per-task logging switched on per job", "sql trace point, every row",
+                   "sql trace point, 1 row in 1024", "ysb query, trace points after", "ysb query, the same points on 1",
+                   "python trace point"):
+        (case,) = [c for name, c in cases.items() if name.startswith(prefix)]
+        assert finite_positive(case["seconds_without"]) and finite_positive(case["seconds_with"]), case
+        assert math.isclose(case["overhead_ratio"], case["seconds_with"] / case["seconds_without"] - 1), case
