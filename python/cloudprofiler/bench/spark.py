@@ -13,7 +13,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jni-iterations", type=int, default=20_000_000, help="JNI log calls per handler")
     parser.add_argument("--tasks", type=int, default=20_000, help="short tasks in the per-task overhead job")
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows through the trace points")
-    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per case (medians reported)")
+    parser.add_argument("--repeats", type=int, default=5, help="alternating runs per case (medians reported)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a check that everything runs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -74,9 +74,11 @@ def task_overhead(tasks: int, repeats: int, log_dir: str) -> dict:
 
 
 def _alternating(name: str, plain, traced, repeats: int, count: int, unit: str) -> dict:
-    """Medians of `plain` and `traced` run alternately after one warm-up each; the wall time added per row or task
-    (`count` of them per run) as `added_ns_per_<unit>`."""
-    plain(), traced()
+    """Medians of `plain` and `traced` run alternately after two warm-up rounds (the JIT compiles a query's
+    generated code over its first runs); the wall time added per row or task (`count` of them per run) as
+    `added_ns_per_<unit>`."""
+    for _ in range(2):
+        plain(), traced()
     off, on = [], []
     for _ in range(repeats):
         off.append(_timed(plain))
