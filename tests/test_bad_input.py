@@ -122,3 +122,13 @@ def test_malformed_simulation_variable_is_reported_not_fatal(tmp_path):
     )
     assert result.returncode == 0 and result.stdout.strip() == "True"
     assert "CLOUDPROFILER_SIMULATE_TSC=offset=banana" in result.stderr
+
+
+def test_simulated_offset_below_zero_is_refused_instead_of_wrapping():
+    behind = -(cp.tsc() + 10**15)  # a host booted later than this one by more than this one's uptime
+    result = run_python(
+        "import cloudprofiler as cp; print(cp.tsc() < 2**63)",
+        env={"CLOUDPROFILER_SIMULATE_TSC": f"offset={behind},skew_ppm=0"},
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "True"
+    assert f"offset={behind} would put the TSC below zero" in result.stderr

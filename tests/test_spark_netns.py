@@ -25,7 +25,9 @@ from cloudprofiler.calibration.spark import durations_in_reference, load_calibra
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
                                 reason="network namespaces need root, iproute2 and tc")
 
-SIMULATIONS = [(3 * 3600 * 2_000_000_000, 31.0), (-2 * 3600 * 2_000_000_000, -44.0)]  # (offset, skew_ppm) per worker
+# (offset, skew_ppm) per worker: one ahead of the driver, one behind it (as if booted up to 2 hours later, but
+# never further back than the machine's uptime allows: a TSC cannot go below zero)
+SIMULATIONS = [(3 * 3600 * 2_000_000_000, 31.0), (-min(2 * 3600 * 2_000_000_000, cp.tsc() // 2), -44.0)]
 ROWS = 20_000  # tuples per phase
 
 DRIVER = r"""

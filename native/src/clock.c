@@ -57,8 +57,19 @@ __attribute__((constructor)) static void read_simulation(void) {
             spec);
     return;
   }
+  long long skew_ppt = llround(skew_ppm * 1e6);
+  uint64_t now = __rdtsc();
+  if ((__int128)now + offset + (__int128)now * skew_ppt / 1000000000000LL < 0) {
+    /* a TSC counts up from zero at boot: a host "booted later" than this one by more than its uptime cannot
+       exist, and its values would wrap around to 2^64 */
+    fprintf(stderr,
+            "cloudprofiler: ignoring CLOUDPROFILER_SIMULATE_TSC=%s: offset=%lld would put the TSC below zero "
+            "(this machine's TSC is %llu)\n",
+            spec, offset, (unsigned long long)now);
+    return;
+  }
   cp__simulation.offset = offset;
-  cp__simulation.skew_ppt = llround(skew_ppm * 1e6);
+  cp__simulation.skew_ppt = skew_ppt;
   cp__simulation.not_invariant = not_invariant;
   snprintf(simulation_json, sizeof simulation_json, "{\"offset\": %lld, \"skew_ppm\": %.6f, \"invariant\": %s}",
            offset, (double)cp__simulation.skew_ppt / 1e6, not_invariant ? "false" : "true");
