@@ -86,6 +86,26 @@ def _wait_for(path: Path, text: str, count: int, timeout: float) -> None:
     raise TimeoutError(f"{path} did not show {count} x {text!r} within {timeout} s:\n{path.read_text()[-3000:]}")
 
 
+def _last_round(app: Path, timeout: float = 60) -> int:
+    """The newest round in the published calibration.arrows; a read that meets a copy under way is retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with pa.OSFile(str(app / "calibration.arrows")) as f:
+                return max(ipc.open_stream(f).read_all().column("round").to_pylist())
+        except (OSError, pa.ArrowInvalid):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _wait_for_round(app: Path, wanted: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while _last_round(app) < wanted:
+        assert time.monotonic() < deadline, f"no calibration round {wanted} within {timeout} s"
+        time.sleep(0.1)
+
+
 class Hosts:
     """A hub namespace (bridge, master, driver) and one namespace per worker, each with a veth into the bridge."""
 
@@ -199,7 +219,7 @@ def run(tmp_path_factory):
             driver.stdin.write("go\n")
             driver.stdin.flush()
             expect("done")
-            time.sleep(1.6)  # a round (every second) after the tuples
+            _wait_for_round(app, _last_round(app) + 2)  # the next round may have begun before the last tuple
         driver.stdin.write("stop\n")
         driver.stdin.flush()
         expect("stopped")

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 import numpy as np
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
@@ -79,9 +81,10 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
         .config("spark.executor.cores", "1")
         .config("spark.cores.max", "2")
         .config("spark.driver.host", "127.0.0.1")
-        # executors as a TSC domain of their own (4 h ahead, 29 ppm fast), calibrated every second
+        # executors as a TSC domain of their own (4 h ahead, 29 ppm fast); no timed rounds within the test, so
+        # the anchors come from the round when the domain appears and the rounds after each job
         .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", f"offset={OFFSET},skew_ppm={SKEW_PPM}")
-        .config("spark.cloudprofiler.calibration.interval", "1")
+        .config("spark.cloudprofiler.calibration.interval", "3600")
         .getOrCreate()
     )
     try:
@@ -89,13 +92,13 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
         deadline = time.monotonic() + 120
         while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
             time.sleep(0.5)
+        spark.sparkContext.parallelize(range(100), 8).count()  # the executors join the calibration
+        first_job_tasks = 8
         total = spark.sparkContext.parallelize(range(100_000), 8).map(lambda x: (x % 10, x)).reduceByKey(
             lambda a, b: a + b).count()
-        time.sleep(2.5)  # calibration rounds run every second
-        spark.sparkContext.parallelize(range(100), 8).count()
         app_id = spark.sparkContext.applicationId
     finally:
-        spark.stop()
+        spark.stop()  # at once: the round after the last job is all that anchors its records
     assert total == 10
     app = log_dir / app_id
     # executors copy their logs at shutdown, which the workers run after the application ends
@@ -104,7 +107,6 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
         time.sleep(0.5)
     executors = {cp.log_metadata(p)["spark.executor_id"] for p in app.rglob("spark.task.end.*.arrows")}
     assert executors == {"0", "1"}
-    import pyarrow.ipc as ipc
 
     with open(app / "spark-tasks.arrows", "rb") as f:
         attempts = set(ipc.open_stream(f).read_all().column("task_attempt_id").to_pylist())
@@ -119,6 +121,25 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     est, err = records.column("tsc_ref").to_numpy(), records.column("tsc_err").to_numpy()
     assert np.all(np.abs(est - truth) <= err + 1)
     assert np.median(err) < cp.tsc_frequency().hz * 1e-3  # under a millisecond on loopback
+    # every record after the first job lies between two anchors, the last job's too
+    later = records.filter(pc.greater_equal(records.column("tuple_id"), first_job_tasks))
+    assert later.num_rows >= 8 and not any(later.column("extrapolated").to_pylist())
+    # whole runs (every probe) from the driver: one after the first job (before the second ends), and one per
+    # executor after the last task ended, while the executors were up
+    with open(app / "calibration.arrows", "rb") as f:
+        probes = ipc.open_stream(f).read_all()
+    ends = records_in_reference(app, "spark.task.end")
+    first_job_end = pc.max(ends.filter(pc.less(ends.column("tuple_id"), first_job_tasks)).column("tsc_ref")).as_py()
+    last_end = pc.max(ends.column("tsc_ref")).as_py()
+
+    def whole_runs_between(low: float, high: float) -> int:
+        sent = probes.column("send_tsc")
+        runs = probes.filter(pc.and_(pc.equal(probes.column("direction"), "a->b"),
+                                     pc.and_(pc.greater(sent, low), pc.less(sent, high))))
+        return sum(r["counts"] == 100 for r in pc.value_counts(runs.column("round")).to_pylist())
+
+    assert whole_runs_between(first_job_end, last_end) >= 1  # the round after the first job
+    assert whole_runs_between(last_end, float("inf")) >= 2  # each executor's last run
     # both executors claim the driver's boot id; the TSC check puts them, with one simulated TSC, in one domain
     executors = [d for d in load_domains(app).to_pylist() if d["role"] != "reference"]
     assert len(executors) == 2 and len({d["domain"] for d in executors}) == 1

@@ -7,14 +7,16 @@ import java.net.ConnectException;
 import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -26,16 +28,29 @@ import org.slf4j.LoggerFactory;
  * one. The first member of a domain is its representative; a representative that stops answering is replaced by
  * the next member.
  *
- * <p>Rounds (when a domain appears, every interval, and at shutdown). For every calibrated pair: the reference
+ * <p>Rounds (when a domain appears, after a job ends, and every interval). For every calibrated pair: the reference
  * with every other domain, and host pairs among the other domains (all of them for up to peers + 1 domains, else
  * {@code peers} each, see {@link #hostPairs}), one probe run in each direction, one run at a time: the driver
  * probes itself or asks an executor through its {@link ProbeControl}. A pair that fails is retried after 2, 4, ...,
- * 16 rounds. After each round {@code calibration.arrows} (every probe, with its pair and direction) and
+ * 16 rounds. The round after a job gives the job's last records an anchor after them while the executors are still
+ * there; it waits until a second after the previous round began, and one such round at most is pending, so that
+ * short jobs in a stream do not turn calibration into constant traffic.
+ *
+ * <p>Last runs. By the time the driver plugin shuts down, the executors have been told to stop, so a round then
+ * would find them gone. Instead each executor outside the reference domain asks for a {@link #LAST} run as it
+ * shuts down, its responder still up: one run each way between it and the driver, which anchors every record it
+ * logged. Shutdown waits up to {@link #LAST_WAIT_MS} for them, finishes the round under way (never interrupts it)
+ * and the tables.
+ *
+ * <p>After each round {@code calibration.arrows} (every probe, with its pair and direction) and
  * {@code tsc-domains.arrows} (every process, its domain and the check that put it there) are rewritten.
  */
 final class CalibrationCoordinator {
   static final String HELLO = "cloudprofiler.calibration.hello";
   static final String JOIN = "cloudprofiler.calibration.join";
+  static final String LAST = "cloudprofiler.calibration.last";
+  /** How long the driver's shutdown waits for executors' last runs (an executor that was killed never asks). */
+  static final long LAST_WAIT_MS = 5000;
   private static final Logger LOG = LoggerFactory.getLogger(CalibrationCoordinator.class);
 
   /** A process with a probe responder: the driver (control port 0: it probes by itself) or an executor. */
@@ -68,7 +83,15 @@ final class CalibrationCoordinator {
   private final List<Object[]> probes = new ArrayList<>();
   private ArrowSpool spool;
   private final Map<String, Failure> failures = new HashMap<>();
-  private final ScheduledExecutorService rounds;
+  private final ScheduledThreadPoolExecutor rounds;
+  private final AtomicBoolean roundPending = new AtomicBoolean();
+  private volatile long lastRoundStartNanos;
+  /** Set at shutdown: the round under way skips its remaining pairs (the executors are gone). */
+  private volatile boolean stopping;
+  /** Held for every probe run that the driver clocks: rounds and last runs take turns. */
+  private final Object probing = new Object();
+  /** Executors outside the reference domain that have not had their last run. */
+  private final Set<String> awaitingLast = new HashSet<>();
   private Domain reference;
   private byte[] secret;
   private String folder;
@@ -81,12 +104,14 @@ final class CalibrationCoordinator {
     this.count = count;
     this.timeoutMs = timeoutMs;
     this.peers = peers;
-    rounds = Executors.newSingleThreadScheduledExecutor(r -> {
+    rounds = new ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "cloudprofiler-calibration");
       t.setDaemon(true);
       return t;
     });
-    rounds.scheduleWithFixedDelay(this::roundAll, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);
+    rounds.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+    lastRoundStartNanos = System.nanoTime() - TimeUnit.SECONDS.toNanos(1);
+    rounds.scheduleWithFixedDelay(this::round, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);
   }
 
   /** The reply to an executor's HELLO or JOIN (null for another message). */
@@ -94,6 +119,7 @@ final class CalibrationCoordinator {
     String[] f = message.split("\t", -1);
     if (f[0].equals(HELLO) && f.length == 4) return hello(f[1], f[2], f[3]);
     if (f[0].equals(JOIN) && f.length == 10) return join(f);
+    if (f[0].equals(LAST) && f.length == 2) return last(f[1]);
     return null;
   }
 
@@ -170,15 +196,12 @@ final class CalibrationCoordinator {
       m.pid = Long.parseLong(f[8]);
       m.check = f[9];
       joined = add(new Domain(key, boot), m);
+      if (joined != reference) awaitingLast.add(m.executorId);
       LOG.info("cloudprofiler: executor {} at {} is in TSC domain {} ({})", m.executorId, m.host, key, m.check);
       writeDomains();
       if (!founds) return "OK\t" + key;
     }
-    try {
-      rounds.execute(this::roundAll); // a new domain: calibrate it now
-    } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
-      // the application ends: the last round has run or runs now
-    }
+    schedule(0); // a new domain: calibrate it now
     return "OK\t" + joined.key;
   }
 
@@ -204,24 +227,71 @@ final class CalibrationCoordinator {
     return out;
   }
 
-  private void roundAll() {
-    round(false);
+  /** A job ended: a round soon, so that its records end before an anchor. */
+  void jobEnded() {
+    long sinceLast = System.nanoTime() - lastRoundStartNanos;
+    if (roundPending.compareAndSet(false, true)) schedule(Math.max(0, TimeUnit.SECONDS.toNanos(1) - sinceLast));
   }
 
-  /** A round of every pair; the last one also finishes the calibration table. */
-  private void round(boolean last) {
-    List<Domain[]> pairs = new ArrayList<>();
-    int now;
-    synchronized (this) {
-      if (reference == null || (domains.size() < 2 && !last)) return;
-      now = ++round;
-      List<Domain> others = new ArrayList<>(domains.values());
-      others.remove(reference);
-      for (Domain d : others) pairs.add(new Domain[] {reference, d});
-      for (int[] p : hostPairs(others.size(), peers)) pairs.add(new Domain[] {others.get(p[0]), others.get(p[1])});
+  private void schedule(long delayNanos) {
+    try {
+      rounds.schedule(() -> {
+        roundPending.set(false);
+        round();
+      }, delayNanos, TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException shuttingDown) {
+      // the application ends: the executors' last runs anchor their records
     }
-    for (Domain[] p : pairs) runPair(p[0], p[1], now);
-    write(last);
+  }
+
+  /** A round of every pair. */
+  private void round() {
+    synchronized (probing) {
+      List<Domain[]> pairs = new ArrayList<>();
+      int now;
+      synchronized (this) {
+        if (reference == null || domains.size() < 2) return;
+        now = ++round;
+        lastRoundStartNanos = System.nanoTime();
+        List<Domain> others = new ArrayList<>(domains.values());
+        others.remove(reference);
+        for (Domain d : others) pairs.add(new Domain[] {reference, d});
+        for (int[] p : hostPairs(others.size(), peers)) pairs.add(new Domain[] {others.get(p[0]), others.get(p[1])});
+      }
+      for (Domain[] p : pairs) {
+        if (stopping) break;
+        runPair(p[0], p[1], now);
+      }
+      write(false);
+    }
+  }
+
+  /** "LAST \t executor id": one run each way between the driver and this executor, which is shutting down. */
+  private String last(String executorId) {
+    synchronized (probing) {
+      Domain d;
+      Member driver, m = null;
+      int now;
+      synchronized (this) {
+        if (!awaitingLast.remove(executorId) || driverResponder == 0) return "NONE";
+        notifyAll();
+        for (Domain candidate : domains.values()) {
+          for (Member member : candidate.members) if (member.executorId.equals(executorId)) m = member;
+        }
+        d = domains.get(m.domain);
+        driver = reference.members.get(0);
+        now = ++round;
+      }
+      try {
+        record(reference, d, driver, m, true, now, run(reference, driver, m));
+        record(reference, d, driver, m, false, now, run(d, m, driver));
+      } catch (IOException | RuntimeException e) {
+        LOG.warn("cloudprofiler: the last calibration run of executor {} failed ({})", executorId, e.getMessage());
+        return "FAILED";
+      }
+      write(false);
+      return "OK";
+    }
   }
 
   /** Both directions of one pair, a -> b first; a failure backs the pair off. */
@@ -274,18 +344,32 @@ final class CalibrationCoordinator {
     }
   }
 
-  /** A last round, then the tables. */
+  /** The executors' last runs (waited for a while), then the tables. */
   void shutdown() {
-    rounds.shutdownNow();
+    stopping = true;
+    rounds.shutdown(); // no interrupt: it would close the spool's file channel in the middle of a batch
     try {
       rounds.awaitTermination(30, TimeUnit.SECONDS);
+      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LAST_WAIT_MS);
+      synchronized (this) {
+        for (long left; !awaitingLast.isEmpty() && (left = deadline - System.nanoTime()) > 0; ) {
+          TimeUnit.NANOSECONDS.timedWait(this, left);
+        }
+        if (!awaitingLast.isEmpty()) {
+          LOG.warn("cloudprofiler: no last calibration run from executors {}: their last records may come out "
+              + "extrapolated", awaitingLast);
+        }
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-    round(true);
-    synchronized (this) {
-      if (driverResponder != 0) CloudProfiler.responderStop(driverResponder);
-      driverResponder = 0;
+    synchronized (probing) {
+      synchronized (this) {
+        if (reference == null) return;
+        write(true);
+        if (driverResponder != 0) CloudProfiler.responderStop(driverResponder);
+        driverResponder = 0;
+      }
     }
   }
 

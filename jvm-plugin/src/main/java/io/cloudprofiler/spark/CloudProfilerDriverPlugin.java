@@ -4,6 +4,8 @@ import java.util.Map;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.PluginContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -31,6 +33,13 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
           Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name)),
           Integer.parseInt(options.get(Config.CALIBRATION_PEERS.name)),
           Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
+      CalibrationCoordinator rounds = calibration;
+      sc.addSparkListener(new SparkListener() {
+        @Override
+        public void onJobEnd(SparkListenerJobEnd jobEnd) {
+          rounds.jobEnded();
+        }
+      });
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration

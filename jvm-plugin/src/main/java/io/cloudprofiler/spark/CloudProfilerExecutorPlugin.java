@@ -7,6 +7,8 @@ import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -26,6 +28,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerExecutorPlugin.class);
   /** TaskContext is null in onTaskSucceeded/onTaskFailed: the attempt id is kept per task thread. */
   private static final ThreadLocal<Long> CURRENT_TASK = new ThreadLocal<>();
+  private static final long LAST_CALIBRATION_WAIT_SECONDS = 10;
 
   private volatile boolean active;
   private long startChannel, endChannel;
@@ -215,11 +218,31 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
   }
 
+  /**
+   * While this process still answers probes, the driver runs a last calibration each way with it: the records it
+   * logged after the driver's last round then lie between two anchors. Waits a bounded time for the driver.
+   */
+  private void lastCalibration() {
+    CompletableFuture<Object> reply = CompletableFuture.supplyAsync(() -> {
+      try {
+        return ctx.ask(CalibrationCoordinator.LAST + "\t" + ctx.executorID());
+      } catch (Exception e) {
+        throw new CompletionException(e);
+      }
+    });
+    try {
+      reply.get(LAST_CALIBRATION_WAIT_SECONDS, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      LOG.info("cloudprofiler: no last calibration run for executor {}: {}", ctx.executorID(), e.toString());
+    }
+  }
+
   /** Flushes, closes and copies everything; runs once, from shutdown() or the JVM shutdown hook. */
   private synchronized void finish() {
     if (collector == null) return; // never started, or already finished
     active = false;
     if (collectTimer != null) collectTimer.shutdownNow();
+    if (control != null) lastCalibration();
     if (control != null) control.close();
     control = null;
     if (responder != 0) CloudProfiler.responderStop(responder);

@@ -73,7 +73,7 @@ public final class Config {
       "Calibrate even where the CPU does not report an invariant TSC (its durations may then be wrong)",
       Config::checkBoolean);
   public static final Key CALIBRATION_INTERVAL = new Key("spark.cloudprofiler.calibration.interval", "60",
-      "Seconds between calibration rounds (also one when a host registers and one at the end)",
+      "Seconds between calibration rounds (also one when a host registers and one after each job)",
       v -> checkInt(v, 1, 86400));
   public static final Key CALIBRATION_PROBES = new Key("spark.cloudprofiler.calibration.probes", "100",
       "Probes per direction, pair of hosts and round", v -> checkInt(v, 1, 10000));
