@@ -4,7 +4,7 @@ VENV = .venv
 PY = $(VENV)/bin/python
 STAMP = $(VENV)/.deps-installed
 
-.PHONY: demo test build bench native jar deps clean
+.PHONY: demo test build bench native deps clean
 
 demo: build
 	$(VENV)/bin/cloudprofiler demo
@@ -35,10 +35,8 @@ $(STAMP): pyproject.toml | deps
 native: deps
 	make -C native --no-print-directory
 
-jar: $(STAMP) native
-	@if [ -f jvm-plugin/build.sh ]; then bash jvm-plugin/build.sh; else echo "no jvm-plugin/build.sh: skipping the Spark plugin jar"; fi
-
-build: $(STAMP) native jar
+# the package build also compiles the plugin jar (setup.py)
+build: $(STAMP) native
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 
 clean:

@@ -1,8 +1,11 @@
-"""Builds libcloudprofiler with make, places it (with the benchmark driver and the Spark plugin jar when built)
-in the package's _lib/ folder, then compiles the cffi extension against it."""
+"""Builds libcloudprofiler with make and the Spark plugin jar with javac (against the jars of the pyspark that the
+building Python imports), places them and the benchmark driver in the package's _lib/ folder, then compiles the
+cffi extension against the library."""
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -24,9 +27,26 @@ def _install(source: Path, target: Path) -> None:
     os.replace(aside, target)
 
 
+def _build_jar() -> None:
+    """jvm-plugin/build.sh, unless the jar is newer than every source; without javac or pyspark the wheel has no jar
+    and says so (an isolated build sees no pyspark: build with --no-build-isolation)."""
+    jar = ROOT / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar"
+    sources = [p for folder in ("jvm-plugin/src", "native/src", "native/include") for p in (ROOT / folder).rglob("*")]
+    if jar.exists() and all(p.stat().st_mtime <= jar.stat().st_mtime for p in sources):
+        return
+    missing = [name for name, found in (("javac", shutil.which("javac")),
+                                        ("pyspark", importlib.util.find_spec("pyspark"))) if not found]
+    if missing:
+        print(f"cloudprofiler: building without the Spark plugin jar: {' and '.join(missing)} not found "
+              f"(pyspark must be importable by {sys.executable}: pip install --no-build-isolation)", file=sys.stderr)
+        return
+    subprocess.run(["bash", str(ROOT / "jvm-plugin" / "build.sh")], check=True, env={**os.environ, "PYTHON": sys.executable})
+
+
 class BuildNativeFirst(build_ext):
     def run(self):
         subprocess.run(["make", "-C", str(ROOT / "native"), "--no-print-directory"], check=True)
+        _build_jar()
         LIB.mkdir(exist_ok=True)
         for artifact in ARTIFACTS:
             if artifact.exists():
