@@ -3,6 +3,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -182,3 +183,46 @@ def test_executors_load_a_library_shipped_with_files_when_the_jar_has_none(clust
     sources = re.findall(r"executor \d+ loaded libcloudprofiler_jni from SparkFiles (\S+)", stderr)
     assert len(sources) == 2 and all(s.endswith("/libcloudprofiler_jni.so") for s in sources), stderr[-3000:]
     assert "disabled on executor" not in stderr
+
+
+LOSES_AN_EXECUTOR = r"""
+import os, signal, sys, time
+import pyarrow.ipc as ipc
+import cloudprofiler.spark as cps
+
+master, log_dir, local_dir, simulation = sys.argv[1:]
+spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master(master)
+         .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
+         .config("spark.executor.cores", "1").config("spark.cores.max", "2").config("spark.driver.host", "127.0.0.1")
+         .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", simulation).getOrCreate())
+sc = spark.sparkContext
+status = lambda: sc._jsc.sc().getExecutorMemoryStatus().size()
+deadline = time.monotonic() + 120
+while status() < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)
+domains = os.path.join(log_dir, sc.applicationId, "tsc-domains.arrows")
+while time.monotonic() < deadline:  # until both executors have joined the calibration
+    sc.parallelize(range(16), 16).map(lambda x: time.sleep(0.05) or x).count()
+    if os.path.exists(domains) and ipc.open_stream(open(domains, "rb")).read_all().num_rows == 3:
+        break
+rows = ipc.open_stream(open(domains, "rb")).read_all().to_pylist()
+victim = next(r for r in rows if r["role"] != "reference")
+os.kill(victim["pid"], signal.SIGKILL)
+while status() > 2 and time.monotonic() < deadline:  # Spark notices the executor is gone
+    time.sleep(0.2)
+print("killed", victim["executor_id"], flush=True)
+spark.stop()
+"""
+
+
+def test_a_lost_executor_is_not_waited_for_at_stop_and_the_others_get_their_last_run(cluster, tmp_path):
+    master, base = cluster
+    log_dir = tmp_path / "logs"
+    run = subprocess.run(
+        [sys.executable, "-c", LOSES_AN_EXECUTOR, master, str(log_dir), str(base / "executor-local-lost"),
+         f"offset={OFFSET},skew_ppm={SKEW_PPM}"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    killed = run.stdout.split()[1]
+    assert killed.isdigit()
+    assert "no last calibration run from executors" not in run.stderr  # the lost one was not waited for
+    assert "the last calibration run of executor" not in run.stderr  # the others' runs worked

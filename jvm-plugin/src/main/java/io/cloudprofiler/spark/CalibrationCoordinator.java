@@ -39,8 +39,8 @@ import org.slf4j.LoggerFactory;
  * <p>Last runs. By the time the driver plugin shuts down, the executors have been told to stop, so a round then
  * would find them gone. Instead each executor outside the reference domain asks for a {@link #LAST} run as it
  * shuts down, its responder still up: one run each way between it and the driver, which anchors every record it
- * logged. Shutdown waits up to {@link #LAST_WAIT_MS} for them, finishes the round under way (never interrupts it)
- * and the tables.
+ * logged. Shutdown waits up to {@link #LAST_WAIT_MS} for them (not for executors Spark already removed: lost ones
+ * never ask), finishes the round under way (never interrupts it) and the tables.
  *
  * <p>After each round {@code calibration.arrows} (every probe, with its pair and direction) and
  * {@code tsc-domains.arrows} (every process, its domain and the check that put it there) are rewritten.
@@ -264,6 +264,11 @@ final class CalibrationCoordinator {
       }
       write(false);
     }
+  }
+
+  /** An executor that is gone (lost, or stopped after its last run) is not waited for at shutdown. */
+  synchronized void executorRemoved(String executorId) {
+    if (awaitingLast.remove(executorId)) notifyAll();
   }
 
   /** "LAST \t executor id": one run each way between the driver and this executor, which is shutting down. */

@@ -5,6 +5,7 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -38,6 +39,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
         @Override
         public void onJobEnd(SparkListenerJobEnd jobEnd) {
           rounds.jobEnded();
+        }
+
+        @Override
+        public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+          rounds.executorRemoved(removed.executorId());
         }
       });
     }

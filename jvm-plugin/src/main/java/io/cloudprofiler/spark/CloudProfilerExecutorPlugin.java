@@ -28,7 +28,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerExecutorPlugin.class);
   /** TaskContext is null in onTaskSucceeded/onTaskFailed: the attempt id is kept per task thread. */
   private static final ThreadLocal<Long> CURRENT_TASK = new ThreadLocal<>();
-  private static final long LAST_CALIBRATION_WAIT_SECONDS = 10;
+  /** Short: a worker that stops an executor kills it 10 s later, and the logs must be copied before that. */
+  private static final long LAST_CALIBRATION_WAIT_SECONDS = 3;
 
   private volatile boolean active;
   private long startChannel, endChannel;
