@@ -22,7 +22,7 @@ def test_calibrate_writes_every_probe_and_reports_a_dead_peer(tmp_path):
         rest, _ = server.communicate(timeout=30)
     assert result.returncode == 1
     assert f"127.0.0.1:{port}: MinRTT" in result.stdout and "bound e" in result.stdout
-    assert "127.0.0.1:9: no answer from the probe responder" in result.stderr and "unbounded" in result.stderr
+    assert "127.0.0.1:9: the probe responder at 127.0.0.1:9 refused" in result.stderr and "unbounded" in result.stderr
     with pa.OSFile(str(out)) as f:
         table = pa.ipc.open_stream(f).read_all()
     assert table.num_rows == 200 and set(table.column("peer").to_pylist()) == {f"127.0.0.1:{port}"}

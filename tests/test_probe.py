@@ -3,8 +3,10 @@ responder is a simulated TSC domain (offset of hours, skew of tens of ppm), so t
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from cloudprofiler.calibration.probe import Responder, probe
 
 PEERS = ("-m", "cloudprofiler.calibration.peers")
 OFFSET, SKEW_PPM = 5 * 3600 * 2_000_000_000, -25.0
+CP_PROBE_LOSSES_MAX = 8  # native/include/cloudprofiler.h
 SIMULATION = {"CLOUDPROFILER_SIMULATE_TSC": f"offset={OFFSET},skew_ppm={SKEW_PPM}"}
 
 
@@ -71,11 +74,28 @@ def test_a_responder_with_a_secret_answers_only_tagged_probes():
         assert answered == 5 and rejected == 3
 
 
-def test_an_unreachable_peer_times_out_with_its_address():
-    with pytest.raises(cp.PeerTimeoutError, match="no answer from the probe responder at 127.0.0.1:9 to 2 probes"):
-        probe("127.0.0.1", 9, 2, timeout_ms=30)
+def test_a_silent_peer_times_out_with_its_address_after_a_few_probes_not_all():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # takes probes, answers none
+        silent.bind(("127.0.0.1", 0))
+        port = silent.getsockname()[1]
+        with pytest.raises(cp.PeerTimeoutError, match=f"no answer from the probe responder at 127.0.0.1:{port} to 2 "):
+            probe("127.0.0.1", port, 2, timeout_ms=30)
+        started = time.monotonic()
+        with pytest.raises(cp.PeerTimeoutError, match=f"to {CP_PROBE_LOSSES_MAX} probes within 50 ms"):
+            probe("127.0.0.1", port, 100, timeout_ms=50)
+        assert time.monotonic() - started < 100 * 0.050 / 2  # 8 timeouts, not 100
     with pytest.raises(cp.InvalidArgumentError, match="'not-an-ip'"):
         probe("not-an-ip", 9, 2)
+
+
+def test_a_closed_port_ends_the_run_at_once_with_its_address():
+    with Responder("127.0.0.1", 0) as r:
+        port = r.port
+        assert len(probe("127.0.0.1", port, 5).rtt) == 5
+    started = time.monotonic()
+    with pytest.raises(cp.PeerRefusedError, match=f"127.0.0.1:{port} refused"):
+        probe("127.0.0.1", port, 100, timeout_ms=200)
+    assert time.monotonic() - started < 1  # not 100 timeouts of 200 ms
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="network namespaces need root and iproute2")
@@ -103,7 +123,7 @@ def namespaces():
 
 
 @needs_root
-def test_namespace_hosts_translate_within_bounds_and_a_dead_host_times_out(namespaces):
+def test_namespace_hosts_translate_within_bounds_a_dead_process_refuses_and_a_dead_host_times_out(namespaces):
     a, b = namespaces
     proc, port = start_responder("10.77.0.2", prefix=("ip", "netns", "exec", b))
     try:
@@ -112,6 +132,9 @@ def test_namespace_hosts_translate_within_bounds_and_a_dead_host_times_out(names
         proc.stdin.close()
         proc.wait(timeout=30)
     check_containment(rounds)
-    out = subprocess.run(["ip", "netns", "exec", a, sys.executable, *PEERS, "prober", "10.77.0.2", str(port), "1", "0", "5"],
-                         capture_output=True, text=True, timeout=60)
+    prober = ["ip", "netns", "exec", a, sys.executable, *PEERS, "prober", "10.77.0.2", str(port), "1", "0", "5"]
+    out = subprocess.run(prober, capture_output=True, text=True, timeout=60)  # host B answers: port unreachable
+    assert out.returncode != 0 and f"the probe responder at 10.77.0.2:{port} refused" in out.stderr
+    subprocess.run(["ip", "-n", b, "link", "set", f"vb{b[3:]}", "down"], check=True)  # host B says nothing
+    out = subprocess.run(prober, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and f"no answer from the probe responder at 10.77.0.2:{port}" in out.stderr

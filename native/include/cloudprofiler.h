@@ -280,7 +280,11 @@ typedef struct cp_probe {
 
 /* Sends `count` probes one after another to address:port, waiting up to timeout_ms for each answer (spinning
  * on a non-blocking socket when `spin` is set, which tightens the round trip). Fills out[0..count) and
- * *answered. Fails with ETIMEDOUT, naming the peer, when no probe is answered. */
+ * *answered; unanswered and unsent probes have recv_tsc 0. A peer that goes away ends the run early: at once when
+ * its port is refused (nothing listens there any more), else after CP_PROBE_LOSSES_MAX unanswered probes in a
+ * row, so that it costs at most that many timeouts instead of count. Fails, naming the peer, when no probe is
+ * answered: ECONNREFUSED or ETIMEDOUT. */
+#define CP_PROBE_LOSSES_MAX 8
 CP_EXPORT int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len,
                             uint32_t count, uint32_t timeout_ms, int spin, cp_probe *out, uint32_t *answered,
                             cp_error *error);

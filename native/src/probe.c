@@ -156,6 +156,7 @@ void cp_responder_stop(cp_responder *r) {
 
 
 /* Waits for the answer to (seq, nonce); returns 1 with the answer, 0 on timeout. Stale answers are skipped. */
+/* 1: answered; 0: timed out; -1: refused (an ICMP port unreachable: no process listens on the port any more). */
 static int await_answer(int fd, uint32_t seq, uint64_t nonce, const uint8_t *secret, size_t secret_len,
                         int64_t deadline, int spin, answer *a, uint64_t *recv_tsc, uint32_t *cpu) {
   for (;;) {
@@ -167,6 +168,7 @@ static int await_answer(int fd, uint32_t seq, uint64_t nonce, const uint8_t *sec
     }
     ssize_t n = recv(fd, a, sizeof *a, spin ? MSG_DONTWAIT : 0);
     uint64_t tsc = cp_tscp(cpu);
+    if (n < 0 && errno == ECONNREFUSED) return -1;
     if (n != sizeof *a) continue;
     if (a->magic != ANSWER_MAGIC || a->seq != seq || a->nonce != nonce) continue;
     if (secret_len && a->tag != cp__tag_of(secret, secret_len, a, offsetof(answer, tag))) continue;
@@ -192,25 +194,37 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
   }
   uint64_t nonce = cp_tsc() ^ ((uint64_t)getpid() << 32);
   *answered = 0;
-  for (uint32_t i = 0; i < count; i++) {
+  memset(out, 0, count * sizeof *out);
+  bool refused = false;
+  uint32_t i = 0; /* after the loop: how many probes were tried */
+  for (uint32_t lost = 0; i < count && !refused && lost < CP_PROBE_LOSSES_MAX; i++) {
     request q = {REQUEST_MAGIC, i, nonce, 0};
     q.tag = cp__tag_of(secret, secret_len, &q, offsetof(request, tag));
     cp_probe *p = &out[i];
-    memset(p, 0, sizeof *p);
     p->send_tsc = cp_tscp(&p->local_cpu);
-    if (send(fd, &q, sizeof q, 0) != sizeof q) continue;
+    lost++;
+    if (send(fd, &q, sizeof q, 0) != sizeof q) {
+      refused = errno == ECONNREFUSED;
+      continue;
+    }
     answer a;
     uint32_t cpu;
-    if (await_answer(fd, i, nonce, secret, secret_len, now_ns() + (int64_t)timeout_ms * 1000000, spin, &a,
-                     &p->recv_tsc, &cpu)) {
+    int got = await_answer(fd, i, nonce, secret, secret_len, now_ns() + (int64_t)timeout_ms * 1000000, spin, &a,
+                           &p->recv_tsc, &cpu);
+    refused = got < 0;
+    if (got > 0) {
       p->remote_tsc = a.tsc;
       p->remote_cpu = a.cpu;
       (*answered)++;
+      lost = 0;
     }
   }
   close(fd);
+  if (!*answered && refused)
+    return cp__fail(error, ECONNREFUSED, "the probe responder at %s:%u refused the probes (nothing listens there)",
+                    address, port);
   if (!*answered)
     return cp__fail(error, ETIMEDOUT, "no answer from the probe responder at %s:%u to %u probes within %u ms each",
-                    address, port, count, timeout_ms);
+                    address, port, i, timeout_ms);
   return 0;
 }

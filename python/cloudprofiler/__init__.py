@@ -13,6 +13,7 @@ from .errors import (
     InvalidArgumentError,
     LogFolderNotFoundError,
     LogFolderPermissionError,
+    PeerRefusedError,
     PeerTimeoutError,
     UnsupportedError,
 )
@@ -25,6 +26,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Channel", "ChannelStats", "Handler", "ClockReading", "TscFrequency", "clock_read", "tsc", "tsc_frequency",
     "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
-    "LogFolderNotFoundError", "LogFolderPermissionError", "PeerTimeoutError", "UnsupportedError", "flush_all", "start", "stop",
+    "LogFolderNotFoundError", "LogFolderPermissionError", "PeerRefusedError", "PeerTimeoutError", "UnsupportedError", "flush_all", "start", "stop",
     "log_dir", "log_files", "log_metadata", "read_log", "read_log_dir",
 ]

@@ -32,6 +32,10 @@ class PeerTimeoutError(CloudProfilerError, TimeoutError):
     """A network peer (a probe responder) did not answer in time."""
 
 
+class PeerRefusedError(CloudProfilerError, ConnectionRefusedError):
+    """A network peer's port refused the probes: no process listens there (any more)."""
+
+
 class UnsupportedError(CloudProfilerError):
     """The platform or build lacks what was asked for (e.g. no invariant TSC)."""
 
@@ -46,6 +50,7 @@ _BY_CODE = {
     errno.ENOTDIR: LogFolderNotFoundError,
     errno.ENOTSUP: UnsupportedError,
     errno.ETIMEDOUT: PeerTimeoutError,
+    errno.ECONNREFUSED: PeerRefusedError,
 }
 
 

@@ -63,7 +63,7 @@ def run(args) -> int:
 
     import cloudprofiler as cp
 
-    from ..errors import PeerTimeoutError
+    from ..errors import PeerRefusedError, PeerTimeoutError
     from .probe import probe
     from .translate import Calibration
 
@@ -77,7 +77,7 @@ def run(args) -> int:
                 continue
             try:
                 p = probe(address, port, args.count, args.timeout_ms, True, args.secret.encode())
-            except PeerTimeoutError as exc:
+            except (PeerTimeoutError, PeerRefusedError) as exc:
                 print(f"{text}: {exc}; its durations stay unbounded", file=sys.stderr)
                 failed.append(text)
                 continue

@@ -29,11 +29,11 @@ import org.apache.hadoop.fs.Path;
 final class ArrowTables {
   private ArrowTables() {}
 
-  static Path path(String target) throws Exception {
+  private static Path path(String target) throws Exception {
     return new Path(target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI());
   }
 
-  static FileSystem fileSystem(Path path) throws Exception {
+  private static FileSystem fileSystem(Path path) throws Exception {
     return FileSystem.get(path.toUri(), new Configuration());
   }
 
@@ -69,32 +69,48 @@ final class ArrowTables {
   static void writeRows(String target, Map<String, String> metadata, List<String> names, List<Object[]> rows)
       throws Exception {
     if (rows.isEmpty()) return;
-    Path path = path(target);
-    FileSystem fs = fileSystem(path);
-    fs.mkdirs(path.getParent());
-    try (BufferAllocator allocator = new RootAllocator()) {
-      List<FieldVector> vectors = vectors(names, rows.get(0), allocator);
-      try {
-        fill(vectors, rows);
-        Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);
-        try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, rows.size());
-            OutputStream out = fs.create(path, true);
-            ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
-          writer.start();
-          writer.writeBatch();
-          writer.end();
+    replace(target, (fs, path) -> {
+      try (BufferAllocator allocator = new RootAllocator()) {
+        List<FieldVector> vectors = vectors(names, rows.get(0), allocator);
+        try {
+          fill(vectors, rows);
+          Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);
+          try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, rows.size());
+              OutputStream out = fs.create(path, true);
+              ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
+            writer.start();
+            writer.writeBatch();
+            writer.end();
+          }
+        } finally {
+          for (FieldVector v : vectors) v.close();
         }
-      } finally {
-        for (FieldVector v : vectors) v.close();
       }
-    }
+    });
   }
 
   /** Replaces {@code target} with a copy of the local file {@code local}. */
   static void copy(File local, String target) throws Exception {
+    replace(target, (fs, path) -> fs.copyFromLocalFile(false, true, new Path(local.getAbsoluteFile().toURI()), path));
+  }
+
+  private interface Writer {
+    void write(FileSystem fs, Path path) throws Exception;
+  }
+
+  /**
+   * Writes a hidden sibling of {@code target} and renames it over the target, so that a reader (the analysis of
+   * a running application) finds the old table or the new one, never a part. Where the file system does not
+   * rename over an existing file (HDFS), the old one is deleted first.
+   */
+  private static void replace(String target, Writer writer) throws Exception {
     Path path = path(target);
     FileSystem fs = fileSystem(path);
     fs.mkdirs(path.getParent());
-    fs.copyFromLocalFile(false, true, new Path(local.getAbsoluteFile().toURI()), path);
+    Path aside = new Path(path.getParent(), "." + path.getName() + ".tmp");
+    writer.write(fs, aside);
+    if (!fs.rename(aside, path) && !(fs.delete(path, false) && fs.rename(aside, path))) {
+      throw new java.io.IOException("could not rename " + aside + " to " + path);
+    }
   }
 }

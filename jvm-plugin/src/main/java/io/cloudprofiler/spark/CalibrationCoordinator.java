@@ -3,8 +3,6 @@ package io.cloudprofiler.spark;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.io.IOException;
-import java.net.ConnectException;
-import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -288,8 +286,8 @@ final class CalibrationCoordinator {
         now = ++round;
       }
       try {
-        record(reference, d, driver, m, true, now, run(reference, driver, m));
-        record(reference, d, driver, m, false, now, run(d, m, driver));
+        record(reference, d, driver, m, true, now, run(reference, driver, d, m));
+        record(reference, d, driver, m, false, now, run(d, m, reference, driver));
       } catch (IOException | RuntimeException e) {
         LOG.warn("cloudprofiler: the last calibration run of executor {} failed ({})", executorId, e.getMessage());
         return "FAILED";
@@ -299,7 +297,8 @@ final class CalibrationCoordinator {
     }
   }
 
-  /** Both directions of one pair, a -> b first; a failure backs the pair off. */
+  /** Both directions of one pair, a -> b first; a failure backs the pair off, unless a domain got a new
+   * representative from it (the next round tries that one). */
   private void runPair(Domain a, Domain b, int now) {
     String pair = a.key + " <-> " + b.key;
     Failure failed = failures.get(pair);
@@ -310,34 +309,54 @@ final class CalibrationCoordinator {
       mb = b.members.get(0);
     }
     try {
-      record(a, b, ma, mb, true, now, run(a, ma, mb));
-      record(a, b, ma, mb, false, now, run(b, mb, ma));
+      record(a, b, ma, mb, true, now, run(a, ma, b, mb));
+      record(a, b, ma, mb, false, now, run(b, mb, a, ma));
       if (failed != null) LOG.info("cloudprofiler: calibration of {} works again", pair);
       failures.remove(pair);
     } catch (IOException | RuntimeException e) {
+      boolean handedOver;
+      synchronized (this) {
+        handedOver = a.members.get(0) != ma || b.members.get(0) != mb;
+      }
       Failure f = failures.computeIfAbsent(pair, k -> new Failure());
-      f.count++;
-      f.next = now + Math.min(16, 1 << f.count);
+      if (!handedOver) f.count++;
+      f.next = handedOver ? now + 1 : now + Math.min(16, 1 << f.count);
       LOG.warn("cloudprofiler: calibration round {} of {} failed ({}); next try in round {}", now, pair,
           e.getMessage(), f.next);
     }
   }
 
   /** One probe run from `from` (of domain d) to `to`. */
-  private long[] run(Domain d, Member from, Member to) throws IOException {
-    if (from.controlPort == 0) return ProbeControl.probe(to.host, to.responderPort, count, timeoutMs, secret);
+  /**
+   * One probe run from `from` (of domain fd) to `to` (of domain td). A process that the driver cannot reach, its
+   * control socket or (when the driver probes it) its responder, hands its domain on to the next member.
+   */
+  private long[] run(Domain fd, Member from, Domain td, Member to) throws IOException {
+    if (from.controlPort == 0) {
+      try {
+        return ProbeControl.probe(to.host, to.responderPort, count, timeoutMs, secret);
+      } catch (RuntimeException e) {
+        handOver(td, to);
+        throw e;
+      }
+    }
     try {
       return ProbeControl.request(from.host, from.controlPort, secret, to.host, to.responderPort, count, timeoutMs);
-    } catch (ConnectException | SocketTimeoutException e) {
-      synchronized (this) { // the process is gone or cut off: the next member represents the domain
-        if (d.members.size() > 1 && d.members.get(0) == from) {
-          d.members.remove(0);
-          d.members.add(from);
-          LOG.warn("cloudprofiler: executor {} does not answer; executor {} now represents TSC domain {}",
-              from.executorId, d.members.get(0).executorId, d.key);
-        }
-      }
+    } catch (ProbeControl.RunFailed e) {
+      throw e; // the process answered: its probe run failed, not the process
+    } catch (IOException e) {
+      handOver(fd, from);
       throw e;
+    }
+  }
+
+  /** The process is gone or cut off: if it represents its domain, the next member does. */
+  private synchronized void handOver(Domain d, Member gone) {
+    if (d.members.size() > 1 && d.members.get(0) == gone) {
+      d.members.remove(0);
+      d.members.add(gone);
+      LOG.warn("cloudprofiler: executor {} does not answer; executor {} now represents TSC domain {}",
+          gone.executorId, d.members.get(0).executorId, d.key);
     }
   }
 

@@ -28,6 +28,13 @@ final class ProbeControl implements AutoCloseable {
   /** Probes sent first to tell an unreachable peer quickly, before the full run. */
   static final int FIRST_PROBES = 2;
 
+  /** The control answered, with an error: the process is there, its probe run failed. */
+  static final class RunFailed extends IOException {
+    RunFailed(String message) {
+      super(message);
+    }
+  }
+
   private final ServerSocket server;
   private final String token;
   private final byte[] secret;
@@ -106,9 +113,8 @@ final class ProbeControl implements AutoCloseable {
           String.valueOf(count), String.valueOf(timeoutMs));
       s.getOutputStream().write((line + "\n").getBytes(StandardCharsets.US_ASCII));
       String reply = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII)).readLine();
-      if (reply == null || !reply.startsWith("OK")) {
-        throw new IOException("probe control at " + host + ":" + controlPort + ": " + (reply == null ? "no answer" : reply));
-      }
+      if (reply == null) throw new IOException("probe control at " + host + ":" + controlPort + ": no answer");
+      if (!reply.startsWith("OK")) throw new RunFailed("probe control at " + host + ":" + controlPort + ": " + reply);
       String[] f = reply.substring(2).trim().split(" ");
       long[] out = new long[f[0].isEmpty() ? 0 : f.length];
       for (int i = 0; i < out.length; i++) out[i] = Long.parseLong(f[i]);
