@@ -34,21 +34,29 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
           Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name)),
           Integer.parseInt(options.get(Config.CALIBRATION_PEERS.name)),
           Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
-      CalibrationCoordinator rounds = calibration;
-      sc.addSparkListener(new SparkListener() {
-        @Override
-        public void onJobEnd(SparkListenerJobEnd jobEnd) {
-          rounds.jobEnded();
-        }
-
-        @Override
-        public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
-          rounds.executorRemoved(removed.executorId());
-        }
-      });
+      sc.addSparkListener(new CalibrationEvents(calibration));
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration
+  }
+
+  /** What the calibration learns from the scheduler: jobs that end, executors that are gone. */
+  private static final class CalibrationEvents extends SparkListener {
+    private final CalibrationCoordinator calibration;
+
+    CalibrationEvents(CalibrationCoordinator calibration) {
+      this.calibration = calibration;
+    }
+
+    @Override
+    public void onJobEnd(SparkListenerJobEnd jobEnd) {
+      calibration.jobEnded();
+    }
+
+    @Override
+    public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+      calibration.executorRemoved(removed.executorId());
+    }
   }
 
   /** Executors find their TSC domain and register their probe responders here. */

@@ -32,7 +32,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final long LAST_CALIBRATION_WAIT_SECONDS = 3;
 
   private volatile boolean active;
-  private long startChannel, endChannel;
+  /** 0 until the first task opens them; read by the metrics reporter's thread too. */
+  private volatile long startChannel, endChannel;
   private LogCollector collector;
   private ScheduledExecutorService collectTimer;
   private Thread shutdownHook;
@@ -58,6 +59,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
     LOG.info("cloudprofiler: executor {} loaded libcloudprofiler_jni from {}", ctx.executorID(), NativeLoader.source());
     active = Boolean.parseBoolean(options.get(Config.TASK_ENABLED.name));
+    registerMetrics(ctx); // now or never: Spark publishes a plugin's registry only if it holds metrics after init
     shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
     Runtime.getRuntime().addShutdownHook(shutdownHook);
   }
@@ -106,7 +108,6 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       return;
     }
     collector = new LogCollector(local, options.get(Config.LOG_DIR.name) + "/" + leaf);
-    registerMetrics(ctx);
     int interval = Integer.parseInt(options.get(Config.COLLECT_INTERVAL.name));
     if (interval > 0) {
       collectTimer = Executors.newSingleThreadScheduledExecutor(r -> {
@@ -180,7 +181,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   private long stat(int index) {
-    return CloudProfiler.stats(startChannel)[index] + CloudProfiler.stats(endChannel)[index];
+    long start = startChannel, end = endChannel;
+    return start == 0 ? 0 : CloudProfiler.stats(start)[index] + CloudProfiler.stats(end)[index];
   }
 
   @Override

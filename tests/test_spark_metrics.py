@@ -1,0 +1,49 @@
+"""The executor plugin's counters reach Spark's metrics system: a CSV sink, reporting while the application runs,
+shows every record the task channels logged and the bytes they wrote."""
+import csv
+import sys
+import subprocess
+
+import pyarrow.ipc as ipc
+
+JOB = r"""
+import glob, os, sys, time
+import cloudprofiler.spark as cps
+
+log_dir, metrics_dir = sys.argv[1:]
+spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.metrics.conf.*.sink.csv.class", "org.apache.spark.metrics.sink.CsvSink")
+         .config("spark.metrics.conf.*.sink.csv.period", "1")
+         .config("spark.metrics.conf.*.sink.csv.unit", "seconds")
+         .config("spark.metrics.conf.*.sink.csv.directory", metrics_dir)
+         .config("spark.cloudprofiler.collect.intervalSeconds", "1").getOrCreate())  # flushed every second
+spark.sparkContext.parallelize(range(60), 6).count()
+print(spark.sparkContext.applicationId, flush=True)
+time.sleep(3.5)  # a flush, then two reports of the sink
+spark.stop()
+"""
+
+
+def _last_value(path) -> int:
+    with open(path) as f:
+        return int(float(list(csv.DictReader(f))[-1]["value"]))
+
+
+def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_path):
+    log_dir, metrics_dir = tmp_path / "logs", tmp_path / "metrics"
+    metrics_dir.mkdir()
+    run = subprocess.run([sys.executable, "-c", JOB, str(log_dir), str(metrics_dir)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    app = run.stdout.split()[0]
+    # in local mode the executor's plugin starts before the application has an id: its names lack the prefix
+    metric = {m: [p for p in metrics_dir.iterdir() if p.name.endswith(f"plugin.io.cloudprofiler.spark.CloudProfilerPlugin.{m}.csv")]
+              for m in ("recordsLogged", "recordsDropped", "bytesWritten")}
+    assert all(len(paths) == 1 for paths in metric.values()), sorted(p.name for p in metrics_dir.iterdir())
+    with open(log_dir / app / "spark-tasks.arrows", "rb") as f:
+        attempts = ipc.open_stream(f).read_all().num_rows
+    assert attempts == 6
+    assert _last_value(metric["recordsLogged"][0]) == 2 * attempts  # a start and an end each
+    assert _last_value(metric["recordsDropped"][0]) == 0
+    # the flushed records: the two files hold at least the 12 (id, TSC) pairs of 16 bytes, and their schemas
+    assert _last_value(metric["bytesWritten"][0]) > 12 * 16
