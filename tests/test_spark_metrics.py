@@ -1,10 +1,12 @@
 """The executor plugin's counters reach Spark's metrics system: a CSV sink, reporting while the application runs,
-shows every record the task channels logged and the bytes they wrote."""
+shows every record the task channels logged and the bytes they wrote. The log folder is a file:// URI."""
 import csv
 import sys
 import subprocess
 
 import pyarrow.ipc as ipc
+
+import cloudprofiler as cp
 
 JOB = r"""
 import glob, os, sys, time
@@ -32,7 +34,7 @@ def _last_value(path) -> int:
 def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_path):
     log_dir, metrics_dir = tmp_path / "logs", tmp_path / "metrics"
     metrics_dir.mkdir()
-    run = subprocess.run([sys.executable, "-c", JOB, str(log_dir), str(metrics_dir)], capture_output=True,
+    run = subprocess.run([sys.executable, "-c", JOB, log_dir.as_uri(), str(metrics_dir)], capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     app = run.stdout.split()[0]
@@ -43,6 +45,8 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_pat
     with open(log_dir / app / "spark-tasks.arrows", "rb") as f:
         attempts = ipc.open_stream(f).read_all().num_rows
     assert attempts == 6
+    # logDir given as a file:// URI: the executor's logs were collected into it through Hadoop's file system
+    assert cp.read_log_dir(log_dir / app, channel="spark.task.end").num_rows == attempts
     assert _last_value(metric["recordsLogged"][0]) == 2 * attempts  # a start and an end each
     assert _last_value(metric["recordsDropped"][0]) == 0
     # the flushed records: the two files hold at least the 12 (id, TSC) pairs of 16 bytes, and their schemas
