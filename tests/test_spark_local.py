@@ -1,4 +1,6 @@
 """The plugin in a real local-mode Spark application: every task attempt is logged at start and end."""
+import re
+
 import numpy as np
 import pyarrow.ipc as ipc
 import pytest
@@ -14,7 +16,9 @@ def run(tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("spark-logs")
     local_dir = tmp_path_factory.mktemp("spark-local")
     spark = (
-        cps.builder(log_dir=str(log_dir), local_dir=str(local_dir), tsc_read="unordered")
+        cps.builder(log_dir=str(log_dir), local_dir=str(local_dir), tsc_read="unordered",
+                    channels={"sql-counting": ("mpc", 1_000_000), "py-counting": ("mpc", [1_000_000]),
+                              "sql-xoy-down": ("downsample", 1)})
         .master("local[2,2]")  # two threads, a task may fail once
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "3")
@@ -47,6 +51,9 @@ def run(tmp_path_factory):
         "select cp_trace('sql-xoy', if(id = 5, null, cast(id - 100 as int)), 3, 8) as t from range(0, 1000, 1, 2)")
     sampled_rows = [r.t for r in sampled.collect()]
     sampled_type = dict(sampled.dtypes)["t"]
+    spark.sql("select sum(t) from (select cp_trace('sql-counting', id) as t from range(0, 30000, 1, 2))").collect()
+    cps.trace(spark.range(0, 20_000, numPartitions=2), "py-counting", "id").count()
+    spark.sql("select sum(t) from (select cp_trace('sql-xoy-down', id, 1, 4) as t from range(0, 1000, 1, 2))").collect()
     ysb_rows = ysb(ysb_events(spark, 30_000, per_second=1000), trace=(1, 8)).collect()
     spark.conf.set("spark.sql.codegen.wholeStage", "false")  # the interpreted path: eval(), the plan serialized
     spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
@@ -156,6 +163,18 @@ def test_ysb_sampled_trace_points_log_the_same_ids_and_every_window(run):
     assert sorted(windows) == sorted(r.trace_id for r in run["ysb"]) and len(windows) == 300  # 3 windows x 100
 
 
+def test_configured_channels_take_their_handler_in_sql_and_python(run):
+    for channel, folder, rows in (("sql-counting", run["app"], 30_000), ("py-counting", run["log_dir"], 20_000)):
+        counters = cp.read_log_dir(folder, channel=channel, kind="counters")
+        assert counters.num_rows >= 1 and sum(counters.column("count").to_pylist()) == rows, channel
+        assert {cp.log_metadata(f)["handler"] for f in set(counters.column("file").to_pylist())} == {"mpc"}
+        assert cp.read_log_dir(folder, channel=channel).num_rows == 0  # no (id, TSC) records in any file
+    # a configured handler replaces xoy(x, y) behind the sampled form; the sample is still taken in the query
+    sampled = cp.read_log_dir(run["app"], channel="sql-xoy-down")
+    assert sorted(sampled.column("tuple_id").to_pylist()) == list(range(0, 1000, 4))
+    assert {cp.log_metadata(f)["handler"] for f in set(sampled.column("file").to_pylist())} == {"downsample"}
+
+
 def test_sql_trace_without_generated_code_logs_the_same(run):
     assert run["interpreted"] == sum(range(1000))
     ids = cp.read_log_dir(run["app"], channel="sql-interpreted").column("tuple_id").to_pylist()
@@ -171,18 +190,51 @@ def test_sql_trace_bad_arguments_are_named(run):
     assert "got x=0, y=0" in errors["zero y"]
 
 
-def test_bad_option_names_the_key(run):
+@pytest.mark.parametrize("conf, message", [
+    ({"spark.cloudprofiler.task.handler": "fastest"}, "spark.cloudprofiler.task.handler=fastest is invalid"),
+    ({"spark.cloudprofiler.task.handler": "downsample", "spark.cloudprofiler.task.params": "a"},
+     "spark.cloudprofiler.task.params=a is invalid: expected comma-separated integers"),
+    ({"spark.cloudprofiler.tsc.read": "fenced"},
+     "spark.cloudprofiler.tsc.read=fenced is invalid: expected ordered or unordered"),
+    ({"spark.cloudprofiler.channel.after-join.handler": "sometimes"},
+     "spark.cloudprofiler.channel.after-join.handler=sometimes is invalid: expected one of null, identity"),
+    ({"spark.cloudprofiler.channel.j.handler": "downsample", "spark.cloudprofiler.channel.j.params": "4,5"},
+     "spark.cloudprofiler.channel.j.params=4,5 is invalid: handler downsample takes 1 parameter"),
+    ({"spark.cloudprofiler.channel.j.params": "4"},
+     "spark.cloudprofiler.channel.j.params=4 is invalid: spark.cloudprofiler.channel.j.handler is not set"),
+    ({"spark.cloudprofiler.logdir": "/tmp/x"},
+     "spark.cloudprofiler.logdir is not an option of cloudprofiler: did you mean spark.cloudprofiler.logDir"),
+    ({"spark.cloudprofiler.colect.intervalSeconds": "5"},
+     "spark.cloudprofiler.colect.intervalSeconds is not an option of cloudprofiler: expected one of"),
+])
+def test_bad_option_names_the_key(run, conf, message):
     from pyspark.sql import SparkSession
 
-    builder = cps.builder(task_handler="fastest").master("local[1]").config("spark.ui.enabled", "false")
-    with pytest.raises(Exception, match="spark.cloudprofiler.task.handler=fastest is invalid"):
-        builder.getOrCreate()
-    builder = cps.builder(tsc_read="fenced").master("local[1]").config("spark.ui.enabled", "false")
-    with pytest.raises(Exception, match="spark.cloudprofiler.tsc.read=fenced is invalid: expected ordered or unordered"):
-        builder.getOrCreate()
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
+    builder = cps.builder().master("local[1]").config("spark.ui.enabled", "false")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        with pytest.raises(Exception, match=re.escape(message)):
+            builder.getOrCreate()
+    finally:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
+
+
+def test_an_unwritable_log_folder_stops_the_application_at_start_naming_the_option(run, tmp_path):
+    from pyspark.sql import SparkSession
+
+    (tmp_path / "a-file").write_text("")
+    log_dir = tmp_path / "a-file" / "logs"  # not even root makes a folder inside a file
+    builder = cps.builder(log_dir=str(log_dir)).master("local[1]").config("spark.ui.enabled", "false")
+    try:
+        with pytest.raises(Exception, match=re.escape(f"spark.cloudprofiler.logDir={log_dir} is invalid: cannot write")):
+            builder.getOrCreate()
+    finally:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
 
 
 def test_the_jni_clock_reading_pairs_the_tsc_with_the_raw_monotonic_clock(run):

@@ -1,5 +1,6 @@
 """The executor plugin's counters reach Spark's metrics system: a CSV sink, reporting while the application runs,
-shows every record the task channels logged and the bytes they wrote. The log folder is a file:// URI."""
+shows every record the task channels logged and the bytes they wrote. The log folder is a file:// URI, written
+with the Hadoop settings the application gives (spark.hadoop.*)."""
 import csv
 import sys
 import subprocess
@@ -18,6 +19,10 @@ spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.enable
          .config("spark.metrics.conf.*.sink.csv.period", "1")
          .config("spark.metrics.conf.*.sink.csv.unit", "seconds")
          .config("spark.metrics.conf.*.sink.csv.directory", metrics_dir)
+         .config("spark.hadoop.fs.permissions.umask-mode", "077")  # Hadoop's own setting: files only for the owner
+         # no cached file system, which Spark made first with its settings: the plugin's own must carry the umask,
+         # as they must for a store (s3a://, hdfs://) that the plugin is the first to write in this JVM
+         .config("spark.hadoop.fs.file.impl.disable.cache", "true")
          .config("spark.cloudprofiler.collect.intervalSeconds", "1").getOrCreate())  # flushed every second
 spark.sparkContext.parallelize(range(60), 6).count()
 print(spark.sparkContext.applicationId, flush=True)
@@ -47,6 +52,9 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_pat
     assert attempts == 6
     # logDir given as a file:// URI: the executor's logs were collected into it through Hadoop's file system
     assert cp.read_log_dir(log_dir / app, channel="spark.task.end").num_rows == attempts
+    published = [p for p in (log_dir / app).rglob("*.arrows")]
+    assert len(published) >= 3 and all(p.stat().st_mode & 0o777 == 0o600 for p in published), \
+        {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # Hadoop's default umask would give 0644
     assert _last_value(metric["recordsLogged"][0]) == 2 * attempts  # a start and an end each
     assert _last_value(metric["recordsDropped"][0]) == 0
     # the flushed records: the two files hold at least the 12 (id, TSC) pairs of 16 bytes, and their schemas

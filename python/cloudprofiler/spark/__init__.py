@@ -52,26 +52,45 @@ def _value(key: str, value) -> str:
     return str(value)
 
 
-def spark_conf(**options) -> dict[str, str]:
-    """The Spark configuration that enables the plugin with these options (names as in OPTIONS)."""
+def channel_conf(channels) -> dict[str, str]:
+    """`spark.cloudprofiler.channel.<name>.handler` / `.params` for trace channels, given as
+    {name: handler} or {name: (handler, param, ...)}, e.g. {"after-join": ("downsample", 64), "sink": "null"}."""
+    conf = {}
+    for name, spec in dict(channels).items():
+        handler, *params = (spec,) if isinstance(spec, str) else tuple(spec)
+        if not isinstance(name, str) or not name or not isinstance(handler, str):
+            raise ValueError(f"channels: expected a channel name and a handler name, got {name!r}: {spec!r}")
+        if len(params) == 1 and isinstance(params[0], (list, tuple)):
+            params = list(params[0])
+        conf[f"spark.cloudprofiler.channel.{name}.handler"] = handler
+        if params:
+            conf[f"spark.cloudprofiler.channel.{name}.params"] = _value("params", params)
+    return conf
+
+
+def spark_conf(channels=None, **options) -> dict[str, str]:
+    """The Spark configuration that enables the plugin with these options (names as in OPTIONS) and the trace
+    channels' handlers (`channels`, see `channel_conf`)."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(OPTIONS)}")
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(OPTIONS)} or channels")
     conf = {"spark.jars": jar_path(), "spark.plugins": PLUGIN_CLASS, "spark.sql.extensions": EXTENSIONS_CLASS}
     for name, value in options.items():
         if value is not None:
             conf[OPTIONS[name]] = _value(name, value)
+    conf.update(channel_conf(channels or {}))
     if options.get("log_dir") and "://" not in str(options["log_dir"]):  # Python workers write beside it
         conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(options["log_dir"])
     return conf
 
 
-def configure(builder, **options):
-    """Set the jar, the plugin and the options on a SparkSession builder; returns the builder.
+def configure(builder, channels=None, **options):
+    """Set the jar, the plugin, the options and the trace channels' handlers on a SparkSession builder; returns
+    the builder.
 
     Python workers run this interpreter (so they can import cloudprofiler) unless PYSPARK_PYTHON says otherwise.
     """
-    conf = spark_conf(**options)
+    conf = spark_conf(channels, **options)
     if not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # PySpark reads the worker interpreter from here
     for key, value in conf.items():
@@ -79,18 +98,21 @@ def configure(builder, **options):
     return builder
 
 
-def builder(**options):
+def builder(channels=None, **options):
     """A SparkSession builder with the plugin enabled."""
     from pyspark.sql import SparkSession
 
-    return configure(SparkSession.builder, **options)
+    return configure(SparkSession.builder, channels, **options)
 
 
-def trace(df, channel: str, id_col: str, handler: str = "buffered"):
-    """Pass `df` through unchanged, logging the ids of `id_col` to `channel` in each Python worker."""
+def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()):
+    """Pass `df` through unchanged, logging the ids of `id_col` to `channel` in each Python worker.
+
+    The handler is the one configured for the channel (`channels=` of `builder`, i.e.
+    `spark.cloudprofiler.channel.<name>.handler` / `.params`), else buffered, unless `handler` is given."""
     from .python_trace import trace_dataframe
 
-    return trace_dataframe(df, channel, id_col, handler)
+    return trace_dataframe(df, channel, id_col, handler, params)
 
 
 def read_generator(spark, endpoints, **options):

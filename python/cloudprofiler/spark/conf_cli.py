@@ -1,6 +1,7 @@
 """`cloudprofiler spark-conf`: the spark-submit flags that enable the plugin."""
 from __future__ import annotations
 
+import argparse
 import shlex
 
 from . import OPTIONS, spark_conf
@@ -9,10 +10,24 @@ from . import OPTIONS, spark_conf
 def add_arguments(parser) -> None:
     for name, key in OPTIONS.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=f"sets {key}")
+    parser.add_argument("--channel", action="append", default=[], type=_channel, metavar="NAME=HANDLER[:P,...]",
+                        help="handler of a trace channel, e.g. after-join=downsample:64 (repeatable)")
+
+
+def _channel(text: str) -> tuple:
+    name, sep, spec = text.partition("=")
+    handler, _, params = spec.partition(":")
+    try:
+        values = [int(p) for p in params.split(",") if p.strip()]
+    except ValueError:
+        values = None
+    if not sep or not name or not handler or values is None:
+        raise argparse.ArgumentTypeError(f"expected NAME=HANDLER[:P,...], got {text!r}")
+    return name, (handler, *values)
 
 
 def run(args) -> int:
-    conf = spark_conf(**{name: getattr(args, name) for name in OPTIONS})
+    conf = spark_conf(dict(args.channel), **{name: getattr(args, name) for name in OPTIONS})
     flags = [f"--jars {shlex.quote(conf.pop('spark.jars'))}"]
     flags += [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in conf.items()]
     print(" \\\n  ".join(flags))

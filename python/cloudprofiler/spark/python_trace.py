@@ -6,7 +6,7 @@ import atexit
 _channels: dict = {}
 
 
-def _channel(name: str, handler: str):
+def _channel(name: str, handler: str, params: tuple):
     """One channel per (worker process, name), closed when the worker exits."""
     import cloudprofiler as cp
 
@@ -19,7 +19,7 @@ def _channel(name: str, handler: str):
         if ctx is not None:
             meta.update({"spark.task_attempt_id": str(ctx.taskAttemptId()), "spark.stage_id": str(ctx.stageId()),
                          "spark.partition_id": str(ctx.partitionId())})
-        ch = _channels[name] = cp.Channel(name, handler, metadata=meta)
+        ch = _channels[name] = cp.Channel(name, handler, params, metadata=meta)
     return ch
 
 
@@ -31,12 +31,31 @@ def _close_all() -> None:
     _channels.clear()
 
 
-def trace_dataframe(df, channel: str, id_col: str, handler: str):
+def configured_handler(conf, channel: str) -> tuple[str, tuple]:
+    """The handler and parameters of `channel` in a Spark configuration (`spark.cloudprofiler.channel.<name>.*`,
+    checked by the plugin at start), else buffered."""
+    prefix = f"spark.cloudprofiler.channel.{channel}"
+    handler = conf.get(prefix + ".handler", None)
+    params = conf.get(prefix + ".params", None) or ""
+    if handler is None:
+        return "buffered", ()
+    return handler.strip(), tuple(int(p) for p in params.split(",") if p.strip())
+
+
+def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params):
     if id_col not in df.columns:
         raise ValueError(f"trace: column {id_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
+    if handler is None:
+        handler, params = configured_handler(df.sparkSession.conf, channel)
+    params = tuple(int(p) for p in params)
+    import cloudprofiler as cp
+
+    expected = cp.Handler.parse(handler).param_count  # a bad handler fails here, on the driver, not in a worker
+    if len(params) != expected:
+        raise ValueError(f"trace({channel!r}): handler {handler} takes {expected} parameter(s), got {list(params)}")
 
     def log_batches(batches):
-        ch = _channel(channel, handler)
+        ch = _channel(channel, handler, params)
         for batch in batches:
             ch.log_many(batch.column(id_col))
             yield batch

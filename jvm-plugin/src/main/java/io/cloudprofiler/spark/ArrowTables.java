@@ -1,6 +1,7 @@
 package io.cloudprofiler.spark;
 
 import java.io.File;
+import java.io.IOException;
 import java.io.OutputStream;
 import java.net.URI;
 import java.nio.channels.Channels;
@@ -8,6 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.BigIntVector;
@@ -20,6 +22,7 @@ import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.spark.SparkConf;
 
 /**
  * Tables of rows as Arrow IPC streams on any Hadoop-compatible URI (a plain path means the local disk). A row holds
@@ -33,8 +36,29 @@ final class ArrowTables {
     return new Path(target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI());
   }
 
+  /** Hadoop's settings for the application's file systems (credentials, endpoints): Spark's spark.hadoop.* keys. */
+  private static volatile Configuration hadoopSettings = new Configuration();
+
+  /** Takes the spark.hadoop.* keys of {@code conf}, as Spark does for its own reads and writes. */
+  static void useHadoopSettingsOf(SparkConf conf) {
+    Configuration settings = new Configuration();
+    for (scala.Tuple2<String, String> entry : conf.getAllWithPrefix("spark.hadoop.")) {
+      settings.set(entry._1(), entry._2());
+    }
+    hadoopSettings = settings;
+  }
+
   private static FileSystem fileSystem(Path path) throws Exception {
-    return FileSystem.get(path.toUri(), new Configuration());
+    return FileSystem.get(path.toUri(), hadoopSettings);
+  }
+
+  /** Creates {@code folder} and a file in it, then removes the file; throws with the file system's reason. */
+  static void checkWritable(String folder) throws Exception {
+    Path probe = new Path(path(folder), ".cloudprofiler-write-check-" + UUID.randomUUID());
+    FileSystem fs = fileSystem(probe);
+    if (!fs.mkdirs(probe.getParent())) throw new IOException("could not create " + probe.getParent());
+    fs.create(probe, false).close();
+    fs.delete(probe, false);
   }
 
   /** Empty vectors for these columns, typed after {@code first}. */
@@ -110,7 +134,7 @@ final class ArrowTables {
     Path aside = new Path(path.getParent(), "." + path.getName() + ".tmp");
     writer.write(fs, aside);
     if (!fs.rename(aside, path) && !(fs.delete(path, false) && fs.rename(aside, path))) {
-      throw new java.io.IOException("could not rename " + aside + " to " + path);
+      throw new IOException("could not rename " + aside + " to " + path);
     }
   }
 }

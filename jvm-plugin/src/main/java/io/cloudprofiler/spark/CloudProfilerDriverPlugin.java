@@ -11,7 +11,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /** Validates the options (a bad one stops the application at start), passes them to executors, and records
- * every task attempt through {@link TaskListener}. */
+ * every task attempt through {@link TaskListener}. The log folder must be writable from the driver. */
 public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
   private TaskListener listener;
@@ -25,6 +25,13 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     options.forEach((k, v) -> LOG.info("cloudprofiler: {}={}", k, v));
     this.sc = sc;
     logDir = options.get(Config.LOG_DIR.name);
+    ArrowTables.useHadoopSettingsOf(sc.getConf());
+    try { // found now, not when the application's tables and logs are lost at its end
+      ArrowTables.checkWritable(logDir);
+    } catch (Exception e) {
+      throw new IllegalArgumentException(Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there ("
+          + e + ")", e);
+    }
     listener = new TaskListener();
     sc.addSparkListener(listener);
     if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {

@@ -52,6 +52,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   public void init(PluginContext ctx, Map<String, String> extraConf) {
     this.ctx = ctx;
     this.options = Config.read(ctx.conf());
+    ArrowTables.useHadoopSettingsOf(ctx.conf());
     String failure = NativeLoader.load(options.get(Config.NATIVE_PATH.name));
     if (failure != null) {
       LOG.warn("cloudprofiler: disabled on executor {}: {}", ctx.executorID(), failure);

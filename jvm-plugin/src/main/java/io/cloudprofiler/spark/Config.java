@@ -53,7 +53,7 @@ public final class Config {
       "Handler of the task channels: " + String.join(", ", HANDLERS.keySet()),
       v -> HANDLERS.containsKey(v) ? null : "one of " + String.join(", ", HANDLERS.keySet()));
   public static final Key TASK_PARAMS = new Key("spark.cloudprofiler.task.params", "",
-      "Comma-separated integer parameters of the task handler", Config::checkLongs);
+      "Comma-separated integer parameters of the task handler", v -> null); // checked with the handler
   public static final Key COMPRESSION = new Key("spark.cloudprofiler.compression", "none",
       "Arrow body compression of the log files: none or zstd",
       v -> v.equals("none") || v.equals("zstd") ? null : "none or zstd");
@@ -106,22 +106,61 @@ public final class Config {
     }
   }
 
-  static String checkLongs(String v) {
-    try {
-      parseLongs(v);
-      return null;
-    } catch (NumberFormatException e) {
-      return "comma-separated integers";
-    }
-  }
-
   static long[] parseLongs(String v) {
     List<Long> out = new ArrayList<>();
     for (String part : v.split(",")) if (!part.trim().isEmpty()) out.add(Long.parseLong(part.trim()));
     return out.stream().mapToLong(Long::longValue).toArray();
   }
 
-  /** Validated values of every option (defaults filled in); throws naming the key and the bad value. */
+  /** A channel's handler and its parameters. */
+  public record Handler(String name, long[] params) {}
+
+  /**
+   * The handler configured for trace channel {@code channel} ({@code spark.cloudprofiler.channel.<name>.handler}
+   * and {@code .params}), or null when none is; throws naming the key and the bad value.
+   */
+  public static Handler channelHandler(SparkConf conf, String channel) {
+    String handlerKey = CHANNEL_PREFIX + channel + HANDLER_SUFFIX;
+    String paramsKey = CHANNEL_PREFIX + channel + PARAMS_SUFFIX;
+    if (!conf.contains(handlerKey)) {
+      if (conf.contains(paramsKey)) {
+        throw new IllegalArgumentException(paramsKey + "=" + conf.get(paramsKey) + " is invalid: " + handlerKey
+            + " is not set");
+      }
+      return null;
+    }
+    return handler(handlerKey, conf.get(handlerKey).trim(), paramsKey, conf.get(paramsKey, "").trim());
+  }
+
+  private static final String PREFIX = "spark.cloudprofiler.";
+  private static final String CHANNEL_PREFIX = PREFIX + "channel.";
+  private static final String HANDLER_SUFFIX = ".handler";
+  private static final String PARAMS_SUFFIX = ".params";
+
+  /** A handler and its parameters, checked against each other; the message names the key at fault. */
+  private static Handler handler(String handlerKey, String handler, String paramsKey, String params) {
+    Integer want = HANDLERS.get(handler);
+    if (want == null) {
+      throw new IllegalArgumentException(handlerKey + "=" + handler + " is invalid: expected one of "
+          + String.join(", ", HANDLERS.keySet()));
+    }
+    long[] values;
+    try {
+      values = parseLongs(params);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(paramsKey + "=" + params + " is invalid: expected comma-separated integers");
+    }
+    if (values.length != want) {
+      throw new IllegalArgumentException(paramsKey + "=" + params + " is invalid: handler " + handler + " takes "
+          + want + " parameter(s)");
+    }
+    return new Handler(handler, values);
+  }
+
+  /**
+   * Validated values of every option (defaults filled in); throws naming the key and the bad value, also for a
+   * spark.cloudprofiler.* key that is no option (a misspelt option would otherwise be ignored without a word).
+   */
   public static Map<String, String> read(SparkConf conf) {
     Map<String, String> values = new LinkedHashMap<>();
     for (Key key : ALL) {
@@ -132,11 +171,21 @@ public final class Config {
       }
       values.put(key.name, value);
     }
-    int params = parseLongs(values.get(TASK_PARAMS.name)).length;
-    int want = HANDLERS.get(values.get(TASK_HANDLER.name));
-    if (params != want) {
-      throw new IllegalArgumentException(TASK_PARAMS.name + "=" + values.get(TASK_PARAMS.name) + " is invalid: handler "
-          + values.get(TASK_HANDLER.name) + " takes " + want + " parameter(s)");
+    handler(TASK_HANDLER.name, values.get(TASK_HANDLER.name), TASK_PARAMS.name, values.get(TASK_PARAMS.name));
+    for (scala.Tuple2<String, String> entry : conf.getAllWithPrefix(PREFIX)) {
+      String key = PREFIX + entry._1();
+      if (ALL.stream().anyMatch(k -> k.name.equals(key))) continue;
+      String suffix = key.endsWith(HANDLER_SUFFIX) ? HANDLER_SUFFIX : key.endsWith(PARAMS_SUFFIX) ? PARAMS_SUFFIX : "";
+      if (key.startsWith(CHANNEL_PREFIX) && !suffix.isEmpty()
+          && key.length() > CHANNEL_PREFIX.length() + suffix.length()) {
+        channelHandler(conf, key.substring(CHANNEL_PREFIX.length(), key.length() - suffix.length()));
+        continue;
+      }
+      String near = ALL.stream().map(k -> k.name).filter(k -> k.equalsIgnoreCase(key)).findFirst().orElse(null);
+      throw new IllegalArgumentException(key + " is not an option of cloudprofiler" + (near != null
+          ? ": did you mean " + near + "?"
+          : ": expected one of " + String.join(", ", ALL.stream().map(k -> k.name).toList()) + ", or "
+              + CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX + " / " + PARAMS_SUFFIX));
     }
     return values;
   }

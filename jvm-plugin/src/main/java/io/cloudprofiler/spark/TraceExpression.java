@@ -7,6 +7,7 @@ import java.io.Serializable;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -25,9 +26,11 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * {@code cp_trace('channel', id)}: returns the id (a tinyint, smallint, int or bigint) unchanged and logs
- * (id, TSC) to a buffered channel of this executor, per row, through JNI. {@code cp_trace('channel', id, x, y)}
- * logs only the ids with {@code id mod y < x} (the paper's XoY: the same ids on every channel, to a channel of
- * handler xoy(x, y)), and decides that in the generated code, so that an id left out costs no JNI call.
+ * (id, TSC) to a channel of this executor, per row, through JNI. {@code cp_trace('channel', id, x, y)} logs only
+ * the ids with {@code id mod y < x} (the paper's XoY: the same ids on every channel, to a channel of handler
+ * xoy(x, y)), and decides that in the generated code, so that an id left out costs no JNI call. The channel's
+ * handler is buffered (xoy(x, y) for the sampled form) unless {@code spark.cloudprofiler.channel.<name>.handler}
+ * names another: a trace point is switched to counting, downsampling or nothing by configuration alone.
  *
  * <p>The generated code resolves the channel handle once per partition (when the generated class initializes its
  * state) and calls {@link CloudProfiler#log} per row; interpreted evaluation resolves it on the first row.
@@ -95,18 +98,23 @@ public final class TraceExpression extends Expression implements Serializable {
     return ((Number) v).longValue();
   }
 
-  /** The handle of this process's channel {@code name} (handler xoy(x, y), or buffered when y is 0), opened on
-   * first use; 0 (a counted no-op) when the native library cannot load, so that the query still runs. Called
-   * by the generated code once per partition. */
+  /** The handle of this process's channel {@code name}, opened on first use with the handler configured for it
+   * ({@code spark.cloudprofiler.channel.<name>.handler}), else xoy(x, y), or buffered when y is 0; 0 (a counted
+   * no-op) when the native library cannot load, so that the query still runs. Called by the generated code once
+   * per partition. */
   public static long channel(String name, long x, long y) {
     return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
   }
 
   private static long open(String name, long x, long y) {
     if (NativeLoader.load(null) != null) return 0;
+    SparkEnv env = SparkEnv.get();
+    Config.Handler configured = env == null ? null : Config.channelHandler(env.conf(), name);
+    Config.Handler handler = configured != null ? configured
+        : y == 0 ? new Config.Handler("buffered", new long[0]) : new Config.Handler("xoy", new long[] {x, y});
     try {
-      return CloudProfiler.openChannel(name, y == 0 ? "buffered" : "xoy", y == 0 ? new long[0] : new long[] {x, y},
-          new String[] {"spark.event"}, new String[] {"sql_trace"});
+      return CloudProfiler.openChannel(name, handler.name(), handler.params(), new String[] {"spark.event"},
+          new String[] {"sql_trace"});
     } catch (CloudProfilerException e) {
       throw new CloudProfilerException(e.code(), NAME + ": cannot open channel '" + name + "': " + e.getMessage());
     }
