@@ -2,7 +2,8 @@
 
     .venv/bin/python examples/python_trace.py [log folder] [rows]
 
-Python workers write their channels straight into the log folder: use a new folder for each run.
+Python workers write their channels into their executor's folder, which the executor collects with its own logs
+into <log folder>/<application id>/<host>-<executor id>/.
 """
 import sys
 import tempfile
@@ -20,6 +21,7 @@ df = cps.trace(spark.range(0, rows, numPartitions=4), "python-source", "id")
 
 
 def square(batches):
+    cps.start_in_executor_folder()  # so that the executor collects this worker's file
     with cp.Channel("inside-udf", "buffered") as ch:  # any channel API works inside UDFs
         for batch in batches:
             ch.log_many(batch["id"].to_numpy())
@@ -27,6 +29,7 @@ def square(batches):
 
 
 print(df.mapInPandas(square, "id long, sq long").count())
+app = spark.sparkContext.applicationId
 spark.stop()
 for channel in ("python-source", "inside-udf"):
-    print(channel, cp.read_log_dir(log_dir, channel=channel, recursive=False).num_rows, "records")
+    print(channel, cp.read_log_dir(f"{log_dir}/{app}", channel=channel).num_rows, "records")

@@ -1,5 +1,7 @@
 """The plugin in a real local-mode Spark application: every task attempt is logged at start and end."""
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pyarrow.ipc as ipc
@@ -124,12 +126,17 @@ def test_task_files_carry_the_executor_metadata(run):
         assert meta["closed"] is True and meta["tsc.read"] == "unordered"  # as the session asked
 
 
-def test_python_trace_logs_every_id_exactly_once(run):
+def test_python_trace_logs_every_id_exactly_once_into_the_executors_folder(run):
     assert run["traced"] == 50_000
-    ids = cp.read_log_dir(run["log_dir"], channel="py-trace", recursive=False).column("tuple_id").to_numpy()
-    assert np.array_equal(np.sort(ids), np.arange(50_000))
-    metas = [cp.log_metadata(p) for p in cp.log_files(run["log_dir"], recursive=False)]
-    assert all("spark.task_attempt_id" in m for m in metas if m["channel.name"] == "py-trace")
+    traced = cp.read_log_dir(run["app"], channel="py-trace")
+    assert np.array_equal(np.sort(traced.column("tuple_id").to_numpy()), np.arange(50_000))
+    # written by Python workers (other processes) into the folder the executor collected, beside its task files
+    (executor_folder,) = {p.parent for p in run["app"].rglob("spark.task.start.*.arrows")}
+    files = {Path(f) for f in traced.column("file").to_pylist()}
+    assert {f.parent for f in files} == {executor_folder}
+    metas = [cp.log_metadata(f) for f in files]
+    assert all("spark.task_attempt_id" in m and m["pid"] != os.getpid() for m in metas)
+    assert not list(run["log_dir"].glob("*.arrows"))  # nothing left outside the application's folder
 
 
 def test_sql_trace_logs_every_id_exactly_once(run):
@@ -164,11 +171,11 @@ def test_ysb_sampled_trace_points_log_the_same_ids_and_every_window(run):
 
 
 def test_configured_channels_take_their_handler_in_sql_and_python(run):
-    for channel, folder, rows in (("sql-counting", run["app"], 30_000), ("py-counting", run["log_dir"], 20_000)):
-        counters = cp.read_log_dir(folder, channel=channel, kind="counters")
+    for channel, rows in (("sql-counting", 30_000), ("py-counting", 20_000)):
+        counters = cp.read_log_dir(run["app"], channel=channel, kind="counters")
         assert counters.num_rows >= 1 and sum(counters.column("count").to_pylist()) == rows, channel
         assert {cp.log_metadata(f)["handler"] for f in set(counters.column("file").to_pylist())} == {"mpc"}
-        assert cp.read_log_dir(folder, channel=channel).num_rows == 0  # no (id, TSC) records in any file
+        assert cp.read_log_dir(run["app"], channel=channel).num_rows == 0  # no (id, TSC) records in any file
     # a configured handler replaces xoy(x, y) behind the sampled form; the sample is still taken in the query
     sampled = cp.read_log_dir(run["app"], channel="sql-xoy-down")
     assert sorted(sampled.column("tuple_id").to_pylist()) == list(range(0, 1000, 4))

@@ -97,6 +97,7 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
         first_job_tasks = 8
         total = spark.sparkContext.parallelize(range(100_000), 8).map(lambda x: (x % 10, x)).reduceByKey(
             lambda a, b: a + b).count()
+        traced = cps.trace(spark.range(0, 20_000, numPartitions=4), "py-standalone", "id").count()
         app_id = spark.sparkContext.applicationId
     finally:
         spark.stop()  # at once: the round after the last job is all that anchors its records
@@ -116,6 +117,14 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     assert sorted(start) == sorted(end) == sorted(attempts)
     pids = {cp.log_metadata(p)["pid"] for p in app.rglob("spark.task.*.arrows")}
     assert os.getpid() not in pids and len(pids) == 2  # written by the two executor JVMs
+    # the executors' Python workers wrote into their executor's folder, and it was collected with the executor's logs
+    assert traced == 20_000
+    python = cp.read_log_dir(app, channel="py-standalone")
+    assert np.array_equal(np.sort(python.column("tuple_id").to_numpy()), np.arange(20_000))
+    executor_folders = {p.parent for p in app.rglob("spark.task.start.*.arrows")}
+    python_files = {Path(f) for f in python.column("file").to_pylist()}
+    assert {f.parent for f in python_files} <= executor_folders
+    assert not pids & {cp.log_metadata(f)["pid"] for f in python_files}  # other processes than the executors
     # every executor record, translated into the driver's TSC domain, holds the truth inside its bound
     records = records_in_reference(app, "spark.task.start")
     truth = (records.column("tsc").to_numpy().astype(np.float64) - OFFSET) / (1 + SKEW_PPM * 1e-6)

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
+
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
 EXTENSIONS_CLASS = "io.cloudprofiler.spark.CloudProfilerExtensions"  # the SQL function cp_trace('channel', id)
 
@@ -79,7 +81,9 @@ def spark_conf(channels=None, **options) -> dict[str, str]:
         if value is not None:
             conf[OPTIONS[name]] = _value(name, value)
     conf.update(channel_conf(channels or {}))
-    if options.get("log_dir") and "://" not in str(options["log_dir"]):  # Python workers write beside it
+    if options.get("local_dir"):  # Python workers find their executor's folder through it (worker.py)
+        conf["spark.executorEnv." + LOCAL_DIR_ENV] = str(options["local_dir"])
+    if options.get("log_dir") and "://" not in str(options["log_dir"]):  # where workers write without an executor
         conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(options["log_dir"])
     return conf
 

@@ -14,6 +14,10 @@ def _channel(name: str, handler: str, params: tuple):
     if ch is None:
         from pyspark import TaskContext
 
+        from .worker import start_in_executor_folder
+
+        start_in_executor_folder()
+
         ctx = TaskContext.get()
         meta = {"spark.event": "python_trace"}
         if ctx is not None:

@@ -4,6 +4,8 @@ import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.io.File;
 import java.net.InetAddress;
+import java.nio.file.Files;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -23,6 +25,11 @@ import com.codahale.metrics.Gauge;
 /**
  * Loads the native library, opens the task channels and logs (task attempt id, TSC) at the start and at the
  * end of every task. A library that cannot load makes the plugin step aside with one log line.
+ *
+ * <p>Everything this process logs (task channels, cp_trace channels) goes to one local folder, and so do the
+ * channels of the Python workers it starts: they find the folder through {@code <localDir>/executors/<pid>},
+ * which names it (cloudprofiler.spark.worker). The folder is copied into logDir at shutdown and every
+ * collect interval.
  */
 public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerExecutorPlugin.class);
@@ -31,7 +38,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   /** Short: a worker that stops an executor kills it 10 s later, and the logs must be copied before that. */
   private static final long LAST_CALIBRATION_WAIT_SECONDS = 3;
 
+  /** The library loaded and (after the first task) started in this executor's folder. */
   private volatile boolean active;
+  private boolean taskLogging;
+  private File pointer;
   /** 0 until the first task opens them; read by the metrics reporter's thread too. */
   private volatile long startChannel, endChannel;
   private LogCollector collector;
@@ -59,13 +69,16 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       return;
     }
     LOG.info("cloudprofiler: executor {} loaded libcloudprofiler_jni from {}", ctx.executorID(), NativeLoader.source());
-    active = Boolean.parseBoolean(options.get(Config.TASK_ENABLED.name));
+    active = true;
+    taskLogging = Boolean.parseBoolean(options.get(Config.TASK_ENABLED.name));
     registerMetrics(ctx); // now or never: Spark publishes a plugin's registry only if it holds metrics after init
     shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
     Runtime.getRuntime().addShutdownHook(shutdownHook);
   }
 
-  /** Opens the channels; `started` turns true only afterwards, so that no task logs to an unopened channel. */
+  /** Starts the library and opens the channels; `started` turns true only afterwards, so that no task logs to an
+   * unopened channel. Runs at the first task whether or not tasks are logged: cp_trace channels and Python workers
+   * need the folder too. */
   private synchronized void startOnce() {
     if (started) return;
     try {
@@ -85,26 +98,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           "zstd".equals(options.get(Config.COMPRESSION.name)) ? CloudProfiler.COMPRESSION_ZSTD : CloudProfiler.COMPRESSION_NONE,
           Integer.parseInt(options.get(Config.CHANNEL_BLOCKS.name)), 0, CloudProfiler.FULL_BLOCK,
           "unordered".equals(options.get(Config.TSC_READ.name)) ? CloudProfiler.TSC_UNORDERED : CloudProfiler.TSC_ORDERED);
-      String handler = options.get(Config.TASK_HANDLER.name);
-      long[] params = Config.parseLongs(options.get(Config.TASK_PARAMS.name));
-      String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};
-      if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
-        try {
-          CloudProfiler.requireInvariantTsc(Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
-          domain = joinDomain(appId);
-        } catch (Exception e) { // task logging goes on; this process's durations stay unbounded, never wrong
-          LOG.warn("cloudprofiler: no calibration for executor {} ({} to calibrate anyway): {}", ctx.executorID(),
-              Config.CALIBRATION_FORCE.name + "=true", e.getMessage());
-          domain = new String[] {TscDomain.bootId() + "#unchecked-" + ctx.executorID(), "not checked: " + e.getMessage()};
-        }
-      }
-      String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"};
-      startChannel = CloudProfiler.openChannel("spark.task.start", handler, params, keys,
-          new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
-      endChannel = CloudProfiler.openChannel("spark.task.end", handler, params, keys,
-          new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
     } catch (RuntimeException e) {
-      LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID(), e);
+      LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID() + " (" + Config.LOCAL_DIR.name + "="
+          + options.get(Config.LOCAL_DIR.name) + ")", e);
       active = false;
       return;
     }
@@ -118,7 +114,55 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       });
       collectTimer.scheduleWithFixedDelay(this::collect, interval, interval, TimeUnit.SECONDS);
     }
+    pointer = pointTo(local);
+    if (taskLogging) {
+      try {
+        openTaskChannels(appId, host);
+      } catch (RuntimeException e) {
+        LOG.warn("cloudprofiler: no task records on executor " + ctx.executorID(), e);
+        taskLogging = false;
+      }
+    }
     LOG.info("cloudprofiler: executor {} logs to {}, collected into {}", ctx.executorID(), local, collector.target());
+  }
+
+  private void openTaskChannels(String appId, String host) {
+    String handler = options.get(Config.TASK_HANDLER.name);
+    long[] params = Config.parseLongs(options.get(Config.TASK_PARAMS.name));
+    String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};
+    if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
+      try {
+        CloudProfiler.requireInvariantTsc(Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
+        domain = joinDomain(appId);
+      } catch (Exception e) { // task logging goes on; this process's durations stay unbounded, never wrong
+        LOG.warn("cloudprofiler: no calibration for executor {} ({} to calibrate anyway): {}", ctx.executorID(),
+            Config.CALIBRATION_FORCE.name + "=true", e.getMessage());
+        domain = new String[] {TscDomain.bootId() + "#unchecked-" + ctx.executorID(), "not checked: " + e.getMessage()};
+      }
+    }
+    String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"};
+    startChannel = CloudProfiler.openChannel("spark.task.start", handler, params, keys,
+        new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
+    endChannel = CloudProfiler.openChannel("spark.task.end", handler, params, keys,
+        new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
+  }
+
+  /** Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python workers it starts
+   * (their parent or grandparent is this process); renamed into place, so a worker never reads half a name. */
+  private File pointTo(File local) {
+    File folder = new File(options.get(Config.LOCAL_DIR.name), "executors");
+    File target = new File(folder, String.valueOf(ProcessHandle.current().pid()));
+    try {
+      folder.mkdirs();
+      File aside = new File(folder, "." + target.getName() + ".tmp");
+      Files.writeString(aside.toPath(), local.getAbsolutePath());
+      Files.move(aside.toPath(), target.toPath(), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+      return target;
+    } catch (Exception e) { // Python workers then log where CLOUDPROFILER_LOG_DIR says, uncollected
+      LOG.warn("cloudprofiler: executor {} could not name its folder for Python workers in {}: {}", ctx.executorID(),
+          target, e.toString());
+      return null;
+    }
   }
 
   /**
@@ -189,9 +233,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   @Override
   public void onTaskStart() {
     if (!active) return;
-    TaskContext task = TaskContext.get();
-    if ("false".equals(task.getLocalProperty(Config.TASK_ENABLED.name))) return; // switched off for this job
     if (!started) startOnce();
+    TaskContext task = TaskContext.get();
+    if (!taskLogging || "false".equals(task.getLocalProperty(Config.TASK_ENABLED.name))) return; // off for this job
     long id = task.taskAttemptId();
     CURRENT_TASK.set(id);
     CloudProfiler.log(startChannel, id);
@@ -209,7 +253,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private void logEnd() {
     Long id = CURRENT_TASK.get();
-    if (active && started && id != null) CloudProfiler.log(endChannel, id);
+    if (active && id != null) CloudProfiler.log(endChannel, id);
     CURRENT_TASK.remove();
   }
 
@@ -252,6 +296,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     if (responder != 0) CloudProfiler.responderStop(responder);
     responder = 0;
     CloudProfiler.stop();
+    if (pointer != null) pointer.delete();
     try {
       collector.copy();
     } catch (Exception e) {

@@ -1,0 +1,48 @@
+"""Python workers log into their executor's folder, so that the executor collects their files with its own.
+
+An executor names its folder in `<localDir>/executors/<its pid>`; the Python workers it starts are its children
+(or, through PySpark's daemon, its grandchildren), so a worker finds the name by walking up its parent processes.
+The helper passes `localDir` to workers as CLOUDPROFILER_LOCAL_DIR.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+LOCAL_DIR_ENV = "CLOUDPROFILER_LOCAL_DIR"
+_ANCESTORS = 4  # worker -> daemon -> executor JVM, with room for a wrapping shell
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:  # "pid (comm) state ppid ...", comm may hold spaces and parentheses
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def executor_folder() -> "str | None":
+    """The local folder of the executor that started this Python worker, or None outside such a worker (or where
+    the executor's plugin is not running)."""
+    local_dir = Path(os.environ.get(LOCAL_DIR_ENV) or Path(tempfile.gettempdir(), "cloudprofiler-local"))
+    pid = os.getpid()
+    for _ in range(_ANCESTORS):
+        try:
+            pid = _parent(pid)
+            return (local_dir / "executors" / str(pid)).read_text().strip() or None
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, IndexError):
+            return None
+    return None
+
+
+def start_in_executor_folder() -> "str | None":
+    """Start this process's library in its executor's folder, unless it has started already; returns the folder
+    it logs to (None before the library starts, e.g. outside a Spark Python worker). Call it in a UDF before
+    opening a `Channel`, so that the channel's file is collected with the executor's logs."""
+    import cloudprofiler as cp
+
+    if cp.log_dir() is None:
+        folder = executor_folder()
+        if folder is not None:
+            cp.start(folder)
+    return cp.log_dir()
