@@ -229,6 +229,22 @@ def test_bad_option_names_the_key(run, conf, message):
             active.stop()
 
 
+def test_with_task_logging_off_trace_channels_of_a_later_application_are_collected(run, tmp_path):
+    """A second application in the same JVM, task records off: its trace points (one of the same name as the first
+    application's) still log into its own folder, which the executor collects."""
+    spark = (cps.builder(log_dir=str(tmp_path), task_enabled=False, calibration_enabled=False).master("local[2]")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    try:
+        spark.sql("select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 1000, 1, 2))").collect()
+        cps.trace(spark.range(0, 500, numPartitions=2), "py-quiet", "id").count()
+        app = tmp_path / spark.sparkContext.applicationId
+    finally:
+        spark.stop()
+    assert sorted(cp.read_log_dir(app, channel="sql-trace").column("tuple_id").to_pylist()) == list(range(1000))
+    assert sorted(cp.read_log_dir(app, channel="py-quiet").column("tuple_id").to_pylist()) == list(range(500))
+    assert not list(app.rglob("spark.task.*.arrows"))
+
+
 def test_an_unwritable_log_folder_stops_the_application_at_start_naming_the_option(run, tmp_path):
     from pyspark.sql import SparkSession
 

@@ -295,6 +295,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     control = null;
     if (responder != 0) CloudProfiler.responderStop(responder);
     responder = 0;
+    TraceExpression.forgetChannels();
     CloudProfiler.stop();
     if (pointer != null) pointer.delete();
     try {

@@ -106,6 +106,12 @@ public final class TraceExpression extends Expression implements Serializable {
     return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
   }
 
+  /** Forgets every channel: called as the library stops, so that the next application of this JVM opens its own
+   * instead of logging to closed ones. */
+  static void forgetChannels() {
+    CHANNELS.clear();
+  }
+
   private static long open(String name, long x, long y) {
     if (NativeLoader.load(null) != null) return 0;
     SparkEnv env = SparkEnv.get();
