@@ -97,7 +97,7 @@ jlong JNI_FN(openChannel)(JNIEnv *env, jclass cls, jstring name, jstring handler
   return (jlong)(intptr_t)ch;
 }
 
-/* void log(long channel, long tupleId) -- the hot path, also reachable as a JNI critical native */
+/* void log(long channel, long tupleId) -- the hot path: no JNIEnv call, so the JVM pays only its transition */
 void JNI_FN(log)(JNIEnv *env, jclass cls, jlong channel, jlong tuple_id) {
   (void)env, (void)cls;
   cp_log(as_channel(channel), tuple_id);
