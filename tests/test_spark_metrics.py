@@ -1,5 +1,5 @@
 """The executor plugin's counters reach Spark's metrics system: a CSV sink, reporting while the application runs,
-shows every record the task channels logged and the bytes they wrote. The log folder is a file:// URI, written
+shows every record the task and trace channels logged and the bytes they wrote. The log folder is a file:// URI, written
 with the Hadoop settings the application gives (spark.hadoop.*)."""
 import csv
 import sys
@@ -25,6 +25,7 @@ spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.enable
          .config("spark.hadoop.fs.file.impl.disable.cache", "true")
          .config("spark.cloudprofiler.collect.intervalSeconds", "1").getOrCreate())  # flushed every second
 spark.sparkContext.parallelize(range(60), 6).count()
+spark.sql("select sum(t) from (select cp_trace('metered', id) as t from range(0, 1000, 1, 2))").collect()
 print(spark.sparkContext.applicationId, flush=True)
 time.sleep(3.5)  # a flush, then two reports of the sink
 spark.stop()
@@ -49,13 +50,14 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_pat
     assert all(len(paths) == 1 for paths in metric.values()), sorted(p.name for p in metrics_dir.iterdir())
     with open(log_dir / app / "spark-tasks.arrows", "rb") as f:
         attempts = ipc.open_stream(f).read_all().num_rows
-    assert attempts == 6
+    assert attempts >= 6 + 2
     # logDir given as a file:// URI: the executor's logs were collected into it through Hadoop's file system
     assert cp.read_log_dir(log_dir / app, channel="spark.task.end").num_rows == attempts
     published = [p for p in (log_dir / app).rglob("*.arrows")]
     assert len(published) >= 3 and all(p.stat().st_mode & 0o777 == 0o600 for p in published), \
         {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # Hadoop's default umask would give 0644
-    assert _last_value(metric["recordsLogged"][0]) == 2 * attempts  # a start and an end each
+    # a start and an end for each task, and the trace point's records
+    assert _last_value(metric["recordsLogged"][0]) == 2 * attempts + 1000
     assert _last_value(metric["recordsDropped"][0]) == 0
     # the flushed records: the two files hold at least the 12 (id, TSC) pairs of 16 bytes, and their schemas
     assert _last_value(metric["bytesWritten"][0]) > 12 * 16

@@ -44,6 +44,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private File pointer;
   /** 0 until the first task opens them; read by the metrics reporter's thread too. */
   private volatile long startChannel, endChannel;
+  /** The counters as the library stopped, reported from then on. */
+  private volatile long[] finalStats;
   private LogCollector collector;
   private ScheduledExecutorService collectTimer;
   private Thread shutdownHook;
@@ -226,8 +228,23 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   private long stat(int index) {
-    long start = startChannel, end = endChannel;
-    return start == 0 ? 0 : CloudProfiler.stats(start)[index] + CloudProfiler.stats(end)[index];
+    long[] last = finalStats;
+    return (last != null ? last : totals())[index];
+  }
+
+  /** The counters of {@link CloudProfiler#stats} summed over this process's channels: the task channels and the
+   * cp_trace channels. */
+  private long[] totals() {
+    long[] total = new long[6];
+    if (!started) return total;
+    List<Long> channels = new ArrayList<>(List.of(startChannel, endChannel));
+    for (long channel : TraceExpression.channelHandles()) channels.add(channel);
+    for (long channel : channels) {
+      if (channel == 0) continue;
+      long[] stats = CloudProfiler.stats(channel);
+      for (int i = 0; i < total.length; i++) total[i] += stats[i];
+    }
+    return total;
   }
 
   @Override
@@ -295,8 +312,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     control = null;
     if (responder != 0) CloudProfiler.responderStop(responder);
     responder = 0;
-    TraceExpression.forgetChannels();
     CloudProfiler.stop();
+    finalStats = totals(); // the metrics' last report may come after this
+    TraceExpression.forgetChannels();
     if (pointer != null) pointer.delete();
     try {
       collector.copy();

@@ -106,6 +106,11 @@ public final class TraceExpression extends Expression implements Serializable {
     return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
   }
 
+  /** The handles of this process's trace channels (0 where the library could not load). */
+  static long[] channelHandles() {
+    return CHANNELS.values().stream().mapToLong(Long::longValue).toArray();
+  }
+
   /** Forgets every channel: called as the library stops, so that the next application of this JVM opens its own
    * instead of logging to closed ones. */
   static void forgetChannels() {
