@@ -231,8 +231,10 @@ def test_bad_option_names_the_key(run, conf, message):
 
 def test_with_task_logging_off_trace_channels_of_a_later_application_are_collected(run, tmp_path):
     """A second application in the same JVM, task records off: its trace points (one of the same name as the first
-    application's) still log into its own folder, which the executor collects."""
+    application's) still log into its own folder, which the executor collects. Its localDir is set by hand, not
+    through the helper: the Python trace point finds the executor's folder through the session's configuration."""
     spark = (cps.builder(log_dir=str(tmp_path), task_enabled=False, calibration_enabled=False).master("local[2]")
+             .config("spark.cloudprofiler.localDir", str(tmp_path / "set-by-hand"))
              .config("spark.ui.enabled", "false").getOrCreate())
     try:
         spark.sql("select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 1000, 1, 2))").collect()

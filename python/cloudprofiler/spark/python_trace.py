@@ -6,7 +6,7 @@ import atexit
 _channels: dict = {}
 
 
-def _channel(name: str, handler: str, params: tuple):
+def _channel(name: str, handler: str, params: tuple, local_dir: "str | None"):
     """One channel per (worker process, name), closed when the worker exits."""
     import cloudprofiler as cp
 
@@ -16,7 +16,7 @@ def _channel(name: str, handler: str, params: tuple):
 
         from .worker import start_in_executor_folder
 
-        start_in_executor_folder()
+        start_in_executor_folder(local_dir)
 
         ctx = TaskContext.get()
         meta = {"spark.event": "python_trace"}
@@ -49,8 +49,10 @@ def configured_handler(conf, channel: str) -> tuple[str, tuple]:
 def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params):
     if id_col not in df.columns:
         raise ValueError(f"trace: column {id_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
+    conf = df.sparkSession.conf
+    local_dir = conf.get("spark.cloudprofiler.localDir", None)  # where the executors name their folders
     if handler is None:
-        handler, params = configured_handler(df.sparkSession.conf, channel)
+        handler, params = configured_handler(conf, channel)
     params = tuple(int(p) for p in params)
     import cloudprofiler as cp
 
@@ -59,7 +61,7 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
         raise ValueError(f"trace({channel!r}): handler {handler} takes {expected} parameter(s), got {list(params)}")
 
     def log_batches(batches):
-        ch = _channel(channel, handler, params)
+        ch = _channel(channel, handler, params, local_dir)
         for batch in batches:
             ch.log_many(batch.column(id_col))
             yield batch

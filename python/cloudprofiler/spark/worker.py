@@ -19,10 +19,11 @@ def _parent(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-def executor_folder() -> "str | None":
+def executor_folder(local_dir: "str | None" = None) -> "str | None":
     """The local folder of the executor that started this Python worker, or None outside such a worker (or where
-    the executor's plugin is not running)."""
-    local_dir = Path(os.environ.get(LOCAL_DIR_ENV) or Path(tempfile.gettempdir(), "cloudprofiler-local"))
+    the executor's plugin is not running). `local_dir`: the plugin's localDir, else CLOUDPROFILER_LOCAL_DIR, else
+    the plugin's default."""
+    local_dir = Path(local_dir or os.environ.get(LOCAL_DIR_ENV) or Path(tempfile.gettempdir(), "cloudprofiler-local"))
     pid = os.getpid()
     for _ in range(_ANCESTORS):
         try:
@@ -35,14 +36,14 @@ def executor_folder() -> "str | None":
     return None
 
 
-def start_in_executor_folder() -> "str | None":
+def start_in_executor_folder(local_dir: "str | None" = None) -> "str | None":
     """Start this process's library in its executor's folder, unless it has started already; returns the folder
     it logs to (None before the library starts, e.g. outside a Spark Python worker). Call it in a UDF before
     opening a `Channel`, so that the channel's file is collected with the executor's logs."""
     import cloudprofiler as cp
 
     if cp.log_dir() is None:
-        folder = executor_folder()
+        folder = executor_folder(local_dir)
         if folder is not None:
             cp.start(folder)
     return cp.log_dir()
