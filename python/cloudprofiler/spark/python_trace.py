@@ -6,8 +6,9 @@ import atexit
 _channels: dict = {}
 
 
-def _channel(name: str, handler: str, params: tuple, local_dir: "str | None"):
-    """One channel per (worker process, name), closed when the worker exits."""
+def worker_channel(name: str, handler: str = "buffered", params: tuple = (), local_dir: "str | None" = None):
+    """One channel per (worker process, name), in the folder of the executor that started the worker (see
+    worker.py), closed when the worker exits."""
     import cloudprofiler as cp
 
     ch = _channels.get(name)
@@ -61,7 +62,7 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
         raise ValueError(f"trace({channel!r}): handler {handler} takes {expected} parameter(s), got {list(params)}")
 
     def log_batches(batches):
-        ch = _channel(channel, handler, params, local_dir)
+        ch = worker_channel(channel, handler, params, local_dir)
         for batch in batches:
             ch.log_many(batch.column(id_col))
             yield batch

@@ -114,8 +114,8 @@ class CloudProfilerStreamReader(DataSourceStreamReader):
 
         channel = None
         if self.options.trace_channel:
-            from .python_trace import _channel
-            channel = _channel(self.options.trace_channel, "buffered")
+            from .python_trace import worker_channel
+            channel = worker_channel(self.options.trace_channel)
         with EmitterClient(partition.endpoint, self.options.timeout_s) as client:
             for batch in client.batches(partition.start, partition.end, self.options.batch_tuples):
                 if channel is not None:
