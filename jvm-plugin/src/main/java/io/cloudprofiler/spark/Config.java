@@ -50,10 +50,9 @@ public final class Config {
   public static final Key TASK_ENABLED = new Key("spark.cloudprofiler.task.enabled", "true",
       "Log a TSC record at the start and at the end of every task attempt", Config::checkBoolean);
   public static final Key TASK_HANDLER = new Key("spark.cloudprofiler.task.handler", "buffered",
-      "Handler of the task channels: " + String.join(", ", HANDLERS.keySet()),
-      v -> HANDLERS.containsKey(v) ? null : "one of " + String.join(", ", HANDLERS.keySet()));
+      "Handler of the task channels: " + String.join(", ", HANDLERS.keySet()), v -> null); // checked with params
   public static final Key TASK_PARAMS = new Key("spark.cloudprofiler.task.params", "",
-      "Comma-separated integer parameters of the task handler", v -> null); // checked with the handler
+      "Comma-separated integer parameters of the task handler", v -> null); // checked with the handler, by read()
   public static final Key COMPRESSION = new Key("spark.cloudprofiler.compression", "none",
       "Arrow body compression of the log files: none or zstd",
       v -> v.equals("none") || v.equals("zstd") ? null : "none or zstd");
