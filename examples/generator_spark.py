@@ -10,9 +10,9 @@ import numpy as np
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
-from cloudprofiler.generator.emitter import Generator, GeneratorConfig
-from cloudprofiler.generator.maxtput import free_port_base
-from cloudprofiler.spark.pipelines import ysb
+from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
+from cloudprofiler.harness.maxtput import free_port_base
+from cloudprofiler.harness.pipelines import ysb
 
 rate = float(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 10

@@ -6,7 +6,7 @@ import math
 import subprocess
 import sys
 
-from cloudprofiler.bench.handlers import HANDLERS
+from cloudprofiler.harness.bench.handlers import HANDLERS
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
 

@@ -3,9 +3,9 @@ import socket
 
 import pytest
 
-from cloudprofiler.generator.consumer import consume
-from cloudprofiler.generator.emitter import Generator, GeneratorConfig
-from cloudprofiler.generator.workloads import make_buckets
+from cloudprofiler.harness.generator.consumer import consume
+from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
+from cloudprofiler.harness.generator.workloads import make_buckets
 
 
 def free_port() -> int:

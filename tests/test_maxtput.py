@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from cloudprofiler.generator import maxtput_cli
-from cloudprofiler.generator.emitter import GeneratorConfig
-from cloudprofiler.generator.maxtput import Step, consumer_trial, search
+from cloudprofiler.harness import maxtput_cli
+from cloudprofiler.harness.generator.emitter import GeneratorConfig
+from cloudprofiler.harness.maxtput import Step, consumer_trial, search
 
 
 def test_search_finds_a_known_capacity():

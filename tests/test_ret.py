@@ -133,7 +133,7 @@ def test_ret_info_of_another_handler_is_refused(log_dir):
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="network namespaces need root and iproute2")
 def test_a_pair_across_network_namespaces_contains_every_true_duration():
-    from cloudprofiler.bench.accuracy import Hosts, measure_ret
+    from cloudprofiler.harness.bench.accuracy import Hosts, measure_ret
 
     with Hosts(use_namespaces=True) as hosts:
         ret = measure_ret(hosts, 500)

@@ -9,7 +9,7 @@ import pytest
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
-from cloudprofiler.spark.pipelines import ysb, ysb_events
+from cloudprofiler.harness.pipelines import ysb, ysb_events
 
 
 @pytest.fixture(scope="module")

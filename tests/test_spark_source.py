@@ -6,12 +6,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cloudprofiler.generator.emitter import ID_BITS_PER_EMITTER, Generator, GeneratorConfig
-from cloudprofiler.generator.fetch import EmitterClient, FetchError
-from cloudprofiler.generator.maxtput import free_port_base, search
+from cloudprofiler.harness.generator.emitter import ID_BITS_PER_EMITTER, Generator, GeneratorConfig
+from cloudprofiler.harness.generator.fetch import EmitterClient, FetchError
+from cloudprofiler.harness.maxtput import free_port_base, search
 from cloudprofiler.spark import read_generator
-from cloudprofiler.spark.pipelines import Pipeline
-from cloudprofiler.spark.trial import benchmark_session, generator_trial
+from cloudprofiler.harness.pipelines import Pipeline
+from cloudprofiler.harness.trial import benchmark_session, generator_trial
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +124,10 @@ def test_unreachable_emitter_times_out_naming_it():
     ({"endpoints": "tcp://127.0.0.1:1", "timeout": "soon"}, "option timeout='soon' must be a positive number"),
 ])
 def test_bad_source_options_name_the_option(spark, options, message):
-    from cloudprofiler.spark.source import register_source
+    from cloudprofiler.harness.spark_source import register_source
 
     register_source(spark)
-    reader = spark.readStream.format("cloudprofiler")
+    reader = spark.readStream.format("cloudprofiler-generator")
     for key, value in options.items():
         reader = reader.option(key, value)
     with pytest.raises(Exception, match=message):

@@ -14,16 +14,16 @@ COMMANDS = {
     "demo": ("cloudprofiler.demo", "run the demo job and print what it logged"),
     "spark-conf": ("cloudprofiler.spark.conf_cli", "print the --jars/--conf flags that enable the Spark plugin"),
     "calibrate": ("cloudprofiler.calibration.cli", "MinRTT rounds from this host to probe responders elsewhere"),
-    "generate": ("cloudprofiler.generator.cli", "emit tuples at a fixed rate over ZeroMQ"),
-    "maxtput": ("cloudprofiler.generator.maxtput_cli", "maximum sustainable throughput search"),
+    "generate": ("cloudprofiler.harness.generator.cli", "emit tuples at a fixed rate over ZeroMQ"),
+    "maxtput": ("cloudprofiler.harness.maxtput_cli", "maximum sustainable throughput search"),
 }
 
 # bench target -> (module, one-line help)
 BENCHES = {
-    "handlers": ("cloudprofiler.bench.handlers", "ns per call of every handler from C and Python"),
-    "spark": ("cloudprofiler.bench.spark", "JNI cost and the overhead of the plugin on Spark jobs"),
-    "accuracy": ("cloudprofiler.bench.accuracy", "error bounds of cross-node duration translation"),
-    "ingest": ("cloudprofiler.bench.ingest", "generator and Spark ingest maximum sustainable rates"),
+    "handlers": ("cloudprofiler.harness.bench.handlers", "ns per call of every handler from C and Python"),
+    "spark": ("cloudprofiler.harness.bench.spark", "JNI cost and the overhead of the plugin on Spark jobs"),
+    "accuracy": ("cloudprofiler.harness.bench.accuracy", "error bounds of cross-node duration translation"),
+    "ingest": ("cloudprofiler.harness.bench.ingest", "generator and Spark ingest maximum sustainable rates"),
 }
 
 

@@ -46,7 +46,7 @@ def run(args) -> int:
         stats = ch.stats
         rows.append({"handler": handler, "logged": stats.logged, "rows": table.num_rows, "dropped": stats.dropped,
                      "bytes": stats.bytes_written, "ns": elapsed * 1e9 / stats.logged, "file": ch.path})
-    from .bench.table import print_table
+    from .console import print_table
 
     print_table(rows, [("handler", "handler", ""), ("logged", "logged", ","), ("rows", "rows in file", ","),
                        ("dropped", "dropped", ","), ("bytes", "bytes", ","), ("ns", "ns/record", ".1f")])

@@ -22,7 +22,7 @@ from typing import Callable, Tuple, Union
 
 from pyspark.sql import DataFrame, functions as F
 
-from cloudprofiler.generator.workloads import YSB_ADS, YSB_CAMPAIGNS, YSB_EVENT_TYPES
+from cloudprofiler.harness.generator.workloads import YSB_ADS, YSB_CAMPAIGNS, YSB_EVENT_TYPES
 
 WATERMARK = "2 seconds"
 

@@ -1,8 +1,8 @@
-"""`spark.readStream.format("cloudprofiler")`: the generator's serve-mode emitters as a Spark streaming source.
+"""`spark.readStream.format("cloudprofiler-generator")`: the generator's serve-mode emitters as a Spark streaming source.
 
-    import cloudprofiler.spark as cps
-    cps.register_source(spark)
-    df = (spark.readStream.format("cloudprofiler")
+    from cloudprofiler.harness.spark_source import register_source
+    register_source(spark)
+    df = (spark.readStream.format("cloudprofiler-generator")
           .option("endpoints", "tcp://10.0.0.5:5555,tcp://10.0.0.5:5556").load())
 
 One Spark partition per emitter and micro-batch: the offsets of a batch are a range of buckets per emitter, its
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-SOURCE_NAME = "cloudprofiler"
+SOURCE_NAME = "cloudprofiler-generator"
 
 
 def _positive(options, key: str, default, kind=float):
@@ -63,7 +63,7 @@ class CloudProfilerSource(DataSource):
     def schema(self):
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from cloudprofiler.generator.fetch import EmitterClient, output_schema
+        from cloudprofiler.harness.generator.fetch import EmitterClient, output_schema
 
         opts = SourceOptions(self.options)
         with EmitterClient(opts.endpoints[0], opts.timeout_s) as client:
@@ -79,7 +79,7 @@ class CloudProfilerStreamReader(DataSourceStreamReader):
         self._clients: dict = {}
 
     def _client(self, endpoint: str):
-        from cloudprofiler.generator.fetch import EmitterClient
+        from cloudprofiler.harness.generator.fetch import EmitterClient
 
         client = self._clients.get(endpoint)
         if client is None:
@@ -110,11 +110,11 @@ class CloudProfilerStreamReader(DataSourceStreamReader):
                 for e in self.options.endpoints if int(end[e]) > int(start.get(e, 0))]
 
     def read(self, partition: EmitterRange):
-        from cloudprofiler.generator.fetch import ID_COLUMN, EmitterClient
+        from cloudprofiler.harness.generator.fetch import ID_COLUMN, EmitterClient
 
         channel = None
         if self.options.trace_channel:
-            from .python_trace import worker_channel
+            from ..spark.python_trace import worker_channel
             channel = worker_channel(self.options.trace_channel)
         with EmitterClient(partition.endpoint, self.options.timeout_s) as client:
             for batch in client.batches(partition.start, partition.end, self.options.batch_tuples):
@@ -133,5 +133,15 @@ class CloudProfilerStreamReader(DataSourceStreamReader):
 
 
 def register_source(spark) -> None:
-    """Make `format("cloudprofiler")` available in this session."""
+    """Make `format("cloudprofiler-generator")` available in this session."""
     spark.dataSource.register(CloudProfilerSource)
+
+
+def read_generator(spark, endpoints, **options):
+    """A streaming DataFrame of the generator's serve-mode emitters (`format("cloudprofiler-generator")`, registered
+    on first use). `endpoints`: a list of tcp://host:port; options as documented above."""
+    register_source(spark)
+    reader = spark.readStream.format(SOURCE_NAME).option("endpoints", ",".join(endpoints))
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()

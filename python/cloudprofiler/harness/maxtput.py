@@ -140,8 +140,8 @@ def consumer_trial(template, duration_s: float, warmup_s: float, capacity_tps: f
     or a system under test with a known capacity."""
     from dataclasses import replace
 
-    from .consumer import consume
-    from .emitter import Generator
+    from .generator.consumer import consume
+    from .generator.emitter import Generator
 
     def trial(rate: float) -> Step:
         config = replace(template, rate=rate, duration_s=duration_s, port=free_port_base(template.emitters))
@@ -152,7 +152,7 @@ def consumer_trial(template, duration_s: float, warmup_s: float, capacity_tps: f
                              timeout_s=config.timeout_s + 5, capacity_tps=capacity_tps)
         except TimeoutError as exc:
             error = str(exc)
-            from .consumer import ConsumerReport
+            from .generator.consumer import ConsumerReport
             report = ConsumerReport()
         results = generator.join()
         error = error or next((r.error for r in results if r.error), None)

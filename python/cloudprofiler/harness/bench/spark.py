@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
 
 
 def jni_rows(iterations: int) -> list[dict]:
-    from ..spark import jar_path
+    from ...spark import jar_path
 
     out = subprocess.run(["java", "-cp", jar_path(), "io.cloudprofiler.JniBenchmark", str(iterations)],
                          check=True, capture_output=True, text=True)
@@ -28,7 +28,7 @@ def jni_rows(iterations: int) -> list[dict]:
 def _session(plugin: bool, log_dir: str):
     from pyspark.sql import SparkSession
 
-    from .. import spark as cps
+    from ... import spark as cps
 
     builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
@@ -45,7 +45,7 @@ def _timed(fn) -> float:
 
 _TASK_JOB = """
 import sys, time
-from cloudprofiler.bench.spark import _session
+from cloudprofiler.harness.bench.spark import _session
 spark = _session({plugin}, {log_dir!r})
 spark.range(0, 100, 1, 100).selectExpr("sum(id)").collect()  # warm-up
 t0 = time.perf_counter()
@@ -110,9 +110,9 @@ def task_switch_overhead(spark, tasks: int, repeats: int) -> dict:
 
 def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
     """SQL and Python trace points against the same query without them, alternating in one application; the
-    YSB query is the streaming benchmark's own pipeline (`cloudprofiler.spark.pipelines.ysb`) run as a batch."""
-    from .. import spark as cps
-    from ..spark.pipelines import ysb, ysb_events
+    YSB query is the streaming benchmark's own pipeline (`cloudprofiler.harness.pipelines.ysb`) run as a batch."""
+    from ... import spark as cps
+    from ..pipelines import ysb, ysb_events
 
     plain_sql = f"select sum(id) from range(0, {rows}, 1, 4)"
     traced_sql = f"select sum(t) from (select cp_trace('bench-sql', id) as t from range(0, {rows}, 1, 4))"
@@ -154,7 +154,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rows + overheads, indent=1))
         return 0
-    from .table import print_table
+    from ...console import print_table
 
     print_table(rows, [("handler", "handler", ""), ("caller", "caller", ""), ("tsc_read", "tsc read", ""),
                        ("ns_per_call", "ns/call", ".2f"),

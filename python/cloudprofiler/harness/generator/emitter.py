@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import wire
+from .errors import GeneratorError
 from .workloads import DISTRIBUTIONS, WORKLOADS, make_buckets
 
 ID_BITS_PER_EMITTER = 40  # tuple id = emitter << 40 | index of the tuple within its emitter's stream
@@ -28,10 +29,6 @@ SPIN_NS = 200_000  # sleep until this close to a slot, then spin, so low rates d
 QUEUE_SAMPLE_NS = 100_000_000
 TRANSPORTS = ("push", "serve")
 SERVE_RETENTION_S = 30  # default retention of the serve transport: room for a restart from a checkpoint
-
-
-class GeneratorError(RuntimeError):
-    """The generator could not run as asked (no consumer, consumer stopped taking buckets)."""
 
 
 @dataclass

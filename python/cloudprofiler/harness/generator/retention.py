@@ -13,7 +13,7 @@ import json
 import time
 
 from . import wire
-from .emitter import GeneratorError
+from .errors import GeneratorError
 
 
 class ServeTransport:

@@ -14,11 +14,11 @@ from dataclasses import replace
 
 from pyspark.sql import functions as F
 
-from cloudprofiler.generator.emitter import Generator
-from cloudprofiler.generator.maxtput import Step, free_port_base, serve_step
-from cloudprofiler.generator.workloads import YSB_ADS, YSB_AD_TYPES, YSB_EVENT_TYPES
+from cloudprofiler.harness.generator.emitter import Generator
+from cloudprofiler.harness.maxtput import Step, free_port_base, serve_step
+from cloudprofiler.harness.generator.workloads import YSB_ADS, YSB_AD_TYPES, YSB_EVENT_TYPES
 
-from . import read_generator
+from .spark_source import read_generator
 from .pipelines import pipeline
 
 DRAIN_S = 10.0  # after the period, the pipeline gets this long to catch up; longer means it fell behind
@@ -30,7 +30,7 @@ MAX_LATENCY_GROWTH = 50.0
 def benchmark_session(master: str = "local[2]", log_dir: str | None = None):
     """A quiet Spark session with the plugin on (trace points need its SQL function) and as many shuffle
     partitions as local cores, so a step measures the pipeline rather than scheduling."""
-    from . import builder
+    from ..spark import builder
 
     cores = master[len("local["):-1] if master.startswith("local[") else "2"
     spark = (builder(log_dir=log_dir).master(master).config("spark.ui.enabled", "false")

@@ -24,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudprofiler.bench.table import print_table
-    from cloudprofiler.generator.emitter import GeneratorConfig
-    from cloudprofiler.generator.maxtput import consumer_trial, search
+    from cloudprofiler.console import print_table
+    from cloudprofiler.harness.generator.emitter import GeneratorConfig
+    from cloudprofiler.harness.maxtput import consumer_trial, search
 
     step_s, tolerance = (1.0, 0.25) if args.quick else (2.0, 0.05)
     spark_step_s, spark_tolerance = (6.0, 0.25) if args.quick else (10.0, 0.1)
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         tolerance=tolerance, progress=progress("generator")).max_sustainable_tps,
         "spark_ingest_tps_ours": None, "ysb_sustainable_tps_ours": None, "ysb_sustainable_tps_rate_source": None}
     if not args.no_spark:
-        from cloudprofiler.spark.trial import benchmark_session, generator_trial, rate_source_trial
+        from cloudprofiler.harness.trial import benchmark_session, generator_trial, rate_source_trial
 
         cores = os.cpu_count() or 2
         spark = benchmark_session(f"local[{cores}]")

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from .emitter import GeneratorConfig
+    from .generator.emitter import GeneratorConfig
     from .maxtput import consumer_trial, search
 
     # Spark's planning and Python workers answer in seconds, not milliseconds: give each request 30 s there.
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _spark_trial(args, template):
-    from cloudprofiler.spark.pipelines import pipeline
-    from cloudprofiler.spark.trial import benchmark_session, generator_trial, rate_source_trial
+    from cloudprofiler.harness.pipelines import pipeline
+    from cloudprofiler.harness.trial import benchmark_session, generator_trial, rate_source_trial
 
     pipeline(args.pipeline)  # a bad name fails here, before Spark starts
     spark = benchmark_session(args.master, args.log_dir)

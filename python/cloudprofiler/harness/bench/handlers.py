@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
 
 
 def _driver() -> Path:
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]  # the package: cloudprofiler/harness/bench/handlers.py
     for candidate in (here / "_lib" / "cp_bench", here.parent.parent / "native" / "build" / "cp_bench"):
         if candidate.exists():
             return candidate
@@ -75,7 +75,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    from .table import print_table
+    from ...console import print_table
 
     print_table([r for r in rows if "ns_per_call" in r],
                 [("handler", "handler", ""), ("caller", "caller", ""), ("tsc_read", "tsc read", ""),
