@@ -107,8 +107,9 @@ def log_metadata(source: "pa.Table | pa.Schema | LogSource") -> dict[str, Any]:
 
 
 def read_log(source: LogSource, name: str | None = None) -> pa.Table:
-    """One log file as a table: a path, bytes (e.g. the content of Spark's binaryFile source) or a binary file
-    object; `name` names it in messages (default: the path, or the file object's name).
+    """One log file (or a table of the driver's: spark-tasks.arrows, ...) as a table: a path, bytes (e.g. the content
+    of Spark's binaryFile source) or a binary file object; `name` names it in messages (default: the path, or the
+    file object's name).
 
     A file without its footer (process killed, or still writing) is read up to its last complete batch with an
     IncompleteLogWarning, unless its metadata says it was closed.
