@@ -29,7 +29,7 @@ deps:
 $(STAMP): pyproject.toml | deps
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel cffi
-	$(PY) -m pip install -q numpy "pandas<3" "pyarrow>=14" "pyzmq>=25" zstandard "pyspark>=3.5" py4j pytest polars
+	$(PY) -m pip install -q numpy "pandas<3" "pyarrow>=14" "pyzmq>=25" zstandard "pyspark>=3.5" py4j pytest polars duckdb
 	touch $@
 
 native: deps
