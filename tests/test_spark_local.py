@@ -204,7 +204,14 @@ def test_sql_trace_bad_arguments_are_named(run):
     ({"spark.cloudprofiler.tsc.read": "fenced"},
      "spark.cloudprofiler.tsc.read=fenced is invalid: expected ordered or unordered"),
     ({"spark.cloudprofiler.channel.after-join.handler": "sometimes"},
-     "spark.cloudprofiler.channel.after-join.handler=sometimes is invalid: expected one of null, identity"),
+     "spark.cloudprofiler.channel.after-join.handler=sometimes is invalid: unknown handler 'sometimes': expected one "
+     "of null, identity"),
+    ({"spark.cloudprofiler.task.handler": "downsample", "spark.cloudprofiler.task.params": "0"},  # the library's check
+     "spark.cloudprofiler.task.params=0 is invalid: downsample n=0 is out of range: expected n >= 1"),
+    ({"spark.cloudprofiler.channel.j.handler": "xoy", "spark.cloudprofiler.channel.j.params": "5, 3"},
+     "spark.cloudprofiler.channel.j.params=5, 3 is invalid: xoy x=5 is out of range: expected 0 <= x <= y (y=3)"),
+    ({"spark.cloudprofiler.channelBlocks": "1"},
+     "spark.cloudprofiler.channelBlocks=1 is invalid: expected an integer from 2 to 65536"),
     ({"spark.cloudprofiler.channel.j.handler": "downsample", "spark.cloudprofiler.channel.j.params": "4,5"},
      "spark.cloudprofiler.channel.j.params=4,5 is invalid: handler downsample takes 1 parameter"),
     ({"spark.cloudprofiler.channel.j.params": "4"},
