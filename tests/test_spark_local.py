@@ -73,6 +73,10 @@ def run(tmp_path_factory):
             spark.sql(query).collect()
         except Exception as e:  # noqa: BLE001 -- the message is what the test checks
             errors[name] = str(e)
+    try:
+        cps.trace(spark.range(3), "py-bad", "id", handler="downsample", params=(0,))
+    except ValueError as e:
+        errors["python trace params"] = str(e)
     before = cp.clock_read()
     jvm_clock = list(spark._jvm.io.cloudprofiler.CloudProfiler.clockRead())  # the driver JVM: same machine, same TSC
     after = cp.clock_read()
@@ -195,6 +199,7 @@ def test_sql_trace_bad_arguments_are_named(run):
     assert "cp_trace('s', ...) takes an integral id" in errors["string id"] and "got STRING" in errors["string id"]
     assert "expected 0 <= x <= y and y >= 1, got x=9, y=8" in errors["bad xoy"]
     assert "got x=0, y=0" in errors["zero y"]
+    assert errors["python trace params"] == "trace('py-bad'): downsample n=0 is out of range: expected n >= 1"
 
 
 @pytest.mark.parametrize("conf, message", [

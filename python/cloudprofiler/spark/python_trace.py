@@ -57,9 +57,10 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
     params = tuple(int(p) for p in params)
     import cloudprofiler as cp
 
-    expected = cp.Handler.parse(handler).param_count  # a bad handler fails here, on the driver, not in a worker
-    if len(params) != expected:
-        raise ValueError(f"trace({channel!r}): handler {handler} takes {expected} parameter(s), got {list(params)}")
+    try:  # a bad handler fails here, on the driver, not in a worker
+        cp.Handler.parse(handler).check(params)
+    except cp.InvalidArgumentError as e:
+        raise ValueError(f"trace({channel!r}): {e}") from None
 
     def log_batches(batches):
         ch = worker_channel(channel, handler, params, local_dir)
