@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import atexit
 
+from .jar import channel_key, options
+
 _channels: dict = {}
 
 
@@ -39,9 +41,8 @@ def _close_all() -> None:
 def configured_handler(conf, channel: str) -> tuple[str, tuple]:
     """The handler and parameters of `channel` in a Spark configuration (`spark.cloudprofiler.channel.<name>.*`,
     checked by the plugin at start), else buffered."""
-    prefix = f"spark.cloudprofiler.channel.{channel}"
-    handler = conf.get(prefix + ".handler", None)
-    params = conf.get(prefix + ".params", None) or ""
+    handler = conf.get(channel_key(channel, "handler"), None)
+    params = conf.get(channel_key(channel, "params"), None) or ""
     if handler is None:
         return "buffered", ()
     return handler.strip(), tuple(int(p) for p in params.split(",") if p.strip())
@@ -51,7 +52,7 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
     if id_col not in df.columns:
         raise ValueError(f"trace: column {id_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
     conf = df.sparkSession.conf
-    local_dir = conf.get("spark.cloudprofiler.localDir", None)  # where the executors name their folders
+    local_dir = conf.get(options()["local_dir"], None)  # where the executors name their folders
     if handler is None:
         handler, params = configured_handler(conf, channel)
     params = tuple(int(p) for p in params)

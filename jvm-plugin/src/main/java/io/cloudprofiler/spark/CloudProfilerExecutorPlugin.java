@@ -152,7 +152,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   /** Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python workers it starts
    * (their parent or grandparent is this process); renamed into place, so a worker never reads half a name. */
   private File pointTo(File local) {
-    File folder = new File(options.localDir(), "executors");
+    File folder = new File(options.localDir(), Config.EXECUTOR_FOLDERS);
     File target = new File(folder, String.valueOf(ProcessHandle.current().pid()));
     try {
       folder.mkdirs();

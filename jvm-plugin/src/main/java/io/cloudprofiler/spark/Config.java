@@ -3,6 +3,9 @@ package io.cloudprofiler.spark;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.CloudProfilerException;
 import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -12,24 +15,35 @@ import org.apache.spark.SparkConf;
 /**
  * Every spark.cloudprofiler.* option, declared once: name, default, doc and the values it takes. {@link #read}
  * turns a configuration into typed {@link Options}, checked once, with messages that name the key and the value.
+ * {@link #main} writes the table as JSON, which jvm-plugin/build.sh puts into the jar for the Python helper
+ * (cloudprofiler.spark), so that neither side copies the other.
  */
 public final class Config {
   /** One option; {@code parse} returns its typed value, or null when the text is not one of {@code expected}. */
   public static final class Key<T> {
     public final String name;
-    /** As the README shows it: {@code <tmp>} stands for the JVM's temporary folder. */
+    /** As the README shows it: {@code <tmp>} stands for the temporary folder of the process that reads it. */
     public final String defaultValue;
     public final String doc;
     /** What the value may be, in words: "true or false", "an integer from 2 to 65536". */
     public final String expected;
+    /** The range of an integer option, else null. */
+    public final Integer min, max;
     private final Function<String, T> parse;
 
     Key(String name, String defaultValue, String doc, String expected, Function<String, T> parse) {
+      this(name, defaultValue, doc, expected, parse, null, null);
+    }
+
+    private Key(String name, String defaultValue, String doc, String expected, Function<String, T> parse,
+        Integer min, Integer max) {
       this.name = name;
       this.defaultValue = defaultValue;
       this.doc = doc;
       this.expected = expected;
       this.parse = parse;
+      this.min = min;
+      this.max = max;
     }
 
     /** The value in effect: the configured one, else the default. */
@@ -39,9 +53,14 @@ public final class Config {
 
     T read(SparkConf conf) {
       String value = text(conf);
-      T parsed = parse.apply(value);
+      T parsed = parse(value);
       if (parsed == null) throw invalid(name, value, "expected " + expected);
       return parsed;
+    }
+
+    /** The typed value of {@code text}, or null when it is not one of {@code expected}. */
+    T parse(String text) {
+      return parse.apply(text);
     }
   }
 
@@ -65,7 +84,7 @@ public final class Config {
       } catch (NumberFormatException e) {
         return null;
       }
-    });
+    }, min, max);
   }
 
   /** One of the constants of {@code type}, written in lower case. */
@@ -92,8 +111,8 @@ public final class Config {
       "Executor-local folder the native library writes to before collection");
   public static final Key<Boolean> TASK_ENABLED = bool("spark.cloudprofiler.task.enabled", "true",
       "Log a TSC record at the start and at the end of every task attempt");
-  public static final Key<String> TASK_HANDLER = text("spark.cloudprofiler.task.handler", "buffered",
-      "Handler of the task channels (a handler of the native library)");
+  public static final Key<String> TASK_HANDLER = new Key<>("spark.cloudprofiler.task.handler", "buffered",
+      "Handler of the task channels", "a handler of the native library, checked with its parameters", v -> v);
   public static final Key<long[]> TASK_PARAMS = integers("spark.cloudprofiler.task.params",
       "Comma-separated integer parameters of the task handler");
   public static final Key<Compression> COMPRESSION = choice("spark.cloudprofiler.compression", Compression.NONE,
@@ -129,6 +148,10 @@ public final class Config {
   private static final String CHANNEL_PREFIX = PREFIX + "channel.";
   private static final String HANDLER_SUFFIX = ".handler";
   private static final String PARAMS_SUFFIX = ".params";
+
+  /** Under localDir: the folder where each executor names its own folder for its Python workers, in a file named
+   * after its process id ({@code <localDir>/executors/<pid>}). */
+  static final String EXECUTOR_FOLDERS = "executors";
 
   private Config() {}
 
@@ -211,6 +234,37 @@ public final class Config {
               + " / " + PARAMS_SUFFIX));
     }
     return out;
+  }
+
+  /** The table as JSON: every option (key, default, what it takes, doc), the trace channels' keys and the
+   * executors' folder names, for the Python helper. */
+  static String json() {
+    StringBuilder out = new StringBuilder("{\"options\": [");
+    for (Key<?> key : ALL) {
+      out.append(key == ALL.get(0) ? "\n  " : ",\n  ").append("{\"key\": ").append(quote(key.name))
+          .append(", \"default\": ").append(quote(key.defaultValue)).append(", \"expected\": ")
+          .append(quote(key.expected)).append(", \"min\": ").append(key.min).append(", \"max\": ").append(key.max)
+          .append(", \"doc\": ").append(quote(key.doc)).append('}');
+    }
+    return out.append("\n],\n\"tmp\": ").append(quote(TMP))
+        .append(",\n\"channel_handler\": ").append(quote(CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX))
+        .append(",\n\"channel_params\": ").append(quote(CHANNEL_PREFIX + "<name>" + PARAMS_SUFFIX))
+        .append(",\n\"executor_folders\": ").append(quote(EXECUTOR_FOLDERS)).append("\n}\n").toString();
+  }
+
+  private static String quote(String text) {
+    StringBuilder out = new StringBuilder("\"");
+    for (char c : text.toCharArray()) {
+      if (c == '"' || c == '\\') out.append('\\').append(c);
+      else if (c < 0x20) out.append(String.format("\\u%04x", (int) c));
+      else out.append(c);
+    }
+    return out.append('"').toString();
+  }
+
+  /** Writes {@link #json} to the file named by the argument (jvm-plugin/build.sh, at build time). */
+  public static void main(String[] args) throws IOException {
+    Files.writeString(Path.of(args[0]), json());
   }
 
   /** Every option of {@code conf}, checked and typed (defaults filled in); throws naming the key and the bad value.
