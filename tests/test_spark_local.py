@@ -74,6 +74,10 @@ def run(tmp_path_factory):
             spark.sql(query).collect()
         except Exception as e:  # noqa: BLE001 -- the message is what the test checks
             errors[name] = str(e)
+    try:
+        cps.trace(spark.range(3), "py-bad", "id", handler="downsample", params=(0,))
+    except ValueError as e:
+        errors["python trace params"] = str(e)
     before = cp.clock_read()
     jvm_clock = list(spark._jvm.io.cloudprofiler.CloudProfiler.clockRead())  # the driver JVM: same machine, same TSC
     after = cp.clock_read()
@@ -211,6 +215,7 @@ def test_sql_trace_bad_arguments_are_named(run):
     assert "cp_trace('s', ...) takes an integral id" in errors["string id"] and "got STRING" in errors["string id"]
     assert "expected 0 <= x <= y and y >= 1, got x=9, y=8" in errors["bad xoy"]
     assert "got x=0, y=0" in errors["zero y"]
+    assert errors["python trace params"] == "trace('py-bad'): downsample n=0 is out of range: expected n >= 1"
 
 
 @pytest.mark.parametrize("conf, message", [
@@ -220,7 +225,14 @@ def test_sql_trace_bad_arguments_are_named(run):
     ({"spark.cloudprofiler.tsc.read": "fenced"},
      "spark.cloudprofiler.tsc.read=fenced is invalid: expected ordered or unordered"),
     ({"spark.cloudprofiler.channel.after-join.handler": "sometimes"},
-     "spark.cloudprofiler.channel.after-join.handler=sometimes is invalid: expected one of null, identity"),
+     "spark.cloudprofiler.channel.after-join.handler=sometimes is invalid: unknown handler 'sometimes': expected one "
+     "of null, identity"),
+    ({"spark.cloudprofiler.task.handler": "downsample", "spark.cloudprofiler.task.params": "0"},  # the library's check
+     "spark.cloudprofiler.task.params=0 is invalid: downsample n=0 is out of range: expected n >= 1"),
+    ({"spark.cloudprofiler.channel.j.handler": "xoy", "spark.cloudprofiler.channel.j.params": "5, 3"},
+     "spark.cloudprofiler.channel.j.params=5, 3 is invalid: xoy x=5 is out of range: expected 0 <= x <= y (y=3)"),
+    ({"spark.cloudprofiler.channelBlocks": "1"},
+     "spark.cloudprofiler.channelBlocks=1 is invalid: expected an integer from 2 to 65536"),
     ({"spark.cloudprofiler.channel.j.handler": "downsample", "spark.cloudprofiler.channel.j.params": "4,5"},
      "spark.cloudprofiler.channel.j.params=4,5 is invalid: handler downsample takes 1 parameter"),
     ({"spark.cloudprofiler.channel.j.params": "4"},

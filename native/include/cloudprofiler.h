@@ -186,6 +186,10 @@ CP_EXPORT const char *cp_handler_name(cp_handler handler);
 CP_EXPORT int cp_handler_from_name(const char *name, cp_handler *out, cp_error *error);
 /* Number of parameters the handler takes (cp_channel_open requires exactly that many). */
 CP_EXPORT int cp_handler_param_count(cp_handler handler);
+/* The check cp_channel_open makes of its handler and parameters, without opening anything: 0, or EINVAL with a
+ * message naming the bad value (a wrong number of parameters, a parameter out of range). Lets a configuration be
+ * checked where it is read, before the processes that open channels from it start. */
+CP_EXPORT int cp_handler_check(cp_handler handler, const int64_t *params, size_t n_params, cp_error *error);
 
 /* Opens a channel; NULL on error. `meta_keys`/`meta_values` (n_meta pairs, may be 0) go into the file's
  * schema metadata. Fails with EINVAL for an unknown handler, a wrong number of parameters or a parameter out

@@ -349,16 +349,8 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
                             const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                             cp_error *error) {
   if (!name) return cp__fail(error, EINVAL, "channel name is NULL"), NULL;
-  if ((int)handler < 0 || handler >= CP_HANDLER_COUNT_)
-    return cp__fail(error, EINVAL, "handler %d is unknown: expected 0 to %d", (int)handler, CP_HANDLER_COUNT_ - 1),
-           NULL;
+  if (cp_handler_check(handler, params, n_params, error)) return NULL;
   int want = cp_handler_param_count(handler);
-  if ((int)n_params != want || (want && !params))
-    return cp__fail(error, EINVAL, "handler %s takes %d parameter(s), got %zu", cp_handler_name(handler), want,
-                    n_params),
-           NULL;
-  for (int i = 0; i < want; i++)
-    if (cp__handler_check_param(handler, (uint32_t)i, params[i], params, error)) return NULL;
   if (n_meta > 64) return cp__fail(error, EINVAL, "%zu metadata pairs given: at most 64", n_meta), NULL;
   for (size_t i = 0; i < n_meta; i++)
     if (!meta_keys[i] || !meta_values[i]) return cp__fail(error, EINVAL, "metadata pair %zu is NULL", i), NULL;

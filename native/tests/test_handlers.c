@@ -245,7 +245,22 @@ static void full_policy(cp_full_policy policy, int64_t n) {
   CHECK(ls.dropped >= s.dropped);
 }
 
+/* cp_handler_check says what cp_channel_open would, without a channel or even a started library. */
+static void handler_check(void) {
+  cp_error err;
+  int64_t zero[] = {0}, ok[] = {64}, xy[] = {3, 2}, period[] = {1000};
+  CHECK(cp_handler_check(CP_HANDLER_DOWNSAMPLE, ok, 1, &err) == 0);
+  CHECK(cp_handler_check(CP_HANDLER_SPC, period, 1, &err) == 0);
+  CHECK(cp_handler_check(CP_HANDLER_BUFFERED, NULL, 0, &err) == 0);
+  CHECK(cp_handler_check(CP_HANDLER_DOWNSAMPLE, zero, 1, &err) == EINVAL && strstr(err.message, "downsample n=0"));
+  CHECK(cp_handler_check(CP_HANDLER_XOY, xy, 2, &err) == EINVAL && strstr(err.message, "xoy x=3"));
+  CHECK(cp_handler_check(CP_HANDLER_XOY, ok, 1, &err) == EINVAL && strstr(err.message, "takes 2 parameter(s), got 1"));
+  CHECK(cp_handler_check(CP_HANDLER_COUNT_, NULL, 0, &err) == EINVAL && strstr(err.message, "unknown"));
+  CHECK(!cp_channel_open("bad", CP_HANDLER_DOWNSAMPLE, zero, 1, NULL, NULL, 0, &err) && strstr(err.message, "n=0"));
+}
+
 int main(void) {
+  handler_check();
   char dir[] = "/tmp/cp_test_handlers.XXXXXX";
   CHECK(mkdtemp(dir));
   start(dir, 1024, 4, CP_FULL_BLOCK, CP_COMPRESSION_NONE, 50);
