@@ -1,6 +1,8 @@
 package io.cloudprofiler.spark;
 
 import java.util.Map;
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.NativeLoader;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.PluginContext;
@@ -32,7 +34,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       throw new IllegalArgumentException(Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there ("
           + e + ")", e);
     }
-    listener = new TaskListener();
+    listener = new TaskListener(startClock(options.get(Config.NATIVE_PATH.name)));
     sc.addSparkListener(listener);
     if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
       String host = sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
@@ -45,6 +47,20 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration
+  }
+
+  /**
+   * The driver's TSC and clocks as the application starts, its TSC domain and frequency: the analysis's origin of
+   * time (t_ns = 0) and its pairing of TSC with wall clock, for Spark's millisecond times. Written with the task
+   * table; empty where the native library cannot load.
+   */
+  private static Map<String, String> startClock(String nativePath) {
+    if (NativeLoader.load(nativePath) != null) return Map.of();
+    long[] c = CloudProfiler.clockRead();
+    return Map.of("application.start.clock", String.format(
+        "{\"tsc\": %d, \"monotonic_raw_ns\": %d, \"realtime_ns\": %d, \"uncertainty_ticks\": %d}",
+        c[0], c[1], c[2], c[3]),
+        "tsc.hz", String.valueOf(CloudProfiler.tscHz()), "tsc.domain", TscDomain.bootId());
   }
 
   /** What the calibration learns from the scheduler: jobs that end, executors that are gone. */
