@@ -107,10 +107,18 @@ class Timebase:
         if start_domain == end_domain and start_domain in self.domain_hz and unbounded.any():
             hz, uncertainty = self.domain_hz[start_domain]
             local = (end - start).astype(np.float64) / hz * 1e9
-            value, error = np.where(unbounded, local, value), np.where(unbounded, np.abs(local) * uncertainty / hz, error)
+            error = np.where(unbounded, np.abs(local) * uncertainty / hz, error)
+            value = np.where(unbounded, local, value)
             path = np.where(unbounded, "local", path)
             unbounded = np.zeros(n, dtype=bool)
         return value, error, path, d.extrapolated & ~unbounded, unbounded
+
+    def hz_of(self, domain: str) -> float:
+        """A domain's TSC frequency: its files' median, else the reference's over the calibration's rate."""
+        if domain in self.domain_hz:
+            return self.domain_hz[domain][0]
+        cal = self.calibrations.get((self.reference, domain))
+        return self.hz / cal.rate_overall()[0] if cal is not None else float("nan")
 
     def t_ns_of_wall_ms(self, ms):
         """Wall-clock milliseconds (Spark's launch and finish times) on the axis; NaN without a pairing. Exact to
