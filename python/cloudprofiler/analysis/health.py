@@ -103,7 +103,8 @@ def summary(app) -> dict:
     ends = [e for e in ends if e == e]
     return {"app_id": app.app_id, "path": app.path, "hosts": sorted({f.meta.get("host", "") for f in logs}),
             "executors": len({f.executor_id for f in logs if f.executor_id is not None}),
-            "domains": sorted({f.domain for f in logs if f.domain}), "channels": len(app.catalog.channels()),
+            "domains": sorted({f.domain for f in logs if f.domain} | ({tb.reference} - {""})),
+            "channels": len(app.catalog.channels()),
             "records": sum(f.rows for f in logs), "dropped": sum(f.meta.get("records.dropped") or 0 for f in logs),
             "files": len(logs), "cut_files": sum(f.cut for f in logs), "start_unix_ms": tb.start_unix_ms,
             "span_ns": float(max(ends)) if ends else 0.0, "reference_domain": tb.reference,
