@@ -3,9 +3,9 @@ are the raw files' numbers, cut files and folders without calibration say so, an
 
 The application runs once, in a subprocess (local[2,2]: a task may fail once): trace points 'a' before and 'b'
 after a shuffle, a Python trace point 'py', a counter channel, and a task that fails its first attempt."""
+import json
 import math
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -68,8 +68,7 @@ def _raw(folder: Path, channel: str) -> pa.Table:
 
 def _driver(folder: Path) -> dict:
     """The driver's start clock and TSC frequency from the task table's metadata."""
-    with pa.OSFile(str(folder / "spark-tasks.arrows")) as f:
-        return cp.log_metadata(ipc.open_stream(f).schema)
+    return cp.log_metadata(folder / "spark-tasks.arrows")
 
 
 def _task_durations(folder: Path, hz: float) -> dict:
@@ -80,7 +79,7 @@ def _task_durations(folder: Path, hz: float) -> dict:
 
 def test_records_are_the_files_records_on_the_drivers_time_axis(app, folder):
     driver = _driver(folder)
-    start = int(__import__("json").loads(driver["application.start.clock"])["tsc"])
+    start = int(json.loads(driver["application.start.clock"])["tsc"])
     hz = driver["tsc.hz"]
     assert app.timebase.start_tick == start and app.timebase.hz == hz
     records = app.records("a")
@@ -105,8 +104,11 @@ def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):
     failed = tasks[tasks["status"] != "SUCCESS"]
     assert len(failed) == 1 and "failing the first attempt" in failed["failure_reason"].iloc[0]
     assert (tasks["spark_duration_ms"] == tasks["finish_time_ms"] - tasks["launch_time_ms"]).all()
-    # Spark's own launch time lies within a few ms of the TSC's start on the same axis
-    assert (abs(tasks["launch_t_ns"] - tasks["start_t_ns"]) < 1e9).all()
+    # on one axis, the driver launches an attempt before its executor starts it, and learns that it finished after
+    # it ended (Spark's times are whole milliseconds: 2 ms of slack)
+    timed = tasks.dropna(subset=["start_t_ns"])
+    assert (timed["launch_t_ns"] <= timed["start_t_ns"] + 2e6).all()
+    assert (timed["finish_t_ns"] >= timed["end_t_ns"] - 2e6).all()
 
     ok = tasks[tasks["status"] == "SUCCESS"]
     stage = ok.groupby("stage_id").size().idxmax()
@@ -148,7 +150,7 @@ def test_a_cut_file_is_read_up_to_its_last_complete_batch_with_a_warning(folder,
     shutil.copytree(folder, copy)
     target = next(p for p in copy.rglob("a.*.arrows"))
     data = target.read_bytes()
-    target.write_bytes(data[:-100])  # the end-of-stream marker and part of the last batch
+    target.write_bytes(data[: len(data) * 6 // 10])  # in the middle of a batch, whichever IPC layout
     with pytest.warns(UserWarning, match=target.name):
         expected = cp.read_log(target).num_rows
     with pytest.warns(UserWarning, match=target.name):
@@ -162,13 +164,10 @@ def test_a_cut_file_is_read_up_to_its_last_complete_batch_with_a_warning(folder,
 
 def _move_to_another_host(path: Path) -> None:
     """Rewrites a log file as if another machine (another boot id, no calibration) had written it."""
-    with pa.OSFile(str(path)) as f:
-        reader = ipc.open_stream(f)
-        schema, batches = reader.schema, list(reader)
-    meta = {**schema.metadata, b"boot_id": b"other-machine", b"host": b"other-host", b"pid": b"424242"}
-    with ipc.new_stream(str(path), schema.with_metadata(meta)) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
+    table = cp.read_log(path)
+    meta = {**table.schema.metadata, b"boot_id": b"other-machine", b"host": b"other-host", b"pid": b"424242"}
+    with ipc.new_stream(str(path), table.schema.with_metadata(meta)) as writer:
+        writer.write_table(table)
 
 
 def test_without_calibration_durations_stay_per_host_and_cross_host_ones_are_unbounded(folder, tmp_path):

@@ -194,12 +194,13 @@ def test_executors_load_a_library_shipped_with_files_when_the_jar_has_none(clust
     assert "disabled on executor" not in stderr
 
 
-LOSES_AN_EXECUTOR = r"""
+# The start of a driver script: two executors in a simulated TSC domain, both calibrated against the driver.
+TWO_CALIBRATED_EXECUTORS = r"""
 import os, signal, sys, time
 import pyarrow.ipc as ipc
 import cloudprofiler.spark as cps
 
-master, log_dir, local_dir, simulation = sys.argv[1:]
+master, log_dir, local_dir, simulation = sys.argv[1:5]
 spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master(master)
          .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
          .config("spark.executor.cores", "1").config("spark.cores.max", "2").config("spark.driver.host", "127.0.0.1")
@@ -214,6 +215,9 @@ while time.monotonic() < deadline:  # until both executors have joined the calib
     sc.parallelize(range(16), 16).map(lambda x: time.sleep(0.05) or x).count()
     if os.path.exists(domains) and ipc.open_stream(open(domains, "rb")).read_all().num_rows == 3:
         break
+"""
+
+LOSES_AN_EXECUTOR = TWO_CALIBRATED_EXECUTORS + r"""
 rows = ipc.open_stream(open(domains, "rb")).read_all().to_pylist()
 victim = next(r for r in rows if r["role"] != "reference")
 os.kill(victim["pid"], signal.SIGKILL)
@@ -243,26 +247,9 @@ def test_a_lost_executor_hands_its_domain_on_and_is_not_waited_for_at_stop(clust
     assert run.stdout.split()[3] != killed  # the round after the next job handed the domain on
 
 
-TRACED_ON_THE_CLUSTER = r"""
-import os, sys, time
-import pyarrow.ipc as ipc
-import cloudprofiler.spark as cps
-
-master, log_dir, local_dir, simulation, rows = sys.argv[1:]
-spark = (cps.builder(log_dir=log_dir, local_dir=local_dir, calibration_interval=3600).master(master)
-         .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
-         .config("spark.executor.cores", "1").config("spark.cores.max", "2").config("spark.driver.host", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", simulation).getOrCreate())
-sc = spark.sparkContext
-deadline = time.monotonic() + 120
-while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
-    time.sleep(0.2)
-domains = os.path.join(log_dir, sc.applicationId, "tsc-domains.arrows")
-while time.monotonic() < deadline:  # until both executors have joined the calibration
-    sc.parallelize(range(16), 16).map(lambda x: time.sleep(0.05) or x).count()
-    if os.path.exists(domains) and ipc.open_stream(open(domains, "rb")).read_all().num_rows == 3:
-        break
+TRACED_ON_THE_CLUSTER = TWO_CALIBRATED_EXECUTORS + r"""
+rows = sys.argv[5]
+spark.conf.set("spark.sql.shuffle.partitions", "2")
 spark.sql(f"select sum(x) from (select cp_trace('b', x) as x from (select cp_trace('a', id) as x "
           f"from range(0, {rows}, 1, 4)) distribute by x % 2)").collect()
 app = os.path.join(log_dir, sc.applicationId)

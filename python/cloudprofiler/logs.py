@@ -41,22 +41,26 @@ def log_metadata(source: "pa.Table | pa.Schema | str | Path") -> dict[str, Any]:
     return {k.decode(): _decode(k.decode(), v.decode()) for k, v in raw.items()}
 
 
+def read_batches(reader: ipc.RecordBatchStreamReader, name: str) -> tuple[list, bool]:
+    """The complete batches of a stream, and whether an incomplete one followed (then a warning names `name`)."""
+    batches = []
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            return batches, False
+        except (pa.ArrowInvalid, OSError) as exc:
+            warnings.warn(f"{name}: ends with an incomplete batch ({exc}); read the {len(batches)} complete ones")
+            return batches, True
+
+
 def read_log(path: "str | Path") -> pa.Table:
     """One log file as a table. A file cut short (process killed) is read up to its last complete batch."""
     path = Path(path)
-    batches = []
     with pa.OSFile(str(path)) as f:
         reader = ipc.open_stream(f)
-        schema = reader.schema
-        while True:
-            try:
-                batches.append(reader.read_next_batch())
-            except StopIteration:
-                break
-            except (pa.ArrowInvalid, OSError) as exc:
-                warnings.warn(f"{path}: ends with an incomplete batch ({exc}); read the {len(batches)} complete ones")
-                break
-    return pa.Table.from_batches(batches, schema=schema)
+        batches, _ = read_batches(reader, str(path))
+    return pa.Table.from_batches(batches, schema=reader.schema)
 
 
 def log_files(folder: "str | Path", recursive: bool = True) -> list[Path]:

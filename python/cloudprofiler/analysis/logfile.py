@@ -3,13 +3,12 @@ batches, an end-of-stream marker) or the file format (magic, the same stream, a 
 every complete batch; what follows the last one is counted as cut, never guessed at."""
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..logs import COUNTER_COLUMNS, RECORD_COLUMNS, log_metadata
+from ..logs import COUNTER_COLUMNS, RECORD_COLUMNS, log_metadata, read_batches
 
 FILE_MAGIC = b"ARROW1\0\0"  # the file format's leading magic (6 bytes and 2 of padding)
 END_OF_STREAM = b"\xff\xff\xff\xff\0\0\0\0"
@@ -56,16 +55,7 @@ class LogFile:
 
 def _read_stream(path: str, buffer: pa.Buffer) -> LogFile:
     reader = ipc.open_stream(pa.BufferReader(buffer))
-    batches, cut = [], False
-    while True:
-        try:
-            batches.append(reader.read_next_batch())
-        except StopIteration:
-            break
-        except (pa.ArrowInvalid, OSError) as exc:
-            cut = True
-            warnings.warn(f"{path}: ends with an incomplete batch ({exc}); read the {len(batches)} complete ones")
-            break
+    batches, cut = read_batches(reader, path)
     ended = not cut and buffer.size >= 8 and buffer[buffer.size - 8:].to_pybytes() == END_OF_STREAM
     return LogFile(path, reader.schema, batches, ended, cut)
 
