@@ -46,8 +46,8 @@ CP_EXPORT const char *cp_version_string(void);
 
 /* ==== Errors ============================================================================================= */
 typedef struct cp_error {
-  int code;           /* errno value, 0 when no error */
-  char message[512];  /* NUL-terminated, names the bad value */
+  int code;          /* errno value, 0 when no error */
+  char message[512]; /* NUL-terminated, names the bad value */
 } cp_error;
 
 /* ==== Clock ==============================================================================================
@@ -203,9 +203,9 @@ CP_EXPORT int cp_handler_check(cp_handler handler, const int64_t *params, size_t
 /* Opens a channel; NULL on error. `meta_keys`/`meta_values` (n_meta pairs, may be 0) go into the file's
  * schema metadata. Fails with EINVAL for an unknown handler, a wrong number of parameters or a parameter out
  * of range, and with the errno of the file system when the file cannot be created. */
-CP_EXPORT cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params,
-                                      size_t n_params, const char *const *meta_keys,
-                                      const char *const *meta_values, size_t n_meta, cp_error *error);
+CP_EXPORT cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
+                                      const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                                      cp_error *error);
 
 /* Hot path: read the TSC and hand (tuple_id, tsc) to the channel's handler. Lock-free, any thread. */
 CP_EXPORT void cp_log(cp_channel *channel, int64_t tuple_id);
@@ -220,11 +220,11 @@ CP_EXPORT int cp_channel_flush(cp_channel *channel, cp_error *error);
 CP_EXPORT int cp_channel_close(cp_channel *channel, cp_error *error);
 
 typedef struct cp_channel_stats {
-  uint64_t logged;       /* cp_log calls (and records of cp_log_many) while open */
-  uint64_t kept;         /* records the handler kept (counter handlers: periods) */
-  uint64_t written;      /* records (or periods) in the file */
-  uint64_t dropped;      /* records lost to CP_FULL_DROP or to a write that failed */
-  uint64_t after_close;  /* logs to this channel after it closed (counted no-ops) */
+  uint64_t logged;      /* cp_log calls (and records of cp_log_many) while open */
+  uint64_t kept;        /* records the handler kept (counter handlers: periods) */
+  uint64_t written;     /* records (or periods) in the file */
+  uint64_t dropped;     /* records lost to CP_FULL_DROP or to a write that failed */
+  uint64_t after_close; /* logs to this channel after it closed (counted no-ops) */
   uint64_t bytes_written;
 } cp_channel_stats;
 
@@ -256,11 +256,11 @@ CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
  * (unreachable node, full socket buffer) are counted, never retried. ret_end's socket closes one second after
  * its channel, when no racing cp_log can still use it. */
 typedef struct cp_ret_info {
-  uint16_t port;            /* ret_start: the port it listens on */
-  cp_channel *ack_channel;  /* ret_start: the "<name>.ack" channel */
-  uint64_t rejected;        /* ret_start: datagrams that were not acknowledgements of this key */
-  uint64_t send_failures;   /* ret_end: acknowledgements that could not be sent */
-  uint64_t overflows;       /* ret_start: acknowledgements the kernel dropped (full receive buffer) */
+  uint16_t port;           /* ret_start: the port it listens on */
+  cp_channel *ack_channel; /* ret_start: the "<name>.ack" channel */
+  uint64_t rejected;       /* ret_start: datagrams that were not acknowledgements of this key */
+  uint64_t send_failures;  /* ret_end: acknowledgements that could not be sent */
+  uint64_t overflows;      /* ret_start: acknowledgements the kernel dropped (full receive buffer) */
 } cp_ret_info;
 
 CP_EXPORT int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_error *error);

@@ -16,8 +16,8 @@ static void safe_name(char *out, size_t cap, const char *in) {
   size_t i = 0;
   for (; in[i] && i + 1 < cap && i < 100; i++) {
     char c = in[i];
-    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                c == '_' || c == '-';
+    bool keep =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     out[i] = keep ? c : '_';
   }
   out[i] = '\0';
@@ -145,7 +145,8 @@ int cp__channel_write_message(cp_channel *ch, const uint8_t *msg, size_t len) {
   }
   uint32_t meta_len;
   memcpy(&meta_len, msg + 4, 4);
-  cp_ipc_block block = {.offset = (int64_t)atomic_load(&ch->bytes_written), .meta_len = (int32_t)(8 + meta_len),
+  cp_ipc_block block = {.offset = (int64_t)atomic_load(&ch->bytes_written),
+                        .meta_len = (int32_t)(8 + meta_len),
                         .body_len = (int64_t)(len - 8 - meta_len)};
   int rc = write_bytes(ch, msg, len);
   if (rc == 0 && !ch->footer_lost) ch->footer_blocks[ch->n_footer_blocks++] = block;
@@ -167,8 +168,7 @@ void cp__channel_write_rows(cp_channel *ch, const int64_t *col0, const uint64_t 
   if (cp__ipc_batch(&msg, col0, col1, rows, cp__lib.options.compression, cp__lib.options.zstd_level) == 0 &&
       cp__channel_write_message(ch, msg.data, msg.len) == 0)
     atomic_fetch_add(&ch->written, rows);
-  else
-    atomic_fetch_add(&ch->dropped, rows); /* encoding or disk failure: counted, never silent */
+  else atomic_fetch_add(&ch->dropped, rows); /* encoding or disk failure: counted, never silent */
   cp__buf_free(&msg);
 }
 
@@ -193,8 +193,7 @@ static int open_file(cp_channel *ch, cp_error *error) {
   size_t len = strlen(cp__lib.log_dir) + strlen(safe) + strlen(host) + 64;
   ch->path = malloc(len);
   if (!ch->path) return cp__fail(error, ENOMEM, "out of memory");
-  snprintf(ch->path, len, "%s/%s.%s.%ld.%" PRIu64 ".arrows", cp__lib.log_dir, safe, host, (long)getpid(),
-           ch->number);
+  snprintf(ch->path, len, "%s/%s.%s.%ld.%" PRIu64 ".arrows", cp__lib.log_dir, safe, host, (long)getpid(), ch->number);
   ch->fd = open(ch->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (ch->fd < 0) {
     int code = errno;
@@ -322,11 +321,10 @@ static void write_file_end(cp_channel *ch) {
   cp_buf b = {0};
   pthread_mutex_lock(&ch->mutex);
   if (ch->fd >= 0 && !ch->io_error) {
-    if (!ch->footer_lost && cp__ipc_file_end(&b, ch->kind->record_kind, m.keys, m.values, m.n, ch->footer_blocks,
-                                              ch->n_footer_blocks) == 0)
+    if (!ch->footer_lost &&
+        cp__ipc_file_end(&b, ch->kind->record_kind, m.keys, m.values, m.n, ch->footer_blocks, ch->n_footer_blocks) == 0)
       write_bytes(ch, b.data, b.len);
-    else
-      write_bytes(ch, cp__ipc_eos, sizeof cp__ipc_eos);
+    else write_bytes(ch, cp__ipc_eos, sizeof cp__ipc_eos);
   }
   free(ch->footer_blocks);
   ch->footer_blocks = NULL;

@@ -11,28 +11,29 @@
 
 static void firstlast_close(cp_channel *ch);
 
+/* A handler a row (clang-format would give every field a line of its own). */
+/* clang-format off */
 #define PERIOD_NS {"period_ns", 1000, 3600000000000LL, "1000 (1 us) to 3600000000000 (1 h)"}
 #define SHARED_KEY {"key", INT64_MIN, INT64_MAX, "a 64-bit integer", .secret = true}
+#define COUNTER_HOOKS .open = cp__counter_open, .parameterized = cp__counter_parameterized, \
+                      .sample = cp__counter_sample, .close = cp__counter_close
 
 static const cp_handler_kind kinds[CP_HANDLER_COUNT_] = {
     [CP_HANDLER_NULL] = {CP_HANDLER_NULL, "null"},
     [CP_HANDLER_IDENTITY] = {CP_HANDLER_IDENTITY, "identity", .batch = 1024, .logged = CP_LOGGED_KEPT},
     [CP_HANDLER_BUFFERED] = {CP_HANDLER_BUFFERED, "buffered", .blocks = true},
     [CP_HANDLER_SPC] = {CP_HANDLER_SPC, "spc", 1, {PERIOD_NS}, .record_kind = 1, .batch = 1024,
-                        .logged = CP_LOGGED_CALLS, .open = cp__counter_open,
-                        .parameterized = cp__counter_parameterized, .sample = cp__counter_sample,
-                        .close = cp__counter_close},
+                        .logged = CP_LOGGED_CALLS, COUNTER_HOOKS},
     [CP_HANDLER_MPC] = {CP_HANDLER_MPC, "mpc", 1, {PERIOD_NS}, .record_kind = 1, .batch = 1024,
-                        .logged = CP_LOGGED_CALLS, .open = cp__counter_open,
-                        .parameterized = cp__counter_parameterized, .sample = cp__counter_sample,
-                        .close = cp__counter_close},
+                        .logged = CP_LOGGED_CALLS, COUNTER_HOOKS},
     [CP_HANDLER_DOWNSAMPLE] = {CP_HANDLER_DOWNSAMPLE, "downsample", 1, {{"n", 1, INT64_MAX, "n >= 1"}},
                                .blocks = true, .logged = CP_LOGGED_CALLS},
     [CP_HANDLER_XOY] = {CP_HANDLER_XOY, "xoy", 2,
                         {{"x", 0, INT64_MAX, "0 <= x <= y", .at_most_next = true}, {"y", 1, INT64_MAX, "y >= 1"}},
                         .blocks = true},
     [CP_HANDLER_FIRSTLAST] = {CP_HANDLER_FIRSTLAST, "firstlast", .close = firstlast_close},
-    [CP_HANDLER_RET_START] = {CP_HANDLER_RET_START, "ret_start", 2, {{"port", 0, 65535, "0 (any) to 65535"}, SHARED_KEY},
+    [CP_HANDLER_RET_START] = {CP_HANDLER_RET_START, "ret_start", 2,
+                              {{"port", 0, 65535, "0 (any) to 65535"}, SHARED_KEY},
                               .blocks = true, .open = cp__ret_open, .close = cp__ret_start_close,
                               .companion = &kinds[CP_HANDLER_BUFFERED]},
     [CP_HANDLER_RET_END] = {CP_HANDLER_RET_END, "ret_end", 3,
@@ -41,6 +42,7 @@ static const cp_handler_kind kinds[CP_HANDLER_COUNT_] = {
                              SHARED_KEY},
                             .blocks = true, .open = cp__ret_open, .release = cp__ret_end_release},
 };
+/* clang-format on */
 
 static bool known(cp_handler h) { return (int)h >= 0 && h < CP_HANDLER_COUNT_; }
 
@@ -253,8 +255,7 @@ void cp_log_many(cp_channel *ch, const int64_t *ids, size_t n) {
       atomic_fetch_add(&ch->dropped, n);
       return;
     }
-    atomic_store_explicit(&w->logged, atomic_load_explicit(&w->logged, memory_order_relaxed) + n,
-                          memory_order_relaxed);
+    atomic_store_explicit(&w->logged, atomic_load_explicit(&w->logged, memory_order_relaxed) + n, memory_order_relaxed);
     for (size_t i = 0; i < n; i++) cp__writer_append(w, ids[i], cp__tsc());
     return;
   }

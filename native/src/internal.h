@@ -122,9 +122,9 @@ typedef struct cp_handler_kind {
   const char *name;
   int n_params;
   cp_param_spec params[3];
-  int record_kind;        /* file columns 0: tuple_id, tsc; 1: period_start_tsc, count */
-  uint32_t batch;         /* rows the channel gathers under its mutex before it writes them (identity, counters) */
-  bool blocks;            /* per-thread blocks -> compression threads -> IO thread */
+  int record_kind; /* file columns 0: tuple_id, tsc; 1: period_start_tsc, count */
+  uint32_t batch;  /* rows the channel gathers under its mutex before it writes them (identity, counters) */
+  bool blocks;     /* per-thread blocks -> compression threads -> IO thread */
   cp_logged_count logged;
   /* after the channel's file exists; an error discards the channel */
   int (*open)(cp_channel *ch, cp_error *error);
@@ -166,17 +166,17 @@ typedef struct cp_job {
 
 /* One thread's state for one channel: the block it fills without locks. */
 typedef struct cp_writer {
-  pthread_mutex_t mutex;      /* taken by the slow path and by flushers, never by the hot path */
-  cp_block *block;            /* written only by the owning thread (under mutex) */
-  _Atomic uint32_t filled;    /* records in block, published with release */
-  uint32_t start;             /* first record not yet submitted (under mutex) */
+  pthread_mutex_t mutex;   /* taken by the slow path and by flushers, never by the hot path */
+  cp_block *block;         /* written only by the owning thread (under mutex) */
+  _Atomic uint32_t filled; /* records in block, published with release */
+  uint32_t start;          /* first record not yet submitted (under mutex) */
   _Atomic uint64_t logged;
   _Atomic uint64_t kept;
   _Atomic uint64_t dropped;
-  int64_t first_id, last_id;  /* firstlast */
+  int64_t first_id, last_id; /* firstlast */
   uint64_t first_tsc, last_tsc;
   bool has_first;
-  struct cp_writer *next;     /* channel's list */
+  struct cp_writer *next; /* channel's list */
   struct cp_writer *thread_next;
   struct cp_channel *channel;
 } cp_writer;
@@ -184,11 +184,11 @@ typedef struct cp_writer {
 struct cp_channel {
   uint32_t magic;
   _Atomic int open;
-  cp_handler handler;               /* what the hot path dispatches on */
-  const cp_handler_kind *kind;      /* everything else about the handler */
+  cp_handler handler;          /* what the hot path dispatches on */
+  const cp_handler_kind *kind; /* everything else about the handler */
   uint64_t number;
   int64_t params[3];
-  _Atomic int64_t live_params[3];   /* cp_channel_parameterize changes these */
+  _Atomic int64_t live_params[3]; /* cp_channel_parameterize changes these */
   char *name;
   char *path;
   char **meta_keys, **meta_values;
@@ -196,36 +196,36 @@ struct cp_channel {
   cp_clock_reading open_clock, close_clock;
   bool has_close_clock;
   int fd;
-  size_t header_len;                /* of the schema message, which follows the magic */
+  size_t header_len; /* of the schema message, which follows the magic */
   int io_error;
 
-  pthread_mutex_t mutex;            /* writers list, seq numbers, identity/counter batches */
+  pthread_mutex_t mutex; /* writers list, seq numbers, identity/counter batches */
   cp_writer *writers;
-  uint64_t next_seq;                /* next sequence number to hand out */
-  uint64_t written_seq;             /* sequence numbers < this are in the file (IO thread) */
-  cp_job *pending;                  /* encoded, waiting for their predecessors (IO thread) */
-  cp_ipc_block *footer_blocks;      /* every record batch in the file, for the footer; freed at close */
+  uint64_t next_seq;           /* next sequence number to hand out */
+  uint64_t written_seq;        /* sequence numbers < this are in the file (IO thread) */
+  cp_job *pending;             /* encoded, waiting for their predecessors (IO thread) */
+  cp_ipc_block *footer_blocks; /* every record batch in the file, for the footer; freed at close */
   size_t n_footer_blocks, footer_blocks_cap;
-  bool footer_lost;                 /* that list could not grow: the file ends without a footer */
+  bool footer_lost; /* that list could not grow: the file ends without a footer */
   pthread_cond_t written_cond;
 
-  pthread_mutex_t pool_mutex;       /* block pool */
+  pthread_mutex_t pool_mutex; /* block pool */
   pthread_cond_t pool_cond;
   cp_block *free_blocks;
   uint32_t blocks_allocated;
   cp_block **all_blocks;
 
-  pthread_mutex_t file_mutex;       /* header rewrites and direct writes */
+  pthread_mutex_t file_mutex; /* header rewrites and direct writes */
 
   /* identity and counters: a batch kept under `mutex` */
   int64_t *batch0;
   uint64_t *batch1;
   uint32_t batch_len, batch_cap;
 
-  _Atomic uint64_t calls;           /* downsample calls; counter value for spc/mpc */
+  _Atomic uint64_t calls; /* downsample calls; counter value for spc/mpc */
   _Atomic uint64_t after_close;
   _Atomic uint64_t dropped;
-  _Atomic uint64_t kept;            /* identity/counters/firstlast records kept */
+  _Atomic uint64_t kept; /* identity/counters/firstlast records kept */
   _Atomic uint64_t written;
   _Atomic uint64_t bytes_written;
 
@@ -274,8 +274,8 @@ CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
 /* ---- channel.c ---- */
 /* A channel of this handler with its file; the library has started and the parameters passed the handler's check. */
 CP_INTERNAL cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
-                                           const char *const *meta_keys, const char *const *meta_values,
-                                           size_t n_meta, cp_error *error);
+                                           const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                                           cp_error *error);
 /* 0, or EBADF naming `what` when the handle is no channel or a closed one. */
 CP_INTERNAL int cp__channel_check_open(const cp_channel *ch, const char *what, cp_error *error);
 /* Rewrites the schema message in place with the metadata of now (padded values keep its length). */

@@ -152,8 +152,7 @@ void cp__ret_end_release(cp_channel *ch) {
 }
 
 int cp_ret_info_get(const cp_channel *ch, cp_ret_info *out, cp_error *error) {
-  if (!ch || !ch->ret)
-    return cp__fail(error, EINVAL, "cp_ret_info_get: not a ret_start or ret_end channel");
+  if (!ch || !ch->ret) return cp__fail(error, EINVAL, "cp_ret_info_get: not a ret_start or ret_end channel");
   memset(out, 0, sizeof *out);
   out->port = ch->ret->port;
   out->ack_channel = ch->ret->acks;

@@ -73,8 +73,11 @@ static void submit_range(cp_writer *w) {
     return;
   }
   atomic_fetch_add(&w->block->refs, 1);
-  *job = (cp_job){.channel = ch, .block = w->block, .col0 = w->block->ids + w->start,
-                  .col1 = w->block->tscs + w->start, .rows = filled - w->start};
+  *job = (cp_job){.channel = ch,
+                  .block = w->block,
+                  .col0 = w->block->ids + w->start,
+                  .col1 = w->block->tscs + w->start,
+                  .rows = filled - w->start};
   w->start = filled;
   pthread_mutex_lock(&ch->mutex);
   job->seq = ch->next_seq++;

@@ -156,7 +156,8 @@ int main(void) {
   cp_log(shared, 1);
   int64_t many[3] = {1, 2, 3};
   cp_log_many(shared, many, 3);
-  CHECK(cp_channel_stats_get(shared, &s, &err) == 0 && s.after_close == 4 && s.written == (uint64_t)THREADS * PER_THREAD);
+  CHECK(cp_channel_stats_get(shared, &s, &err) == 0 && s.after_close == 4 &&
+        s.written == (uint64_t)THREADS * PER_THREAD);
   CHECK(cp_channel_stats_get(NULL, &s, &err) == EBADF);
   CHECK(cp_channel_path(NULL) == NULL);
   cp_library_stats ls;

@@ -84,7 +84,11 @@ int main(void) {
   /* a datagram of the right size and magic without the key's tag, and one of another size */
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(si.port), .sin_addr = {htonl(INADDR_LOOPBACK)}};
-  struct { uint32_t magic, pad; int64_t id; uint64_t tag; } forged = {0x4b415043u, 0, 7, 0};
+  struct {
+    uint32_t magic, pad;
+    int64_t id;
+    uint64_t tag;
+  } forged = {0x4b415043u, 0, 7, 0};
   CHECK(sendto(fd, &forged, sizeof forged, 0, (struct sockaddr *)&to, sizeof to) == sizeof forged);
   CHECK(sendto(fd, "short", 5, 0, (struct sockaddr *)&to, sizeof to) == 5);
   close(fd);
@@ -102,8 +106,8 @@ int main(void) {
   for (size_t i = 0; i < starts.rows; i++) start_tsc[starts.col0[i]] = starts.col1[i];
   for (size_t i = 0; i < acks.rows; i++) {
     int64_t id = acks.col0[i];
-    CHECK(id >= 0 && id < IDS && !seen[id]++);       /* every id once, no forged or foreign one */
-    CHECK(acks.col1[i] > start_tsc[id]);              /* stamped at arrival, after its start */
+    CHECK(id >= 0 && id < IDS && !seen[id]++); /* every id once, no forged or foreign one */
+    CHECK(acks.col1[i] > start_tsc[id]);       /* stamped at arrival, after its start */
   }
   ipc_free(&starts);
   ipc_free(&acks);
@@ -112,8 +116,10 @@ int main(void) {
   int64_t bad_port[2] = {70000, 0}, bad_address[3] = {0, 5000, 0};
   CHECK(!cp_channel_open("x", CP_HANDLER_RET_START, bad_port, 2, NULL, NULL, 0, &err) && err.code == EINVAL);
   CHECK(strstr(err.message, "ret_start port=70000"));
-  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 3, NULL, NULL, 0, &err) && strstr(err.message, "address=0"));
-  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 2, NULL, NULL, 0, &err) && strstr(err.message, "takes 3"));
+  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 3, NULL, NULL, 0, &err) &&
+        strstr(err.message, "address=0"));
+  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 2, NULL, NULL, 0, &err) &&
+        strstr(err.message, "takes 3"));
   cp_ret_info none;
   cp_channel *plain = cp_channel_open("plain", CP_HANDLER_BUFFERED, NULL, 0, NULL, NULL, 0, &err);
   CHECK(cp_ret_info_get(plain, &none, &err) == EINVAL);
