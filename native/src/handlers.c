@@ -1,7 +1,7 @@
 /* The handler table: each handler's one descriptor (its parameters and their ranges, its file columns, how it
  * writes, its hooks into the channel's life), the public functions that read it, cp_channel_open, and the hot
- * path: cp_log dispatches to the channel's handler without locks. A new handler is a row of the table, its case in
- * log_one or log_record, and its hooks. */
+ * path: cp_log dispatches to the channel's handler without locks. A new handler is its value of cp_handler (the
+ * public header), a row of the table, its case in log_one or log_record, and its hooks. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
