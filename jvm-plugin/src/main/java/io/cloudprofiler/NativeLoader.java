@@ -101,7 +101,7 @@ public final class NativeLoader {
     return loadFile(target.toString());
   }
 
-  /** SparkFiles through reflection: this class also runs where Spark is absent (JniBenchmark, plain JVMs). */
+  /** SparkFiles through reflection: this class also runs where Spark is absent (the JNI benchmark, plain JVMs). */
   private static String loadSparkFile() throws Exception {
     Class<?> sparkFiles;
     try {
