@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
 import pytest
 
@@ -89,7 +90,7 @@ def run(tmp_path_factory):
 
 def _tasks(run):
     with open(run["app"] / "spark-tasks.arrows", "rb") as f:
-        return ipc.open_stream(f).read_all()
+        return ipc.open_file(f).read_all()
 
 
 def test_the_job_ran_with_a_retried_task(run):
@@ -102,11 +103,26 @@ def test_the_job_ran_with_a_retried_task(run):
 
 def test_the_task_table_holds_every_attempt_across_several_batches(run):
     with open(run["app"] / "spark-tasks.arrows", "rb") as f:
-        reader = ipc.open_stream(f)
-        batches = list(reader)
+        reader = ipc.open_file(f)
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
     ids = [i for b in batches for i in b.column(0).to_pylist()]
     assert len(batches) >= 2 and max(b.num_rows for b in batches) <= 4096  # the driver holds one batch at most
     assert len(ids) == len(set(ids)) > 4200
+
+
+def test_the_drivers_tables_are_arrow_ipc_files_that_polars_pyarrow_and_duckdb_read(run):
+    polars = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    tasks = _tasks(run)
+    path = run["app"] / "spark-tasks.arrows"
+    dataset = ds.dataset(str(path), format="arrow")
+    assert dataset.to_table().equals(tasks)
+    assert polars.scan_ipc(path).filter(polars.col("status") == "FAILED").select(polars.len()).collect().item() == 1
+    (attempts,) = duckdb.sql("select count(distinct task_attempt_id) from dataset").fetchall()[0]
+    assert attempts == tasks.num_rows
+    assert cp.read_log(path).equals(tasks)  # the package's readers read them too
+    domains = polars.scan_ipc(run["app"] / "tsc-domains.arrows").collect()
+    assert domains.height >= 1 and domains["role"].to_list()[0] == "reference"
 
 
 def test_every_task_attempt_has_a_start_and_an_end_record_unless_its_job_switched_logging_off(run):
