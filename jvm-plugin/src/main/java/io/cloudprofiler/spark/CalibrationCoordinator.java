@@ -23,8 +23,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Domains. An executor says {@link Messages.Hello} with its boot id and gets the domains of that boot id (a
  * member of each and its responder); it probes them (see {@link TscDomain#check}) and {@link Messages.Join}s the
- * first that agrees, or founds a new one. The first member of a domain is its representative; a representative that stops answering is replaced by
- * the next member.
+ * first that agrees, or founds a new one. The first member of a domain is its representative; a representative
+ * that stops answering is replaced by the next member.
  *
  * <p>Rounds (when a domain appears, after a job ends, and every interval). For every calibrated pair: the reference
  * with every other domain, and host pairs among the other domains (all of them for up to peers + 1 domains, else
@@ -35,8 +35,8 @@ import org.slf4j.LoggerFactory;
  * short jobs in a stream do not turn calibration into constant traffic.
  *
  * <p>Last runs. By the time the driver plugin shuts down, the executors have been told to stop, so a round then
- * would find them gone. Instead each executor outside the reference domain asks for a {@link Messages.Last} run as it
- * shuts down, its responder still up: one run each way between it and the driver, which anchors every record it
+ * would find them gone. Instead each executor outside the reference domain asks for a {@link Messages.Last} run as
+ * it shuts down, its responder still up: one run each way between it and the driver, which anchors every record it
  * logged. Shutdown waits up to {@link #LAST_WAIT_MS} for them (not for executors Spark already removed: lost ones
  * never ask), finishes the round under way (never interrupts it) and the tables.
  *
