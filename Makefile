@@ -19,17 +19,22 @@ bench: build
 	-$(VENV)/bin/cloudprofiler bench accuracy
 	-$(VENV)/bin/cloudprofiler bench ingest
 
-# System packages: libzstd-dev for the native library, a JDK for Spark and the plugin.
+# System packages: libzstd-dev for the native library, a JDK for Spark and the plugin, chromium for the report's
+# browser test (which skips without it).
 deps:
 	@if [ ! -f /usr/include/zstd.h ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q libzstd-dev; \
 	  else echo "libzstd-dev is missing: run 'sudo apt-get install libzstd-dev' and retry" >&2; exit 1; fi; fi
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "chromium is missing: the report's browser test will skip ('sudo apt-get install chromium')" >&2; fi; fi
 	@command -v javac >/dev/null || { echo "javac is missing: install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
 
 $(STAMP): pyproject.toml | deps
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel cffi
-	$(PY) -m pip install -q numpy "pandas<3" "pyarrow>=14" "pyzmq>=25" zstandard "pyspark>=3.5" py4j pytest polars
+	$(PY) -m pip install -q numpy "pandas<3" "pyarrow>=14" "pyzmq>=25" zstandard "pyspark>=3.5" py4j pytest polars \
+	  matplotlib websocket-client
 	touch $@
 
 native: deps

@@ -119,6 +119,20 @@ def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()
     return trace_dataframe(df, channel, id_col, handler, params)
 
 
+def report(spark, output=None):
+    """The report of this session's application (`cloudprofiler.analysis.report.report`), during or after the run:
+    its folder is `<logDir>/<application id>`. During the run it holds what executors have collected so far
+    (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()` it runs on an
+    embedded local session. Returns the HTML file's path."""
+    from ..analysis.report import report as write_report
+
+    conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
+    log_dir = conf.get(OPTIONS["log_dir"], None) or os.path.join(
+        spark.sparkContext._jvm.java.lang.System.getProperty("java.io.tmpdir"), "cloudprofiler-logs")
+    running = spark.sparkContext._jsc is not None
+    return write_report(f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}", output, spark if running else None)
+
+
 def __getattr__(name: str):
     # `cps.read_generator` is the benchmark harness's streaming source; the harness builds on this wing, so
     # the name is resolved only when asked for and this module never imports the harness.
