@@ -20,7 +20,7 @@ def duration(ns) -> str:
 
 
 def count(n) -> str:
-    return "-" if n is None else f"{int(n):,}"
+    return "-" if n is None or n != n else f"{int(n):,}"
 
 
 def percent(fraction: float) -> str:

@@ -59,11 +59,11 @@ def summary(data: ReportData) -> Table:
 
 
 def _ns(value) -> Cell:
-    return Cell(fmt.duration(value), None if value is None else float(value))
+    return Cell(fmt.duration(value), None if value is None or value != value else float(value))
 
 
 def _n(value) -> Cell:
-    return Cell(fmt.count(value), None if value is None else float(value))
+    return Cell(fmt.count(value), None if value is None or value != value else float(value))
 
 
 def stages(data: ReportData) -> Table:
