@@ -46,6 +46,8 @@ def test_stage_box_statistics_of_successful_bounded_attempts(spark):
              "duration_ns": float((i + 1) * 1_000_000)} for i in range(100)]
     rows.append({"task_attempt_id": 100, "stage_id": 4, "stage_attempt": 0, "status": "FAILED", "duration_ns": 9e12})
     rows.append({"task_attempt_id": 101, "stage_id": 4, "stage_attempt": 0, "status": "SUCCESS", "duration_ns": None})
+    rows.append({"task_attempt_id": 102, "stage_id": 4, "stage_attempt": 0, "status": "SUCCESS",
+                 "duration_ns": float("nan")})
     [stats] = data._stage_durations(_tasks(spark, rows)).to_dict("records")
     assert stats["count"] == 100 and stats["min_ns"] == 1e6 and stats["max_ns"] == 100e6
     assert [stats[k] for k in ("p5_ns", "p25_ns", "p50_ns", "p75_ns", "p95_ns")] == [5e6, 25e6, 50e6, 75e6, 95e6]

@@ -110,7 +110,8 @@ def _stage_durations(tasks) -> pd.DataFrame:
     from pyspark.sql import functions as F
 
     quantiles = F.percentile_approx("duration_ns", list(STAGE_BOX_QUANTILES.values()), 10_000)
-    rows = (tasks.where((F.col("status") == "SUCCESS") & F.col("duration_ns").isNotNull())
+    timed = F.col("duration_ns").isNotNull() & ~F.isnan("duration_ns")  # unbounded: null or NaN
+    rows = (tasks.where((F.col("status") == "SUCCESS") & timed)
             .groupBy("stage_id", "stage_attempt")
             .agg(F.count("*").alias("count"), F.min("duration_ns").alias("min_ns"), quantiles.alias("q"),
                  F.max("duration_ns").alias("max_ns"), F.mean("duration_ns").alias("mean_ns"))

@@ -148,7 +148,8 @@ def timeline(data: ReportData) -> Plot:
         part = tasks[tasks["executor_id"] == executor]
         slots = _slots(part["start_s"].to_numpy(), part["end_s"].to_numpy())
         rows.append(part.assign(y=y + slots))
-        labels.append((y + slots.max() / 2, f"executor {executor}\n{part['host'].iloc[0]}"))
+        name = "driver" if executor == "driver" else f"executor {executor}"
+        labels.append((y + slots.max() / 2, f"{name}\n{part['host'].iloc[0]}"))
         y += slots.max() + 1.6
     tasks = pd.concat(rows)
     span = max(tasks["end_s"].max() - tasks["start_s"].min(), 1e-9)
