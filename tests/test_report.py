@@ -4,6 +4,7 @@ import dataclasses
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import browser
@@ -159,3 +160,15 @@ def _assert_not_blank(png: bytes) -> None:
     pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
     assert len(png) > 50_000 and pixels.shape[0] >= 1000
     assert pixels[..., :3].std() > 0.05  # text and figures, not one colour
+
+
+def test_other_health_warnings_become_findings_in_their_own_words():
+    data = report_sample.sample()
+    data.health = pd.DataFrame([
+        {"kind": "uncalibrated", "severity": "warning", "subject": "c-boot#1", "count": 1200,
+         "message": "TSC domain c-boot#1 has no calibration: its 1200 records are unbounded"},
+        {"kind": "uncalibrated", "severity": "warning", "subject": "d-boot#1", "count": 10, "message": "d"},
+        {"kind": "open_file", "severity": "info", "subject": "x.arrows", "count": 1, "message": "x.arrows is open"}])
+    assert _texts(data, "uncalibrated") == [
+        "TSC domain c-boot#1 has no calibration: its 1200 records are unbounded (and 1 more like it)"]
+    assert _texts(data, "open_file") == []

@@ -22,7 +22,8 @@ UNCERTAIN = 0.10  # "durations under 10 x the bound are uncertain by more than 1
 GAP_NOTABLE = 0.10  # a gap between stages worth a line: this share of the span...
 GAP_MIN_NS = 100e6  # ...and at least 100 ms
 HOP_DOMINANT = 0.5  # a hop with this share of the end-to-end p99 is a warning
-HEALTH_COMPUTED_HERE = {"drops", "cut_file", "unbounded"}  # health kinds the findings below word themselves
+HEALTH_COMPUTED_HERE = {"drops", "cut_file"}  # health kinds the findings below word themselves (and "unbounded"
+# where there are traced durations: `_unbounded` counts those, health counts records)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def _other_health(data: ReportData) -> list[Finding]:
         return []
     found = []
     for kind, rows in data.health.groupby("kind", sort=False):
-        if kind in HEALTH_COMPUTED_HERE or not set(rows["severity"]) & {"error", "warning"}:
+        computed = kind in HEALTH_COMPUTED_HERE or (kind == "unbounded" and not data.hop_bounds.empty)
+        if computed or not set(rows["severity"]) & {"error", "warning"}:
             continue
         worst = min(rows["severity"], key=SEVERITIES.index)
         text = str(rows["message"].iloc[0]) + (f" (and {len(rows) - 1} more like it)" if len(rows) > 1 else "")
