@@ -60,14 +60,14 @@ def gather(app) -> ReportData:
     """Ask the Application (cloudprofiler.analysis) for what the report shows."""
     summary = dict(app.summary())
     channels = app.channels().toPandas()
-    stragglers = app.stragglers()
+    stages = app.stages().toPandas()
     data = ReportData(
         summary=summary,
         channels=channels,
-        stages=app.stages().toPandas(),
+        stages=stages,
         stage_durations=_stage_durations(app.tasks()),
-        stragglers=stragglers.limit(STRAGGLERS_KEPT).toPandas(),
-        stragglers_total=stragglers.count(),
+        stragglers=app.stragglers().limit(STRAGGLERS_KEPT).toPandas(),
+        stragglers_total=int(stages["stragglers"].sum()) if not stages.empty else 0,
         calibration=app.calibration().toPandas(),
         health=app.health().toPandas(),
     )
@@ -96,6 +96,17 @@ def trace_channels(channels: pd.DataFrame) -> list[str]:
         return []
     rows = channels[(channels["kind"] == "records") & ~channels["channel"].str.startswith(TRACE_CHANNELS_SKIPPED)]
     return sorted(rows["channel"].unique())
+
+
+def hops_shown(pipeline: pd.DataFrame) -> pd.DataFrame:
+    """The pipeline's rows as the report shows them: end to end first, then the hops in order; with a single hop
+    only that hop (the end-to-end row repeats it)."""
+    if pipeline.empty:
+        return pipeline
+    hops = pipeline[pipeline["hop"] >= 0].sort_values("hop")
+    if len(hops) < 2:
+        return hops.reset_index(drop=True)
+    return pd.concat([pipeline[pipeline["hop"] == -1], hops], ignore_index=True)
 
 
 def throughput_period_ms(span_ns: float) -> int:
@@ -128,9 +139,10 @@ def _timeline_tasks(tasks) -> tuple[pd.DataFrame, int]:
     from pyspark.sql import functions as F
 
     tasks = tasks.select(*TASK_COLUMNS)
+    first = tasks.limit(TIMELINE_CAP + 1).toPandas()
+    if len(first) <= TIMELINE_CAP:
+        return first, len(first)
     total = tasks.count()
-    if total <= TIMELINE_CAP:
-        return tasks.toPandas(), total
     marked = (F.col("status") != "SUCCESS") | (F.col("attempt_number") > 0)
     kept = tasks.where(marked).limit(TIMELINE_CAP // 2).toPandas()
     rest = tasks.where(~marked)

@@ -113,8 +113,8 @@ def _stragglers(data: ReportData) -> list[Finding]:
             "warning" if notable else "info", float(row.lost),
             f"{fmt.stage(row.stage_id, row.stage_attempt)}: partition {int(row.partition)} took {row.ratio:.1f}x "
             f"the median ({fmt.duration(row.duration_ns)} against {fmt.duration(row.median_ns)}; "
-            f"{fmt.executor(row.executor_id, row.host)})" + (f"; {more} more stragglers in this stage" if more > 0
-                                                              else ""), "straggler"))
+            f"{fmt.executor(row.executor_id, row.host)})" + (f"; {more} more straggler{'s' * (more > 1)} in this "
+                                                              "stage" if more > 0 else ""), "straggler"))
     if len(worst) > STAGES_NAMED:
         found.append(Finding("info", 0.0, f"{len(worst) - STAGES_NAMED} more stages have stragglers "
                              "(the stage table counts them)", "straggler"))

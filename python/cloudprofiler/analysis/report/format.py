@@ -36,4 +36,4 @@ def stage(stage_id, stage_attempt) -> str:
 
 
 def executor(executor_id, host) -> str:
-    return f"executor {executor_id}, host {host}"
+    return f"{'the driver' if executor_id == 'driver' else f'executor {executor_id}'}, host {host}"

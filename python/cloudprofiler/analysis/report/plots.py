@@ -16,15 +16,17 @@ import numpy as np
 import pandas as pd
 
 from . import format as fmt
-from .data import ReportData
+from .data import ReportData, hops_shown
 
 LOCAL, REMOTE = "#4477aa", "#ee7733"  # the local / remote colours of every figure (Fig. 18 style)
+LOCAL_BOX, REMOTE_BOX = "#c5d5e8", "#f3d2b5"  # the same, light, for latency boxes
 FAILED, RETRIED = "#cc3311", "#222222"
 WIDTH_IN = 10.5
 STAGES_DRAWN = 40  # stage distributions: the longest-running stages beyond this are left out (and said so)
 CHANNELS_DRAWN = 8  # throughput: the busiest channels
 STRAGGLERS_LABELLED = 1  # per stage
 RASTERIZE_OVER = 2000  # task bars drawn as an image inside the SVG beyond this many
+LOG_OVER = 30  # duration axes turn logarithmic when their values span more than this factor
 
 STYLE = {
     "svg.fonttype": "none", "font.family": "sans-serif",
@@ -77,10 +79,15 @@ def _figure(height_in: float, **subplots):
     return fig, fig.subplots(**subplots)
 
 
-def _duration_axis(axis) -> None:
-    """Tick labels as durations ('10 us'), the values being ns."""
+def _duration_axis(axis, values=None) -> None:
+    """Tick labels as durations ('10 us'), the values being ns; a log scale when `values` (positive ones) span
+    more than LOG_OVER (a narrower range would show no decade tick on a log axis)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
+    positive = np.asarray(values if values is not None else [], dtype=float)
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    if len(positive) and positive.max() > LOG_OVER * positive.min():
+        (axis.axes.set_yscale if axis is axis.axes.yaxis else axis.axes.set_xscale)("log")
     axis.set_major_formatter(FuncFormatter(lambda v, _: fmt.duration(v)))
     axis.set_minor_formatter(NullFormatter())
 
@@ -228,9 +235,7 @@ def stage_durations(data: ReportData) -> Plot:
                         (index[(r.stage_id, r.stage_attempt)] + 0.08, r.duration_ns), xytext=(6, 0),
                         textcoords="offset points", fontsize=7.5, va="center", color=FAILED)
         ax.legend(loc="upper left")
-    if stats["max_ns"].max() > 30 * max(stats["min_ns"].min(), 1.0):
-        ax.set_yscale("log")
-    _duration_axis(ax.yaxis)
+    _duration_axis(ax.yaxis, np.concatenate([stats["min_ns"], stats["max_ns"]]))
     ax.set_xlabel("stage")
     ax.set_ylabel("task duration")
     plot.svg = _render(fig, plot.key)
@@ -238,15 +243,6 @@ def stage_durations(data: ReportData) -> Plot:
 
 
 # --- per-operator latency along the pipeline (paper Fig. 17) ----------------------------------------------------
-
-def _hops_drawn(data: ReportData) -> pd.DataFrame:
-    """End to end first (unless there is a single hop, which is the same thing), then the hops in order."""
-    pipeline = data.pipeline
-    hops = pipeline[pipeline["hop"] >= 0].sort_values("hop")
-    if len(hops) < 2:
-        return hops.reset_index(drop=True)
-    return pd.concat([pipeline[pipeline["hop"] == -1], hops], ignore_index=True)
-
 
 def _no_pipeline_note(data: ReportData) -> str:
     from .data import trace_channels
@@ -269,7 +265,7 @@ def pipeline(data: ReportData) -> Plot:
                 "Per hop between trace points: box 25th-75th percentile with the median, whiskers 5th-95th, dot "
                 "mean, triangle p99, box width by tuple count. Beside each box: the distribution of the durations' "
                 "error bounds (local and cross-host), on the same scale.")
-    hops = _hops_drawn(data) if not data.pipeline.empty else data.pipeline
+    hops = hops_shown(data.pipeline) if not data.pipeline.empty else data.pipeline
     if hops.empty:
         plot.note = _no_pipeline_note(data)
         return plot
@@ -283,7 +279,7 @@ def pipeline(data: ReportData) -> Plot:
                  meanprops={"marker": "o", "markerfacecolor": "black", "markeredgecolor": "black", "markersize": 3},
                  medianprops={"color": "black"})
     for patch, remote in zip(art["boxes"], hops["remote_count"]):
-        patch.set_facecolor("#f3d2b5" if remote else "#c5d5e8")
+        patch.set_facecolor(REMOTE_BOX if remote else LOCAL_BOX)
     ax.scatter(positions, hops["p99_ns"], marker="v", color="black", s=16, zorder=4, label="p99")
     errors = data.hop_errors
     tallest = max(float(errors["count"].max()), 1.0) if not errors.empty else 1.0
@@ -298,17 +294,20 @@ def pipeline(data: ReportData) -> Plot:
         if exact:
             ax.annotate(f"{fmt.count(exact)} exact", (x + 0.3, 0), xycoords=("data", "axes fraction"),
                         xytext=(0, 3), textcoords="offset points", fontsize=7, color="#555555")
-    ax.set_yscale("log")
-    _duration_axis(ax.yaxis)
+    drawn = [hops["p5_ns"], hops["p99_ns"]] + ([errors["lo_ns"], errors["hi_ns"]] if not errors.empty else [])
+    _duration_axis(ax.yaxis, np.concatenate(drawn))
     ax.set_xlim(-0.6, len(hops) - 0.2)
     ax.set_ylabel("latency / error bound")
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color="#c5d5e8", label="latency, all on one host"),
-                       Patch(color="#f3d2b5", label="latency, some cross-host"),
-                       Patch(color=LOCAL, alpha=0.75, label="error bounds, one host"),
-                       Patch(color=REMOTE, alpha=0.75, label="error bounds, cross-host"),
-                       *ax.get_legend_handles_labels()[0]], loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    remote_boxes = hops["remote_count"] > 0
+    kinds = set(errors["remote"]) if not errors.empty else set()
+    legend = [(not remote_boxes.all(), Patch(color=LOCAL_BOX, label="latency, all on one host")),
+              (remote_boxes.any(), Patch(color=REMOTE_BOX, label="latency, some cross-host")),
+              (False in kinds, Patch(color=LOCAL, alpha=0.75, label="error bounds, one host")),
+              (True in kinds, Patch(color=REMOTE, alpha=0.75, label="error bounds, cross-host"))]
+    ax.legend(handles=[h for shown, h in legend if shown] + ax.get_legend_handles_labels()[0], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0))
     plot.svg = _render(fig, plot.key)
     return plot
 
@@ -324,7 +323,7 @@ def densities(data: ReportData) -> Plot:
     if histograms.empty or data.pipeline.empty:
         plot.note = _no_pipeline_note(data)
         return plot
-    hops = _hops_drawn(data)
+    hops = hops_shown(data.pipeline)
     if not histograms["remote"].any() or not histograms.loc[histograms["remote"], "count"].sum():
         plot.note = "Every traced duration started and ended on one host: no cross-host latency to compare."
     columns = min(3, len(hops))
@@ -342,8 +341,7 @@ def densities(data: ReportData) -> Plot:
                 ax.bar(group["lo_ns"], group["count"] / total / decades.where(decades > 0, 1.0),
                        width=group["hi_ns"] - group["lo_ns"], align="edge", color=colour, alpha=0.6,
                        linewidth=0, label=f"{name} ({fmt.count(group['count'].sum())})")
-        ax.set_xscale("log")
-        _duration_axis(ax.xaxis)
+        _duration_axis(ax.xaxis, np.concatenate([histograms["lo_ns"], histograms["hi_ns"]]))
         ax.set_title(_hop_label(hop).replace("\n", " "), fontsize=9)
         ax.legend(loc="upper right", frameon=True, framealpha=0.85, edgecolor="none")
     for ax in axes[:, 0]:

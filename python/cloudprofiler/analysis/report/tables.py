@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from . import format as fmt
-from .data import ReportData
+from .data import ReportData, hops_shown
 
 
 @dataclass
@@ -84,7 +84,7 @@ def pipeline(data: ReportData) -> Table:
                                "share of p99"])
     if data.pipeline.empty:
         return table
-    for r in data.pipeline.sort_values("hop").itertuples():
+    for r in hops_shown(data.pipeline).itertuples():
         name = ("end to end: " if r.hop == -1 else "") + fmt.hop(r.from_channel, r.to_channel)
         table.rows.append([Cell(name, float(r.hop)), _n(r.count), _n(r.remote_count), _ns(r.p50_ns), _ns(r.p99_ns),
                            _ns(r.max_ns), _ns(r.err_p50_ns), _ns(r.err_p99_ns),
