@@ -7,6 +7,7 @@ span, of the end-to-end p99 or of the records concerned.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -130,14 +131,21 @@ def _failures(data: ReportData) -> list[Finding]:
     if not tasks.empty:
         first = tasks[tasks["status"] != "SUCCESS"].sort_values("launch_time_ms").head(1)
         for row in first.itertuples():
-            reason = " ".join(str(row.failure_reason or "").split())
-            reason = reason[:100] + ("..." if len(reason) > 100 else "")
+            reason = _reason(str(row.failure_reason or ""))
             text += (f"; the first: {fmt.stage(row.stage_id, row.stage_attempt)}, partition {int(row.partition)} on "
                      f"{fmt.executor(row.executor_id, row.host)}" + (f": {reason}" if reason else ""))
         retried = int((tasks["attempt_number"] > 0).sum())
         if retried:
             text += f"; {retried} attempt{'s' if retried > 1 else ''} retried a partition"
     return [Finding("warning", failed / max(int(data.stages["tasks"].sum()), 1), text, "failure")]
+
+
+def _reason(failure: str, limit: int = 120) -> str:
+    """The line that says what went wrong: a Python traceback's last line ('RuntimeError: ...') where Spark
+    wrapped one, else the start of Spark's text."""
+    raised = re.findall(r"^[A-Za-z_][\w.]*(?:Error|Exception): .*$", failure, re.MULTILINE)
+    text = raised[0] if raised else " ".join(failure.split())
+    return text[:limit] + ("..." if len(text) > limit else "")
 
 
 def _hops(data: ReportData) -> list[Finding]:

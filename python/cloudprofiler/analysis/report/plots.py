@@ -19,7 +19,7 @@ from . import format as fmt
 from .data import ReportData, hops_shown
 
 LOCAL, REMOTE = "#4477aa", "#ee7733"  # the local / remote colours of every figure (Fig. 18 style)
-LOCAL_BOX, REMOTE_BOX = "#c5d5e8", "#f3d2b5"  # the same, light, for latency boxes
+LOCAL_BOX, REMOTE_BOX = "#a9c4e4", "#f5c39a"  # the same, light, for latency boxes
 FAILED, RETRIED = "#cc3311", "#222222"
 WIDTH_IN = 10.5
 STAGES_DRAWN = 40  # stage distributions: the longest-running stages beyond this are left out (and said so)
