@@ -234,8 +234,10 @@ def stage_durations(data: ReportData) -> Plot:
             ax.annotate(f"p{int(r.partition)} · exec {r.executor_id}\n{r.ratio:.1f}x median",
                         (index[(r.stage_id, r.stage_attempt)] + 0.08, r.duration_ns), xytext=(6, 0),
                         textcoords="offset points", fontsize=7.5, va="center", color=FAILED)
-        ax.legend(loc="upper left")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _duration_axis(ax.yaxis, np.concatenate([stats["min_ns"], stats["max_ns"]]))
+    top = max(stats["max_ns"].max(), drawn["duration_ns"].max() if not drawn.empty else 0.0)
+    ax.set_ylim(top=top * (1.6 if ax.get_yscale() == "log" else 1.1))  # room for the stragglers' names
     ax.set_xlabel("stage")
     ax.set_ylabel("task duration")
     plot.svg = _render(fig, plot.key)

@@ -62,6 +62,10 @@ def _ns(value) -> Cell:
     return Cell(fmt.duration(value), None if value is None or value != value else float(value))
 
 
+def _bound(value) -> Cell:
+    return Cell("exact", 0.0) if value == 0 else _ns(value)
+
+
 def _n(value) -> Cell:
     return Cell(fmt.count(value), None if value is None or value != value else float(value))
 
@@ -87,7 +91,7 @@ def pipeline(data: ReportData) -> Table:
     for r in hops_shown(data.pipeline).itertuples():
         name = ("end to end: " if r.hop == -1 else "") + fmt.hop(r.from_channel, r.to_channel)
         table.rows.append([Cell(name, float(r.hop)), _n(r.count), _n(r.remote_count), _ns(r.p50_ns), _ns(r.p99_ns),
-                           _ns(r.max_ns), _ns(r.err_p50_ns), _ns(r.err_p99_ns),
+                           _ns(r.max_ns), _bound(r.err_p50_ns), _bound(r.err_p99_ns),
                            Cell(fmt.percent(r.share_of_p99), float(r.share_of_p99))])
     return table
 
