@@ -47,6 +47,7 @@ def _tasks() -> pd.DataFrame:
                              if status == "FAILED" else "",
                              "launch_time_ms": int(1_795_428_900_000 + begin / MS),
                              "finish_time_ms": int(1_795_428_900_000 + (begin + d) / MS),
+                             "launch_t_ns": begin - 1 * MS, "finish_t_ns": begin + d + 1 * MS,
                              "start_t_ns": begin, "end_t_ns": begin + d, "duration_ns": d, "err_ns": 0.0,
                              "unbounded": False})
                 clock[executor] = begin + d + 2 * MS

@@ -36,8 +36,8 @@ def _tasks(spark, rows):
             frame[column] = None
     schema = ("task_attempt_id long, job_id int, stage_id int, stage_attempt int, partition int, attempt_number int, "
               "executor_id string, host string, status string, failure_reason string, launch_time_ms long, "
-              "finish_time_ms long, start_t_ns double, end_t_ns double, duration_ns double, err_ns double, "
-              "unbounded boolean")
+              "finish_time_ms long, launch_t_ns double, finish_t_ns double, start_t_ns double, end_t_ns double, "
+              "duration_ns double, err_ns double, unbounded boolean")
     return spark.createDataFrame(frame[data.TASK_COLUMNS], schema)
 
 

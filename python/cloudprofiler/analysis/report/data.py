@@ -19,7 +19,7 @@ TRACE_CHANNELS_SKIPPED = ("spark.task.",)  # the plugin's task channels are no p
 
 TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
                 "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
-                "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "unbounded"]
+                "launch_t_ns", "finish_t_ns", "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "unbounded"]
 STAGE_BOX_QUANTILES = {"p5_ns": 0.05, "p25_ns": 0.25, "p50_ns": 0.5, "p75_ns": 0.75, "p95_ns": 0.95}
 
 

@@ -103,15 +103,12 @@ def _stage_colours(stage_ids) -> dict:
 # --- task timeline -----------------------------------------------------------------------------------------------
 
 def _task_times(data: ReportData) -> pd.DataFrame:
-    """Start and end in seconds since the reference start; Spark's ms times where an attempt has no TSC records."""
-    tasks = data.tasks.copy()
-    start, end = tasks["start_t_ns"].astype(float), tasks["end_t_ns"].astype(float)
-    start_unix_ms = data.summary.get("start_unix_ms")
-    if start_unix_ms is not None:
-        start = start.fillna((tasks["launch_time_ms"].astype(float) - start_unix_ms) * 1e6)
-        end = end.fillna((tasks["finish_time_ms"].astype(float) - start_unix_ms) * 1e6)
-    tasks["start_s"], tasks["end_s"] = start / 1e9, end / 1e9
-    return tasks.dropna(subset=["start_s", "end_s"])
+    """Start and end in seconds since the reference start; Spark's launch and finish (on the same axis) where an
+    attempt has no TSC records."""
+    tasks = data.tasks
+    start = tasks["start_t_ns"].astype(float).fillna(tasks["launch_t_ns"].astype(float))
+    end = tasks["end_t_ns"].astype(float).fillna(tasks["finish_t_ns"].astype(float))
+    return tasks.assign(start_s=start / 1e9, end_s=end / 1e9).dropna(subset=["start_s", "end_s"])
 
 
 def _executor_order(executor_id: str):
