@@ -78,7 +78,7 @@ def gather(app) -> ReportData:
     if len(trace) >= 2:
         data.pipeline = app.pipeline().toPandas()
         bounds, errors, densities = [], [], []
-        for hop in data.pipeline.itertuples():
+        for hop in hops_shown(data.pipeline).itertuples():  # with a single hop, end to end is that hop
             latency = app.latency(hop.from_channel, hop.to_channel)
             hop_bounds, hop_errors = _bounds(latency)
             bounds.append(hop_bounds.assign(hop=hop.hop))

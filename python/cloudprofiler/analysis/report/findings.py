@@ -66,7 +66,8 @@ def _drops(data: ReportData) -> list[Finding]:
     logged = int(data.summary.get("records") or 0)
     share = dropped / (logged + dropped)
     return [Finding("error", share, f"{fmt.count(dropped)} records were dropped ({fmt.percent(share)} of those "
-                    f"logged; full buffers) in {_names(rows['subject'])}: counts and latencies there miss them",
+                    f"logged; full buffers) in channel{'s' * (len(rows) > 1)} {_names(rows['subject'])}: counts and "
+                    "latencies there miss them",
                     "drops")]
 
 
