@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .jar import channel_key, jar_path, options
+from .jar import channel_key, default, jar_path, options
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
@@ -99,8 +99,8 @@ def report(spark, output=None):
     from ..analysis.report import report as write_report
 
     conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
-    log_dir = conf.get(OPTIONS["log_dir"], None) or os.path.join(
-        spark.sparkContext._jvm.java.lang.System.getProperty("java.io.tmpdir"), "cloudprofiler-logs")
+    key = options()["log_dir"]
+    log_dir = conf.get(key, None) or default(key)
     running = spark.sparkContext._jsc is not None
     return write_report(f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}", output, spark if running else None)
 
