@@ -78,13 +78,14 @@ def test_a_stage_p99_and_the_hop_median_are_the_applications(page, app_folder):
     app = open_application(str(app_folder[0]))
     stages = app.stages().toPandas()
     html = page.read_text()
+    tasks = app.tasks().toPandas()
     for stage in stages.itertuples():
         row = re.search(rf'<tr><td data-value="{float(stage.stage_id)!r}">{stage.stage_id}(?: \(attempt \d+\))?</td>'
                         r"(.*?)</tr>", html)
         cells = re.findall(r'<td(?: data-value="([^"]*)")?>([^<]*)</td>', row.group(1))
         p99_value, p99_text = cells[5]  # job, tasks, failed, p50, p90, p99
         assert float(p99_value) == pytest.approx(stage.p99_ns, rel=1e-12)
-        durations = app.tasks().where(f"stage_id = {stage.stage_id} and status = 'SUCCESS'").toPandas()
+        durations = tasks[(tasks["stage_id"] == stage.stage_id) & (tasks["status"] == "SUCCESS")]
         assert durations["duration_ns"].min() <= float(p99_value) <= durations["duration_ns"].max()
     hop = app.pipeline().toPandas().query("hop == 1").iloc[0]
     assert (hop.from_channel, hop.to_channel) == ("shuffled", "sink")
@@ -109,3 +110,10 @@ def test_the_findings_name_the_worst_straggler_and_the_failed_attempt(page, app_
     assert re.fullmatch(rf"1 task attempt failed; the first: stage \d+, partition 1 on the driver, host "
                         rf"{re.escape(stragglers.host.iloc[0])}: RuntimeError: failing the first attempt on purpose; "
                         r"1 attempt retried a partition", failed), failed
+
+
+def test_cps_report_after_the_run(app_folder):
+    folder, cps_page = app_folder
+    html = cps_page.read_text()
+    assert f"<h1>Cloudprofiler report: {folder.name}</h1>" in html
+    assert html.count('<figure class="plot"') >= 5

@@ -33,6 +33,7 @@ ol.findings li.warning { border-color: var(--warning); background: #fdf6e3; }
 figure { margin: 4px 0 8px; }
 figure svg { width: 100%; height: auto; display: block; }
 .scroll { max-height: 380px; overflow: auto; }
+.halves { display: flex; flex-wrap: wrap; gap: 0 48px; }
 table { border-collapse: collapse; font-size: 12.5px; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px 3px 0; text-align: right; border-bottom: 1px solid #eef1f4; white-space: nowrap; }
 th { position: sticky; top: 0; background: #fff; color: var(--muted); font-weight: 600; }
@@ -55,8 +56,15 @@ def _table(table: Table) -> str:
             css = f' class="{escape(cell.text)}"' if table.key == "health" and cell is row[0] else ""
             cells.append(f"<td{value}{css}>{escape(cell.text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<div class="scroll"><table class="{table.key}" id="table-{table.key}">'
+    return (f'<div class="scroll"><table class="{table.key}">'
             + (f"<thead><tr>{head}</tr></thead>" if head else "") + "<tbody>" + "".join(body) + "</tbody></table></div>")
+
+
+def _halves(table: Table) -> str:
+    """A long two-column table as two tables side by side."""
+    middle = (len(table.rows) + 1) // 2
+    return "".join(_table(Table(table.key, table.columns, rows)) for rows in (table.rows[:middle],
+                                                                               table.rows[middle:]))
 
 
 def _plot(plot: Plot, table: "Table | None") -> str:
@@ -89,7 +97,7 @@ def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict
         f"<p>{escape(str(data.summary.get('path') or ''))} &middot; made {made}</p></header>",
         "<nav>" + "".join(f'<a href="#{key}">{escape(name)}</a>' for key, name in nav) + "</nav>",
         f'<section id="findings"><h2>Findings</h2><ol class="findings">{findings}</ol></section>',
-        f'<section id="summary"><h2>Summary</h2>{_table(tables["summary"])}</section>',
+        f'<section id="summary"><h2>Summary</h2><div class="halves">{_halves(tables["summary"])}</div></section>',
         *(_plot(p, tables.get(shown_with.get(p.key, ""))) for p in plots),
         '<section id="health"><h2>Health</h2>',
         _table(health) if health.rows else '<p class="note">No problem found in the logs.</p>',

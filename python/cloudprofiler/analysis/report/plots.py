@@ -230,7 +230,8 @@ def stage_durations(data: ReportData) -> Plot:
         for r in named.itertuples():
             ax.annotate(f"p{int(r.partition)} · exec {r.executor_id}\n{r.ratio:.1f}x median",
                         (index[(r.stage_id, r.stage_attempt)] + 0.08, r.duration_ns), xytext=(6, 0),
-                        textcoords="offset points", fontsize=7.5, va="center", color=FAILED)
+                        textcoords="offset points", fontsize=7.5, va="center", color=FAILED,
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _duration_axis(ax.yaxis, np.concatenate([stats["min_ns"], stats["max_ns"]]))
     top = max(stats["max_ns"].max(), drawn["duration_ns"].max() if not drawn.empty else 0.0)
