@@ -52,7 +52,7 @@ def _table(table: Table) -> str:
     for row in table.rows:
         cells = []
         for cell in row:
-            value = f' data-value="{cell.value!r}"' if cell.value is not None else ""
+            value = f' data-value="{float(cell.value)!r}"' if cell.value is not None else ""
             css = f' class="{escape(cell.text)}"' if table.key == "health" and cell is row[0] else ""
             cells.append(f"<td{value}{css}>{escape(cell.text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
