@@ -4,7 +4,6 @@ campaigns, and at the windowed counts."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 
