@@ -54,6 +54,7 @@ def run(args) -> int:
 
     sizes = _sizes(args)
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="cloudprofiler-demo-")).resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
     output = Path(args.output or log_dir / "report.html").resolve()
     progress = Progress(log_dir / "demo-errors.txt")
     progress.say(f"cloudprofiler demo: logs in {log_dir}")

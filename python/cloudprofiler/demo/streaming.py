@@ -10,7 +10,7 @@ import numpy as np
 CHANNELS = ("ysb.source", "ysb.filter", "ysb.join", "ysb.window")
 EMITTERS = 2
 PROGRESS_EVERY_S = 5.0
-GENERATOR_TIMEOUT_S = 60  # an emitter waits this long for Spark to take a bucket
+GENERATOR_TIMEOUT_S = 180  # an emitter waits this long for Spark to take a bucket (the first: the query's start)
 
 
 def run(spark, progress, seconds: float, rate: float, host: str) -> None:
@@ -48,15 +48,19 @@ def _wait(generator, query, progress) -> list:
 
     joiner = threading.Thread(target=join, name="demo-generator-join", daemon=True)
     joiner.start()
+    progress.detail("the query starts: Spark plans it and starts the Python workers that read the emitters")
     rows_by_batch: dict = {}  # Spark keeps only the last 100 progress reports
+    said = (0, 0)
     while joiner.is_alive():
         joiner.join(PROGRESS_EVERY_S)
         if not query.isActive:
             generator.kill()
             raise RuntimeError(f"the streaming query stopped: {query.exception()}")
         rows_by_batch.update((p["batchId"], p["numInputRows"]) for p in query.recentProgress)
-        if joiner.is_alive():
-            progress.detail(f"{len(rows_by_batch)} micro-batches, {sum(rows_by_batch.values()):,} events read so far")
+        now = (len(rows_by_batch), sum(rows_by_batch.values()))
+        if joiner.is_alive() and now != said:
+            progress.detail(f"{now[0]} micro-batches, {now[1]:,} events read so far")
+            said = now
     if "error" in outcome:
         raise outcome["error"]
     return outcome["results"]
