@@ -68,7 +68,7 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     assert executors == {"0", "1"}
 
     with open(app / "spark-tasks.arrows", "rb") as f:
-        attempts = set(ipc.open_stream(f).read_all().column("task_attempt_id").to_pylist())
+        attempts = set(ipc.open_file(f).read_all().column("task_attempt_id").to_pylist())
     start = cp.read_log_dir(app, channel="spark.task.start").column("tuple_id").to_pylist()
     end = cp.read_log_dir(app, channel="spark.task.end").column("tuple_id").to_pylist()
     assert sorted(start) == sorted(end) == sorted(attempts)
@@ -94,7 +94,7 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     # whole runs (every probe) from the driver: one after the first job (before the second ends), and one per
     # executor after the last task ended, while the executors were up
     with open(app / "calibration.arrows", "rb") as f:
-        probes = ipc.open_stream(f).read_all()
+        probes = ipc.open_file(f).read_all()
     ends = records_in_reference(app, "spark.task.end")
     first_job_end = pc.max(ends.filter(pc.less(ends.column("tuple_id"), first_job_tasks)).column("tsc_ref")).as_py()
     last_end = pc.max(ends.column("tsc_ref")).as_py()
@@ -169,15 +169,15 @@ while status() < 3 and time.monotonic() < deadline:
 domains = os.path.join(log_dir, sc.applicationId, "tsc-domains.arrows")
 while time.monotonic() < deadline:  # until both executors have joined the calibration
     sc.parallelize(range(16), 16).map(lambda x: time.sleep(0.05) or x).count()
-    if os.path.exists(domains) and ipc.open_stream(open(domains, "rb")).read_all().num_rows == 3:
+    if os.path.exists(domains) and ipc.open_file(open(domains, "rb")).read_all().num_rows == 3:
         break
-rows = ipc.open_stream(open(domains, "rb")).read_all().to_pylist()
+rows = ipc.open_file(open(domains, "rb")).read_all().to_pylist()
 victim = next(r for r in rows if r["role"] != "reference")
 os.kill(victim["pid"], signal.SIGKILL)
 while status() > 2 and time.monotonic() < deadline:  # Spark notices the executor is gone
     time.sleep(0.2)
 sc.parallelize(range(4), 4).count()  # the round after this job finds the lost executor gone
-representative = lambda: next(r["executor_id"] for r in ipc.open_stream(open(domains, "rb")).read_all().to_pylist()
+representative = lambda: next(r["executor_id"] for r in ipc.open_file(open(domains, "rb")).read_all().to_pylist()
                               if r["role"] == "representative")
 while representative() == victim["executor_id"] and time.monotonic() < deadline:
     time.sleep(0.2)

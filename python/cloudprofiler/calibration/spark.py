@@ -15,17 +15,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from ..logs import log_files, log_metadata, read_log
 from .translate import Calibration, Probes, durations
 
 
 def _table(path: Path) -> "pa.Table | None":
-    if not path.exists():
-        return None
-    with pa.OSFile(str(path)) as f:
-        return ipc.open_stream(f).read_all()
+    """A table of the driver's, or None without it (an Arrow IPC file, or a stream of earlier versions)."""
+    return read_log(path) if path.exists() else None
 
 
 def _rounds(rows: pa.Table, initiator: str) -> list[Probes]:

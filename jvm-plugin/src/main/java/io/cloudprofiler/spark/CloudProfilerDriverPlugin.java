@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.NativeLoader;
 import java.util.Map;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -10,8 +11,9 @@ import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Validates the options (a bad one stops the application at start), passes them to executors, and records
- * every task attempt through {@link TaskListener}. The log folder must be writable from the driver. */
+/** Validates the options (a bad one stops the application at start: the handlers' parameters with the native
+ * library's own check), and records every task attempt through {@link TaskListener}. The log folder must be
+ * writable from the driver. */
 public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
   private TaskListener listener;
@@ -21,10 +23,10 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
 
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext ctx) {
-    Map<String, String> options = Config.read(sc.getConf());
-    options.forEach((k, v) -> LOG.info("cloudprofiler: {}={}", k, v));
+    Options options = Config.read(sc.getConf());
+    for (Config.Key<?> key : Config.ALL) LOG.info("cloudprofiler: {}={}", key.name, key.text(sc.getConf()));
     this.sc = sc;
-    logDir = options.get(Config.LOG_DIR.name);
+    logDir = options.logDir();
     ArrowTables.useHadoopSettingsOf(sc.getConf());
     try { // found now, not when the application's tables and logs are lost at its end
       ArrowTables.checkWritable(logDir);
@@ -32,15 +34,19 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       throw new IllegalArgumentException(Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there ("
           + e + ")", e);
     }
+    String failure = NativeLoader.load(options.nativePath());
+    if (failure == null) {
+      for (Config.HandlerOption handler : options.handlers()) handler.check(); // a bad one stops the application
+    } else {
+      LOG.warn("cloudprofiler: the driver checks no handler parameters (each executor checks them as it opens its "
+          + "channels) and calibrates nothing: {}", failure);
+    }
     listener = new TaskListener();
     sc.addSparkListener(listener);
-    if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
+    if (options.calibrationEnabled()) {
       String host = sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
-      calibration = new CalibrationCoordinator(host, Integer.parseInt(options.get(Config.CALIBRATION_INTERVAL.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_PEERS.name)),
-          Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
+      calibration = new CalibrationCoordinator(host, options.calibrationIntervalSeconds(), options.calibrationProbes(),
+          options.calibrationTimeoutMs(), options.calibrationPeers(), options.calibrationForce());
       sc.addSparkListener(new CalibrationEvents(calibration));
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);

@@ -13,7 +13,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Spark's view of every task attempt (job, stage, partition, executor, host, status, times), written as an Arrow
- * IPC stream so analysis can join it with the TSC records on the task attempt id. Rows go to a local spool in
+ * IPC file so analysis can join it with the TSC records on the task attempt id. Rows go to a local spool in
  * batches of {@link #BATCH_ROWS}, so a long streaming application does not grow the driver's memory.
  */
 public class TaskListener extends SparkListener {
