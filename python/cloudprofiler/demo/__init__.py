@@ -82,7 +82,7 @@ def run(args) -> int:
                 progress.detail(f"{sum(1 for _ in app_folder.rglob('*.arrows'))} log files in {app_folder}")
         if app_folder is not None:
             with progress.phase("report", "the logs as Spark tables, analysed; the report"):
-                report.run(app_folder, output, placement, progress)
+                report.run(app_folder, output, placement)
     failed = f"; failed: {', '.join(progress.failed)}" if progress.failed else ""
     progress.say(f"demo finished{failed}")
     return 1 if progress.failed else 0
