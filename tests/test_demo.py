@@ -68,7 +68,7 @@ def test_every_ysb_operator_traced_every_event_it_saw(demo):
 def test_the_batch_job_traced_every_row_on_both_sides_of_its_shuffle(demo):
     _, _, app, _ = demo
     for channel in batch.CHANNELS:
-        assert np.array_equal(np.sort(ids(app, channel)), np.arange(QUICK["rows"])), channel
+        assert np.array_equal(np.sort(ids(app, channel)), batch.FIRST_ID + np.arange(QUICK["rows"])), channel
 
 
 def test_the_executors_domain_was_calibrated_against_the_driver(demo):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 CHANNELS = ("batch.map", "batch.reduce")
+FIRST_ID = 1 << 52  # above the generator's event ids and YSB's window ids: one id, one tuple in the application
 PARTITIONS = 8
 OTHER_KEYS = 127  # keys of the other half of the rows, spread over every partition
 
@@ -17,7 +18,8 @@ def run(spark, progress, rows: int) -> None:
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     spark.sparkContext.setJobDescription("demo batch: a skewed shuffle")
     began = time.monotonic()
-    mapped = spark.range(0, rows, 1, PARTITIONS).select(F.expr(f"cp_trace('{CHANNELS[0]}', id)").alias("id"))
+    mapped = spark.range(FIRST_ID, FIRST_ID + rows, 1, PARTITIONS).select(
+        F.expr(f"cp_trace('{CHANNELS[0]}', id)").alias("id"))
     keyed = mapped.withColumn("key", F.when(F.col("id") % 2 == 0, F.lit(0)).otherwise(1 + F.col("id") % OTHER_KEYS))
     reduced = keyed.repartition(PARTITIONS, "key").select(
         F.expr(f"cp_trace('{CHANNELS[1]}', id)").alias("id"), "key",

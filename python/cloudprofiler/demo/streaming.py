@@ -4,12 +4,15 @@ campaigns, and at the windowed counts."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
 CHANNELS = ("ysb.source", "ysb.filter", "ysb.join", "ysb.window")
 EMITTERS = 2
 PROGRESS_EVERY_S = 5.0
+STOP_WAIT_S = 30
+RUNNING = ("Processing new data", "No new data but cleaning up state")  # Spark's status while a batch runs
 GENERATOR_TIMEOUT_S = 180  # an emitter waits this long for Spark to take a bucket (the first: the query's start)
 
 
@@ -32,7 +35,7 @@ def run(spark, progress, seconds: float, rate: float, host: str) -> None:
     try:
         results = _wait(generator, query, progress)
     finally:
-        query.stop()
+        _stop_between_batches(query)
     _report(results, seconds, progress)
 
 
@@ -64,6 +67,16 @@ def _wait(generator, query, progress) -> list:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["results"]
+
+
+def _stop_between_batches(query) -> None:
+    """Stops the query once no micro-batch runs: after the last data, Spark runs one more batch to move the
+    watermark on, and stopping the query then would cancel its tasks (killed attempts in the task table). The
+    trigger after it waits for offsets from emitters that are gone, and is stopped there."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    while query.isActive and query.status["message"] in RUNNING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
 
 
 def _report(results: list, seconds: float, progress) -> None:
