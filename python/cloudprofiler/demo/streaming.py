@@ -70,9 +70,9 @@ def _wait(generator, query, progress) -> list:
 
 
 def _stop_between_batches(query) -> None:
-    """Stops the query once no micro-batch runs: after the last data, Spark runs one more batch to move the
-    watermark on, and stopping the query then would cancel its tasks (killed attempts in the task table). The
-    trigger after it waits for offsets from emitters that are gone, and is stopped there."""
+    """Stops the query once no micro-batch runs: the last one reads the emitters' end pills, and stopping the
+    query then would cancel its tasks (killed attempts in the task table). The trigger after it waits for offsets
+    from emitters that are gone, and is stopped there."""
     deadline = time.monotonic() + STOP_WAIT_S
     while query.isActive and query.status["message"] in RUNNING and time.monotonic() < deadline:
         time.sleep(0.05)
