@@ -43,10 +43,12 @@ def test_every_phase_ends_and_says_so_with_its_time(demo):
     assert str(output) in done.stdout
 
 
-def test_every_task_attempt_has_its_start_and_end_record(demo):
+def test_every_task_attempt_succeeded_and_has_its_start_and_end_record(demo):
     _, _, app, _ = demo
-    attempts = cp.read_log(app / "spark-tasks.arrows").column("task_attempt_id").to_numpy()
+    tasks = cp.read_log(app / "spark-tasks.arrows")
+    attempts = tasks.column("task_attempt_id").to_numpy()
     assert attempts.size > 0
+    assert set(tasks.column("status").to_pylist()) == {"SUCCESS"}  # the streaming query stopped between batches
     for channel in ("spark.task.start", "spark.task.end"):
         assert np.array_equal(np.sort(ids(app, channel)), np.sort(attempts)), channel
     executors = {cp.log_metadata(p)["spark.executor_id"] for p in app.rglob("spark.task.end.*.arrows")}
@@ -83,9 +85,11 @@ def test_the_executors_domain_was_calibrated_against_the_driver(demo):
     assert len(set(probes.column("round").to_pylist())) >= 2
 
 
-def test_the_report_is_written(demo):
-    _, _, _, output = demo
+def test_the_report_is_written_and_names_the_skewed_stages_straggler(demo):
+    done, _, app, output = demo
     assert output.stat().st_size > 0
+    skewed = max(cp.read_log(app / "spark-tasks.arrows").column("stage_id").to_pylist())  # the batch's last stage
+    assert re.search(rf"stage {skewed}: partition \d+ took [\d.]+x the median", done.stdout), done.stdout
 
 
 def test_the_handler_table_is_still_there(tmp_path):

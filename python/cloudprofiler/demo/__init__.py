@@ -16,8 +16,8 @@ from pathlib import Path
 
 from . import handlers
 
-FULL = {"seconds": 20.0, "rate": 100_000.0, "rows": 4_000_000}
-QUICK = {"seconds": 5.0, "rate": 20_000.0, "rows": 400_000}
+FULL = {"seconds": 15.0, "rate": 50_000.0, "rows": 1_000_000}
+QUICK = {"seconds": 5.0, "rate": 20_000.0, "rows": 300_000}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
-"""Batch phase: a job with a shuffle whose second stage is skewed on purpose. Half the rows share one key, so after
-the shuffle one partition holds about half the rows and its task straggles; the rest spread evenly. A trace point
+"""Batch phase: a job with a shuffle whose second stage is skewed on purpose. Seven rows in eight share one key,
+so after the shuffle one partition holds most rows and its task straggles; the rest spread evenly. A trace point
 before the shuffle and one after it log every row's id (`cp_trace`, in the executors' JVMs)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 CHANNELS = ("batch.map", "batch.reduce")
 FIRST_ID = 1 << 52  # above the generator's event ids and YSB's window ids: one id, one tuple in the application
 PARTITIONS = 8
-OTHER_KEYS = 127  # keys of the other half of the rows, spread over every partition
+OTHER_KEYS = 127  # keys of the other rows, spread over every partition
 
 
 def run(spark, progress, rows: int) -> None:
@@ -20,7 +20,7 @@ def run(spark, progress, rows: int) -> None:
     began = time.monotonic()
     mapped = spark.range(FIRST_ID, FIRST_ID + rows, 1, PARTITIONS).select(
         F.expr(f"cp_trace('{CHANNELS[0]}', id)").alias("id"))
-    keyed = mapped.withColumn("key", F.when(F.col("id") % 2 == 0, F.lit(0)).otherwise(1 + F.col("id") % OTHER_KEYS))
+    keyed = mapped.withColumn("key", F.when(F.col("id") % 8 != 0, F.lit(0)).otherwise(1 + F.col("id") % OTHER_KEYS))
     reduced = keyed.repartition(PARTITIONS, "key").select(
         F.expr(f"cp_trace('{CHANNELS[1]}', id)").alias("id"), "key",
         F.sha2(F.col("id").cast("string"), 256).alias("digest"))  # some work per row, so time follows rows
