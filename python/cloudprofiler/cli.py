@@ -11,7 +11,7 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS = {
-    "demo": ("cloudprofiler.demo", "run the demo job and print what it logged"),
+    "demo": ("cloudprofiler.demo", "the whole product in two minutes: Spark jobs profiled, analysed, reported"),
     "spark-conf": ("cloudprofiler.spark.conf_cli", "print the --jars/--conf flags that enable the Spark plugin"),
     "calibrate": ("cloudprofiler.calibration.cli", "MinRTT rounds from this host to probe responders elsewhere"),
     "generate": ("cloudprofiler.harness.generator.cli", "emit tuples at a fixed rate over ZeroMQ"),
