@@ -27,10 +27,25 @@ deps:
 	  else echo "libzstd-dev is missing: run 'sudo apt-get install libzstd-dev' and retry" >&2; exit 1; fi; fi
 	@command -v javac >/dev/null || { echo "javac is missing: install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
 
+# pyproject.toml is the one list: its build requirements, the core dependencies and every extra, installed before
+# the package because its build needs them (the plugin jar compiles against pyspark's jars).
+define REQUIREMENTS
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
+with open("pyproject.toml", "rb") as f:
+    toml = tomllib.load(f)
+extras = toml["project"]["optional-dependencies"].values()
+print(*toml["build-system"]["requires"], *toml["project"]["dependencies"], *(r for e in extras for r in e), sep="\n")
+endef
+export REQUIREMENTS
+
 $(STAMP): pyproject.toml | deps
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel cffi
-	$(PY) -m pip install -q numpy "pandas<3" "pyarrow>=14" "pyzmq>=25" zstandard "pyspark>=3.5" py4j pytest polars
+	$(PY) -m pip install -q --upgrade pip 'tomli; python_version < "3.11"'
+	$(PY) -c "$$REQUIREMENTS" > $(VENV)/requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements.txt
 	touch $@
 
 native: deps

@@ -8,7 +8,7 @@
 import scala.sys.process._
 
 name := "cloudprofiler-plugin"
-version := "0.1.0"
+version := IO.read(baseDirectory.value / "VERSION").trim
 organization := "io.cloudprofiler"
 crossPaths := false
 autoScalaLibrary := false

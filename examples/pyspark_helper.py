@@ -20,6 +20,6 @@ start = cp.read_log_dir(app, channel="spark.task.start").to_pandas().set_index("
 end = cp.read_log_dir(app, channel="spark.task.end").to_pandas().set_index("tuple_id")
 hz = cp.log_metadata(next(p for p in cp.log_files(app) if p.name.startswith("spark.task.start.")))["tsc.hz"]
 with open(f"{app}/spark-tasks.arrows", "rb") as f:
-    tasks = ipc.open_stream(f).read_all().to_pandas().set_index("task_attempt_id")
+    tasks = ipc.open_file(f).read_all().to_pandas().set_index("task_attempt_id")
 tasks["tsc_duration_us"] = (end.tsc.astype("int64") - start.tsc.astype("int64")) / hz * 1e6
 print(tasks[["stage_id", "partition", "executor_id", "status", "tsc_duration_us"]])

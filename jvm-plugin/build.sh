@@ -12,6 +12,8 @@ rm -rf "$out/classes" && mkdir -p "$out/classes"
 bash "$here/build-jni.sh" "$out/classes/io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
 javac --release 17 -Xlint:all,-processing,-serial -Werror -nowarn -cp "$spark_jars/*" -d "$out/classes" \
   $(find "$here/src/main/java" -name '*.java')
+# the option table, declared in Config.java, for the Python helper (cloudprofiler.spark reads it from the jar)
+java -cp "$out/classes:$spark_jars/*" io.cloudprofiler.spark.Config "$out/classes/io/cloudprofiler/spark/options.json"
 # written aside and renamed: a running JVM that has the old jar open keeps reading the old file
 jar --create --file "$out/cloudprofiler-plugin.jar.tmp" -C "$out/classes" .
 mv -f "$out/cloudprofiler-plugin.jar.tmp" "$out/cloudprofiler-plugin.jar"

@@ -27,6 +27,13 @@ def test_unknown_handler_names_the_value(log_dir):
 def test_parameters_out_of_range_name_the_value(log_dir, handler, params, message):
     with pytest.raises(cp.InvalidArgumentError, match=message):
         cp.Channel("bad", handler, params)
+    with pytest.raises(cp.InvalidArgumentError, match=message):  # the same check, with no channel opened
+        cp.Handler.parse(handler).check(params)
+
+
+def test_the_handler_check_passes_what_a_channel_opens_with():
+    for handler, params in [("buffered", ()), ("downsample", (1,)), ("xoy", (0, 1)), ("spc", (1000,))]:
+        cp.Handler.parse(handler).check(params)
 
 
 def test_parameterize_out_of_range_keeps_the_channel_working(log_dir):

@@ -23,8 +23,8 @@ def test_calibrate_writes_every_probe_and_reports_a_dead_peer(tmp_path):
     assert result.returncode == 1
     assert f"127.0.0.1:{port}: MinRTT" in result.stdout and "bound e" in result.stdout
     assert "127.0.0.1:9: the probe responder at 127.0.0.1:9 refused" in result.stderr and "unbounded" in result.stderr
-    with pa.OSFile(str(out)) as f:
-        table = pa.ipc.open_stream(f).read_all()
+    with pa.OSFile(str(out)) as f:  # an Arrow IPC file, as every table the product writes
+        table = pa.ipc.open_file(f).read_all()
     assert table.num_rows == 200 and set(table.column("peer").to_pylist()) == {f"127.0.0.1:{port}"}
     assert server.returncode == 0 and "answered 200 probes" in rest
 

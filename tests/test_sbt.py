@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CENTRAL = "https://repo1.maven.org/maven2"
 CACHE = Path(os.environ.get("CLOUDPROFILER_SBT_CACHE", Path.home() / ".cache" / "cloudprofiler-sbt"))
 # What sbt needs of the source tree; everything else stays out of its working copy.
-BUILD_FILES = ["build.sbt", "project/build.properties", "jvm-plugin/build-jni.sh", "jvm-plugin/src", "native/include",
+BUILD_FILES = ["build.sbt", "VERSION", "project/build.properties", "jvm-plugin/build-jni.sh", "jvm-plugin/src", "native/include",
                "native/src", "native/bench", "native/Makefile"]
 
 
@@ -90,7 +90,7 @@ def sbt_jar() -> Path:
     result = subprocess.run(command, cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                             timeout=900)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    jar = work / "target" / "cloudprofiler-plugin-0.1.0.jar"
+    jar = work / "target" / f"cloudprofiler-plugin-{(ROOT / 'VERSION').read_text().strip()}.jar"
     assert jar.exists(), result.stdout[-2000:]
     return jar
 

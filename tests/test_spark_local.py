@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
 import pytest
 
@@ -73,6 +74,10 @@ def run(tmp_path_factory):
             spark.sql(query).collect()
         except Exception as e:  # noqa: BLE001 -- the message is what the test checks
             errors[name] = str(e)
+    try:
+        cps.trace(spark.range(3), "py-bad", "id", handler="downsample", params=(0,))
+    except ValueError as e:
+        errors["python trace params"] = str(e)
     before = cp.clock_read()
     jvm_clock = list(spark._jvm.io.cloudprofiler.CloudProfiler.clockRead())  # the driver JVM: same machine, same TSC
     after = cp.clock_read()
@@ -85,7 +90,7 @@ def run(tmp_path_factory):
 
 def _tasks(run):
     with open(run["app"] / "spark-tasks.arrows", "rb") as f:
-        return ipc.open_stream(f).read_all()
+        return ipc.open_file(f).read_all()
 
 
 def test_the_job_ran_with_a_retried_task(run):
@@ -98,11 +103,26 @@ def test_the_job_ran_with_a_retried_task(run):
 
 def test_the_task_table_holds_every_attempt_across_several_batches(run):
     with open(run["app"] / "spark-tasks.arrows", "rb") as f:
-        reader = ipc.open_stream(f)
-        batches = list(reader)
+        reader = ipc.open_file(f)
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
     ids = [i for b in batches for i in b.column(0).to_pylist()]
     assert len(batches) >= 2 and max(b.num_rows for b in batches) <= 4096  # the driver holds one batch at most
     assert len(ids) == len(set(ids)) > 4200
+
+
+def test_the_drivers_tables_are_arrow_ipc_files_that_polars_pyarrow_and_duckdb_read(run):
+    polars = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    tasks = _tasks(run)
+    path = run["app"] / "spark-tasks.arrows"
+    dataset = ds.dataset(str(path), format="arrow")
+    assert dataset.to_table().equals(tasks)
+    assert polars.scan_ipc(path).filter(polars.col("status") == "FAILED").select(polars.len()).collect().item() == 1
+    (attempts,) = duckdb.sql("select count(distinct task_attempt_id) from dataset").fetchall()[0]
+    assert attempts == tasks.num_rows
+    assert cp.read_log(path).equals(tasks)  # the package's readers read them too
+    domains = polars.scan_ipc(run["app"] / "tsc-domains.arrows").collect()
+    assert domains.height >= 1 and domains["role"].to_list()[0] == "reference"
 
 
 def test_every_task_attempt_has_a_start_and_an_end_record_unless_its_job_switched_logging_off(run):
@@ -195,6 +215,7 @@ def test_sql_trace_bad_arguments_are_named(run):
     assert "cp_trace('s', ...) takes an integral id" in errors["string id"] and "got STRING" in errors["string id"]
     assert "expected 0 <= x <= y and y >= 1, got x=9, y=8" in errors["bad xoy"]
     assert "got x=0, y=0" in errors["zero y"]
+    assert errors["python trace params"] == "trace('py-bad'): downsample n=0 is out of range: expected n >= 1"
 
 
 @pytest.mark.parametrize("conf, message", [
@@ -204,7 +225,14 @@ def test_sql_trace_bad_arguments_are_named(run):
     ({"spark.cloudprofiler.tsc.read": "fenced"},
      "spark.cloudprofiler.tsc.read=fenced is invalid: expected ordered or unordered"),
     ({"spark.cloudprofiler.channel.after-join.handler": "sometimes"},
-     "spark.cloudprofiler.channel.after-join.handler=sometimes is invalid: expected one of null, identity"),
+     "spark.cloudprofiler.channel.after-join.handler=sometimes is invalid: unknown handler 'sometimes': expected one "
+     "of null, identity"),
+    ({"spark.cloudprofiler.task.handler": "downsample", "spark.cloudprofiler.task.params": "0"},  # the library's check
+     "spark.cloudprofiler.task.params=0 is invalid: downsample n=0 is out of range: expected n >= 1"),
+    ({"spark.cloudprofiler.channel.j.handler": "xoy", "spark.cloudprofiler.channel.j.params": "5, 3"},
+     "spark.cloudprofiler.channel.j.params=5, 3 is invalid: xoy x=5 is out of range: expected 0 <= x <= y (y=3)"),
+    ({"spark.cloudprofiler.channelBlocks": "1"},
+     "spark.cloudprofiler.channelBlocks=1 is invalid: expected an integer from 2 to 65536"),
     ({"spark.cloudprofiler.channel.j.handler": "downsample", "spark.cloudprofiler.channel.j.params": "4,5"},
      "spark.cloudprofiler.channel.j.params=4,5 is invalid: handler downsample takes 1 parameter"),
     ({"spark.cloudprofiler.channel.j.params": "4"},

@@ -49,7 +49,7 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_pat
               for m in ("recordsLogged", "recordsDropped", "bytesWritten")}
     assert all(len(paths) == 1 for paths in metric.values()), sorted(p.name for p in metrics_dir.iterdir())
     with open(log_dir / app / "spark-tasks.arrows", "rb") as f:
-        attempts = ipc.open_stream(f).read_all().num_rows
+        attempts = ipc.open_file(f).read_all().num_rows
     assert attempts >= 6 + 2
     # logDir given as a file:// URI: the executor's logs were collected into it through Hadoop's file system
     assert cp.read_log_dir(log_dir / app, channel="spark.task.end").num_rows == attempts

@@ -52,7 +52,7 @@ import os, pyarrow as pa, pyarrow.ipc as ipc
 table = os.path.join(log_dir, sc.applicationId, "tsc-domains.arrows")
 while time.monotonic() < deadline:
     sc.parallelize(range(8 * workers), 8 * workers).map(lambda x: time.sleep(0.05) or x).count()
-    if os.path.exists(table) and ipc.open_stream(pa.OSFile(table)).read_all().num_rows > workers:
+    if os.path.exists(table) and ipc.open_file(pa.OSFile(table)).read_all().num_rows > workers:
         break
 print("app", sc.applicationId, flush=True)
 for phase in range(3):
@@ -92,7 +92,7 @@ def _last_round(app: Path, timeout: float = 60) -> int:
     while True:
         try:
             with pa.OSFile(str(app / "calibration.arrows")) as f:
-                return max(ipc.open_stream(f).read_all().column("round").to_pylist())
+                return max(ipc.open_file(f).read_all().column("round").to_pylist())
         except (OSError, pa.ArrowInvalid):
             if time.monotonic() > deadline:
                 raise
@@ -264,7 +264,7 @@ def test_every_cross_host_duration_holds_its_truth_within_bounds_even_when_calib
     host_sim = {reference[0]["host"]: (0, 0.0), **dict(zip(hosts.worker_ips, SIMULATIONS))}
 
     with pa.OSFile(str(app / "calibration.arrows")) as f:
-        probes = ipc.open_stream(f).read_all()
+        probes = ipc.open_file(f).read_all()
     pairs = {(a, b, d) for a, b, d in zip(*(probes.column(c).to_pylist() for c in ("domain_a", "domain_b", "direction")))}
     w0, w1 = (workers[ip]["domain"] for ip in hosts.worker_ips)
     ref = reference[0]["domain"]

@@ -1,6 +1,6 @@
 /*
  * libcloudprofiler: TSC timestamps for (tuple id) records, logged through channels and handlers into
- * Arrow IPC stream files.
+ * Arrow IPC files.
  *
  * This header is the whole public API. The JNI class (jvm-plugin/) and the cffi binding
  * (python/cloudprofiler/) wrap it function for function. Every public name starts with `cp_`; names with a
@@ -146,15 +146,20 @@ CP_EXPORT int cp_stop(void);
  *   <log_dir>/<safe name>.<host>.<pid>.<channel number>.arrows
  * where the safe name keeps [A-Za-z0-9._-] of the name and replaces every other byte with '_'.
  *
- * File schema: record handlers write columns `tuple_id: int64`, `tsc: uint64`; counter handlers write
- * `period_start_tsc: uint64`, `count: uint64`. Schema metadata (all values UTF-8 strings):
+ * File: the Arrow IPC file format. While the channel is open: the magic "ARROW1\0\0", the schema message and
+ * a record batch message per batch (an IPC stream after the magic); at close the end-of-stream marker and the
+ * footer, after which any Arrow reader opens it as a file.
+ * File schema: record handlers write columns `tuple_id: int64`, `tsc: int64`; counter handlers write
+ * `period_start_tsc: int64`, `count: int64` (TSCs stay below 2^63 for decades of uptime). Schema metadata (all
+ * values UTF-8 strings):
  *   cloudprofiler.version, channel.name, channel.number, handler, handler.params (JSON array),
- *   host, pid, boot_id, tsc.invariant, tsc.hz, tsc.hz_uncertainty, tsc.hz_source, tsc.simulation,
+ *   host, pid, boot_id, tsc.invariant, tsc.hz, tsc.hz_uncertainty, tsc.hz_source, tsc.simulation, tsc.read,
  *   compression, open.clock (JSON {tsc, monotonic_raw_ns, realtime_ns, uncertainty_ticks}),
  *   close.clock (same, "null" until closed), records.logged, records.written, records.dropped,
  *   closed ("true"/"false"), plus the caller's own keys from cp_channel_open().
- * The values that change (close.clock, counts, closed) are rewritten in place, at the same length, at every
- * flush and at close, so a file cut short by SIGKILL still says what it held at its last flush.
+ * In the schema message the values that change (handler.params, close.clock, counts, closed) are padded with
+ * spaces to a fixed width and rewritten in place at every flush and at close, so a file cut short by SIGKILL
+ * still says what it held at its last flush. The footer's schema carries the final values without padding.
  *
  * Handles: a cp_channel pointer stays valid until the process ends (its memory is kept when it closes), so
  * logging to a closed channel is a counted no-op; NULL is also a counted no-op. */
@@ -181,6 +186,10 @@ CP_EXPORT const char *cp_handler_name(cp_handler handler);
 CP_EXPORT int cp_handler_from_name(const char *name, cp_handler *out, cp_error *error);
 /* Number of parameters the handler takes (cp_channel_open requires exactly that many). */
 CP_EXPORT int cp_handler_param_count(cp_handler handler);
+/* The check cp_channel_open makes of its handler and parameters, without opening anything: 0, or EINVAL with a
+ * message naming the bad value (a wrong number of parameters, a parameter out of range). Lets a configuration be
+ * checked where it is read, before the processes that open channels from it start. */
+CP_EXPORT int cp_handler_check(cp_handler handler, const int64_t *params, size_t n_params, cp_error *error);
 
 /* Opens a channel; NULL on error. `meta_keys`/`meta_values` (n_meta pairs, may be 0) go into the file's
  * schema metadata. Fails with EINVAL for an unknown handler, a wrong number of parameters or a parameter out

@@ -1,4 +1,5 @@
-/* Arrow IPC encapsulated messages (schema and record batch) written without a flatbuffers dependency.
+/* Arrow IPC file format pieces (schema and record batch messages, the footer) written without a flatbuffers
+ * dependency.
  *
  * The builder lays objects out front to back: a parent is written with placeholder offsets, its children
  * after it, and the offsets patched (flatbuffers offsets must point forward). The layout depends only on the
@@ -12,6 +13,7 @@
 #include "internal.h"
 
 const uint8_t cp__ipc_eos[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+const uint8_t cp__ipc_magic[8] = {'A', 'R', 'R', 'O', 'W', '1', 0, 0};
 
 enum { MESSAGE_SCHEMA = 1, MESSAGE_RECORD_BATCH = 3, METADATA_V5 = 4, TYPE_INT = 2, CODEC_ZSTD = 1 };
 
@@ -107,7 +109,9 @@ static size_t message(cp_buf *b, uint8_t header_type, int64_t body_length) {
   return f[2];
 }
 
-static void int_field(cp_buf *b, size_t slot, const char *name, bool is_signed) {
+/* A non-nullable signed 64-bit integer field (signed so that SQL engines and Spark, which have no unsigned
+ * types, subtract TSCs without overflow: a TSC stays below 2^63 for centuries). */
+static void int_field(cp_buf *b, size_t slot, const char *name) {
   static const uint8_t sizes[6] = {4, 1, 1, 4, 0, 4};
   size_t f[6];
   size_t t = table(b, 6, sizes, f);
@@ -119,7 +123,7 @@ static void int_field(cp_buf *b, size_t slot, const char *name, bool is_signed) 
   size_t it = table(b, 2, int_sizes, g);
   link(b, f[3], it);
   put_u32(b, g[0], 64);
-  put_u8(b, g[1], is_signed);
+  put_u8(b, g[1], 1);
   vector(b, f[5], 0, 4, 4);
 }
 
@@ -130,19 +134,17 @@ static void frame(cp_buf *b) {
   put_u32(b, 4, (uint32_t)(b->len - 8));
 }
 
-int cp__ipc_schema(cp_buf *b, int record_kind, const char *const *keys, const char *const *values, size_t n) {
-  b->len = 0;
-  b->failed = false;
-  buf_reserve(b, 8, 8);
-  size_t header = message(b, MESSAGE_SCHEMA, 0);
+/* A Schema table linked from `slot`: the channel's two int64 columns and the metadata pairs. */
+static void schema(cp_buf *b, size_t slot, int record_kind, const char *const *keys, const char *const *values,
+                   size_t n) {
   static const uint8_t sizes[3] = {0, 4, 4};
   size_t f[3];
-  size_t schema = table(b, 3, sizes, f);
-  link(b, header, schema);
+  size_t t = table(b, 3, sizes, f);
+  link(b, slot, t);
   size_t fields = vector(b, f[1], 2, 4, 4);
   size_t kv = vector(b, f[2], (uint32_t)n, 4, 4);
-  int_field(b, fields, record_kind ? "period_start_tsc" : "tuple_id", record_kind == 0);
-  int_field(b, fields + 4, record_kind ? "count" : "tsc", false);
+  int_field(b, fields, record_kind ? "period_start_tsc" : "tuple_id");
+  int_field(b, fields + 4, record_kind ? "count" : "tsc");
   for (size_t i = 0; i < n; i++) {
     static const uint8_t kv_sizes[2] = {4, 4};
     size_t g[2];
@@ -151,7 +153,38 @@ int cp__ipc_schema(cp_buf *b, int record_kind, const char *const *keys, const ch
     string(b, g[0], keys[i]);
     string(b, g[1], values[i]);
   }
+}
+
+int cp__ipc_schema(cp_buf *b, int record_kind, const char *const *keys, const char *const *values, size_t n) {
+  b->len = 0;
+  b->failed = false;
+  buf_reserve(b, 8, 8);
+  schema(b, message(b, MESSAGE_SCHEMA, 0), record_kind, keys, values, n);
   frame(b);
+  return b->failed ? ENOMEM : 0;
+}
+
+int cp__ipc_file_end(cp_buf *b, int record_kind, const char *const *keys, const char *const *values, size_t n,
+                     const cp_ipc_block *blocks, size_t n_blocks) {
+  b->len = 0;
+  b->failed = false;
+  size_t eos = buf_reserve(b, sizeof cp__ipc_eos, 8);
+  if (!b->failed) memcpy(b->data + eos, cp__ipc_eos, sizeof cp__ipc_eos);
+  size_t start = b->len; /* 8-aligned, so the footer's own alignment holds relative to its first byte */
+  size_t root = buf_reserve(b, 4, 4);
+  static const uint8_t sizes[4] = {2, 4, 4, 4};
+  size_t f[4];
+  size_t footer = table(b, 4, sizes, f);
+  link(b, root, footer);
+  put_u16(b, f[0], METADATA_V5);
+  schema(b, f[1], record_kind, keys, values, n);
+  vector(b, f[2], 0, sizeof(cp_ipc_block), 8); /* no dictionaries */
+  size_t pos = vector(b, f[3], (uint32_t)n_blocks, sizeof(cp_ipc_block), 8);
+  if (!b->failed && n_blocks) memcpy(b->data + pos, blocks, n_blocks * sizeof(cp_ipc_block));
+  uint32_t footer_len = (uint32_t)(b->len - start);
+  size_t tail = buf_reserve(b, 4 + 6, 1);
+  put_u32(b, tail, footer_len);
+  if (!b->failed) memcpy(b->data + tail + 4, cp__ipc_magic, 6);
   return b->failed ? ENOMEM : 0;
 }
 

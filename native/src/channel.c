@@ -30,86 +30,99 @@ static void clock_json(char *out, size_t cap, const cp_clock_reading *r) {
            r->tsc, r->monotonic_raw_ns, r->realtime_ns, r->uncertainty_ticks);
 }
 
-/* Values that change are padded to a fixed width so the schema message keeps its length. */
-static void padded(char *out, size_t width, const char *value) {
+/* Values that change are padded to a fixed width in the schema message at the file's start, so that it keeps its
+ * length and can be rewritten in place; the footer, written once at close, takes them as they are. */
+static void padded(char *out, size_t width, const char *value, bool pad) {
   size_t n = strnlen(value, width);
   memcpy(out, value, n);
-  memset(out + n, ' ', width - n);
-  out[width] = '\0';
+  if (pad) memset(out + n, ' ', width - n);
+  out[pad ? width : n] = '\0';
 }
 
-static void u64_padded(char *out, uint64_t v) {
+static void u64_padded(char *out, uint64_t v, bool pad) {
   char tmp[24];
   snprintf(tmp, sizeof tmp, "%" PRIu64, v);
-  padded(out, 20, tmp);
+  padded(out, 20, tmp, pad);
 }
 
 enum { FIXED_KEYS = 22 };
 
-static int encode_header(cp_channel *ch, cp_buf *out) {
+/* A channel's metadata pairs and the text of its values. */
+typedef struct metadata {
+  const char *keys[FIXED_KEYS + 64], *values[FIXED_KEYS + 64];
+  size_t n;
+  char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160], close_clock[200],
+      logged[24], written[24], dropped[24], closed[8], raw[192];
+} metadata;
+
+/* Takes ch->mutex for the counts: never call it with that mutex held. */
+static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   cp_library *g = &cp__lib;
   cp_channel_stats s;
   cp_channel_stats_get(ch, &s, NULL);
-  char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160],
-      close_clock[200], logged[24], written[24], dropped[24], closed[8], raw[192];
-  snprintf(number, sizeof number, "%" PRIu64, ch->number);
-  snprintf(pid, sizeof pid, "%ld", (long)getpid());
-  snprintf(hz, sizeof hz, "%.3f", g->frequency.hz);
-  snprintf(hz_unc, sizeof hz_unc, "%.3f", g->frequency.uncertainty_hz);
+  snprintf(m->number, sizeof m->number, "%" PRIu64, ch->number);
+  snprintf(m->pid, sizeof m->pid, "%ld", (long)getpid());
+  snprintf(m->hz, sizeof m->hz, "%.3f", g->frequency.hz);
+  snprintf(m->hz_unc, sizeof m->hz_unc, "%.3f", g->frequency.uncertainty_hz);
   int np = cp_handler_param_count(ch->handler);
   if (ch->handler == CP_HANDLER_RET_START || ch->handler == CP_HANDLER_RET_END) np--; /* the key stays secret */
-  size_t used = (size_t)snprintf(params, sizeof params, "[");
+  size_t used = (size_t)snprintf(m->params, sizeof m->params, "[");
   for (int i = 0; i < np; i++)
-    used += (size_t)snprintf(params + used, sizeof params - used, "%s%" PRId64, i ? ", " : "",
+    used += (size_t)snprintf(m->params + used, sizeof m->params - used, "%s%" PRId64, i ? ", " : "",
                              atomic_load(&ch->live_params[i]));
-  snprintf(params + used, sizeof params - used, "]");
-  padded(params_padded, 48, params);
-  clock_json(open_clock, sizeof open_clock, &ch->open_clock);
-  if (ch->has_close_clock) clock_json(raw, sizeof raw, &ch->close_clock);
-  else snprintf(raw, sizeof raw, "null");
-  padded(close_clock, 160, raw); /* the longest reading (four 20-digit numbers) is 151 bytes */
-  u64_padded(logged, s.logged);
-  u64_padded(written, s.written);
-  u64_padded(dropped, s.dropped);
-  padded(closed, 5, atomic_load(&ch->open) ? "false" : "true");
+  snprintf(m->params + used, sizeof m->params - used, "]");
+  padded(m->params_padded, 48, m->params, pad);
+  clock_json(m->open_clock, sizeof m->open_clock, &ch->open_clock);
+  if (ch->has_close_clock) clock_json(m->raw, sizeof m->raw, &ch->close_clock);
+  else snprintf(m->raw, sizeof m->raw, "null");
+  padded(m->close_clock, 160, m->raw, pad); /* the longest reading (four 20-digit numbers) is 151 bytes */
+  u64_padded(m->logged, s.logged, pad);
+  u64_padded(m->written, s.written, pad);
+  u64_padded(m->dropped, s.dropped, pad);
+  padded(m->closed, 5, atomic_load(&ch->open) ? "false" : "true", pad);
 
-  const char *keys[FIXED_KEYS + 64], *values[FIXED_KEYS + 64];
-  size_t n = 0;
-#define KV(k, v) (keys[n] = (k), values[n] = (v), n++)
+  m->n = 0;
+#define KV(k, v) (m->keys[m->n] = (k), m->values[m->n] = (v), m->n++)
   KV("cloudprofiler.version", cp_version_string());
   KV("channel.name", ch->name);
-  KV("channel.number", number);
+  KV("channel.number", m->number);
   KV("handler", cp_handler_name(ch->handler));
-  KV("handler.params", params_padded);
+  KV("handler.params", m->params_padded);
   KV("host", g->host);
-  KV("pid", pid);
+  KV("pid", m->pid);
   KV("boot_id", g->boot_id);
   KV("tsc.invariant", cp_tsc_is_invariant() ? "true" : "false");
-  KV("tsc.hz", hz);
-  KV("tsc.hz_uncertainty", hz_unc);
+  KV("tsc.hz", m->hz);
+  KV("tsc.hz_uncertainty", m->hz_unc);
   KV("tsc.hz_source", g->frequency.source == CP_FREQUENCY_CPUID ? "cpuid-0x15" : "calibrated");
   KV("tsc.simulation", cp__simulation_json());
   KV("tsc.read", g->options.tsc_read == CP_TSC_UNORDERED ? "unordered" : "ordered");
   KV("compression", g->options.compression == CP_COMPRESSION_ZSTD ? "zstd" : "none");
-  KV("open.clock", open_clock);
-  KV("close.clock", close_clock);
-  KV("records.logged", logged);
-  KV("records.written", written);
-  KV("records.dropped", dropped);
-  KV("closed", closed);
+  KV("open.clock", m->open_clock);
+  KV("close.clock", m->close_clock);
+  KV("records.logged", m->logged);
+  KV("records.written", m->written);
+  KV("records.dropped", m->dropped);
+  KV("closed", m->closed);
 #undef KV
-  for (size_t i = 0; i < ch->n_meta && n < FIXED_KEYS + 64; i++, n++) {
-    keys[n] = ch->meta_keys[i];
-    values[n] = ch->meta_values[i];
+  for (size_t i = 0; i < ch->n_meta && m->n < FIXED_KEYS + 64; i++, m->n++) {
+    m->keys[m->n] = ch->meta_keys[i];
+    m->values[m->n] = ch->meta_values[i];
   }
-  return cp__ipc_schema(out, ch->record_kind, keys, values, n);
 }
 
-int cp__channel_write_message(cp_channel *ch, const uint8_t *msg, size_t len) {
+static int encode_header(cp_channel *ch, cp_buf *out) {
+  metadata m;
+  channel_metadata(ch, true, &m);
+  return cp__ipc_schema(out, ch->record_kind, m.keys, m.values, m.n);
+}
+
+/* Appends bytes at the end of the file; a failure is reported once and stops the channel's writes. */
+static int write_bytes(cp_channel *ch, const uint8_t *data, size_t len) {
   if (ch->fd < 0 || ch->io_error) return EBADF;
   size_t done = 0;
   while (done < len) {
-    ssize_t w = write(ch->fd, msg + done, len - done);
+    ssize_t w = write(ch->fd, data + done, len - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       ch->io_error = errno ? errno : EIO;
@@ -123,11 +136,27 @@ int cp__channel_write_message(cp_channel *ch, const uint8_t *msg, size_t len) {
   return 0;
 }
 
+int cp__channel_write_message(cp_channel *ch, const uint8_t *msg, size_t len) {
+  if (ch->n_footer_blocks == ch->footer_blocks_cap && !ch->footer_lost) {
+    size_t cap = ch->footer_blocks_cap ? 2 * ch->footer_blocks_cap : 64;
+    cp_ipc_block *grown = realloc(ch->footer_blocks, cap * sizeof *grown);
+    if (grown) ch->footer_blocks = grown, ch->footer_blocks_cap = cap;
+    else ch->footer_lost = true; /* the records still go to the file, read as a stream (a cut file) */
+  }
+  uint32_t meta_len;
+  memcpy(&meta_len, msg + 4, 4);
+  cp_ipc_block block = {.offset = (int64_t)atomic_load(&ch->bytes_written), .meta_len = (int32_t)(8 + meta_len),
+                        .body_len = (int64_t)(len - 8 - meta_len)};
+  int rc = write_bytes(ch, msg, len);
+  if (rc == 0 && !ch->footer_lost) ch->footer_blocks[ch->n_footer_blocks++] = block;
+  return rc;
+}
+
 void cp__channel_write_header(cp_channel *ch) {
   pthread_mutex_lock(&ch->file_mutex);
   cp_buf b = {0};
   if (ch->fd >= 0 && !ch->io_error && encode_header(ch, &b) == 0 && b.len == ch->header_len) {
-    if (pwrite(ch->fd, b.data, b.len, 0) != (ssize_t)b.len) ch->io_error = errno ? errno : EIO;
+    if (pwrite(ch->fd, b.data, b.len, sizeof cp__ipc_magic) != (ssize_t)b.len) ch->io_error = errno ? errno : EIO;
   }
   cp__buf_free(&b);
   pthread_mutex_unlock(&ch->file_mutex);
@@ -309,8 +338,7 @@ static int open_file(cp_channel *ch, cp_error *error) {
   int rc = encode_header(ch, &b);
   if (!rc) {
     ch->header_len = b.len;
-    rc = cp__channel_write_message(ch, b.data, b.len) ? EIO : 0;
-    atomic_store(&ch->bytes_written, b.len);
+    rc = write_bytes(ch, cp__ipc_magic, sizeof cp__ipc_magic) || write_bytes(ch, b.data, b.len) ? EIO : 0;
   }
   cp__buf_free(&b);
   if (rc) return cp__fail(error, rc, "cannot write the schema to %s", ch->path);
@@ -321,16 +349,8 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
                             const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                             cp_error *error) {
   if (!name) return cp__fail(error, EINVAL, "channel name is NULL"), NULL;
-  if ((int)handler < 0 || handler >= CP_HANDLER_COUNT_)
-    return cp__fail(error, EINVAL, "handler %d is unknown: expected 0 to %d", (int)handler, CP_HANDLER_COUNT_ - 1),
-           NULL;
+  if (cp_handler_check(handler, params, n_params, error)) return NULL;
   int want = cp_handler_param_count(handler);
-  if ((int)n_params != want || (want && !params))
-    return cp__fail(error, EINVAL, "handler %s takes %d parameter(s), got %zu", cp_handler_name(handler), want,
-                    n_params),
-           NULL;
-  for (int i = 0; i < want; i++)
-    if (cp__handler_check_param(handler, (uint32_t)i, params[i], params, error)) return NULL;
   if (n_meta > 64) return cp__fail(error, EINVAL, "%zu metadata pairs given: at most 64", n_meta), NULL;
   for (size_t i = 0; i < n_meta; i++)
     if (!meta_keys[i] || !meta_values[i]) return cp__fail(error, EINVAL, "metadata pair %zu is NULL", i), NULL;
@@ -461,6 +481,32 @@ static void write_first_last(cp_channel *ch) {
   pthread_mutex_unlock(&ch->mutex);
 }
 
+/* The last bytes of a closed file: the end-of-stream marker, then the footer with the final metadata as it is
+ * (no padding), which makes it an Arrow IPC file; without the list of batches only the marker. */
+static void write_file_end(cp_channel *ch) {
+  metadata m;
+  channel_metadata(ch, false, &m);
+  cp_buf b = {0};
+  pthread_mutex_lock(&ch->mutex);
+  if (ch->fd >= 0 && !ch->io_error) {
+    if (!ch->footer_lost && cp__ipc_file_end(&b, ch->record_kind, m.keys, m.values, m.n, ch->footer_blocks,
+                                              ch->n_footer_blocks) == 0)
+      write_bytes(ch, b.data, b.len);
+    else
+      write_bytes(ch, cp__ipc_eos, sizeof cp__ipc_eos);
+  }
+  free(ch->footer_blocks);
+  ch->footer_blocks = NULL;
+  ch->n_footer_blocks = ch->footer_blocks_cap = 0;
+  free(ch->batch0);
+  free(ch->batch1);
+  ch->batch0 = NULL;
+  ch->batch1 = NULL;
+  ch->batch_cap = 0;
+  pthread_mutex_unlock(&ch->mutex);
+  cp__buf_free(&b);
+}
+
 int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (!valid(ch)) return cp__fail(error, EBADF, "cp_channel_close: not a channel handle");
   if (!atomic_exchange(&ch->open, 0))
@@ -496,15 +542,8 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
     }
     wait_written(ch);
   }
-  pthread_mutex_lock(&ch->mutex);
-  if (ch->fd >= 0 && !ch->io_error) cp__channel_write_message(ch, cp__ipc_eos, sizeof cp__ipc_eos);
-  free(ch->batch0);
-  free(ch->batch1);
-  ch->batch0 = NULL;
-  ch->batch1 = NULL;
-  ch->batch_cap = 0;
-  pthread_mutex_unlock(&ch->mutex);
   cp__channel_write_header(ch);
+  write_file_end(ch);
   pthread_mutex_lock(&ch->file_mutex);
   int rc = 0;
   if (ch->fd >= 0 && close(ch->fd) != 0) rc = errno;

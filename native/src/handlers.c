@@ -24,6 +24,19 @@ int cp_handler_from_name(const char *name, cp_handler *out, cp_error *error) {
                   name ? name : "(null)");
 }
 
+int cp_handler_check(cp_handler h, const int64_t *params, size_t n_params, cp_error *error) {
+  if ((int)h < 0 || h >= CP_HANDLER_COUNT_)
+    return cp__fail(error, EINVAL, "handler %d is unknown: expected 0 to %d", (int)h, CP_HANDLER_COUNT_ - 1);
+  int want = handler_params[h];
+  if ((int)n_params != want || (want && !params))
+    return cp__fail(error, EINVAL, "handler %s takes %d parameter(s), got %zu", handler_names[h], want, n_params);
+  for (int i = 0; i < want; i++) {
+    int rc = cp__handler_check_param(h, (uint32_t)i, params[i], params, error);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const int64_t *all, cp_error *error) {
   const char *name = cp_handler_name(h);
   switch (h) {

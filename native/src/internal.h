@@ -47,6 +47,16 @@ static inline uint64_t cp__tsc(void) {
   return tsc;
 }
 
+/* Where one record batch message lies in the file: Arrow's Block struct, in its flatbuffer layout
+ * (little-endian, 24 bytes), so that the footer's vector is a copy of the channel's list. */
+typedef struct cp_ipc_block {
+  int64_t offset;   /* of the message's continuation marker */
+  int32_t meta_len; /* framed metadata: marker, length, flatbuffer, padding */
+  int32_t padding;
+  int64_t body_len;
+} cp_ipc_block;
+_Static_assert(sizeof(cp_ipc_block) == 24, "Arrow's Block struct is 24 bytes");
+
 /* ---- blocks of records (SoA so that a column is a contiguous slice) ---- */
 typedef struct cp_block {
   struct cp_block *next_free;
@@ -102,7 +112,7 @@ struct cp_channel {
   cp_clock_reading open_clock, close_clock;
   bool has_close_clock;
   int fd;
-  size_t header_len;
+  size_t header_len;                /* of the schema message, which follows the magic */
   int io_error;
 
   pthread_mutex_t mutex;            /* writers list, seq numbers, identity/counter batches */
@@ -110,6 +120,9 @@ struct cp_channel {
   uint64_t next_seq;                /* next sequence number to hand out */
   uint64_t written_seq;             /* sequence numbers < this are in the file (IO thread) */
   cp_job *pending;                  /* encoded, waiting for their predecessors (IO thread) */
+  cp_ipc_block *footer_blocks;      /* every record batch in the file, for the footer; freed at close */
+  size_t n_footer_blocks, footer_blocks_cap;
+  bool footer_lost;                 /* that list could not grow: the file ends without a footer */
   pthread_cond_t written_cond;
 
   pthread_mutex_t pool_mutex;       /* block pool */
@@ -177,6 +190,7 @@ CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
 
 /* ---- channel.c ---- */
 CP_INTERNAL void cp__channel_write_header(struct cp_channel *ch);
+/* Appends a record batch message to the file and its block to the footer's list; ch->mutex held. */
 CP_INTERNAL int cp__channel_write_message(struct cp_channel *ch, const uint8_t *msg, size_t len);
 CP_INTERNAL void cp__channel_submit_writers(struct cp_channel *ch); /* hand off every partial block */
 CP_INTERNAL void cp__channel_write_batch(struct cp_channel *ch);    /* identity/counter batch, mutex held */
@@ -222,12 +236,17 @@ typedef struct cp_buf {
 } cp_buf;
 
 CP_INTERNAL void cp__buf_free(cp_buf *b);
-/* Schema message for the two uint/int64 columns of a channel, with metadata pairs. */
+/* Schema message for the two int64 columns of a channel, with metadata pairs. */
 CP_INTERNAL int cp__ipc_schema(cp_buf *out, int record_kind, const char *const *keys, const char *const *values,
                                size_t n);
 /* Record batch message with two 8-byte columns of `rows` rows. */
 CP_INTERNAL int cp__ipc_batch(cp_buf *out, const void *col0, const void *col1, uint32_t rows,
                               cp_compression compression, int zstd_level);
+/* The end of a file: the end-of-stream marker, the footer (the schema with these metadata pairs and the
+ * record batches' blocks), the footer's length and the closing magic. */
+CP_INTERNAL int cp__ipc_file_end(cp_buf *out, int record_kind, const char *const *keys, const char *const *values,
+                                 size_t n, const cp_ipc_block *blocks, size_t n_blocks);
 CP_INTERNAL extern const uint8_t cp__ipc_eos[8];
+CP_INTERNAL extern const uint8_t cp__ipc_magic[8]; /* "ARROW1" and two bytes of padding: a file's first bytes */
 
 #endif

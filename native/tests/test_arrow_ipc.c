@@ -1,6 +1,6 @@
 /* The IPC encoder: messages framed and padded, columns and metadata read back through the flatbuffers'
- * vtables, ZSTD body compression round-trips, and equal-length metadata values give equal-length schema
- * messages (what the in-place header rewrite relies on). */
+ * vtables, ZSTD body compression round-trips, the footer lists every batch and carries its own metadata, and
+ * equal-length metadata values give equal-length schema messages (what the in-place header rewrite relies on). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,11 +9,28 @@
 #include "internal.h"
 #include "ipc_read.h"
 
-static void write_all(const char *path, const cp_buf *parts, size_t n) {
+/* A file as a channel writes it: the magic, the schema message parts[0], the batches parts[1..n), then the end
+ * of the file with a footer of these metadata pairs (or, with footer_keys NULL, only the end-of-stream marker). */
+static void write_all(const char *path, const cp_buf *parts, size_t n, const char *const *footer_keys,
+                      const char *const *footer_values, size_t n_footer) {
   FILE *fp = fopen(path, "wb");
   CHECK(fp);
-  for (size_t i = 0; i < n; i++) CHECK(fwrite(parts[i].data, 1, parts[i].len, fp) == parts[i].len);
-  CHECK(fwrite(cp__ipc_eos, 1, sizeof cp__ipc_eos, fp) == sizeof cp__ipc_eos);
+  CHECK(fwrite(cp__ipc_magic, 1, sizeof cp__ipc_magic, fp) == sizeof cp__ipc_magic);
+  cp_ipc_block blocks[8] = {{0}};
+  int64_t offset = sizeof cp__ipc_magic;
+  for (size_t i = 0; i < n; i++) {
+    CHECK(fwrite(parts[i].data, 1, parts[i].len, fp) == parts[i].len);
+    uint32_t meta_len;
+    memcpy(&meta_len, parts[i].data + 4, 4);
+    if (i) blocks[i - 1] = (cp_ipc_block){.offset = offset, .meta_len = (int32_t)(8 + meta_len),
+                                          .body_len = (int64_t)(parts[i].len - 8 - meta_len)};
+    offset += (int64_t)parts[i].len;
+  }
+  cp_buf end = {0};
+  if (footer_keys) CHECK(cp__ipc_file_end(&end, 0, footer_keys, footer_values, n_footer, blocks, n - 1) == 0);
+  if (footer_keys) CHECK(fwrite(end.data, 1, end.len, fp) == end.len);
+  else CHECK(fwrite(cp__ipc_eos, 1, sizeof cp__ipc_eos, fp) == sizeof cp__ipc_eos);
+  cp__buf_free(&end);
   fclose(fp);
 }
 
@@ -62,20 +79,30 @@ static void round_trip(const char *dir, cp_compression compression) {
 
   char path[4200];
   snprintf(path, sizeof path, "%s/roundtrip-%d.arrows", dir, (int)compression);
-  write_all(path, parts, 4);
+  const char *footer_values[] = {"buffered", "final"};
+  write_all(path, parts, 4, keys, footer_values, 2);
   ipc_file f;
   int rc = ipc_read(path, &f);
   if (rc) fprintf(stderr, "%s\n", f.error);
-  CHECK(rc == 0 && f.eos && f.batches == 3 && f.rows == ROWS);
+  CHECK(rc == 0 && f.magic && f.eos && f.footer && f.batches == 3 && f.rows == ROWS);
   CHECK(f.compressed == (compression != CP_COMPRESSION_NONE));
-  CHECK(!strcmp(f.field0, "tuple_id") && !strcmp(f.field1, "tsc") && f.field0_signed == 1);
+  for (int i = 0; i < 2; i++) {
+    const ipc_schema *s = i ? &f.footer_schema : &f.schema;
+    CHECK(!strcmp(s->field0, "tuple_id") && !strcmp(s->field1, "tsc") && s->field0_signed && s->field1_signed);
+  }
   CHECK(!strcmp(ipc_meta(&f, "handler"), "buffered") && !strcmp(ipc_meta(&f, "empty"), ""));
+  CHECK(!strcmp(ipc_footer_meta(&f, "empty"), "final")); /* the footer's schema has values of its own */
   CHECK(!memcmp(f.col0, ids, sizeof ids) && !memcmp(f.col1, tscs, sizeof tscs));
   ipc_free(&f);
 
   /* Cut inside the last batch: the reader keeps every complete message before it. */
-  CHECK(truncate(path, (off_t)(parts[0].len + parts[1].len + parts[2].len + 12)) == 0);
-  CHECK(ipc_read(path, &f) == 0 && !f.eos && f.batches == 2 && f.rows == 3);
+  CHECK(truncate(path, (off_t)(8 + parts[0].len + parts[1].len + parts[2].len + 12)) == 0);
+  CHECK(ipc_read(path, &f) == 0 && !f.eos && !f.footer && f.batches == 2 && f.rows == 3);
+  ipc_free(&f);
+
+  /* Without a footer (its list of batches was lost) the file still ends its stream. */
+  write_all(path, parts, 4, NULL, NULL, 0);
+  CHECK(ipc_read(path, &f) == 0 && f.eos && !f.footer && f.rows == ROWS);
   ipc_free(&f);
   for (int i = 0; i < 4; i++) cp__buf_free(&parts[i]);
 }
@@ -85,10 +112,12 @@ static void counter_schema(const char *dir) {
   CHECK(cp__ipc_schema(&parts[0], 1, NULL, NULL, 0) == 0);
   char path[4200];
   snprintf(path, sizeof path, "%s/counter.arrows", dir);
-  write_all(path, parts, 1);
+  write_all(path, parts, 1, (const char *const[]){"closed"}, (const char *const[]){"true"}, 1);
   ipc_file f;
-  CHECK(ipc_read(path, &f) == 0 && f.rows == 0 && f.n_meta == 0);
-  CHECK(!strcmp(f.field0, "period_start_tsc") && !strcmp(f.field1, "count") && f.field0_signed == 0);
+  CHECK(ipc_read(path, &f) == 0 && f.footer && f.rows == 0 && f.batches == 0 && f.schema.n_meta == 0);
+  CHECK(!strcmp(f.schema.field0, "period_start_tsc") && !strcmp(f.schema.field1, "count"));
+  CHECK(f.schema.field0_signed && f.schema.field1_signed); /* int64: SQL engines subtract without overflow */
+  CHECK(!strcmp(ipc_footer_meta(&f, "closed"), "true"));
   ipc_free(&f);
   cp__buf_free(&parts[0]);
 }

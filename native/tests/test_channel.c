@@ -38,7 +38,7 @@ static void check_threads_file(const char *path) {
   ipc_file f;
   int rc = ipc_read(path, &f);
   if (rc) fprintf(stderr, "%s\n", f.error);
-  CHECK(rc == 0 && f.eos && f.rows == (size_t)THREADS * PER_THREAD);
+  CHECK(rc == 0 && f.eos && f.footer && f.rows == (size_t)THREADS * PER_THREAD);
   uint8_t *seen = calloc((size_t)THREADS * PER_THREAD, 1);
   uint64_t last_tsc[THREADS] = {0};
   int64_t next_id[THREADS];
@@ -75,8 +75,11 @@ static void flush_is_visible(void) {
   ipc_free(&f);
   cp_log(ch, 5000);
   CHECK(cp_channel_close(ch, &err) == 0);
-  CHECK(ipc_read(cp_channel_path(ch), &f) == 0 && f.eos && f.rows == 5001 && f.schema_len == schema_len);
+  CHECK(ipc_read(cp_channel_path(ch), &f) == 0 && f.eos && f.footer && f.rows == 5001 && f.schema_len == schema_len);
   CHECK(!strncmp(ipc_meta(&f, "close.clock"), "{\"tsc\": ", 8));
+  const char *clock = ipc_footer_meta(&f, "close.clock"); /* the footer's value is the JSON alone */
+  CHECK(!strncmp(clock, "{\"tsc\": ", 8) && clock[strlen(clock) - 1] == '}');
+  CHECK(!strcmp(ipc_footer_meta(&f, "job"), "test") && !strcmp(ipc_footer_meta(&f, "handler.params"), "[]"));
   ipc_free(&f);
 }
 

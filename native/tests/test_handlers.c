@@ -19,18 +19,29 @@ static cp_channel *open_or_die(const char *name, cp_handler h, const int64_t *pa
   return ch;
 }
 
-/* Closes the channel and reads its file. */
+/* A count in the footer: the number and nothing else (no padding). */
+static uint64_t footer_count(const ipc_file *f, const char *key) {
+  char *end;
+  uint64_t v = strtoull(ipc_footer_meta(f, key), &end, 10);
+  CHECK(*end == '\0');
+  return v;
+}
+
+/* Closes the channel and reads its file: a footer that lists every batch, the final counts in both schemas. */
 static void close_and_read(cp_channel *ch, ipc_file *f) {
   cp_error err;
   CHECK(cp_channel_close(ch, &err) == 0);
   int rc = ipc_read(cp_channel_path(ch), f);
   if (rc) fprintf(stderr, "%s\n", f->error);
-  CHECK(rc == 0 && f->eos);
+  CHECK(rc == 0 && f->eos && f->footer);
   cp_channel_stats s;
   CHECK(cp_channel_stats_get(ch, &s, &err) == 0 && s.written == f->rows);
   CHECK(strtoull(ipc_meta(f, "records.written"), NULL, 10) == f->rows);
   CHECK(strtoull(ipc_meta(f, "records.logged"), NULL, 10) == s.logged);
   CHECK(strtoull(ipc_meta(f, "records.dropped"), NULL, 10) == s.dropped);
+  CHECK(footer_count(f, "records.written") == f->rows && footer_count(f, "records.logged") == s.logged);
+  CHECK(footer_count(f, "records.dropped") == s.dropped);
+  CHECK(!strcmp(ipc_meta(f, "closed"), "true ") && !strcmp(ipc_footer_meta(f, "closed"), "true"));
 }
 
 static int64_t floor_mod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
@@ -137,7 +148,7 @@ static void *log_mpc(void *arg) {
 static void check_counter_file(cp_channel *ch, uint64_t calls) {
   ipc_file f;
   close_and_read(ch, &f);
-  CHECK(!strcmp(f.field0, "period_start_tsc") && !strcmp(f.field1, "count") && f.rows >= 1);
+  CHECK(!strcmp(f.schema.field0, "period_start_tsc") && !strcmp(f.schema.field1, "count") && f.rows >= 1);
   cp_tsc_frequency freq;
   CHECK(cp_tsc_frequency_get(&freq, NULL) == 0);
   uint64_t sum = 0, period_ticks = (uint64_t)(freq.hz / 1000 * 0.99);
@@ -234,7 +245,22 @@ static void full_policy(cp_full_policy policy, int64_t n) {
   CHECK(ls.dropped >= s.dropped);
 }
 
+/* cp_handler_check says what cp_channel_open would, without a channel or even a started library. */
+static void handler_check(void) {
+  cp_error err;
+  int64_t zero[] = {0}, ok[] = {64}, xy[] = {3, 2}, period[] = {1000};
+  CHECK(cp_handler_check(CP_HANDLER_DOWNSAMPLE, ok, 1, &err) == 0);
+  CHECK(cp_handler_check(CP_HANDLER_SPC, period, 1, &err) == 0);
+  CHECK(cp_handler_check(CP_HANDLER_BUFFERED, NULL, 0, &err) == 0);
+  CHECK(cp_handler_check(CP_HANDLER_DOWNSAMPLE, zero, 1, &err) == EINVAL && strstr(err.message, "downsample n=0"));
+  CHECK(cp_handler_check(CP_HANDLER_XOY, xy, 2, &err) == EINVAL && strstr(err.message, "xoy x=3"));
+  CHECK(cp_handler_check(CP_HANDLER_XOY, ok, 1, &err) == EINVAL && strstr(err.message, "takes 2 parameter(s), got 1"));
+  CHECK(cp_handler_check(CP_HANDLER_COUNT_, NULL, 0, &err) == EINVAL && strstr(err.message, "unknown"));
+  CHECK(!cp_channel_open("bad", CP_HANDLER_DOWNSAMPLE, zero, 1, NULL, NULL, 0, &err) && strstr(err.message, "n=0"));
+}
+
 int main(void) {
+  handler_check();
   char dir[] = "/tmp/cp_test_handlers.XXXXXX";
   CHECK(mkdtemp(dir));
   start(dir, 1024, 4, CP_FULL_BLOCK, CP_COMPRESSION_NONE, 50);

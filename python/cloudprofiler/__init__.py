@@ -5,6 +5,8 @@
         ch.log_many(ids)
     table = cp.read_log(ch.path)
 """
+from importlib.metadata import version as _version
+
 from .channel import Channel, ChannelStats, Handler
 from .clock import ClockReading, TscFrequency, clock_read, tsc, tsc_frequency, tsc_is_invariant, tscp
 from .errors import (
@@ -19,13 +21,13 @@ from .errors import (
 )
 from .library import flush_all, start, stop
 from .library import log_dir_in_use as log_dir
-from .logs import log_files, log_metadata, read_log, read_log_dir
+from .logs import IncompleteLogWarning, log_files, log_metadata, read_log, read_log_dir
 
-__version__ = "0.1.0"
+__version__ = _version("cloudprofiler")  # the VERSION file, through the package's metadata
 
 __all__ = [
     "Channel", "ChannelStats", "Handler", "ClockReading", "TscFrequency", "clock_read", "tsc", "tsc_frequency",
     "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
     "LogFolderNotFoundError", "LogFolderPermissionError", "PeerRefusedError", "PeerTimeoutError", "UnsupportedError", "flush_all", "start", "stop",
-    "log_dir", "log_files", "log_metadata", "read_log", "read_log_dir",
+    "log_dir", "IncompleteLogWarning", "log_files", "log_metadata", "read_log", "read_log_dir",
 ]

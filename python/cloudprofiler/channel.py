@@ -29,6 +29,11 @@ class Handler(enum.IntEnum):
     def param_count(self) -> int:
         return lib.cp_handler_param_count(self)
 
+    def check(self, params: Iterable[int]) -> None:
+        """Raise InvalidArgumentError, naming the bad value, unless a channel would open with these parameters."""
+        params = [int(p) for p in params]
+        call(lib.cp_handler_check, self, ffi.new("int64_t[]", params or [0]), len(params))
+
     @classmethod
     def parse(cls, value: "str | int | Handler") -> "Handler":
         if isinstance(value, Handler):

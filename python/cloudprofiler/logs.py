@@ -1,20 +1,45 @@
-"""Reading log files: plain Arrow IPC streams, with the channel's metadata decoded."""
+"""Reading log files, with the channel's metadata decoded.
+
+A closed log file is an Arrow IPC file: pyarrow, polars and DuckDB read it with no project code, and its footer
+holds the final metadata. A file whose process was killed, or that is still being written, has no footer yet: it
+is read as the stream of messages after the leading magic, up to its last complete batch, with a warning.
+"""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Union
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+FILE_MAGIC = b"ARROW1\0\0"  # the first 8 bytes of an Arrow IPC file; its last 6 are "ARROW1"
 _JSON_KEYS = {"handler.params", "open.clock", "close.clock", "tsc.simulation"}
 _INT_KEYS = {"channel.number", "pid", "records.logged", "records.written", "records.dropped"}
 _FLOAT_KEYS = {"tsc.hz", "tsc.hz_uncertainty"}
 _BOOL_KEYS = {"closed", "tsc.invariant"}
+# padded with spaces to a fixed width in the schema message at a file's start, which is rewritten in place
+_PADDED_KEYS = {"handler.params", "close.clock", "records.logged", "records.written", "records.dropped", "closed"}
 RECORD_COLUMNS = ("tuple_id", "tsc")
 COUNTER_COLUMNS = ("period_start_tsc", "count")
+
+LogSource = Union[str, os.PathLike, bytes, bytearray, memoryview, pa.Buffer, BinaryIO]
+
+
+class IncompleteLogWarning(UserWarning):
+    """A log file read without its end: its process was killed, or still writes it.
+
+    `file` names the file, `batches` is how many complete batches were read, `cut` is True when the file ends
+    inside a batch (whose part is left out).
+    """
+
+    def __init__(self, message: str, file: str, batches: int, cut: bool):
+        super().__init__(message)
+        self.file = file
+        self.batches = batches
+        self.cut = cut
 
 
 def _decode(key: str, value: str) -> Any:
@@ -30,32 +55,92 @@ def _decode(key: str, value: str) -> Any:
     return value
 
 
-def log_metadata(source: "pa.Table | pa.Schema | str | Path") -> dict[str, Any]:
-    """The channel metadata of a log file (or of a table read from one), values decoded to Python types."""
-    if isinstance(source, (str, Path)):
-        with pa.OSFile(str(source)) as f:
-            schema = ipc.open_stream(f).schema
-    else:
-        schema = source if isinstance(source, pa.Schema) else source.schema
+def _open(source: LogSource, name: str | None) -> tuple[pa.NativeFile, str]:
+    """A random-access reader of the source, and the name messages give it."""
+    if isinstance(source, (str, os.PathLike)):
+        return pa.OSFile(os.fspath(source)), name or os.fspath(source)
+    if isinstance(source, (bytes, bytearray, memoryview, pa.Buffer)):
+        return pa.BufferReader(pa.py_buffer(source)), name or "<bytes>"
+    if isinstance(source, pa.NativeFile) and source.seekable():  # read where needed: the footer, or the start
+        return source, name or str(getattr(source, "path", "<file object>"))
+    if hasattr(source, "read"):
+        return pa.BufferReader(pa.py_buffer(source.read())), name or str(getattr(source, "name", "<file object>"))
+    raise TypeError(f"cannot read a log from {type(source).__name__} {source!r:.60}: expected a path, bytes or a "
+                    "binary file object")
+
+
+def _file_reader(f: pa.NativeFile) -> ipc.RecordBatchFileReader | None:
+    """The reader of a file that has its footer (a closed log file), else None."""
+    size = f.size()
+    if size < 2 * len(FILE_MAGIC) + 10 or f.read_at(6, size - 6) != FILE_MAGIC[:6]:
+        return None
+    try:
+        return ipc.open_file(f)
+    except pa.ArrowInvalid:  # a batch whose last bytes happen to read "ARROW1": no footer after all
+        return None
+
+
+def _stream_reader(f: pa.NativeFile, name: str) -> ipc.RecordBatchStreamReader:
+    """The messages after the magic (from the start in a stream written by an earlier version)."""
+    f.seek(len(FILE_MAGIC) if f.read_at(len(FILE_MAGIC), 0) == FILE_MAGIC else 0)
+    try:
+        return ipc.open_stream(f)
+    except pa.ArrowInvalid as exc:
+        raise pa.ArrowInvalid(f"{name} is not a log file: {exc}") from None
+
+
+def _unpadded(schema: pa.Schema) -> pa.Schema:
+    raw = schema.metadata or {}
+    return schema.with_metadata({k: v.rstrip() if k.decode() in _PADDED_KEYS else v for k, v in raw.items()})
+
+
+def log_schema(source: LogSource, name: str | None = None) -> pa.Schema:
+    """The schema of a log file, with its metadata: the footer's if the file has one, else its first message's."""
+    f, name = _open(source, name)
+    with f:
+        reader = _file_reader(f)
+        return reader.schema if reader is not None else _stream_reader(f, name).schema
+
+
+def log_metadata(source: "pa.Table | pa.Schema | LogSource") -> dict[str, Any]:
+    """The channel metadata of a log file (a path, bytes or a binary file object) or of a table read from one,
+    values decoded to Python types."""
+    schema = source if isinstance(source, pa.Schema) else source.schema if isinstance(source, pa.Table) else \
+        log_schema(source)
     raw = schema.metadata or {}
     return {k.decode(): _decode(k.decode(), v.decode()) for k, v in raw.items()}
 
 
-def read_log(path: "str | Path") -> pa.Table:
-    """One log file as a table. A file cut short (process killed) is read up to its last complete batch."""
-    path = Path(path)
-    batches = []
-    with pa.OSFile(str(path)) as f:
-        reader = ipc.open_stream(f)
-        schema = reader.schema
+def read_log(source: LogSource, name: str | None = None) -> pa.Table:
+    """One log file (or a table of the driver's: spark-tasks.arrows, ...) as a table: a path, bytes (e.g. the content
+    of Spark's binaryFile source) or a binary file object; `name` names it in messages (default: the path, or the
+    file object's name).
+
+    A file without its footer (process killed, or still writing) is read up to its last complete batch with an
+    IncompleteLogWarning, unless its metadata says it was closed.
+    """
+    f, name = _open(source, name)
+    with f:
+        reader = _file_reader(f)
+        if reader is not None:
+            return reader.read_all()
+        reader = _stream_reader(f, name)
+        schema = _unpadded(reader.schema)
+        batches, cut = [], None
         while True:
             try:
                 batches.append(reader.read_next_batch())
             except StopIteration:
                 break
             except (pa.ArrowInvalid, OSError) as exc:
-                warnings.warn(f"{path}: ends with an incomplete batch ({exc}); read the {len(batches)} complete ones")
+                cut = exc
                 break
+    if cut is not None:
+        message = f"{name}: ends inside a batch ({cut}); read its {len(batches)} complete batches"
+        warnings.warn(IncompleteLogWarning(message, name, len(batches), True), stacklevel=2)
+    elif (schema.metadata or {}).get(b"closed") == b"false":
+        message = f"{name}: has no end (its process was killed, or still writes it); read its {len(batches)} batches"
+        warnings.warn(IncompleteLogWarning(message, name, len(batches), False), stacklevel=2)
     return pa.Table.from_batches(batches, schema=schema)
 
 
@@ -96,7 +181,7 @@ def read_log_dir(
         tables.append(table)
     if not tables:
         schema = pa.schema(
-            [(columns[0], pa.int64() if kind == "records" else pa.uint64()), (columns[1], pa.uint64()),
+            [(columns[0], pa.int64()), (columns[1], pa.int64()),
              ("channel", pa.string()), ("host", pa.string()), ("pid", pa.int64()), ("file", pa.string())]
         )
         return schema.empty_table()

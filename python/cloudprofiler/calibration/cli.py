@@ -89,7 +89,7 @@ def run(args) -> int:
     if rows:
         table = pa.concat_tables(rows).replace_schema_metadata(
             {"reference.host": socket.gethostname(), "tsc.hz": str(hz), "probes.per_round": str(args.count)})
-        with pa.OSFile(args.out, "wb") as f, pa.ipc.new_stream(f, table.schema) as writer:
+        with pa.OSFile(args.out, "wb") as f, pa.ipc.new_file(f, table.schema) as writer:
             writer.write_table(table)
     for text, data in rounds.items():
         if len(data) < 2:

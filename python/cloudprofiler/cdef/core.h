@@ -41,6 +41,7 @@ typedef enum cp_handler {
 const char *cp_handler_name(cp_handler handler);
 int cp_handler_from_name(const char *name, cp_handler *out, cp_error *error);
 int cp_handler_param_count(cp_handler handler);
+int cp_handler_check(cp_handler handler, const int64_t *params, size_t n_params, cp_error *error);
 cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
                             const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                             cp_error *error);

@@ -8,42 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
+from .jar import channel_key, jar_path, options
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
 EXTENSIONS_CLASS = "io.cloudprofiler.spark.CloudProfilerExtensions"  # the SQL function cp_trace('channel', id)
-
-# Python-friendly option names -> spark.cloudprofiler.* keys (declared with docs in the plugin's Config.java).
-OPTIONS = {
-    "log_dir": "spark.cloudprofiler.logDir",
-    "local_dir": "spark.cloudprofiler.localDir",
-    "task_enabled": "spark.cloudprofiler.task.enabled",
-    "task_handler": "spark.cloudprofiler.task.handler",
-    "task_params": "spark.cloudprofiler.task.params",
-    "compression": "spark.cloudprofiler.compression",
-    "tsc_read": "spark.cloudprofiler.tsc.read",
-    "channel_blocks": "spark.cloudprofiler.channelBlocks",
-    "collect_interval_seconds": "spark.cloudprofiler.collect.intervalSeconds",
-    "calibration_enabled": "spark.cloudprofiler.calibration.enabled",
-    "calibration_force": "spark.cloudprofiler.calibration.force",
-    "calibration_interval": "spark.cloudprofiler.calibration.interval",
-    "calibration_probes": "spark.cloudprofiler.calibration.probes",
-    "calibration_timeout_ms": "spark.cloudprofiler.calibration.timeoutMs",
-    "calibration_peers": "spark.cloudprofiler.calibration.peers",
-    "native_path": "spark.cloudprofiler.native.path",
-}
-
-
-def jar_path() -> str:
-    """The plugin jar shipped in this package (or built in the source tree)."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "_lib" / "cloudprofiler-plugin.jar",
-                      here.parent.parent / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar"):
-        if candidate.exists():
-            return str(candidate)
-    raise FileNotFoundError("cloudprofiler-plugin.jar is not built: run `make build`")
 
 
 def _value(key: str, value) -> str:
@@ -64,37 +34,39 @@ def channel_conf(channels) -> dict[str, str]:
             raise ValueError(f"channels: expected a channel name and a handler name, got {name!r}: {spec!r}")
         if len(params) == 1 and isinstance(params[0], (list, tuple)):
             params = list(params[0])
-        conf[f"spark.cloudprofiler.channel.{name}.handler"] = handler
+        conf[channel_key(name, "handler")] = handler
         if params:
-            conf[f"spark.cloudprofiler.channel.{name}.params"] = _value("params", params)
+            conf[channel_key(name, "params")] = _value("params", params)
     return conf
 
 
-def spark_conf(channels=None, **options) -> dict[str, str]:
-    """The Spark configuration that enables the plugin with these options (names as in OPTIONS) and the trace
-    channels' handlers (`channels`, see `channel_conf`)."""
-    unknown = sorted(set(options) - set(OPTIONS))
+def spark_conf(channels=None, **values) -> dict[str, str]:
+    """The Spark configuration that enables the plugin with these options (the plugin's options with Python names:
+    log_dir for spark.cloudprofiler.logDir, see `options()`) and the trace channels' handlers (`channels`, see
+    `channel_conf`)."""
+    keys = options()
+    unknown = sorted(set(values) - set(keys))
     if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(OPTIONS)} or channels")
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(keys)} or channels")
     conf = {"spark.jars": jar_path(), "spark.plugins": PLUGIN_CLASS, "spark.sql.extensions": EXTENSIONS_CLASS}
-    for name, value in options.items():
+    for name, value in values.items():
         if value is not None:
-            conf[OPTIONS[name]] = _value(name, value)
+            conf[keys[name]] = _value(name, value)
     conf.update(channel_conf(channels or {}))
-    if options.get("local_dir"):  # Python workers find their executor's folder through it (worker.py)
-        conf["spark.executorEnv." + LOCAL_DIR_ENV] = str(options["local_dir"])
-    if options.get("log_dir") and "://" not in str(options["log_dir"]):  # where workers write without an executor
-        conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(options["log_dir"])
+    if values.get("local_dir"):  # Python workers find their executor's folder through it (worker.py)
+        conf["spark.executorEnv." + LOCAL_DIR_ENV] = str(values["local_dir"])
+    if values.get("log_dir") and "://" not in str(values["log_dir"]):  # where workers write without an executor
+        conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(values["log_dir"])
     return conf
 
 
-def configure(builder, channels=None, **options):
+def configure(builder, channels=None, **values):
     """Set the jar, the plugin, the options and the trace channels' handlers on a SparkSession builder; returns
     the builder.
 
     Python workers run this interpreter (so they can import cloudprofiler) unless PYSPARK_PYTHON says otherwise.
     """
-    conf = spark_conf(channels, **options)
+    conf = spark_conf(channels, **values)
     if not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # PySpark reads the worker interpreter from here
     for key, value in conf.items():
@@ -102,11 +74,11 @@ def configure(builder, channels=None, **options):
     return builder
 
 
-def builder(channels=None, **options):
+def builder(channels=None, **values):
     """A SparkSession builder with the plugin enabled."""
     from pyspark.sql import SparkSession
 
-    return configure(SparkSession.builder, channels, **options)
+    return configure(SparkSession.builder, channels, **values)
 
 
 def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()):

@@ -4,12 +4,19 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from . import OPTIONS, spark_conf
+from . import spark_conf
+from .jar import option_table, options, python_name
 
 
 def add_arguments(parser) -> None:
-    for name, key in OPTIONS.items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=f"sets {key}")
+    try:
+        table = option_table()["options"]
+    except FileNotFoundError:  # no plugin jar in this install: `run` says so
+        table = []
+    for option in table:
+        name = python_name(option["key"])
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
+                            help=f"sets {option['key']}: {option['expected']} (default: {option['default'] or 'empty'})")
     parser.add_argument("--channel", action="append", default=[], type=_channel, metavar="NAME=HANDLER[:P,...]",
                         help="handler of a trace channel, e.g. after-join=downsample:64 (repeatable)")
 
@@ -27,7 +34,7 @@ def _channel(text: str) -> tuple:
 
 
 def run(args) -> int:
-    conf = spark_conf(dict(args.channel), **{name: getattr(args, name) for name in OPTIONS})
+    conf = spark_conf(dict(args.channel), **{name: getattr(args, name) for name in options()})
     flags = [f"--jars {shlex.quote(conf.pop('spark.jars'))}"]
     flags += [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in conf.items()]
     print(" \\\n  ".join(flags))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import atexit
 
+from .jar import channel_key, options
+
 _channels: dict = {}
 
 
@@ -39,9 +41,8 @@ def _close_all() -> None:
 def configured_handler(conf, channel: str) -> tuple[str, tuple]:
     """The handler and parameters of `channel` in a Spark configuration (`spark.cloudprofiler.channel.<name>.*`,
     checked by the plugin at start), else buffered."""
-    prefix = f"spark.cloudprofiler.channel.{channel}"
-    handler = conf.get(prefix + ".handler", None)
-    params = conf.get(prefix + ".params", None) or ""
+    handler = conf.get(channel_key(channel, "handler"), None)
+    params = conf.get(channel_key(channel, "params"), None) or ""
     if handler is None:
         return "buffered", ()
     return handler.strip(), tuple(int(p) for p in params.split(",") if p.strip())
@@ -51,15 +52,16 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
     if id_col not in df.columns:
         raise ValueError(f"trace: column {id_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
     conf = df.sparkSession.conf
-    local_dir = conf.get("spark.cloudprofiler.localDir", None)  # where the executors name their folders
+    local_dir = conf.get(options()["local_dir"], None)  # where the executors name their folders
     if handler is None:
         handler, params = configured_handler(conf, channel)
     params = tuple(int(p) for p in params)
     import cloudprofiler as cp
 
-    expected = cp.Handler.parse(handler).param_count  # a bad handler fails here, on the driver, not in a worker
-    if len(params) != expected:
-        raise ValueError(f"trace({channel!r}): handler {handler} takes {expected} parameter(s), got {list(params)}")
+    try:  # a bad handler fails here, on the driver, not in a worker
+        cp.Handler.parse(handler).check(params)
+    except cp.InvalidArgumentError as e:
+        raise ValueError(f"trace({channel!r}): {e}") from None
 
     def log_batches(batches):
         ch = worker_channel(channel, handler, params, local_dir)

@@ -7,8 +7,9 @@ The helper passes `localDir` to workers as CLOUDPROFILER_LOCAL_DIR.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
+
+from .jar import default, option_table, options
 
 LOCAL_DIR_ENV = "CLOUDPROFILER_LOCAL_DIR"
 _ANCESTORS = 4  # worker -> daemon -> executor JVM, with room for a wrapping shell
@@ -21,14 +22,19 @@ def _parent(pid: int) -> int:
 
 def executor_folder(local_dir: "str | None" = None) -> "str | None":
     """The local folder of the executor that started this Python worker, or None outside such a worker (or where
-    the executor's plugin is not running). `local_dir`: the plugin's localDir, else CLOUDPROFILER_LOCAL_DIR, else
-    the plugin's default."""
-    local_dir = Path(local_dir or os.environ.get(LOCAL_DIR_ENV) or Path(tempfile.gettempdir(), "cloudprofiler-local"))
+    the executor's plugin is not running, or this install has no plugin jar, whose option table says where
+    executors name their folders). `local_dir`: the plugin's localDir, else CLOUDPROFILER_LOCAL_DIR, else the
+    plugin's default."""
+    try:
+        local_dir = Path(local_dir or os.environ.get(LOCAL_DIR_ENV) or default(options()["local_dir"]))
+        names = local_dir / option_table()["executor_folders"]
+    except FileNotFoundError:
+        return None
     pid = os.getpid()
     for _ in range(_ANCESTORS):
         try:
             pid = _parent(pid)
-            return (local_dir / "executors" / str(pid)).read_text().strip() or None
+            return (names / str(pid)).read_text().strip() or None
         except FileNotFoundError:
             continue
         except (OSError, ValueError, IndexError):

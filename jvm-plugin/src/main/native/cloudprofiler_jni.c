@@ -24,6 +24,15 @@ static int fail(JNIEnv *env, int code, const char *message) {
 
 static int check(JNIEnv *env, int rc, const cp_error *error) { return rc ? fail(env, rc, error->message) : 0; }
 
+#define MAX_PARAMS 8
+/* A handler's parameters into `out`; their number in *n. Throws (and returns EINVAL) when there are too many. */
+static int params_of(JNIEnv *env, jlongArray params, int64_t out[MAX_PARAMS], jsize *n) {
+  *n = params ? (*env)->GetArrayLength(env, params) : 0;
+  if (*n > MAX_PARAMS) return fail(env, EINVAL, "at most 8 handler parameters");
+  if (*n) (*env)->GetLongArrayRegion(env, params, 0, *n, (jlong *)out);
+  return 0;
+}
+
 /* int version() */
 jint JNI_FN(version)(JNIEnv *env, jclass cls) {
   (void)env, (void)cls;
@@ -66,12 +75,12 @@ jlong JNI_FN(openChannel)(JNIEnv *env, jclass cls, jstring name, jstring handler
   int rc = cp_handler_from_name(h, &handler, &error);
   (*env)->ReleaseStringUTFChars(env, handler_name, h);
   if (check(env, rc, &error)) return 0;
-  jsize n_params = params ? (*env)->GetArrayLength(env, params) : 0;
-  int64_t p[8] = {0};
-  if (n_params > 8) return fail(env, 22, "at most 8 handler parameters"), 0;
-  if (n_params) (*env)->GetLongArrayRegion(env, params, 0, n_params, (jlong *)p);
+  int64_t p[MAX_PARAMS] = {0};
+  jsize n_params;
+  if (params_of(env, params, p, &n_params)) return 0;
   jsize n_meta = keys ? (*env)->GetArrayLength(env, keys) : 0;
-  if (values && (*env)->GetArrayLength(env, values) != n_meta) return fail(env, 22, "metadata keys and values differ in length"), 0;
+  if (values && (*env)->GetArrayLength(env, values) != n_meta)
+    return fail(env, EINVAL, "metadata keys and values differ in length"), 0;
   const char **k = calloc((size_t)n_meta + 1, sizeof *k), **v = calloc((size_t)n_meta + 1, sizeof *v);
   jstring *ks = calloc((size_t)n_meta + 1, sizeof *ks), *vs = calloc((size_t)n_meta + 1, sizeof *vs);
   const char *c_name = (*env)->GetStringUTFChars(env, name, NULL);
@@ -88,13 +97,36 @@ jlong JNI_FN(openChannel)(JNIEnv *env, jclass cls, jstring name, jstring handler
       (*env)->ReleaseStringUTFChars(env, ks[i], k[i]);
       (*env)->ReleaseStringUTFChars(env, vs[i], v[i]);
     }
-    if (!ch) check(env, error.code ? error.code : 5, &error);
+    if (!ch) check(env, error.code ? error.code : EIO, &error);
   } else {
-    fail(env, 12, "out of memory");
+    fail(env, ENOMEM, "out of memory");
   }
   if (c_name) (*env)->ReleaseStringUTFChars(env, name, c_name);
   free(k), free(v), free(ks), free(vs);
   return (jlong)(intptr_t)ch;
+}
+
+/* int handlerFromName(String name) */
+jint JNI_FN(handlerFromName)(JNIEnv *env, jclass cls, jstring name) {
+  (void)cls;
+  cp_error error;
+  cp_handler handler = CP_HANDLER_NULL;
+  const char *n = (*env)->GetStringUTFChars(env, name, NULL);
+  if (!n) return 0; /* OutOfMemoryError pending */
+  int rc = cp_handler_from_name(n, &handler, &error);
+  (*env)->ReleaseStringUTFChars(env, name, n);
+  check(env, rc, &error);
+  return (jint)handler;
+}
+
+/* void checkHandler(int handler, long[] params) */
+void JNI_FN(checkHandler)(JNIEnv *env, jclass cls, jint handler, jlongArray params) {
+  (void)cls;
+  int64_t p[MAX_PARAMS] = {0};
+  jsize n;
+  if (params_of(env, params, p, &n)) return;
+  cp_error error;
+  check(env, cp_handler_check((cp_handler)handler, p, (size_t)n, &error), &error);
 }
 
 /* void log(long channel, long tupleId) -- the hot path: no JNIEnv call, so the JVM pays only its transition */
@@ -234,7 +266,8 @@ void JNI_FN(responderStop)(JNIEnv *env, jclass cls, jlong responder) {
 jlongArray JNI_FN(probePeer)(JNIEnv *env, jclass cls, jstring address, jint port, jint count, jint timeout_ms,
                              jbyteArray secret) {
   (void)cls;
-  if (count < 1 || count > 100000) return fail(env, 22, "probe count out of range: expected 1 to 100000"), NULL;
+  /* the number of probes is the caller's (spark.cloudprofiler.calibration.probes): only what calloc needs here */
+  if (count < 1) return fail(env, EINVAL, "probe count out of range: expected at least 1"), NULL;
   const char *addr = (*env)->GetStringUTFChars(env, address, NULL);
   jsize n = secret ? (*env)->GetArrayLength(env, secret) : 0;
   jbyte key[64];

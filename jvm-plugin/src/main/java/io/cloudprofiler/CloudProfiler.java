@@ -25,6 +25,13 @@ public final class CloudProfiler {
 
   public static native String logDir();
 
+  /** The library's number of a handler name (cp_handler_from_name); throws, naming the handlers, for an unknown one. */
+  public static native int handlerFromName(String name);
+
+  /** Throws, naming the bad value, unless openChannel would accept these parameters for the handler
+   * (cp_handler_check): their number and their ranges. */
+  public static native void checkHandler(int handler, long[] params);
+
   public static native long openChannel(String name, String handler, long[] params, String[] metaKeys, String[] metaValues);
 
   public static native void log(long channel, long tupleId);

@@ -16,9 +16,10 @@ import org.apache.arrow.vector.types.pojo.Schema;
 /**
  * A table that grows for as long as the application runs (every task attempt, every calibration probe): each
  * {@link #append} writes one record batch to an Arrow IPC stream in a local temporary file, so the driver's memory
- * holds one batch at most, and {@link #copyTo} publishes the stream so far (readable: a stream may end without its
- * end marker) to any Hadoop-compatible URI. {@link #finish} ends the stream, publishes it and removes the file.
- * Rows are as in {@link ArrowTables}.
+ * holds one batch at most, and {@link #copyTo} publishes the batches so far to any Hadoop-compatible URI as an
+ * Arrow IPC file (with its footer: readable by pyarrow, polars and DuckDB), rewritten whole at each publish and
+ * renamed into place. {@link #finish} ends the stream, publishes it and removes the local file. Rows are as in
+ * {@link ArrowTables}.
  */
 final class ArrowSpool {
   private final String prefix;
@@ -58,7 +59,7 @@ final class ArrowSpool {
 
   /** Publishes the batches written so far to {@code target}; nothing before the first row. */
   synchronized void copyTo(String target) throws Exception {
-    if (writer != null && !finished) ArrowTables.copy(file, target);
+    if (writer != null && !finished) ArrowTables.publishStream(file, target);
   }
 
   /** Ends the stream, publishes it to {@code target} and releases everything; later calls do nothing. */
@@ -69,7 +70,7 @@ final class ArrowSpool {
       if (writer != null) {
         writer.end();
         out.close();
-        ArrowTables.copy(file, target);
+        ArrowTables.publishStream(file, target);
       }
     } finally {
       if (writer != null) {

@@ -1,6 +1,7 @@
 package io.cloudprofiler.spark;
 
 import java.io.File;
+import java.io.FileInputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.URI;
@@ -17,7 +18,8 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.IntVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.ArrowStreamWriter;
+import org.apache.arrow.vector.ipc.ArrowFileWriter;
+import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -25,9 +27,9 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkConf;
 
 /**
- * Tables of rows as Arrow IPC streams on any Hadoop-compatible URI (a plain path means the local disk). A row holds
- * one value per column name, a String (utf8), Integer (int32), Long (int64) or anything else (its text as utf8);
- * the types come from the first row.
+ * Tables of rows as Arrow IPC files on any Hadoop-compatible URI (a plain path means the local disk), which
+ * pyarrow, polars and DuckDB read with no project code. A row holds one value per column name, a String (utf8),
+ * Integer (int32), Long (int64) or anything else (its text as utf8); the types come from the first row.
  */
 final class ArrowTables {
   private ArrowTables() {}
@@ -101,7 +103,7 @@ final class ArrowTables {
           Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);
           try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, rows.size());
               OutputStream out = fs.create(path, true);
-              ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
+              ArrowFileWriter writer = new ArrowFileWriter(root, null, Channels.newChannel(out))) {
             writer.start();
             writer.writeBatch();
             writer.end();
@@ -109,6 +111,24 @@ final class ArrowTables {
         } finally {
           for (FieldVector v : vectors) v.close();
         }
+      }
+    });
+  }
+
+  /**
+   * Replaces {@code target} with an Arrow IPC file of the batches of the local Arrow IPC stream {@code stream}
+   * (which may lack its end marker), one batch in memory at a time.
+   */
+  static void publishStream(File stream, String target) throws Exception {
+    replace(target, (fs, path) -> {
+      try (BufferAllocator allocator = new RootAllocator();
+          FileInputStream in = new FileInputStream(stream);
+          ArrowStreamReader reader = new ArrowStreamReader(in, allocator);
+          OutputStream out = fs.create(path, true);
+          ArrowFileWriter writer = new ArrowFileWriter(reader.getVectorSchemaRoot(), null, Channels.newChannel(out))) {
+        writer.start();
+        while (reader.loadNextBatch()) writer.writeBatch();
+        writer.end();
       }
     });
   }

@@ -130,11 +130,7 @@ final class CalibrationCoordinator {
   private void start(String appId, String logDir) {
     folder = logDir + "/" + appId;
     secret = TscDomain.secret(appId);
-    String failure = NativeLoader.load(null);
-    if (failure != null) {
-      LOG.warn("cloudprofiler: no calibration (the driver cannot load the native library: {})", failure);
-      return;
-    }
+    if (!NativeLoader.isLoaded()) return; // the driver's plugin has said why
     try {
       CloudProfiler.requireInvariantTsc(force);
     } catch (RuntimeException e) {

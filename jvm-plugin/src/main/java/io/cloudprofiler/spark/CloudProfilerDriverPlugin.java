@@ -1,5 +1,7 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.NativeLoader;
 import java.util.Map;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -10,8 +12,9 @@ import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Validates the options (a bad one stops the application at start), passes them to executors, and records
- * every task attempt through {@link TaskListener}. The log folder must be writable from the driver. */
+/** Validates the options (a bad one stops the application at start: the handlers' parameters with the native
+ * library's own check), and records every task attempt through {@link TaskListener}. The log folder must be
+ * writable from the driver. */
 public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
   private TaskListener listener;
@@ -21,10 +24,10 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
 
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext ctx) {
-    Map<String, String> options = Config.read(sc.getConf());
-    options.forEach((k, v) -> LOG.info("cloudprofiler: {}={}", k, v));
+    Options options = Config.read(sc.getConf());
+    for (Config.Key<?> key : Config.ALL) LOG.info("cloudprofiler: {}={}", key.name, key.text(sc.getConf()));
     this.sc = sc;
-    logDir = options.get(Config.LOG_DIR.name);
+    logDir = options.logDir();
     ArrowTables.useHadoopSettingsOf(sc.getConf());
     try { // found now, not when the application's tables and logs are lost at its end
       ArrowTables.checkWritable(logDir);
@@ -32,19 +35,36 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       throw new IllegalArgumentException(Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there ("
           + e + ")", e);
     }
-    listener = new TaskListener();
+    String failure = NativeLoader.load(options.nativePath());
+    if (failure == null) {
+      for (Config.HandlerOption handler : options.handlers()) handler.check(); // a bad one stops the application
+    } else {
+      LOG.warn("cloudprofiler: the driver checks no handler parameters (each executor checks them as it opens its "
+          + "channels) and calibrates nothing: {}", failure);
+    }
+    listener = new TaskListener(failure == null ? startClock() : Map.of());
     sc.addSparkListener(listener);
-    if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
+    if (options.calibrationEnabled()) {
       String host = sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
-      calibration = new CalibrationCoordinator(host, Integer.parseInt(options.get(Config.CALIBRATION_INTERVAL.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name)),
-          Integer.parseInt(options.get(Config.CALIBRATION_PEERS.name)),
-          Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
+      calibration = new CalibrationCoordinator(host, options.calibrationIntervalSeconds(), options.calibrationProbes(),
+          options.calibrationTimeoutMs(), options.calibrationPeers(), options.calibrationForce());
       sc.addSparkListener(new CalibrationEvents(calibration));
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration
+  }
+
+  /**
+   * The driver's TSC and clocks as the application starts, its TSC domain and frequency: the analysis's origin of
+   * time (t_ns = 0) and its pairing of TSC with wall clock, for Spark's millisecond times. Written with the task
+   * table (none where the native library cannot load).
+   */
+  private static Map<String, String> startClock() {
+    long[] c = CloudProfiler.clockRead();
+    return Map.of("application.start.clock", String.format(
+        "{\"tsc\": %d, \"monotonic_raw_ns\": %d, \"realtime_ns\": %d, \"uncertainty_ticks\": %d}",
+        c[0], c[1], c[2], c[3]),
+        "tsc.hz", String.valueOf(CloudProfiler.tscHz()), "tsc.domain", TscDomain.bootId());
   }
 
   /** What the calibration learns from the scheduler: jobs that end, executors that are gone. */

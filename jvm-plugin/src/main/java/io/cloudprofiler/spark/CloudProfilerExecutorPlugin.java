@@ -53,7 +53,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private ProbeControl control;
 
   private PluginContext ctx;
-  private Map<String, String> options;
+  private Options options;
   private volatile boolean started;
 
   /**
@@ -65,14 +65,14 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     this.ctx = ctx;
     this.options = Config.read(ctx.conf());
     ArrowTables.useHadoopSettingsOf(ctx.conf());
-    String failure = NativeLoader.load(options.get(Config.NATIVE_PATH.name));
+    String failure = NativeLoader.load(options.nativePath());
     if (failure != null) {
       LOG.warn("cloudprofiler: disabled on executor {}: {}", ctx.executorID(), failure);
       return;
     }
     LOG.info("cloudprofiler: executor {} loaded libcloudprofiler_jni from {}", ctx.executorID(), NativeLoader.source());
     active = true;
-    taskLogging = Boolean.parseBoolean(options.get(Config.TASK_ENABLED.name));
+    taskLogging = options.taskEnabled();
     registerMetrics(ctx); // now or never: Spark publishes a plugin's registry only if it holds metrics after init
     shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
     Runtime.getRuntime().addShutdownHook(shutdownHook);
@@ -94,20 +94,21 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     String appId = ctx.conf().get("spark.app.id", "unknown-application");
     String host = hostName();
     String leaf = appId + "/" + host + "-" + ctx.executorID();
-    File local = new File(options.get(Config.LOCAL_DIR.name), leaf);
+    File local = new File(options.localDir(), leaf);
     try {
       CloudProfiler.start(local.getPath(),
-          "zstd".equals(options.get(Config.COMPRESSION.name)) ? CloudProfiler.COMPRESSION_ZSTD : CloudProfiler.COMPRESSION_NONE,
-          Integer.parseInt(options.get(Config.CHANNEL_BLOCKS.name)), 0, CloudProfiler.FULL_BLOCK,
-          "unordered".equals(options.get(Config.TSC_READ.name)) ? CloudProfiler.TSC_UNORDERED : CloudProfiler.TSC_ORDERED);
+          options.compression() == Config.Compression.ZSTD ? CloudProfiler.COMPRESSION_ZSTD
+              : CloudProfiler.COMPRESSION_NONE,
+          options.channelBlocks(), 0, CloudProfiler.FULL_BLOCK,
+          options.tscRead() == Config.TscRead.UNORDERED ? CloudProfiler.TSC_UNORDERED : CloudProfiler.TSC_ORDERED);
     } catch (RuntimeException e) {
       LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID() + " (" + Config.LOCAL_DIR.name + "="
-          + options.get(Config.LOCAL_DIR.name) + ")", e);
+          + options.localDir() + ")", e);
       active = false;
       return;
     }
-    collector = new LogCollector(local, options.get(Config.LOG_DIR.name) + "/" + leaf);
-    int interval = Integer.parseInt(options.get(Config.COLLECT_INTERVAL.name));
+    collector = new LogCollector(local, options.logDir() + "/" + leaf);
+    int interval = options.collectIntervalSeconds();
     if (interval > 0) {
       collectTimer = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "cloudprofiler-collect");
@@ -129,12 +130,11 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   private void openTaskChannels(String appId, String host) {
-    String handler = options.get(Config.TASK_HANDLER.name);
-    long[] params = Config.parseLongs(options.get(Config.TASK_PARAMS.name));
+    Config.Handler handler = options.taskHandler().handler();
     String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};
-    if (Boolean.parseBoolean(options.get(Config.CALIBRATION_ENABLED.name))) {
+    if (options.calibrationEnabled()) {
       try {
-        CloudProfiler.requireInvariantTsc(Boolean.parseBoolean(options.get(Config.CALIBRATION_FORCE.name)));
+        CloudProfiler.requireInvariantTsc(options.calibrationForce());
         domain = joinDomain(appId);
       } catch (Exception e) { // task logging goes on; this process's durations stay unbounded, never wrong
         LOG.warn("cloudprofiler: no calibration for executor {} ({} to calibrate anyway): {}", ctx.executorID(),
@@ -143,16 +143,16 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       }
     }
     String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"};
-    startChannel = CloudProfiler.openChannel("spark.task.start", handler, params, keys,
+    startChannel = CloudProfiler.openChannel("spark.task.start", handler.name(), handler.params(), keys,
         new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
-    endChannel = CloudProfiler.openChannel("spark.task.end", handler, params, keys,
+    endChannel = CloudProfiler.openChannel("spark.task.end", handler.name(), handler.params(), keys,
         new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
   }
 
   /** Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python workers it starts
    * (their parent or grandparent is this process); renamed into place, so a worker never reads half a name. */
   private File pointTo(File local) {
-    File folder = new File(options.get(Config.LOCAL_DIR.name), "executors");
+    File folder = new File(options.localDir(), Config.EXECUTOR_FOLDERS);
     File target = new File(folder, String.valueOf(ProcessHandle.current().pid()));
     try {
       folder.mkdirs();
@@ -178,9 +178,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     control = new ProbeControl(secret);
     String boot = TscDomain.bootId();
     String address = org.apache.spark.SparkEnv.get().blockManager().blockManagerId().host(); // what the driver reaches
-    int count = Integer.parseInt(options.get(Config.CALIBRATION_PROBES.name));
-    int timeoutMs = Integer.parseInt(options.get(Config.CALIBRATION_TIMEOUT.name));
-    Object reply = ctx.ask(String.join("\t", CalibrationCoordinator.HELLO, boot, appId, options.get(Config.LOG_DIR.name)));
+    int count = options.calibrationProbes();
+    int timeoutMs = options.calibrationTimeoutMs();
+    Object reply = ctx.ask(String.join("\t", CalibrationCoordinator.HELLO, boot, appId, options.logDir()));
     List<String> checks = new ArrayList<>();
     int checked = 0;
     for (int attempt = 0; attempt < 10 && reply instanceof String; attempt++) {

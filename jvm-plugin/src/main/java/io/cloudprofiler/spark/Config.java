@@ -1,191 +1,282 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.CloudProfilerException;
 import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
+import java.util.Locale;
 import java.util.function.Function;
 import org.apache.spark.SparkConf;
 
-/** Every spark.cloudprofiler.* option: name, default, doc and validation, declared once. */
+/**
+ * Every spark.cloudprofiler.* option, declared once: name, default, doc and the values it takes. {@link #read}
+ * turns a configuration into typed {@link Options}, checked once, with messages that name the key and the value.
+ * {@link #main} writes the table as JSON, which jvm-plugin/build.sh puts into the jar for the Python helper
+ * (cloudprofiler.spark), so that neither side copies the other.
+ */
 public final class Config {
-  /** One option; {@code check} returns null when the value is valid, else what was expected. */
-  public static final class Key {
+  /** One option; {@code parse} returns its typed value, or null when the text is not one of {@code expected}. */
+  public static final class Key<T> {
     public final String name;
+    /** As the README shows it: {@code <tmp>} stands for the temporary folder of the process that reads it. */
     public final String defaultValue;
     public final String doc;
-    final Function<String, String> check;
+    /** What the value may be, in words: "true or false", "an integer from 2 to 65536". */
+    public final String expected;
+    /** The range of an integer option, else null. */
+    public final Integer min, max;
+    private final Function<String, T> parse;
 
-    Key(String name, String defaultValue, String doc, Function<String, String> check) {
+    Key(String name, String defaultValue, String doc, String expected, Function<String, T> parse) {
+      this(name, defaultValue, doc, expected, parse, null, null);
+    }
+
+    private Key(String name, String defaultValue, String doc, String expected, Function<String, T> parse,
+        Integer min, Integer max) {
       this.name = name;
       this.defaultValue = defaultValue;
       this.doc = doc;
-      this.check = check;
+      this.expected = expected;
+      this.parse = parse;
+      this.min = min;
+      this.max = max;
+    }
+
+    /** The value in effect: the configured one, else the default. */
+    String text(SparkConf conf) {
+      return conf.get(name, defaultValue.replace(TMP, System.getProperty("java.io.tmpdir"))).trim();
+    }
+
+    T read(SparkConf conf) {
+      String value = text(conf);
+      T parsed = parse(value);
+      if (parsed == null) throw invalid(name, value, "expected " + expected);
+      return parsed;
+    }
+
+    /** The typed value of {@code text}, or null when it is not one of {@code expected}. */
+    T parse(String text) {
+      return parse.apply(text);
     }
   }
 
-  /** Handlers the task channels may use and how many parameters each takes (native/include/cloudprofiler.h). */
-  static final Map<String, Integer> HANDLERS = new LinkedHashMap<>();
+  /** In a default: the temporary folder of the process that reads it. */
+  static final String TMP = "<tmp>";
 
-  static {
-    HANDLERS.put("null", 0);
-    HANDLERS.put("identity", 0);
-    HANDLERS.put("buffered", 0);
-    HANDLERS.put("spc", 1);
-    HANDLERS.put("mpc", 1);
-    HANDLERS.put("downsample", 1);
-    HANDLERS.put("xoy", 2);
-    HANDLERS.put("firstlast", 0);
+  static Key<String> text(String name, String defaultValue, String doc) {
+    return new Key<>(name, defaultValue, doc, "any text", v -> v);
   }
 
-  static String tmp(String leaf) {
-    return new File(System.getProperty("java.io.tmpdir"), leaf).getPath();
+  static Key<Boolean> bool(String name, String defaultValue, String doc) {
+    return new Key<>(name, defaultValue, doc, "true or false",
+        v -> v.equals("true") ? Boolean.TRUE : v.equals("false") ? Boolean.FALSE : null);
   }
 
-  public static final Key LOG_DIR = new Key("spark.cloudprofiler.logDir", tmp("cloudprofiler-logs"),
-      "Folder (any Hadoop-compatible URI) that collects every executor's logs, one subfolder per application", v -> null);
-  public static final Key LOCAL_DIR = new Key("spark.cloudprofiler.localDir", tmp("cloudprofiler-local"),
-      "Executor-local folder the native library writes to before collection", v -> null);
-  public static final Key TASK_ENABLED = new Key("spark.cloudprofiler.task.enabled", "true",
-      "Log a TSC record at the start and at the end of every task attempt", Config::checkBoolean);
-  public static final Key TASK_HANDLER = new Key("spark.cloudprofiler.task.handler", "buffered",
-      "Handler of the task channels: " + String.join(", ", HANDLERS.keySet()), v -> null); // checked with params
-  public static final Key TASK_PARAMS = new Key("spark.cloudprofiler.task.params", "",
-      "Comma-separated integer parameters of the task handler", v -> null); // checked with the handler, by read()
-  public static final Key COMPRESSION = new Key("spark.cloudprofiler.compression", "none",
-      "Arrow body compression of the log files: none or zstd",
-      v -> v.equals("none") || v.equals("zstd") ? null : "none or zstd");
-  public static final Key TSC_READ = new Key("spark.cloudprofiler.tsc.read", "ordered",
-      "How records read the TSC: ordered (lfence; rdtsc) or unordered (rdtsc: about half the cost, may read up to "
-          + "the CPU's out-of-order window early)",
-      v -> v.equals("ordered") || v.equals("unordered") ? null : "ordered or unordered");
-  public static final Key CHANNEL_BLOCKS = new Key("spark.cloudprofiler.channelBlocks", "16",
-      "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound",
-      v -> checkInt(v, 2, 65536));
-  public static final Key COLLECT_INTERVAL = new Key("spark.cloudprofiler.collect.intervalSeconds", "0",
-      "Copy executor logs to logDir every this many seconds (0: only at executor shutdown)",
-      v -> checkInt(v, 0, 86400));
-  public static final Key CALIBRATION_ENABLED = new Key("spark.cloudprofiler.calibration.enabled", "true",
-      "Relate executor hosts' TSCs to the driver's and to each other's with MinRTT probe rounds in both directions", Config::checkBoolean);
-  public static final Key CALIBRATION_FORCE = new Key("spark.cloudprofiler.calibration.force", "false",
-      "Calibrate even where the CPU does not report an invariant TSC (its durations may then be wrong)",
-      Config::checkBoolean);
-  public static final Key CALIBRATION_INTERVAL = new Key("spark.cloudprofiler.calibration.interval", "60",
-      "Seconds between calibration rounds (also one when a host registers and one after each job)",
-      v -> checkInt(v, 1, 86400));
-  public static final Key CALIBRATION_PROBES = new Key("spark.cloudprofiler.calibration.probes", "100",
-      "Probes per direction, pair of hosts and round", v -> checkInt(v, 1, 10000));
-  public static final Key CALIBRATION_TIMEOUT = new Key("spark.cloudprofiler.calibration.timeoutMs", "100",
-      "Wait for each probe's answer, in milliseconds (an unreachable host costs two of them per round)",
-      v -> checkInt(v, 1, 10000));
-  public static final Key CALIBRATION_PEERS = new Key("spark.cloudprofiler.calibration.peers", "8",
-      "Host-to-host calibrations per executor host: every pair of hosts when there are at most peers + 1, else "
-          + "this many partners each (0: hosts are calibrated against the driver only)",
-      v -> checkInt(v, 0, 1000));
-  public static final Key NATIVE_PATH = new Key("spark.cloudprofiler.native.path", "",
-      "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path", v -> null);
-
-  public static final List<Key> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
-      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_FORCE, CALIBRATION_INTERVAL, CALIBRATION_PROBES,
-      CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
-
-  private Config() {}
-
-  static String checkBoolean(String v) {
-    return v.equals("true") || v.equals("false") ? null : "true or false";
-  }
-
-  static String checkInt(String v, int min, int max) {
-    try {
-      int n = Integer.parseInt(v.trim());
-      return n >= min && n <= max ? null : "an integer from " + min + " to " + max;
-    } catch (NumberFormatException e) {
-      return "an integer from " + min + " to " + max;
-    }
-  }
-
-  static long[] parseLongs(String v) {
-    List<Long> out = new ArrayList<>();
-    for (String part : v.split(",")) if (!part.trim().isEmpty()) out.add(Long.parseLong(part.trim()));
-    return out.stream().mapToLong(Long::longValue).toArray();
-  }
-
-  /** A channel's handler and its parameters. */
-  public record Handler(String name, long[] params) {}
-
-  /**
-   * The handler configured for trace channel {@code channel} ({@code spark.cloudprofiler.channel.<name>.handler}
-   * and {@code .params}), or null when none is; throws naming the key and the bad value.
-   */
-  public static Handler channelHandler(SparkConf conf, String channel) {
-    String handlerKey = CHANNEL_PREFIX + channel + HANDLER_SUFFIX;
-    String paramsKey = CHANNEL_PREFIX + channel + PARAMS_SUFFIX;
-    if (!conf.contains(handlerKey)) {
-      if (conf.contains(paramsKey)) {
-        throw new IllegalArgumentException(paramsKey + "=" + conf.get(paramsKey) + " is invalid: " + handlerKey
-            + " is not set");
+  static Key<Integer> integer(String name, int defaultValue, int min, int max, String doc) {
+    return new Key<>(name, String.valueOf(defaultValue), doc, "an integer from " + min + " to " + max, v -> {
+      try {
+        int n = Integer.parseInt(v);
+        return n >= min && n <= max ? n : null;
+      } catch (NumberFormatException e) {
+        return null;
       }
-      return null;
-    }
-    return handler(handlerKey, conf.get(handlerKey).trim(), paramsKey, conf.get(paramsKey, "").trim());
+    }, min, max);
   }
+
+  /** One of the constants of {@code type}, written in lower case. */
+  static <E extends Enum<E>> Key<E> choice(String name, E defaultValue, Class<E> type, String doc) {
+    List<String> names = new ArrayList<>();
+    for (E e : type.getEnumConstants()) names.add(e.name().toLowerCase(Locale.ROOT));
+    return new Key<>(name, defaultValue.name().toLowerCase(Locale.ROOT), doc, String.join(" or ", names), v -> {
+      int i = names.indexOf(v);
+      return i < 0 ? null : type.getEnumConstants()[i];
+    });
+  }
+
+  static Key<long[]> integers(String name, String doc) {
+    return new Key<>(name, "", doc, "comma-separated integers", Config::parseLongs);
+  }
+
+  public enum Compression { NONE, ZSTD }
+
+  public enum TscRead { ORDERED, UNORDERED }
+
+  public static final Key<String> LOG_DIR = text("spark.cloudprofiler.logDir", TMP + "/cloudprofiler-logs",
+      "Folder (any Hadoop-compatible URI) that collects every executor's logs, one subfolder per application");
+  public static final Key<String> LOCAL_DIR = text("spark.cloudprofiler.localDir", TMP + "/cloudprofiler-local",
+      "Executor-local folder the native library writes to before collection");
+  public static final Key<Boolean> TASK_ENABLED = bool("spark.cloudprofiler.task.enabled", "true",
+      "Log a TSC record at the start and at the end of every task attempt");
+  public static final Key<String> TASK_HANDLER = new Key<>("spark.cloudprofiler.task.handler", "buffered",
+      "Handler of the task channels", "a handler of the native library, checked with its parameters", v -> v);
+  public static final Key<long[]> TASK_PARAMS = integers("spark.cloudprofiler.task.params",
+      "Comma-separated integer parameters of the task handler");
+  public static final Key<Compression> COMPRESSION = choice("spark.cloudprofiler.compression", Compression.NONE,
+      Compression.class, "Arrow body compression of the log files");
+  public static final Key<TscRead> TSC_READ = choice("spark.cloudprofiler.tsc.read", TscRead.ORDERED, TscRead.class,
+      "How records read the TSC: ordered (lfence; rdtsc) or unordered (rdtsc: about half the cost, may read up to "
+          + "the CPU's out-of-order window early)");
+  public static final Key<Integer> CHANNEL_BLOCKS = integer("spark.cloudprofiler.channelBlocks", 16, 2, 65536,
+      "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound");
+  public static final Key<Integer> COLLECT_INTERVAL = integer("spark.cloudprofiler.collect.intervalSeconds", 0, 0,
+      86400, "Copy executor logs to logDir every this many seconds (0: only at executor shutdown)");
+  public static final Key<Boolean> CALIBRATION_ENABLED = bool("spark.cloudprofiler.calibration.enabled", "true",
+      "Relate executor hosts' TSCs to the driver's and to each other's with MinRTT probe rounds in both directions");
+  public static final Key<Boolean> CALIBRATION_FORCE = bool("spark.cloudprofiler.calibration.force", "false",
+      "Calibrate even where the CPU does not report an invariant TSC (its durations may then be wrong)");
+  public static final Key<Integer> CALIBRATION_INTERVAL = integer("spark.cloudprofiler.calibration.interval", 60, 1,
+      86400, "Seconds between calibration rounds (also one when a host registers and one after each job)");
+  public static final Key<Integer> CALIBRATION_PROBES = integer("spark.cloudprofiler.calibration.probes", 100, 1,
+      10000, "Probes per direction, pair of hosts and round");
+  public static final Key<Integer> CALIBRATION_TIMEOUT = integer("spark.cloudprofiler.calibration.timeoutMs", 100, 1,
+      10000, "Wait for each probe's answer, in milliseconds (an unreachable host costs two of them per round)");
+  public static final Key<Integer> CALIBRATION_PEERS = integer("spark.cloudprofiler.calibration.peers", 8, 0, 1000,
+      "Host-to-host calibrations per executor host: every pair of hosts when there are at most peers + 1, else "
+          + "this many partners each (0: hosts are calibrated against the driver only)");
+  public static final Key<String> NATIVE_PATH = text("spark.cloudprofiler.native.path", "",
+      "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path");
+
+  public static final List<Key<?>> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
+      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_FORCE,
+      CALIBRATION_INTERVAL, CALIBRATION_PROBES, CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
 
   private static final String PREFIX = "spark.cloudprofiler.";
   private static final String CHANNEL_PREFIX = PREFIX + "channel.";
   private static final String HANDLER_SUFFIX = ".handler";
   private static final String PARAMS_SUFFIX = ".params";
 
-  /** A handler and its parameters, checked against each other; the message names the key at fault. */
-  private static Handler handler(String handlerKey, String handler, String paramsKey, String params) {
-    Integer want = HANDLERS.get(handler);
-    if (want == null) {
-      throw new IllegalArgumentException(handlerKey + "=" + handler + " is invalid: expected one of "
-          + String.join(", ", HANDLERS.keySet()));
-    }
-    long[] values;
+  /** Under localDir: the folder where each executor names its own folder for its Python workers, in a file named
+   * after its process id ({@code <localDir>/executors/<pid>}). */
+  static final String EXECUTOR_FOLDERS = "executors";
+
+  private Config() {}
+
+  static IllegalArgumentException invalid(String key, String value, String why) {
+    return new IllegalArgumentException(key + "=" + value + " is invalid: " + why);
+  }
+
+  /** Comma-separated integers (none for an empty text); null when a part is no integer. */
+  static long[] parseLongs(String v) {
+    List<Long> out = new ArrayList<>();
     try {
-      values = parseLongs(params);
+      for (String part : v.split(",")) if (!part.trim().isEmpty()) out.add(Long.parseLong(part.trim()));
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException(paramsKey + "=" + params + " is invalid: expected comma-separated integers");
+      return null;
     }
-    if (values.length != want) {
-      throw new IllegalArgumentException(paramsKey + "=" + params + " is invalid: handler " + handler + " takes "
-          + want + " parameter(s)");
+    return out.stream().mapToLong(Long::longValue).toArray();
+  }
+
+  /** A channel's handler and its parameters. */
+  public record Handler(String name, long[] params) {}
+
+  /** A handler as configured: the keys that set it and the text of its parameters, for messages. */
+  public record HandlerOption(String handlerKey, String paramsKey, String paramsText, Handler handler) {
+    /**
+     * The native library's own check of the handler and its parameters (their number and ranges), the one
+     * {@link CloudProfiler#openChannel} makes; throws naming the key at fault. The library must be loaded.
+     */
+    public void check() {
+      int number;
+      try {
+        number = CloudProfiler.handlerFromName(handler.name());
+      } catch (CloudProfilerException e) {
+        throw invalid(handlerKey, handler.name(), e.getMessage());
+      }
+      try {
+        CloudProfiler.checkHandler(number, handler.params());
+      } catch (CloudProfilerException e) {
+        throw invalid(paramsKey, paramsText, e.getMessage());
+      }
     }
-    return new Handler(handler, values);
   }
 
   /**
-   * Validated values of every option (defaults filled in); throws naming the key and the bad value, also for a
-   * spark.cloudprofiler.* key that is no option (a misspelt option would otherwise be ignored without a word).
+   * The handler configured for trace channel {@code channel} ({@code spark.cloudprofiler.channel.<name>.handler}
+   * and {@code .params}), or null when none is; throws naming the key and the bad value.
    */
-  public static Map<String, String> read(SparkConf conf) {
-    Map<String, String> values = new LinkedHashMap<>();
-    for (Key key : ALL) {
-      String value = conf.get(key.name, key.defaultValue).trim();
-      String expected = key.check.apply(value);
-      if (expected != null) {
-        throw new IllegalArgumentException(key.name + "=" + value + " is invalid: expected " + expected);
-      }
-      values.put(key.name, value);
+  public static HandlerOption channelHandler(SparkConf conf, String channel) {
+    String handlerKey = CHANNEL_PREFIX + channel + HANDLER_SUFFIX;
+    String paramsKey = CHANNEL_PREFIX + channel + PARAMS_SUFFIX;
+    if (!conf.contains(handlerKey)) {
+      if (conf.contains(paramsKey)) throw invalid(paramsKey, conf.get(paramsKey), handlerKey + " is not set");
+      return null;
     }
-    handler(TASK_HANDLER.name, values.get(TASK_HANDLER.name), TASK_PARAMS.name, values.get(TASK_PARAMS.name));
+    Key<long[]> params = integers(paramsKey, "");
+    return new HandlerOption(handlerKey, paramsKey, params.text(conf),
+        new Handler(conf.get(handlerKey).trim(), params.read(conf)));
+  }
+
+  /**
+   * The trace channels' handlers; throws for a spark.cloudprofiler.* key that is no option (a misspelt option would
+   * otherwise be ignored without a word).
+   */
+  private static List<HandlerOption> channelHandlers(SparkConf conf) {
+    List<HandlerOption> out = new ArrayList<>();
+    List<String> names = ALL.stream().map(k -> k.name).toList();
     for (scala.Tuple2<String, String> entry : conf.getAllWithPrefix(PREFIX)) {
       String key = PREFIX + entry._1();
-      if (ALL.stream().anyMatch(k -> k.name.equals(key))) continue;
+      if (names.contains(key)) continue;
       String suffix = key.endsWith(HANDLER_SUFFIX) ? HANDLER_SUFFIX : key.endsWith(PARAMS_SUFFIX) ? PARAMS_SUFFIX : "";
       if (key.startsWith(CHANNEL_PREFIX) && !suffix.isEmpty()
           && key.length() > CHANNEL_PREFIX.length() + suffix.length()) {
-        channelHandler(conf, key.substring(CHANNEL_PREFIX.length(), key.length() - suffix.length()));
+        HandlerOption handler = channelHandler(conf, key.substring(CHANNEL_PREFIX.length(), key.length() - suffix.length()));
+        if (suffix.equals(HANDLER_SUFFIX)) out.add(handler);
         continue;
       }
-      String near = ALL.stream().map(k -> k.name).filter(k -> k.equalsIgnoreCase(key)).findFirst().orElse(null);
+      String near = names.stream().filter(k -> k.equalsIgnoreCase(key)).findFirst().orElse(null);
       throw new IllegalArgumentException(key + " is not an option of cloudprofiler" + (near != null
           ? ": did you mean " + near + "?"
-          : ": expected one of " + String.join(", ", ALL.stream().map(k -> k.name).toList()) + ", or "
-              + CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX + " / " + PARAMS_SUFFIX));
+          : ": expected one of " + String.join(", ", names) + ", or " + CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX
+              + " / " + PARAMS_SUFFIX));
     }
-    return values;
+    return out;
+  }
+
+  /** The table as JSON: every option (key, default, what it takes, doc), the trace channels' keys and the
+   * executors' folder names, for the Python helper. */
+  static String json() {
+    StringBuilder out = new StringBuilder("{\"options\": [");
+    for (Key<?> key : ALL) {
+      out.append(key == ALL.get(0) ? "\n  " : ",\n  ").append("{\"key\": ").append(quote(key.name))
+          .append(", \"default\": ").append(quote(key.defaultValue)).append(", \"expected\": ")
+          .append(quote(key.expected)).append(", \"min\": ").append(key.min).append(", \"max\": ").append(key.max)
+          .append(", \"doc\": ").append(quote(key.doc)).append('}');
+    }
+    return out.append("\n],\n\"tmp\": ").append(quote(TMP))
+        .append(",\n\"channel_handler\": ").append(quote(CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX))
+        .append(",\n\"channel_params\": ").append(quote(CHANNEL_PREFIX + "<name>" + PARAMS_SUFFIX))
+        .append(",\n\"executor_folders\": ").append(quote(EXECUTOR_FOLDERS)).append("\n}\n").toString();
+  }
+
+  private static String quote(String text) {
+    StringBuilder out = new StringBuilder("\"");
+    for (char c : text.toCharArray()) {
+      if (c == '"' || c == '\\') out.append('\\').append(c);
+      else if (c < 0x20) out.append(String.format("\\u%04x", (int) c));
+      else out.append(c);
+    }
+    return out.append('"').toString();
+  }
+
+  /** Writes {@link #json} to the file named by the argument (jvm-plugin/build.sh, at build time). */
+  public static void main(String[] args) throws IOException {
+    Files.writeString(Path.of(args[0]), json());
+  }
+
+  /** Every option of {@code conf}, checked and typed (defaults filled in); throws naming the key and the bad value.
+   * Handler parameters are checked by {@link HandlerOption#check}, which needs the native library. */
+  public static Options read(SparkConf conf) {
+    List<HandlerOption> channels = channelHandlers(conf);
+    HandlerOption task = new HandlerOption(TASK_HANDLER.name, TASK_PARAMS.name, TASK_PARAMS.text(conf),
+        new Handler(TASK_HANDLER.read(conf), TASK_PARAMS.read(conf)));
+    return new Options(LOG_DIR.read(conf), LOCAL_DIR.read(conf), TASK_ENABLED.read(conf), task, channels,
+        COMPRESSION.read(conf), TSC_READ.read(conf), CHANNEL_BLOCKS.read(conf), COLLECT_INTERVAL.read(conf),
+        CALIBRATION_ENABLED.read(conf), CALIBRATION_FORCE.read(conf), CALIBRATION_INTERVAL.read(conf),
+        CALIBRATION_PROBES.read(conf), CALIBRATION_TIMEOUT.read(conf), CALIBRATION_PEERS.read(conf),
+        NATIVE_PATH.read(conf));
   }
 }

@@ -77,11 +77,14 @@ final class ProbeControl implements AutoCloseable {
     if (!MessageDigest.isEqual(f[1].getBytes(StandardCharsets.US_ASCII), token.getBytes(StandardCharsets.US_ASCII))) {
       return "ERR wrong token";
     }
+    Integer count = Config.CALIBRATION_PROBES.parse(f[4]), timeoutMs = Config.CALIBRATION_TIMEOUT.parse(f[5]);
+    if (count == null || timeoutMs == null) {
+      return "ERR count " + f[4] + " or timeout " + f[5] + " is not " + Config.CALIBRATION_PROBES.expected + " and "
+          + Config.CALIBRATION_TIMEOUT.expected;
+    }
     try {
-      int port = Integer.parseInt(f[3]), count = Integer.parseInt(f[4]), timeoutMs = Integer.parseInt(f[5]);
-      if (port < 1 || port > 65535 || count < 1 || count > 10000 || timeoutMs < 1 || timeoutMs > 10000) {
-        return "ERR port, count or timeout out of range";
-      }
+      int port = Integer.parseInt(f[3]);
+      if (port < 1 || port > 65535) return "ERR port " + port + " is out of range: expected 1 to 65535";
       StringBuilder out = new StringBuilder("OK");
       for (long v : probe(f[2], port, count, timeoutMs, secret)) out.append(' ').append(v);
       return out.toString();

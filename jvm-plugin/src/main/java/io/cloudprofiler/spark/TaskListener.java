@@ -13,7 +13,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Spark's view of every task attempt (job, stage, partition, executor, host, status, times), written as an Arrow
- * IPC stream so analysis can join it with the TSC records on the task attempt id. Rows go to a local spool in
+ * IPC file so analysis can join it with the TSC records on the task attempt id. Rows go to a local spool in
  * batches of {@link #BATCH_ROWS}, so a long streaming application does not grow the driver's memory.
  */
 public class TaskListener extends SparkListener {
@@ -26,8 +26,9 @@ public class TaskListener extends SparkListener {
   private final Map<Integer, Integer> jobOfStage = new HashMap<>();
   private final ArrowSpool spool;
 
-  public TaskListener() {
-    spool = new ArrowSpool("cloudprofiler-spark-tasks", COLUMNS, Map.of());
+  /** {@code metadata}: the table's schema metadata (the driver's clock at the application's start). */
+  public TaskListener(Map<String, String> metadata) {
+    spool = new ArrowSpool("cloudprofiler-spark-tasks", COLUMNS, metadata);
   }
 
   @Override

@@ -1,0 +1,52 @@
+"""The plugin jar: where it is, and the option table it carries (declared once, in the plugin's Config.java, and
+written into the jar when it is built)."""
+from __future__ import annotations
+
+import functools
+import json
+import re
+import tempfile
+import zipfile
+from pathlib import Path
+
+JAR = "cloudprofiler-plugin.jar"
+OPTION_TABLE = "io/cloudprofiler/spark/options.json"
+
+
+def jar_path(name: str = JAR) -> str:
+    """A jar shipped in this package (or built in the source tree): the plugin's, unless another is named."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "_lib" / name, here.parent.parent / "jvm-plugin" / "build" / name):
+        if candidate.exists():
+            return str(candidate)
+    raise FileNotFoundError(f"{name} is not built: run `make build`")
+
+
+@functools.cache
+def option_table() -> dict:
+    """{"options": [{"key", "default", "expected", "min", "max", "doc"}, ...], "tmp", "channel_handler",
+    "channel_params", "executor_folders"}: see Config.json()."""
+    with zipfile.ZipFile(jar_path()) as jar:
+        return json.loads(jar.read(OPTION_TABLE))
+
+
+def python_name(key: str) -> str:
+    """spark.cloudprofiler.collect.intervalSeconds -> collect_interval_seconds."""
+    leaf = key.removeprefix("spark.cloudprofiler.").replace(".", "_")
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", leaf).lower()
+
+
+def options() -> dict[str, str]:
+    """Python-friendly option names -> spark.cloudprofiler.* keys."""
+    return {python_name(o["key"]): o["key"] for o in option_table()["options"]}
+
+
+def default(key: str) -> str:
+    """The plugin's default of an option, with this process's temporary folder where it says <tmp>."""
+    (value,) = [o["default"] for o in option_table()["options"] if o["key"] == key]
+    return value.replace(option_table()["tmp"], tempfile.gettempdir())
+
+
+def channel_key(channel: str, what: str) -> str:
+    """The key of a trace channel's "handler" or "params"."""
+    return option_table()["channel_" + what].replace("<name>", channel)
