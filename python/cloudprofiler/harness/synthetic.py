@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..clock import tsc, tsc_frequency
+from ..clock import clock_read, tsc, tsc_frequency
 from ..logs import RECORD_COLUMNS, log_files, log_metadata, read_log
 
 DRIVER_HOST = "driver"
@@ -130,11 +130,12 @@ PIPELINE = (TracePoint("source"), TracePoint("parse", 20.0, 0.5), TracePoint("jo
 
 @dataclass(frozen=True)
 class Straggler:
-    """A task of the last stage of job `job` that takes `slowdown` times as long as its peers (a slow node)."""
+    """A task of the last stage of job `job` that takes `delay_ms` longer than its peers, spread over its chunks
+    (a slow node: its records come late too)."""
 
     job: int = 1
     partition: int = 1
-    slowdown: float = 6.0
+    delay_ms: float = 500.0
 
 
 @dataclass(frozen=True)
@@ -171,9 +172,9 @@ class SyntheticSpec:
             raise ValueError(f"records={self.records} leaves some task without a tuple: at least "
                              f"{len(names) * self.jobs * self.partitions} needed")
         s = self.straggler
-        if s is not None and not (0 <= s.job < self.jobs and 0 <= s.partition < self.partitions and s.slowdown >= 1):
+        if s is not None and not (0 <= s.job < self.jobs and 0 <= s.partition < self.partitions and s.delay_ms >= 0):
             raise ValueError(f"straggler {s} is not a partition of a job of this application (jobs={self.jobs}, "
-                             f"partitions={self.partitions}) or slows it by less than 1")
+                             f"partitions={self.partitions}) or has a negative delay")
 
 
 @dataclass(frozen=True)
@@ -226,10 +227,10 @@ def _new_app_id(out: Path) -> str:
 
 
 def _write_table(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch], metadata: dict) -> None:
-    """An Arrow IPC stream, written aside and renamed into place, as the plugin publishes its tables."""
+    """An Arrow IPC file, written aside and renamed into place, as the plugin publishes its tables."""
     schema = schema.with_metadata(metadata)
     aside = path.parent / f".{path.name}.tmp"
-    with pa.OSFile(str(aside), "wb") as sink, ipc.new_stream(sink, schema) as writer:
+    with pa.OSFile(str(aside), "wb") as sink, ipc.new_file(sink, schema) as writer:
         for batch in batches:
             writer.write_batch(batch.replace_schema_metadata(schema.metadata))
     aside.rename(path)
@@ -302,7 +303,7 @@ def _run_stages(spec: SyntheticSpec, executors: list[_Executor]) -> tuple[list[d
             straggler_task = task_id if slow else straggler_task
             per_executor[partition % len(executors)].append(
                 {"id": task_id, "first": first, "stop": stop, "step": step, "points": points,
-                 "counts": points[0] == 0, "slowdown": spec.straggler.slowdown if slow else 1.0,
+                 "counts": points[0] == 0, "delay_ms": spec.straggler.delay_ms if slow else 0.0,
                  "partition": partition})
             task_id += 1
         for e, tasks in zip(executors, per_executor):
@@ -420,20 +421,20 @@ def _domains(boot: str, executors: list[_Executor]) -> pa.RecordBatch:
 
 def _truth(app: Path, executors: list[_Executor]) -> pa.Table:
     """Every record of every record channel with the machine TSC (= the reference domain's) at which it was read."""
-    clock = {e.domain: e.clock for e in executors}
+    of_pid = {e.pid: e for e in executors}
     tables = []
     for path in log_files(app):
         table = read_log(path)
         if tuple(table.column_names) != RECORD_COLUMNS:
             continue
-        meta = log_metadata(table)
+        e = of_pid[log_metadata(table)["pid"]]
         values = table.column("tsc").to_numpy().astype(np.int64)
         n = table.num_rows
         tables.append(pa.table([
-            pa.array([meta["channel.name"]] * n, pa.string()), table.column("tuple_id").cast(pa.int64()),
-            pa.array([meta["spark.host"]] * n, pa.string()), pa.array([meta["spark.executor_id"]] * n, pa.string()),
-            pa.array([meta["tsc.domain"]] * n, pa.string()), pa.array(values),
-            pa.array(clock[meta["tsc.domain"]].machine(values))], schema=TRUTH_SCHEMA))
+            pa.array([log_metadata(table)["channel.name"]] * n, pa.string()), table.column("tuple_id").cast(pa.int64()),
+            pa.array([e.host] * n, pa.string()), pa.array([e.executor_id] * n, pa.string()),
+            pa.array([e.domain] * n, pa.string()), pa.array(values), pa.array(e.clock.machine(values))],
+            schema=TRUTH_SCHEMA))
     return pa.concat_tables(tables)
 
 
@@ -449,7 +450,7 @@ def make_application(out: "str | Path", spec: SyntheticSpec = SyntheticSpec()) -
     app_id = _new_app_id(out)
     app = out / app_id
     app.mkdir()
-    hz, boot = tsc_frequency().hz, _boot_id()
+    hz, boot, start = tsc_frequency().hz, _boot_id(), clock_read()
     executors = _executors(spec, boot, host_clocks(spec.hosts, tsc(), hz), hz)
     try:
         _start(executors, spec, app, app_id)
@@ -470,7 +471,10 @@ def make_application(out: "str | Path", spec: SyntheticSpec = SyntheticSpec()) -
                 e.stderr.close()
     tasks = [pa.RecordBatch.from_pylist(rows[i:i + TASK_BATCH_ROWS], schema=TASK_SCHEMA)
              for i in range(0, len(rows), TASK_BATCH_ROWS)]
-    _write_table(app / "spark-tasks.arrows", TASK_SCHEMA, tasks, {})
+    start_clock = {"tsc": start.tsc, "monotonic_raw_ns": start.monotonic_raw_ns, "realtime_ns": start.realtime_ns,
+                   "uncertainty_ticks": start.uncertainty_ticks}
+    _write_table(app / "spark-tasks.arrows", TASK_SCHEMA, tasks,
+                 {"application.start.clock": json.dumps(start_clock), "tsc.hz": repr(hz), "tsc.domain": boot})
     _write_table(app / "tsc-domains.arrows", DOMAIN_SCHEMA, [_domains(boot, executors)], {"reference.domain": boot})
     _write_table(app / "calibration.arrows", PROBE_SCHEMA,
                  _calibration(spec, hz, boot, executors, first, job_ends, last),

@@ -4,7 +4,8 @@ The folder maker starts it with CLOUDPROFILER_SIMULATE_TSC set to its host's clo
 own, where it takes the simulated host's name first thing: the native library then reads that TSC domain and that
 host name, and writes and names the files as it would on that host. It logs what the plugin's executor logs: the
 task channels at the start and end of every task (metadata as CloudProfilerExecutorPlugin sets it) and, for the
-tuples of each task, the pipeline's trace points, a chunk of ids at a time with a known delay before each point.
+tuples of each task, the pipeline's trace points (as cp_trace opens them, TraceExpression), a chunk of ids at a
+time with a known delay before each point.
 
 Protocol, one JSON document a line: argv[1] holds the settings; the process answers {"pid": ..., "host": ...}
 once its library has started; each stdin line is a stage's tasks for it, answered with their launch and finish
@@ -24,10 +25,11 @@ COUNTER_PERIOD_NS = 10_000_000
 
 
 def _wait(ns: float) -> None:
-    """Waits `ns` nanoseconds: a sleep for the bulk of a long wait, then a spin for a precise end."""
+    """Waits `ns` nanoseconds: a spin for short waits (a sleep overshoots them), a sleep for long ones."""
+    if ns > 1_000_000:
+        time.sleep(ns / 1e9)
+        return
     deadline = time.perf_counter_ns() + int(ns)
-    if ns > 2_000_000:
-        time.sleep((ns - 1_000_000) / 1e9)
     while time.perf_counter_ns() < deadline:
         pass
 
@@ -48,29 +50,32 @@ class Executor:
         self.channels: dict[str, "cp.Channel"] = {}
 
     def channel(self, name: str, event: str, handler: str = "buffered", params=()) -> "object":
-        """Opens a channel at its first use, as the plugin does (task channels at the first task, trace channels
-        at the first row that passes them)."""
+        """Opens a channel at its first use, with the plugin's metadata: task channels at the first task, with the
+        executor's identity and TSC domain; trace channels (cp_trace) at the first row that passes them, with only
+        their event (the analysis finds their domain through their process)."""
         if name not in self.channels:
-            self.channels[name] = self.cp.Channel(name, handler, params, metadata={**self.meta, "spark.event": event})
+            meta = {**self.meta, "spark.event": event} if event.startswith("task_") else {"spark.event": event}
+            self.channels[name] = self.cp.Channel(name, handler, params, metadata=meta)
         return self.channels[name]
 
     def run(self, task: dict) -> dict:
         launch_ms = time.time_ns() // 1_000_000
+        end = self.channel("spark.task.end", "task_end")  # both open before the first task starts, as the plugin's
         self.channel("spark.task.start", "task_start").log(task["id"])
         ids = np.arange(task["first"], task["stop"], task["step"], dtype=np.int64)
         points = [self.points[i] for i in task["points"]]
-        for lo in range(0, ids.size, self.chunk):
+        chunks = range(0, ids.size, self.chunk)
+        for lo in chunks:
             chunk = ids[lo:lo + self.chunk]
-            began = time.perf_counter_ns()
             for k, point in enumerate(points):
                 if k and point["median_us"] > 0:
                     _wait(point["median_us"] * 1e3 * np.exp(point["sigma"] * self.rng.standard_normal()))
                 self.channel(point["channel"], "sql_trace").log_many(chunk)
             if task["counts"] and self.counter_name:
                 self.channel(self.counter_name, "sql_trace", "mpc", (COUNTER_PERIOD_NS,)).log_many(chunk)
-            if task["slowdown"] > 1:  # a slow node: every chunk takes `slowdown` times as long
-                _wait((task["slowdown"] - 1) * (time.perf_counter_ns() - began))
-        self.channel("spark.task.end", "task_end").log(task["id"])
+            if task["delay_ms"]:  # a slow node: each chunk waits its share
+                _wait(task["delay_ms"] * 1e6 / len(chunks))
+        end.log(task["id"])
         return {"id": task["id"], "launch_ms": launch_ms, "finish_ms": time.time_ns() // 1_000_000}
 
     def stop(self) -> None:

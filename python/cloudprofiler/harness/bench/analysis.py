@@ -105,6 +105,12 @@ def _session(master: str, driver_memory: str):
             .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false").getOrCreate())
 
 
+def _report(app, output: str) -> None:
+    from cloudprofiler.analysis.report import report
+
+    report(app, output)
+
+
 def _analyses(app, first: str, last: str) -> list[tuple[str, object]]:
     """(phase, work): aggregates are collected (they are small), per-tuple frames computed in full (noop sink)."""
     def every_row(df):
@@ -136,7 +142,6 @@ def measure(args: argparse.Namespace) -> tuple[list[Phase], int, dict]:
         records = _records(app_path)
         about.update(app=str(app_path), records=records)
         from cloudprofiler.analysis import open_application
-        from cloudprofiler.analysis.report import report
 
         spark = _timed(phases, "start Spark", lambda: _session(args.master, args.driver_memory))
         if spark is None:
@@ -147,7 +152,7 @@ def measure(args: argparse.Namespace) -> tuple[list[Phase], int, dict]:
             app = _timed(phases, "open the application", lambda: open_application(str(app_path), spark), heap, spark)
             if app is None:
                 return phases, records, about
-            _timed(phases, REPORT, lambda: report(app, about["report"]), heap, spark)
+            _timed(phases, REPORT, lambda: _report(app, about["report"]), heap, spark)
             first, last = PIPELINE[0].channel, PIPELINE[-1].channel
             for name, analysis in _analyses(open_application(str(app_path), spark), first, last):
                 _timed(phases, name, analysis, heap, spark)
