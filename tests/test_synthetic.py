@@ -158,11 +158,12 @@ def test_a_bad_spec_is_refused_naming_the_value(tmp_path, spec, named):
 
 def test_the_analysis_bench_judges_records_per_second_heap_and_the_reports_goal():
     phases = [Phase("make the folder", 4.0), Phase("report", 125.0, heap_bytes=768 * 2**20),
-              Phase("tasks", 2.5, error="Py4JJavaError: java.lang.OutOfMemoryError: Java heap space")]
+              Phase("tasks", 2.5, error="Py4JJavaError: java.lang.OutOfMemoryError: Java heap space"),
+              Phase("calibration", 0.5, reads_records=False)]
     rows = judge(phases, records=100_000_000, goal_s=180)
-    assert [r["records_per_s"] for r in rows] == [25_000_000, 800_000, None]
-    assert [r["heap_mib"] for r in rows] == [None, 768, None]
-    assert [r["goal"] for r in rows] == [None, "< 180 s: met", None]
+    assert [r["records_per_s"] for r in rows] == [25_000_000, 800_000, None, None]
+    assert [r["heap_mib"] for r in rows] == [None, 768, None, None]
+    assert [r["goal"] for r in rows] == [None, "< 180 s: met", None, None]
     assert rows[2]["error"].endswith("Java heap space")
     assert judge([Phase("report", 181.0)], 1, goal_s=180)[0]["goal"] == "< 180 s: missed"
     assert judge([Phase("report", 3.0, error="ValueError: x")], 1)[0]["goal"] == "< 180 s: failed"
