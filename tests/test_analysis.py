@@ -157,7 +157,8 @@ def test_a_cut_file_is_read_up_to_its_last_complete_batch_with_a_warning(folder,
         cut = open_application(copy)
     assert 0 < expected < ROWS and cut.records("a").count() == expected
     files = {r["file"].rsplit("/", 1)[-1]: r for r in cut.files().collect()}
-    assert files[target.name]["cut"] and not files[next(copy.rglob("b.*.arrows")).name]["cut"]
+    whole = files[next(copy.rglob("b.*.arrows")).name]
+    assert files[target.name]["cut"] and not files[target.name]["ended"] and not whole["cut"] and whole["ended"]
     health = cut.health().where("kind = 'cut_file'").collect()
     assert len(health) == 1 and target.name in health[0]["subject"] and health[0]["severity"] == "warning"
 

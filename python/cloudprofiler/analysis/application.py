@@ -22,18 +22,19 @@ class Application:
 
     Opening lists and describes every file (one Spark job; a row per file comes back to the driver), reads the
     small driver tables (calibration probes, TSC domains) and builds the time axis (`timebase`). Every method
-    returns a Spark DataFrame planned lazily; only aggregates ever reach the driver."""
+    returns a Spark DataFrame planned lazily; only aggregates ever reach the driver.
+
+    Attributes: spark, path, app_id, catalog (the files), timebase (the time axis), probes (calibration.arrows as
+    a pyarrow Table, or None)."""
 
     def __init__(self, path: str, spark):
         self.spark = spark
         self.path = str(path).rstrip("/") or str(path)
         self.catalog = self._catalog()
-        tables = self.catalog.tables
-        probes = reader.read_table(spark, "calibration.arrows", tables.get("calibration.arrows", (None,))[0])
-        self._domains = reader.read_table(spark, "tsc-domains.arrows", tables.get("tsc-domains.arrows", (None,))[0])
-        self.catalog.place(self._domains, self._executors_of(self.catalog.python_worker_tasks()))
-        reference, calibrations = calibrations_from_probes(probes, CALIBRATION_METHOD)
-        self.probes = probes
+        self.probes = reader.read_table(spark, "calibration.arrows", self._table_file("calibration.arrows"))
+        domains = reader.read_table(spark, "tsc-domains.arrows", self._table_file("tsc-domains.arrows"))
+        self.catalog.place(domains, self._executors_of(self.catalog.python_worker_tasks()))
+        reference, calibrations = calibrations_from_probes(self.probes, CALIBRATION_METHOD)
         self.timebase = Timebase.of(self.catalog, calibrations, reference)
         _register_data_source(spark)
         ids = {f.meta.get("spark.app_id") for f in self.catalog.logs} - {None}
@@ -118,7 +119,7 @@ class Application:
     def files(self):
         """One row per log file: where it comes from, its domain, whether it closed or was cut, what it holds."""
         data = [{**{k: v for k, v in f.attributes().items() if k != "file"}, "file": f.file, "kind": f.kind,
-                 "closed": f.closed, "cut": f.cut, "batches": f.batches, "rows": f.rows,
+                 "closed": f.closed, "cut": f.cut, "ended": f.ended, "batches": f.batches, "rows": f.rows,
                  "records_logged": f.meta.get("records.logged"), "records_dropped": f.meta.get("records.dropped"),
                  "tsc_hz": f.meta.get("tsc.hz"), "tsc_invariant": f.meta.get("tsc.invariant")}
                 for f in self.catalog.logs]
@@ -194,5 +195,5 @@ def _register_data_source(spark) -> None:
 
 
 FILES_DDL = ("file string, channel string, handler string, host string, executor_id string, pid long, "
-             "domain string, task_attempt_id long, kind string, closed boolean, cut boolean, batches long, rows long, "
-             "records_logged long, records_dropped long, tsc_hz double, tsc_invariant boolean")
+             "domain string, task_attempt_id long, kind string, closed boolean, cut boolean, ended boolean, "
+             "batches long, rows long, records_logged long, records_dropped long, tsc_hz double, tsc_invariant boolean")

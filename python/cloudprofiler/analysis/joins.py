@@ -33,8 +33,10 @@ def _durations(batches, timebase, names):
         path, flag, unbounded = np.full(n, "unbounded", dtype=object), np.zeros(n, bool), np.ones(n, bool)
         for pair in set(zip(sd[present], ed[present])):
             rows = present & (sd == pair[0]) & (ed == pair[1])
+            first, second = (timebase.domain_name(d) if pa.types.is_integer(batch.column(c).type) else d
+                             for d, c in zip(pair, (start_domain, end_domain)))
             value[rows], error[rows], path[rows], flag[rows], unbounded[rows] = timebase.durations(
-                pair[0], s[rows], pair[1], e[rows])
+                first, s[rows], second, e[rows])
         columns = [pa.array(value, mask=~present), pa.array(error, mask=~present), pa.array(path, pa.string()),
                    pa.array(flag), pa.array(unbounded)]
         yield pa.RecordBatch.from_arrays(list(batch.columns) + columns,
@@ -45,7 +47,7 @@ def with_durations(frame, timebase, start_domain="start_domain", start="start_ts
                    end="end_tsc"):
     """`frame` with the columns of DURATION_FIELDS: the duration from (start_domain, start) to (end_domain, end)
     in ns by the best path of Timebase.durations; null where an end is missing (duration, err_ns), then path
-    "unbounded". Vectorized per Arrow batch and per pair of domains."""
+    "unbounded". Domains are names or domain_id numbers. Vectorized per Arrow batch and per pair of domains."""
     from pyspark.sql.types import StructType
 
     from .reader import spark_schema

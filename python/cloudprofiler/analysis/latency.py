@@ -11,21 +11,27 @@ LATENCY_COLUMNS = ["tuple_id", "from_channel", "to_channel", "start_t_ns", "end_
                    "path", "remote", "start_host", "end_host", "extrapolated", "unbounded"]
 
 
+def latency_pairs(app, from_channel: str, to_channel: str, columns=("t_ns", "host")):
+    """Records of the same tuple id on both channels joined (sort-merge), with durations: tuple_id, start_/end_
+    tsc, domain_id and `columns`, and the DURATION_FIELDS."""
+    sides = []
+    for channel, prefix in ((from_channel, "start"), (to_channel, "end")):
+        names = ("tsc", "domain_id", *columns)
+        frame = app.log_frame(channel, "records", ["tuple_id", *names])
+        sides.append(frame.select("tuple_id", *(F.col(c).alias(f"{prefix}_{c}") for c in names)))
+    return with_durations(merge_join(*sides, "tuple_id"), app.timebase, "start_domain_id", "start_tsc",
+                          "end_domain_id", "end_tsc")
+
+
 def latency(app, from_channel: str, to_channel: str):
     """One row per pair of records with the same tuple id, the first on `from_channel`, the second on
     `to_channel` (a tuple logged once at each point: one row; a tuple a retried task logged twice: a row per
     pairing). `remote`: the ends lie in different TSC domains (hosts)."""
-    sides = []
-    for channel, prefix in ((from_channel, "start"), (to_channel, "end")):
-        frame = app.log_frame(channel, "records", ["tuple_id", "tsc", "domain", "host", "t_ns"])
-        sides.append(frame.select("tuple_id", *(F.col(c).alias(f"{prefix}_{c}") for c in ("tsc", "domain", "host",
-                                                                                         "t_ns"))))
-    timed = with_durations(merge_join(*sides, "tuple_id"), app.timebase)
-    return timed.select(
+    return latency_pairs(app, from_channel, to_channel).select(
         "tuple_id", F.lit(from_channel).alias("from_channel"), F.lit(to_channel).alias("to_channel"), "start_t_ns",
         "end_t_ns", F.col("duration_ns").alias("latency_ns"), "err_ns", "path",
-        (F.col("start_domain") != F.col("end_domain")).alias("remote"), "start_host", "end_host", "extrapolated",
-        "unbounded")
+        (F.col("start_domain_id") != F.col("end_domain_id")).alias("remote"), "start_host", "end_host",
+        "extrapolated", "unbounded")
 
 
 def latency_histogram(latencies, bins: int = 60):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from .catalog import TASK_CHANNELS
-from .latency import latency
+from .latency import latency_pairs
 
 QUANTILES = [0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99]
 QUANTILE_NAMES = ["p1_ns", "p5_ns", "p25_ns", "p50_ns", "p75_ns", "p95_ns", "p99_ns"]
@@ -25,8 +25,12 @@ def channel_order(app, channels) -> list:
     return sorted(channels, key=lambda c: (order.get(c) is None, order.get(c), c))
 
 
-def hop_statistics(latencies):
-    """One row of box-plot statistics over the bounded latencies of a latency() frame."""
+def hop_statistics(app, from_channel: str, to_channel: str):
+    """One row of box-plot statistics over the bounded latencies between two channels (joined on the columns it
+    needs only)."""
+    latencies = latency_pairs(app, from_channel, to_channel, columns=()).select(
+        F.col("duration_ns").alias("latency_ns"), "err_ns", "unbounded",
+        (F.col("start_domain_id") != F.col("end_domain_id")).alias("remote"))
     return latencies.agg(
         F.sum((~F.col("unbounded")).cast("long")).alias("count"),
         F.sum((F.col("remote") & ~F.col("unbounded")).cast("long")).alias("remote_count"),
@@ -47,16 +51,20 @@ def pipeline(app, channels=None):
     channels = list(channels)
     if len(channels) < 2:
         raise ValueError(f"a pipeline needs at least two trace points, got {channels}")
-    hops = [(i, a, b) for i, (a, b) in enumerate(zip(channels, channels[1:]))] + [(-1, channels[0], channels[-1])]
+    hops = [(i, a, b) for i, (a, b) in enumerate(zip(channels, channels[1:]))]
+    if len(channels) > 2:
+        hops.append((-1, channels[0], channels[-1]))
     rows = []
     for hop, a, b in hops:
-        s = hop_statistics(latency(app, a, b))
+        s = hop_statistics(app, a, b)
         q = s["q"] or [None] * len(QUANTILES)
         e = s["e"] or [None, None]
         rows.append({"hop": hop, "from_channel": a, "to_channel": b, "count": s["count"] or 0,
                      "remote_count": s["remote_count"] or 0, "unbounded_count": s["unbounded_count"] or 0,
                      "min_ns": s["min_ns"], **dict(zip(QUANTILE_NAMES, q)), "max_ns": s["max_ns"],
                      "mean_ns": s["mean_ns"], "err_p50_ns": e[0], "err_p99_ns": e[1], "err_max_ns": s["err_max_ns"]})
+    if len(channels) == 2:  # end to end is the one hop
+        rows.append({**rows[0], "hop": -1})
     total = rows[-1]["p99_ns"]
     for row in rows:
         row["share_of_p99"] = row["p99_ns"] / total if total and row["p99_ns"] is not None else None

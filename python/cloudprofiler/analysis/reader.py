@@ -26,6 +26,9 @@ COUNTER_SCHEMA = pa.schema([
     ("pid", pa.int64()), ("domain", pa.string()), ("file", pa.string()), ("period_start_tsc", pa.int64()),
     ("count", pa.int64()), ("t_ns", pa.float64()), ("err_ns", pa.float64()), ("extrapolated", pa.bool_()),
     ("unbounded", pa.bool_())])
+# Columns for the analyses' own joins, never in records(): the domain as a small number (Timebase.domains), cheaper
+# to shuffle and sort than its name.
+INTERNAL_FIELDS = [pa.field("domain_id", pa.int32())]
 # the driver's tables, as the plugin writes them (columns cast to these types: older files may differ in width)
 TABLE_SCHEMAS = {
     "spark-tasks.arrows": pa.schema([
@@ -117,6 +120,7 @@ def translated_batches(log, attributes: dict, timebase, schema: pa.Schema):
         t_ns, err_ns, extrapolated, unbounded = timebase.translate(attributes["domain"], tsc.to_numpy())
         values.update(t_ns=pa.array(t_ns), err_ns=pa.array(err_ns), extrapolated=pa.array(extrapolated),
                       unbounded=pa.array(unbounded))
+        attributes = {**attributes, "domain_id": timebase.domain_id(attributes["domain"])}
         columns = [values[f.name] if f.name in values else _constant(attributes.get(f.name), f.type, n)
                    for f in schema]
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -142,6 +146,6 @@ def log_frame(spark, files: list, timebase, schema: pa.Schema):
 
 
 def project(schema: pa.Schema, names) -> pa.Schema:
-    """The fields of `schema` named in `names`, in schema order."""
-    return pa.schema([f for f in schema if f.name in set(names)])
+    """The fields of `schema` (and INTERNAL_FIELDS) named in `names`, in schema order."""
+    return pa.schema([f for f in list(schema) + INTERNAL_FIELDS if f.name in set(names)])
 

@@ -81,6 +81,17 @@ class Timebase:
             base.start_tick = float(min(ticks)) if ticks else 0.0
         return base
 
+    @property
+    def domains(self) -> list:
+        """Every domain the axis knows (the reference and those of files), in a fixed order: domain_id indexes it."""
+        return sorted(set(self.domain_hz) | {self.reference})
+
+    def domain_id(self, domain: "str | None") -> int:
+        return self.domains.index(domain) if domain in self.domains else -1
+
+    def domain_name(self, domain_id: int) -> "str | None":
+        return self.domains[domain_id] if 0 <= domain_id < len(self.domains) else None
+
     def translate(self, domain: "str | None", tsc) -> tuple:
         """Ticks of `domain` -> (t_ns, err_ns, extrapolated, unbounded), vectorized."""
         tsc = np.asarray(tsc, dtype=np.int64)

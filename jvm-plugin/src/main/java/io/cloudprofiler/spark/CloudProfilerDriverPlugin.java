@@ -89,7 +89,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   /** Executors find their TSC domain and register their probe responders here. */
   @Override
   public Object receive(Object message) {
-    return calibration != null && message instanceof String ? calibration.receive((String) message) : null;
+    return calibration != null ? Messages.toWire(calibration.receive(Messages.fromWire(message))) : null;
   }
 
   @Override
