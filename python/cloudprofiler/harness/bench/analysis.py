@@ -93,6 +93,7 @@ def _timed(phases: list[Phase], name: str, work, heap: "_Heap | None" = None, sp
         error = f"{type(exc).__name__}: {first_line}"[:300]
     phases.append(Phase(name, time.monotonic() - began, heap.peak() if heap is not None else None, error,
                         reads_records))
+    print(f"  {name}: {phases[-1].seconds:.1f} s" + (f" ({error})" if error else ""), file=sys.stderr, flush=True)
     return result
 
 
