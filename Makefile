@@ -19,11 +19,18 @@ bench: build
 	-$(VENV)/bin/cloudprofiler bench accuracy
 	-$(VENV)/bin/cloudprofiler bench ingest
 
-# System packages: libzstd-dev for the native library, a JDK for Spark and the plugin.
+# System packages: libzstd-dev for the native library, a JDK for Spark and the plugin, clang-format for the C style
+# check of the native tests and chromium for the report's browser test (each says so and skips where it cannot be
+# installed).
 deps:
 	@if [ ! -f /usr/include/zstd.h ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q libzstd-dev; \
 	  else echo "libzstd-dev is missing: run 'sudo apt-get install libzstd-dev' and retry" >&2; exit 1; fi; fi
+	@command -v clang-format >/dev/null || [ "$$(id -u)" != 0 ] || \
+	  { apt-get update -q && apt-get install -y -q clang-format; } || echo "clang-format could not be installed" >&2
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "chromium is missing: the report's browser test will skip ('sudo apt-get install chromium')" >&2; fi; fi
 	@command -v javac >/dev/null || { echo "javac is missing: install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
 
 # pyproject.toml is the one list: its build requirements, the core dependencies and every extra, installed before

@@ -17,6 +17,7 @@ ARTIFACTS = [
     ROOT / "native" / "build" / "libcloudprofiler.so",
     ROOT / "native" / "build" / "cp_bench",
     ROOT / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar",
+    ROOT / "jvm-plugin" / "build" / "cloudprofiler-bench.jar",
 ]
 
 

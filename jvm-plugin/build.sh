@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds jvm-plugin/build/cloudprofiler-plugin.jar: the plugin classes compiled with javac against the jars of
 # the installed pyspark, and libcloudprofiler_jni.so (JNI glue + the static native library) as a resource.
-# `sbt package` builds the same jar (build.sbt).
+# `sbt package` builds the same jar (build.sbt). Beside it, cloudprofiler-bench.jar: the JNI benchmark
+# (src/bench), run with the plugin jar on its class path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -14,7 +15,13 @@ javac --release 17 -Xlint:all,-processing,-serial -Werror -nowarn -cp "$spark_ja
   $(find "$here/src/main/java" -name '*.java')
 # the option table, declared in Config.java, for the Python helper (cloudprofiler.spark reads it from the jar)
 java -cp "$out/classes:$spark_jars/*" io.cloudprofiler.spark.Config "$out/classes/io/cloudprofiler/spark/options.json"
+rm -rf "$out/bench-classes" && mkdir -p "$out/bench-classes"
+javac --release 17 -Xlint:all,-processing,-serial -Werror -nowarn -cp "$out/classes" -d "$out/bench-classes" \
+  $(find "$here/src/bench/java" -name '*.java')
 # written aside and renamed: a running JVM that has the old jar open keeps reading the old file
-jar --create --file "$out/cloudprofiler-plugin.jar.tmp" -C "$out/classes" .
-mv -f "$out/cloudprofiler-plugin.jar.tmp" "$out/cloudprofiler-plugin.jar"
-echo "built $out/cloudprofiler-plugin.jar"
+for name in plugin bench; do
+  classes=$out/classes; [ "$name" = bench ] && classes=$out/bench-classes
+  jar --create --file "$out/cloudprofiler-$name.jar.tmp" -C "$classes" .
+  mv -f "$out/cloudprofiler-$name.jar.tmp" "$out/cloudprofiler-$name.jar"
+  echo "built $out/cloudprofiler-$name.jar"
+done

@@ -3,11 +3,13 @@ import json
 import subprocess
 
 import cloudprofiler.spark as cps
+from cloudprofiler.harness.bench.spark import BENCH_JAR
 
 
 def test_every_handler_through_jni_passes_xcheck_jni():
     result = subprocess.run(
-        ["java", "-Xcheck:jni", "-cp", cps.jar_path(), "io.cloudprofiler.JniBenchmark", "20000"],
+        ["java", "-Xcheck:jni", "-cp", f"{cps.jar_path()}:{cps.jar_path(BENCH_JAR)}", "io.cloudprofiler.JniBenchmark",
+         "20000"],
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr

@@ -28,6 +28,31 @@ def test_a_library_shipped_with_files_loads_through_sparkfiles(jar_without_libra
     assert list(tmp_path.rglob("spark.task.start.*.arrows"))
 
 
+def test_the_configured_path_loads_after_a_first_call_without_one_failed(jar_without_library, tmp_path):
+    """The driver's plugin loads the library with spark.cloudprofiler.native.path, even when something in its JVM
+    asked for the library before (and failed: this jar carries none)."""
+    jar, library = jar_without_library
+    settings = {"spark.jars": str(jar), "spark.cloudprofiler.native.path": str(library), "spark.ui.enabled": "false"}
+    result = run_python(f"""
+        from pyspark import SparkConf, SparkContext
+        import cloudprofiler.spark as cps
+        SparkContext._ensure_initialized(conf=SparkConf().setAll({list(settings.items())!r}))
+        print("first", SparkContext._jvm.io.cloudprofiler.NativeLoader.load(None))
+        builder = cps.builder(log_dir={str(tmp_path)!r}).master("local[1]")
+        for key, value in {settings!r}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        print("source", spark._jvm.io.cloudprofiler.NativeLoader.source())
+        print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
+        spark.stop()
+        """, timeout=300)
+    assert "sum 4950" in result.stdout, result.stderr[-3000:]
+    assert "first cannot load libcloudprofiler_jni (configured path: not set; jar resource: this jar has no" \
+        in result.stdout, result.stdout
+    assert f"source configured path {library}" in result.stdout, result.stdout
+    assert list(tmp_path.rglob("spark.task.start.*.arrows"))
+
+
 def test_when_every_step_fails_one_line_names_each_reason_and_the_job_runs(jar_without_library, tmp_path):
     jar, _ = jar_without_library
     missing = tmp_path / "missing.so"
@@ -41,3 +66,5 @@ def test_when_every_step_fails_one_line_names_each_reason_and_the_job_runs(jar_w
                    "System.loadLibrary: no cloudprofiler_jni in java.library.path"):
         assert reason in line, line
     assert not list(tmp_path.rglob("spark.task.*.arrows"))
+    assert "cloudprofiler: the driver checks no handler parameters" in result.stderr  # and says why: the same line
+    assert result.stderr.count(f"configured path: Can't load library: {missing}") == 2

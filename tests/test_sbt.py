@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import cloudprofiler.spark as cps
+from cloudprofiler.harness.bench.spark import BENCH_JAR
 
 ROOT = Path(__file__).resolve().parent.parent
 CENTRAL = "https://repo1.maven.org/maven2"
@@ -104,7 +105,8 @@ def test_sbt_package_builds_the_same_classes_and_jni_library_as_build_sh(sbt_jar
 
 
 def test_the_sbt_jar_loads_its_jni_library(sbt_jar):
-    result = subprocess.run(["java", "-cp", str(sbt_jar), "io.cloudprofiler.JniBenchmark", "1000"],
+    classpath = f"{sbt_jar}:{cps.jar_path(BENCH_JAR)}"  # the benchmark's classes, the sbt jar's plugin and library
+    result = subprocess.run(["java", "-cp", classpath, "io.cloudprofiler.JniBenchmark", "1000"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert '"handler": "buffered"' in result.stdout

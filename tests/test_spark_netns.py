@@ -196,3 +196,34 @@ def test_every_cross_host_duration_holds_its_truth_within_bounds_even_when_calib
     for method in ("minrtt", "minpair"):
         _, cals = load_calibrations(app, method)
         print(method, {f"{k[0][-4:]}->{k[1][-4:]}": f"{c.err.min() / hz * 1e6:.2f}" for k, c in cals.items()})
+
+
+def test_the_analysis_reports_these_durations_and_bounds_on_its_time_axis(run):
+    """The analysis on Spark gives every cross-host latency the value, bound and path of durations_in_reference,
+    and each truth lies inside its bound; tasks and calibration rounds come out bounded."""
+    from cloudprofiler.analysis import open_application
+
+    app, log_dir, hosts = run
+    analysis = open_application(app)
+    hz = analysis.timebase.hz
+    got = analysis.latency("before", "after").toPandas().sort_values("tuple_id")
+    d = durations_in_reference(app, "before", "after").sort_by("tuple_id")
+    assert len(got) == d.num_rows == 3 * ROWS
+    assert np.array_equal(got["path"], d.column("path").to_numpy(False))
+    assert np.allclose(got["latency_ns"], d.column("duration").to_numpy() / hz * 1e9, rtol=0, atol=1e-3)
+    assert np.allclose(got["err_ns"], d.column("error").to_numpy() / hz * 1e9, rtol=1e-12)
+    ends = [d.column(c).to_numpy(False) for c in ("start_domain", "end_domain")]
+    assert np.array_equal(got["remote"], ends[0] != ends[1])
+    domains = load_domains(app).to_pylist()
+    reference = next(d for d in domains if d["role"] == "reference")
+    host_sim = {reference["host"]: (0, 0.0), **dict(zip(hosts.worker_ips, SIMULATIONS))}
+    truth = _truth(d, {x["domain"]: x["host"] for x in domains}, host_sim) / hz * 1e9
+    assert np.all(np.abs(got["latency_ns"] - truth) <= got["err_ns"] + 2 / hz * 1e9)
+    tasks = analysis.tasks().where("executor_id != 'driver'").toPandas()
+    assert not tasks["unbounded"].any() and set(tasks["path"]) == {"scenario1"}
+    rounds = analysis.calibration().toPandas()
+    assert len({(a, b) for a, b in zip(rounds["domain_a"], rounds["domain_b"])}) == 3
+    assert rounds["min_rtt_ns"].median() < 50_000 and rounds["bound_ns"].median() < 50_000
+    print(f"\nanalysis: cross-host latency bound median {got['err_ns'][got['remote']].median() / 1e3:.2f} us, "
+          f"calibration MinRTT median {rounds['min_rtt_ns'].median() / 1e3:.2f} us, anchor bound median "
+          f"{rounds['bound_ns'].median() / 1e3:.2f} us")

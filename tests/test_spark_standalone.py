@@ -151,12 +151,13 @@ def test_executors_load_a_library_shipped_with_files_when_the_jar_has_none(clust
     assert "disabled on executor" not in stderr
 
 
-LOSES_AN_EXECUTOR = r"""
+# The start of a driver script: two executors in a simulated TSC domain, both calibrated against the driver.
+TWO_CALIBRATED_EXECUTORS = r"""
 import os, signal, sys, time
 import pyarrow.ipc as ipc
 import cloudprofiler.spark as cps
 
-master, log_dir, local_dir, simulation = sys.argv[1:]
+master, log_dir, local_dir, simulation = sys.argv[1:5]
 spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master(master)
          .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
          .config("spark.executor.cores", "1").config("spark.cores.max", "2").config("spark.driver.host", "127.0.0.1")
@@ -171,6 +172,9 @@ while time.monotonic() < deadline:  # until both executors have joined the calib
     sc.parallelize(range(16), 16).map(lambda x: time.sleep(0.05) or x).count()
     if os.path.exists(domains) and ipc.open_file(open(domains, "rb")).read_all().num_rows == 3:
         break
+"""
+
+LOSES_AN_EXECUTOR = TWO_CALIBRATED_EXECUTORS + r"""
 rows = ipc.open_file(open(domains, "rb")).read_all().to_pylist()
 victim = next(r for r in rows if r["role"] != "reference")
 os.kill(victim["pid"], signal.SIGKILL)
@@ -198,3 +202,67 @@ def test_a_lost_executor_hands_its_domain_on_and_is_not_waited_for_at_stop(clust
     assert "no last calibration run from executors" not in run.stderr  # the lost one was not waited for
     assert "the last calibration run of executor" not in run.stderr  # the others' runs worked
     assert run.stdout.split()[3] != killed  # the round after the next job handed the domain on
+
+
+TRACED_ON_THE_CLUSTER = TWO_CALIBRATED_EXECUTORS + r"""
+rows = sys.argv[5]
+spark.conf.set("spark.sql.shuffle.partitions", "2")
+spark.sql(f"select sum(x) from (select cp_trace('b', x) as x from (select cp_trace('a', id) as x "
+          f"from range(0, {rows}, 1, 4)) distribute by x % 2)").collect()
+app = os.path.join(log_dir, sc.applicationId)
+spark.stop()
+deadline = time.monotonic() + 60  # executors copy their logs as their workers stop them
+while sum(f.startswith("b.") for _, _, fs in os.walk(app) for f in fs) < 2 and time.monotonic() < deadline:
+    time.sleep(0.5)
+print("app", app)
+"""
+
+
+def _numbers(app) -> dict:
+    tasks = app.tasks().select("task_attempt_id", "duration_ns", "err_ns", "path").orderBy("task_attempt_id")
+    hop = app.pipeline(["a", "b"]).where("hop = 0").first()
+    return {"tasks": [tuple(r) for r in tasks.collect()], "hop": (hop["count"], hop["p50_ns"], hop["p99_ns"],
+                                                                    hop["err_max_ns"]),
+            "calibration": [tuple(r) for r in app.calibration().collect()], "summary": app.summary()}
+
+
+def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_cluster_as_locally(cluster, tmp_path):
+    """Executors in a simulated TSC domain, calibrated against the driver: every translated value holds its truth
+    inside its bound; the analysis run on the standalone cluster gives the numbers it gives in local mode."""
+    from pyspark.sql import SparkSession
+
+    from cloudprofiler.analysis import local_session, open_application
+
+    master, base = cluster
+    rows = 4000  # below percentile_approx's accuracy: exact quantiles, whatever the partitioning
+    run = subprocess.run(
+        [sys.executable, "-c", TRACED_ON_THE_CLUSTER, master, str(tmp_path / "logs"), str(base / "executor-local-an"),
+         f"offset={OFFSET},skew_ppm={SKEW_PPM}", str(rows)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = run.stdout.split("app ")[1].split()[0]
+
+    local = open_application(folder)
+    tb = local.timebase
+    summary = local.summary()
+    assert summary["calibrated"] and len(summary["domains"]) == 2 and summary["executors"] == 2
+    records = local.records("a").toPandas()
+    assert len(records) == rows and set(records["executor_id"]) == {"0", "1"}  # cp_trace files placed by process
+    physical = (records["tsc"].to_numpy().astype(np.float64) - OFFSET) / (1 + SKEW_PPM * 1e-6)
+    truth = (physical - tb.start_tick) / tb.hz * 1e9
+    assert not records["unbounded"].any() and np.all(np.abs(records["t_ns"] - truth) <= records["err_ns"] + 1)
+    tasks = local.tasks().where("executor_id != 'driver'").toPandas()
+    assert set(tasks["path"]) == {"scenario1"} and np.isfinite(tasks["err_ns"]).all()
+    calibration = local.calibration().toPandas()
+    assert len(calibration) > 0 and (calibration["bound_ns"].dropna() < 1e6).all()
+    assert (calibration["min_rtt_ns"] > 0).all()
+    in_local_mode = _numbers(local)
+    local_session().stop()
+
+    spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+             .config("spark.executor.memory", "512m").config("spark.cores.max", "2")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    try:
+        on_the_cluster = _numbers(open_application(folder, spark))
+    finally:
+        spark.stop()
+    assert on_the_cluster == in_local_mode

@@ -29,7 +29,8 @@ def test_wheel_carries_the_library_the_extensions_and_the_plugin_jar(tmp_path):
         names = set(whl.namelist())
         jar = zipfile.ZipFile(io.BytesIO(whl.read("cloudprofiler/_lib/cloudprofiler-plugin.jar"))).namelist()
         whl.extractall(site)
-    assert {"cloudprofiler/_lib/libcloudprofiler.so", "cloudprofiler/_log_call.abi3.so"} <= names
+    assert {"cloudprofiler/_lib/libcloudprofiler.so", "cloudprofiler/_log_call.abi3.so",
+            "cloudprofiler/_lib/cloudprofiler-bench.jar"} <= names
     assert any(n.startswith("cloudprofiler/_native") and n.endswith(".so") for n in names)
     assert {RESOURCE, "io/cloudprofiler/spark/CloudProfilerPlugin.class", "io/cloudprofiler/CloudProfiler.class"} <= set(jar)
 
@@ -41,6 +42,7 @@ sys.path[:0] = [{str(site)!r}, {sysconfig.get_paths()["purelib"]!r}]
 import cloudprofiler as cp, cloudprofiler.spark as cps
 assert cp.__file__.startswith({str(site)!r}), cp.__file__
 assert cps.jar_path().startswith({str(site)!r}), cps.jar_path()
+assert cps.options()["log_dir"] == "spark.cloudprofiler.logDir"  # the option table, read from the jar
 cp.start({str(tmp_path / "logs")!r})
 with cp.Channel("from-the-wheel", handler="buffered") as ch:
     for i in range(1000):

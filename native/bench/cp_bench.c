@@ -26,11 +26,11 @@ static double cpu_s(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
 
 static void print_row(int json, int first, const char *handler, const char *tsc_read, double ns, double cpu_ns) {
   if (json)
-    printf("%s{\"handler\": \"%s\", \"caller\": \"c\", \"tsc_read\": \"%s\", \"ns_per_call\": %.3f, "
-           "\"mrec_per_s\": %.3f, \"thread_cpu_ns_per_call\": %.3f}",
-           first ? "" : ", ", handler, tsc_read, ns, 1e3 / ns, cpu_ns);
-  else
-    printf("%-12s %-8s %-10s %12.2f %12.2f %14.2f\n", handler, "c", tsc_read, ns, 1e3 / ns, cpu_ns);
+    printf(
+        "%s{\"handler\": \"%s\", \"caller\": \"c\", \"tsc_read\": \"%s\", \"ns_per_call\": %.3f, "
+        "\"mrec_per_s\": %.3f, \"thread_cpu_ns_per_call\": %.3f}",
+        first ? "" : ", ", handler, tsc_read, ns, 1e3 / ns, cpu_ns);
+  else printf("%-12s %-8s %-10s %12.2f %12.2f %14.2f\n", handler, "c", tsc_read, ns, 1e3 / ns, cpu_ns);
   fflush(stdout);
 }
 
@@ -108,7 +108,8 @@ int main(int argc, char **argv) {
   const char *dir = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) iterations = flag_number(argv[i], argv[i + 1], 1000), i++;
+    else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
+      iterations = flag_number(argv[i], argv[i + 1], 1000), i++;
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--block-records") && i + 1 < argc)
       block_records = (uint32_t)flag_number(argv[i], argv[i + 1], 16), i++;
@@ -128,13 +129,18 @@ int main(int argc, char **argv) {
   cp_error err;
   if (cp_start(&o, &err)) return fprintf(stderr, "cp_bench: %s\n", err.message), 1;
 
-  struct { cp_handler h; int64_t params[2]; size_t n; } cases[] = {
-      {CP_HANDLER_NULL, {0}, 0},         {CP_HANDLER_SPC, {1000000}, 1}, {CP_HANDLER_MPC, {1000000}, 1},
-      {CP_HANDLER_BUFFERED, {0}, 0},     {CP_HANDLER_XOY, {2, 1024}, 2}, {CP_HANDLER_DOWNSAMPLE, {64}, 1},
-      {CP_HANDLER_FIRSTLAST, {0}, 0},    {CP_HANDLER_IDENTITY, {0}, 0},
+  struct {
+    cp_handler h;
+    int64_t params[2];
+    size_t n;
+  } cases[] = {
+      {CP_HANDLER_NULL, {0}, 0},      {CP_HANDLER_SPC, {1000000}, 1}, {CP_HANDLER_MPC, {1000000}, 1},
+      {CP_HANDLER_BUFFERED, {0}, 0},  {CP_HANDLER_XOY, {2, 1024}, 2}, {CP_HANDLER_DOWNSAMPLE, {64}, 1},
+      {CP_HANDLER_FIRSTLAST, {0}, 0}, {CP_HANDLER_IDENTITY, {0}, 0},
   };
   if (json) printf("[");
-  else printf("%-12s %-8s %-10s %12s %12s %14s\n", "handler", "caller", "tsc read", "ns/call", "M rec/s", "thread cpu ns");
+  else
+    printf("%-12s %-8s %-10s %12s %12s %14s\n", "handler", "caller", "tsc read", "ns/call", "M rec/s", "thread cpu ns");
   tsc_rows(json, 1, "ordered", iterations);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
     if (handler_row(json, cases[c].h, cases[c].params, cases[c].n, "ordered", iterations)) return 1;
@@ -163,9 +169,10 @@ int main(int argc, char **argv) {
   double ratio = (double)s.written * 16.0 / (double)s.bytes_written;
   double rate = (double)s.written / elapsed / 1e6;
   if (json)
-    printf(", {\"handler\": \"buffered+zstd\", \"caller\": \"c\", \"compression_ratio\": %.3f, "
-           "\"sustained_mrec_per_s\": %.3f, \"records\": %llu, \"dropped\": %llu}]\n",
-           ratio, rate, (unsigned long long)s.written, (unsigned long long)s.dropped);
+    printf(
+        ", {\"handler\": \"buffered+zstd\", \"caller\": \"c\", \"compression_ratio\": %.3f, "
+        "\"sustained_mrec_per_s\": %.3f, \"records\": %llu, \"dropped\": %llu}]\n",
+        ratio, rate, (unsigned long long)s.written, (unsigned long long)s.dropped);
   else
     printf("\nbuffered+zstd to disk: %.2f M records/s sustained, compression ratio %.2f (%llu records, %llu dropped)\n",
            rate, ratio, (unsigned long long)s.written, (unsigned long long)s.dropped);

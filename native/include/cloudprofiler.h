@@ -6,9 +6,14 @@
  * (python/cloudprofiler/) wrap it function for function. Every public name starts with `cp_`; names with a
  * leading `cp__` are internal.
  *
- * Errors: functions that can fail return 0 on success or an errno value (EINVAL, ENOENT, EACCES, ENOMEM,
- * EBADF, EALREADY, ETIMEDOUT, ENOTSUP, EIO) and, when `error` is not NULL, fill it with a message that names
- * the bad value and says what was expected. Hot-path functions never fail: what they cannot do is counted.
+ * Errors: functions that can fail return 0 on success or an errno value and, when `error` is not NULL, fill it
+ * with a message that names the bad value and says what was expected. The library's own codes: EINVAL (a bad
+ * argument), EBADF (not a channel handle, or a closed channel), EALREADY (cp_start after the start), ENOMEM,
+ * EAGAIN (a thread could not start; cp_clock_read: the thread kept moving between CPUs), ENOTSUP (no invariant
+ * TSC), EIO (a write that wrote nothing, a frequency calibration that saw no time pass), ECONNREFUSED and
+ * ETIMEDOUT (probes). Where a system call fails, its own errno: creating the log folder or a file (ENOENT,
+ * EACCES, ENOTDIR, EROFS, ...), writing a file (ENOSPC, EDQUOT, EIO, ...), opening a socket (EADDRINUSE,
+ * EADDRNOTAVAIL, ENETUNREACH, ...). Hot-path functions never fail: what they cannot do is counted.
  *
  * Threads: every function may be called from any thread unless its section says otherwise.
  */
@@ -41,8 +46,8 @@ CP_EXPORT const char *cp_version_string(void);
 
 /* ==== Errors ============================================================================================= */
 typedef struct cp_error {
-  int code;           /* errno value, 0 when no error */
-  char message[512];  /* NUL-terminated, names the bad value */
+  int code;          /* errno value, 0 when no error */
+  char message[512]; /* NUL-terminated, names the bad value */
 } cp_error;
 
 /* ==== Clock ==============================================================================================
@@ -138,7 +143,9 @@ CP_EXPORT int cp_start(const cp_options *options, cp_error *error);
 CP_EXPORT const char *cp_log_dir(void);
 /* Every record logged before the call is in its file when it returns. */
 CP_EXPORT int cp_flush_all(cp_error *error);
-/* Flush and close every channel and join the threads. Handles stay safe to log to (counted no-ops). */
+/* Flush and close every channel and join the threads. Handles stay safe to log to (counted no-ops). Returns 0,
+ * or the error of the first channel whose close failed (a write that failed); every such failure is also
+ * reported on stderr, naming the channel. */
 CP_EXPORT int cp_stop(void);
 
 /* ==== Channels ===========================================================================================
@@ -152,11 +159,13 @@ CP_EXPORT int cp_stop(void);
  * File schema: record handlers write columns `tuple_id: int64`, `tsc: int64`; counter handlers write
  * `period_start_tsc: int64`, `count: int64` (TSCs stay below 2^63 for decades of uptime). Schema metadata (all
  * values UTF-8 strings):
- *   cloudprofiler.version, channel.name, channel.number, handler, handler.params (JSON array),
- *   host, pid, boot_id, tsc.invariant, tsc.hz, tsc.hz_uncertainty, tsc.hz_source, tsc.simulation, tsc.read,
- *   compression, open.clock (JSON {tsc, monotonic_raw_ns, realtime_ns, uncertainty_ticks}),
- *   close.clock (same, "null" until closed), records.logged, records.written, records.dropped,
- *   closed ("true"/"false"), plus the caller's own keys from cp_channel_open().
+ *   cloudprofiler.version, channel.name, channel.number, handler, handler.params (JSON array; a ReT key is left
+ *   out), host, pid, boot_id, tsc.invariant ("true"/"false"), tsc.hz, tsc.hz_uncertainty, tsc.hz_source
+ *   ("cpuid-0x15"/"calibrated"), tsc.simulation ("null" or JSON {offset, skew_ppm, invariant}), tsc.read
+ *   ("ordered"/"unordered"), compression ("none"/"zstd"), open.clock (JSON {tsc, monotonic_raw_ns, realtime_ns,
+ *   uncertainty_ticks}), close.clock (same, "null" until closed), records.logged, records.written,
+ *   records.dropped, closed ("true"/"false"), plus the caller's own keys from cp_channel_open() (at most 64);
+ *   the "<name>.ack" channel of a ret_start channel adds ret.start_channel (that channel's name) and ret.port.
  * In the schema message the values that change (handler.params, close.clock, counts, closed) are padded with
  * spaces to a fixed width and rewritten in place at every flush and at close, so a file cut short by SIGKILL
  * still says what it held at its last flush. The footer's schema carries the final values without padding.
@@ -194,9 +203,9 @@ CP_EXPORT int cp_handler_check(cp_handler handler, const int64_t *params, size_t
 /* Opens a channel; NULL on error. `meta_keys`/`meta_values` (n_meta pairs, may be 0) go into the file's
  * schema metadata. Fails with EINVAL for an unknown handler, a wrong number of parameters or a parameter out
  * of range, and with the errno of the file system when the file cannot be created. */
-CP_EXPORT cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params,
-                                      size_t n_params, const char *const *meta_keys,
-                                      const char *const *meta_values, size_t n_meta, cp_error *error);
+CP_EXPORT cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
+                                      const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                                      cp_error *error);
 
 /* Hot path: read the TSC and hand (tuple_id, tsc) to the channel's handler. Lock-free, any thread. */
 CP_EXPORT void cp_log(cp_channel *channel, int64_t tuple_id);
@@ -211,11 +220,11 @@ CP_EXPORT int cp_channel_flush(cp_channel *channel, cp_error *error);
 CP_EXPORT int cp_channel_close(cp_channel *channel, cp_error *error);
 
 typedef struct cp_channel_stats {
-  uint64_t logged;       /* cp_log calls (and records of cp_log_many) while open */
-  uint64_t kept;         /* records the handler kept (counter handlers: periods) */
-  uint64_t written;      /* records (or periods) in the file */
-  uint64_t dropped;      /* records lost to CP_FULL_DROP */
-  uint64_t after_close;  /* logs to this channel after it closed (counted no-ops) */
+  uint64_t logged;      /* cp_log calls (and records of cp_log_many) while open */
+  uint64_t kept;        /* records the handler kept (counter handlers: periods) */
+  uint64_t written;     /* records (or periods) in the file */
+  uint64_t dropped;     /* records lost to CP_FULL_DROP or to a write that failed */
+  uint64_t after_close; /* logs to this channel after it closed (counted no-ops) */
   uint64_t bytes_written;
 } cp_channel_stats;
 
@@ -247,11 +256,11 @@ CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
  * (unreachable node, full socket buffer) are counted, never retried. ret_end's socket closes one second after
  * its channel, when no racing cp_log can still use it. */
 typedef struct cp_ret_info {
-  uint16_t port;            /* ret_start: the port it listens on */
-  cp_channel *ack_channel;  /* ret_start: the "<name>.ack" channel */
-  uint64_t rejected;        /* ret_start: datagrams that were not acknowledgements of this key */
-  uint64_t send_failures;   /* ret_end: acknowledgements that could not be sent */
-  uint64_t overflows;       /* ret_start: acknowledgements the kernel dropped (full receive buffer) */
+  uint16_t port;           /* ret_start: the port it listens on */
+  cp_channel *ack_channel; /* ret_start: the "<name>.ack" channel */
+  uint64_t rejected;       /* ret_start: datagrams that were not acknowledgements of this key */
+  uint64_t send_failures;  /* ret_end: acknowledgements that could not be sent */
+  uint64_t overflows;      /* ret_start: acknowledgements the kernel dropped (full receive buffer) */
 } cp_ret_info;
 
 CP_EXPORT int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_error *error);

@@ -48,10 +48,18 @@ static size_t buf_reserve(cp_buf *b, size_t size, size_t align) {
   return pos;
 }
 
-static void put_u8(cp_buf *b, size_t pos, uint8_t v) { if (!b->failed) b->data[pos] = v; }
-static void put_u16(cp_buf *b, size_t pos, uint16_t v) { if (!b->failed) memcpy(b->data + pos, &v, 2); }
-static void put_u32(cp_buf *b, size_t pos, uint32_t v) { if (!b->failed) memcpy(b->data + pos, &v, 4); }
-static void put_i64(cp_buf *b, size_t pos, int64_t v) { if (!b->failed) memcpy(b->data + pos, &v, 8); }
+static void put_u8(cp_buf *b, size_t pos, uint8_t v) {
+  if (!b->failed) b->data[pos] = v;
+}
+static void put_u16(cp_buf *b, size_t pos, uint16_t v) {
+  if (!b->failed) memcpy(b->data + pos, &v, 2);
+}
+static void put_u32(cp_buf *b, size_t pos, uint32_t v) {
+  if (!b->failed) memcpy(b->data + pos, &v, 4);
+}
+static void put_i64(cp_buf *b, size_t pos, int64_t v) {
+  if (!b->failed) memcpy(b->data + pos, &v, 8);
+}
 
 /* uoffset at `field` pointing at `target` (target > field). */
 static void link(cp_buf *b, size_t field, size_t target) { put_u32(b, field, (uint32_t)(target - field)); }
@@ -239,8 +247,7 @@ static void batch_metadata(cp_buf *b, uint32_t rows, int64_t body_len, const int
   frame(b);
 }
 
-int cp__ipc_batch(cp_buf *b, const void *col0, const void *col1, uint32_t rows, cp_compression compression,
-                  int level) {
+int cp__ipc_batch(cp_buf *b, const void *col0, const void *col1, uint32_t rows, cp_compression compression, int level) {
   bool compressed = compression != CP_COMPRESSION_NONE;
   int64_t len[2] = {0, 0};
   b->failed = false;

@@ -1,4 +1,5 @@
-/* Channels: files, metadata, the block pool, flush and close. */
+/* A channel's life after its handler's check: its file and metadata, flush, close and counts. Handler-specific
+ * steps come through the hooks of the channel's descriptor (handlers.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -7,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "writers.h"
 
 static bool valid(const cp_channel *ch) { return ch && ch->magic == CP_CHANNEL_MAGIC; }
 
@@ -15,8 +16,8 @@ static void safe_name(char *out, size_t cap, const char *in) {
   size_t i = 0;
   for (; in[i] && i + 1 < cap && i < 100; i++) {
     char c = in[i];
-    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                c == '_' || c == '-';
+    bool keep =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     out[i] = keep ? c : '_';
   }
   out[i] = '\0';
@@ -45,11 +46,11 @@ static void u64_padded(char *out, uint64_t v, bool pad) {
   padded(out, 20, tmp, pad);
 }
 
-enum { FIXED_KEYS = 22 };
+enum { FIXED_KEYS = 21 };
 
 /* A channel's metadata pairs and the text of its values. */
 typedef struct metadata {
-  const char *keys[FIXED_KEYS + 64], *values[FIXED_KEYS + 64];
+  const char *keys[FIXED_KEYS + CP_META_MAX], *values[FIXED_KEYS + CP_META_MAX];
   size_t n;
   char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160], close_clock[200],
       logged[24], written[24], dropped[24], closed[8], raw[192];
@@ -64,12 +65,11 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   snprintf(m->pid, sizeof m->pid, "%ld", (long)getpid());
   snprintf(m->hz, sizeof m->hz, "%.3f", g->frequency.hz);
   snprintf(m->hz_unc, sizeof m->hz_unc, "%.3f", g->frequency.uncertainty_hz);
-  int np = cp_handler_param_count(ch->handler);
-  if (ch->handler == CP_HANDLER_RET_START || ch->handler == CP_HANDLER_RET_END) np--; /* the key stays secret */
   size_t used = (size_t)snprintf(m->params, sizeof m->params, "[");
-  for (int i = 0; i < np; i++)
-    used += (size_t)snprintf(m->params + used, sizeof m->params - used, "%s%" PRId64, i ? ", " : "",
-                             atomic_load(&ch->live_params[i]));
+  for (int i = 0; i < ch->kind->n_params; i++)
+    if (!ch->kind->params[i].secret)
+      used += (size_t)snprintf(m->params + used, sizeof m->params - used, "%s%" PRId64, used > 1 ? ", " : "",
+                               atomic_load(&ch->live_params[i]));
   snprintf(m->params + used, sizeof m->params - used, "]");
   padded(m->params_padded, 48, m->params, pad);
   clock_json(m->open_clock, sizeof m->open_clock, &ch->open_clock);
@@ -86,7 +86,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("cloudprofiler.version", cp_version_string());
   KV("channel.name", ch->name);
   KV("channel.number", m->number);
-  KV("handler", cp_handler_name(ch->handler));
+  KV("handler", ch->kind->name);
   KV("handler.params", m->params_padded);
   KV("host", g->host);
   KV("pid", m->pid);
@@ -105,7 +105,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("records.dropped", m->dropped);
   KV("closed", m->closed);
 #undef KV
-  for (size_t i = 0; i < ch->n_meta && m->n < FIXED_KEYS + 64; i++, m->n++) {
+  for (size_t i = 0; i < ch->n_meta && m->n < FIXED_KEYS + CP_META_MAX; i++, m->n++) {
     m->keys[m->n] = ch->meta_keys[i];
     m->values[m->n] = ch->meta_values[i];
   }
@@ -114,7 +114,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
 static int encode_header(cp_channel *ch, cp_buf *out) {
   metadata m;
   channel_metadata(ch, true, &m);
-  return cp__ipc_schema(out, ch->record_kind, m.keys, m.values, m.n);
+  return cp__ipc_schema(out, ch->kind->record_kind, m.keys, m.values, m.n);
 }
 
 /* Appends bytes at the end of the file; a failure is reported once and stops the channel's writes. */
@@ -145,7 +145,8 @@ int cp__channel_write_message(cp_channel *ch, const uint8_t *msg, size_t len) {
   }
   uint32_t meta_len;
   memcpy(&meta_len, msg + 4, 4);
-  cp_ipc_block block = {.offset = (int64_t)atomic_load(&ch->bytes_written), .meta_len = (int32_t)(8 + meta_len),
+  cp_ipc_block block = {.offset = (int64_t)atomic_load(&ch->bytes_written),
+                        .meta_len = (int32_t)(8 + meta_len),
                         .body_len = (int64_t)(len - 8 - meta_len)};
   int rc = write_bytes(ch, msg, len);
   if (rc == 0 && !ch->footer_lost) ch->footer_blocks[ch->n_footer_blocks++] = block;
@@ -162,148 +163,20 @@ void cp__channel_write_header(cp_channel *ch) {
   pthread_mutex_unlock(&ch->file_mutex);
 }
 
-/* Writes the identity/counter batch as one record batch; ch->mutex held. */
-void cp__channel_write_batch(cp_channel *ch) {
-  if (!ch->batch_len) return;
+void cp__channel_write_rows(cp_channel *ch, const int64_t *col0, const uint64_t *col1, uint32_t rows) {
   cp_buf msg = {0};
-  uint32_t rows = ch->batch_len;
-  ch->batch_len = 0;
-  if (cp__ipc_batch(&msg, ch->batch0, ch->batch1, rows, cp__lib.options.compression, cp__lib.options.zstd_level) ==
-          0 &&
+  if (cp__ipc_batch(&msg, col0, col1, rows, cp__lib.options.compression, cp__lib.options.zstd_level) == 0 &&
       cp__channel_write_message(ch, msg.data, msg.len) == 0)
     atomic_fetch_add(&ch->written, rows);
-  else
-    atomic_fetch_add(&ch->dropped, rows);
+  else atomic_fetch_add(&ch->dropped, rows); /* encoding or disk failure: counted, never silent */
   cp__buf_free(&msg);
 }
 
-uint64_t cp__channel_sample_counter(cp_channel *ch, uint64_t now, bool final) {
-  pthread_mutex_lock(&ch->mutex);
-  if (ch->batch0 && (final || now >= ch->next_deadline_tsc)) {
-    uint64_t count = atomic_load(&ch->calls);
-    ch->batch0[ch->batch_len] = (int64_t)ch->period_start_tsc;
-    ch->batch1[ch->batch_len] = count - ch->last_count;
-    ch->batch_len++;
-    atomic_fetch_add(&ch->kept, 1);
-    ch->last_count = count;
-    /* periods stay in lock step with the first one, also when the sampler wakes late */
-    ch->period_start_tsc = ch->next_deadline_tsc;
-    uint64_t missed = now > ch->next_deadline_tsc ? (now - ch->next_deadline_tsc) / ch->period_ticks : 0;
-    ch->period_start_tsc += missed * ch->period_ticks;
-    ch->next_deadline_tsc = ch->period_start_tsc + ch->period_ticks;
-    if (final || ch->batch_len == ch->batch_cap) cp__channel_write_batch(ch);
-  }
-  uint64_t deadline = ch->batch0 ? ch->next_deadline_tsc : UINT64_MAX;
-  pthread_mutex_unlock(&ch->mutex);
-  return deadline;
-}
-
-/* ---- block pool ---- */
-
-static cp_block *block_get(cp_channel *ch, bool wait) {
-  cp_block *b = NULL;
-  uint32_t cap = cp__lib.options.block_records;
-  pthread_mutex_lock(&ch->pool_mutex);
-  for (;;) {
-    if (!atomic_load(&ch->open)) break;
-    if ((b = ch->free_blocks)) {
-      ch->free_blocks = b->next_free;
-      break;
-    }
-    if (ch->blocks_allocated < cp__lib.options.channel_blocks) {
-      b = malloc(sizeof *b + (size_t)cap * 16);
-      if (b) {
-        b->capacity = cap;
-        b->ids = (int64_t *)(b + 1);
-        b->tscs = (uint64_t *)(b->ids + cap);
-        ch->all_blocks[ch->blocks_allocated++] = b;
-      }
-      break;
-    }
-    if (!wait) break;
-    pthread_cond_wait(&ch->pool_cond, &ch->pool_mutex);
-  }
-  pthread_mutex_unlock(&ch->pool_mutex);
-  if (b) atomic_store(&b->refs, 1);
-  return b;
-}
-
-void cp__block_release(cp_channel *ch, cp_block *b) {
-  if (atomic_fetch_sub(&b->refs, 1) != 1) return;
-  pthread_mutex_lock(&ch->pool_mutex);
-  b->next_free = ch->free_blocks;
-  ch->free_blocks = b;
-  pthread_cond_signal(&ch->pool_cond);
-  pthread_mutex_unlock(&ch->pool_mutex);
-}
-
-void cp__writer_submit_range(cp_writer *w) {
-  uint32_t filled = atomic_load_explicit(&w->filled, memory_order_acquire);
-  if (!w->block || filled <= w->start) return;
-  cp_channel *ch = w->channel;
-  cp_job *job = calloc(1, sizeof *job);
-  if (!job) {
-    atomic_fetch_add(&ch->dropped, filled - w->start);
-    w->start = filled;
-    return;
-  }
-  atomic_fetch_add(&w->block->refs, 1);
-  *job = (cp_job){.channel = ch, .block = w->block, .col0 = w->block->ids + w->start,
-                  .col1 = w->block->tscs + w->start, .rows = filled - w->start};
-  w->start = filled;
-  pthread_mutex_lock(&ch->mutex);
-  job->seq = ch->next_seq++;
-  pthread_mutex_unlock(&ch->mutex);
-  cp__submit(job);
-}
-
-/* Takes a full block away from its writer and gives it a fresh one; w->mutex held. */
-static void writer_refill(cp_writer *w, bool wait) {
-  if (w->block) {
-    cp__writer_submit_range(w);
-    cp__block_release(w->channel, w->block);
-    w->block = NULL;
-  }
-  cp_block *b = block_get(w->channel, wait);
-  if (b) {
-    w->start = 0;
-    atomic_store_explicit(&w->filled, 0, memory_order_relaxed);
-    w->block = b;
-  }
-}
-
-void cp__writer_append_slow(cp_writer *w, int64_t id, uint64_t tsc) {
-  cp_channel *ch = w->channel;
-  pthread_mutex_lock(&w->mutex);
-  if (!w->block || atomic_load_explicit(&w->filled, memory_order_relaxed) >= w->block->capacity)
-    writer_refill(w, cp__lib.options.full_policy == CP_FULL_BLOCK);
-  if (w->block && atomic_load(&ch->open)) {
-    uint32_t n = atomic_load_explicit(&w->filled, memory_order_relaxed);
-    w->block->ids[n] = id;
-    w->block->tscs[n] = tsc;
-    atomic_store_explicit(&w->filled, n + 1, memory_order_release);
-  } else {
-    atomic_store_explicit(&w->dropped, atomic_load_explicit(&w->dropped, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-  }
-  pthread_mutex_unlock(&w->mutex);
-}
-
-/* Writers are only ever added at the head, under ch->mutex, and never freed: a snapshot of the head can be
- * walked without the lock. */
-static cp_writer *writers_head(cp_channel *ch) {
-  pthread_mutex_lock(&ch->mutex);
-  cp_writer *w = ch->writers;
-  pthread_mutex_unlock(&ch->mutex);
-  return w;
-}
-
-void cp__channel_submit_writers(cp_channel *ch) {
-  for (cp_writer *w = writers_head(ch); w; w = w->next) {
-    pthread_mutex_lock(&w->mutex);
-    cp__writer_submit_range(w);
-    pthread_mutex_unlock(&w->mutex);
-  }
+void cp__channel_write_batch(cp_channel *ch) {
+  if (!ch->batch_len) return;
+  uint32_t rows = ch->batch_len;
+  ch->batch_len = 0;
+  cp__channel_write_rows(ch, ch->batch0, ch->batch1, rows);
 }
 
 static void wait_written(cp_channel *ch) {
@@ -313,13 +186,6 @@ static void wait_written(cp_channel *ch) {
   pthread_mutex_unlock(&ch->mutex);
 }
 
-static bool uses_writers(const cp_channel *ch) {
-  return ch->handler == CP_HANDLER_BUFFERED || ch->handler == CP_HANDLER_DOWNSAMPLE || ch->handler == CP_HANDLER_XOY ||
-         ch->handler == CP_HANDLER_RET_START || ch->handler == CP_HANDLER_RET_END;
-}
-
-/* ---- public ---- */
-
 static int open_file(cp_channel *ch, cp_error *error) {
   char safe[128], host[128];
   safe_name(safe, sizeof safe, ch->name);
@@ -327,8 +193,7 @@ static int open_file(cp_channel *ch, cp_error *error) {
   size_t len = strlen(cp__lib.log_dir) + strlen(safe) + strlen(host) + 64;
   ch->path = malloc(len);
   if (!ch->path) return cp__fail(error, ENOMEM, "out of memory");
-  snprintf(ch->path, len, "%s/%s.%s.%ld.%" PRIu64 ".arrows", cp__lib.log_dir, safe, host, (long)getpid(),
-           ch->number);
+  snprintf(ch->path, len, "%s/%s.%s.%ld.%" PRIu64 ".arrows", cp__lib.log_dir, safe, host, (long)getpid(), ch->number);
   ch->fd = open(ch->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (ch->fd < 0) {
     int code = errno;
@@ -338,38 +203,59 @@ static int open_file(cp_channel *ch, cp_error *error) {
   int rc = encode_header(ch, &b);
   if (!rc) {
     ch->header_len = b.len;
-    rc = write_bytes(ch, cp__ipc_magic, sizeof cp__ipc_magic) || write_bytes(ch, b.data, b.len) ? EIO : 0;
+    rc = write_bytes(ch, cp__ipc_magic, sizeof cp__ipc_magic);
+    if (!rc) rc = write_bytes(ch, b.data, b.len);
   }
   cp__buf_free(&b);
-  if (rc) return cp__fail(error, rc, "cannot write the schema to %s", ch->path);
+  if (rc) return cp__fail(error, rc, "cannot write the schema to %s: %s", ch->path, strerror(rc));
   return 0;
 }
 
-cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
-                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
-                            cp_error *error) {
-  if (!name) return cp__fail(error, EINVAL, "channel name is NULL"), NULL;
-  if (cp_handler_check(handler, params, n_params, error)) return NULL;
-  int want = cp_handler_param_count(handler);
-  if (n_meta > 64) return cp__fail(error, EINVAL, "%zu metadata pairs given: at most 64", n_meta), NULL;
-  for (size_t i = 0; i < n_meta; i++)
-    if (!meta_keys[i] || !meta_values[i]) return cp__fail(error, EINVAL, "metadata pair %zu is NULL", i), NULL;
-  if (cp__ensure_started(error)) return NULL;
+/* A channel that failed to open: nothing of it stays behind, neither its file nor its descriptor nor its memory
+ * (no handle to it was ever given out). */
+static void discard(cp_channel *ch) {
+  if (ch->fd >= 0) {
+    close(ch->fd);
+    unlink(ch->path);
+  }
+  for (size_t i = 0; ch->meta_keys && ch->meta_values && i < ch->n_meta; i++) {
+    free(ch->meta_keys[i]);
+    free(ch->meta_values[i]);
+  }
+  free(ch->meta_keys);
+  free(ch->meta_values);
+  free(ch->name);
+  free(ch->path);
+  free(ch->all_blocks);
+  free(ch->batch0);
+  free(ch->batch1);
+  pthread_mutex_destroy(&ch->mutex);
+  pthread_mutex_destroy(&ch->pool_mutex);
+  pthread_mutex_destroy(&ch->file_mutex);
+  pthread_cond_destroy(&ch->pool_cond);
+  pthread_cond_destroy(&ch->written_cond);
+  free(ch);
+}
 
+cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
+                               const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                               cp_error *error) {
   cp_channel *ch = calloc(1, sizeof *ch);
   if (!ch) return cp__fail(error, ENOMEM, "out of memory"), NULL;
   ch->magic = CP_CHANNEL_MAGIC;
-  ch->handler = handler;
-  ch->record_kind = handler == CP_HANDLER_SPC || handler == CP_HANDLER_MPC;
+  ch->handler = kind->handler;
+  ch->kind = kind;
   ch->fd = -1;
-  for (int i = 0; i < want; i++) ch->params[i] = params[i], atomic_store(&ch->live_params[i], params[i]);
+  for (int i = 0; i < kind->n_params; i++) ch->params[i] = params[i], atomic_store(&ch->live_params[i], params[i]);
   ch->name = strdup(name);
   ch->n_meta = n_meta;
   ch->meta_keys = calloc(n_meta + 1, sizeof(char *));
   ch->meta_values = calloc(n_meta + 1, sizeof(char *));
-  for (size_t i = 0; ch->meta_keys && ch->meta_values && i < n_meta; i++) {
+  bool meta_copied = ch->meta_keys && ch->meta_values;
+  for (size_t i = 0; meta_copied && i < n_meta; i++) {
     ch->meta_keys[i] = strdup(meta_keys[i]);
     ch->meta_values[i] = strdup(meta_values[i]);
+    meta_copied = ch->meta_keys[i] && ch->meta_values[i];
   }
   ch->all_blocks = calloc(cp__lib.options.channel_blocks, sizeof(cp_block *));
   pthread_mutex_init(&ch->mutex, NULL);
@@ -377,72 +263,45 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
   pthread_mutex_init(&ch->file_mutex, NULL);
   pthread_cond_init(&ch->pool_cond, NULL);
   pthread_cond_init(&ch->written_cond, NULL);
-  if (handler == CP_HANDLER_IDENTITY || ch->record_kind) {
-    ch->batch_cap = ch->record_kind ? CP_COUNTER_BATCH : CP_IDENTITY_BATCH;
+  if ((ch->batch_cap = kind->batch)) {
     ch->batch0 = malloc(ch->batch_cap * sizeof(int64_t));
     ch->batch1 = malloc(ch->batch_cap * sizeof(uint64_t));
   }
-  if (!ch->name || !ch->meta_keys || !ch->meta_values || !ch->all_blocks ||
-      (ch->batch_cap && (!ch->batch0 || !ch->batch1))) {
-    cp__fail(error, ENOMEM, "out of memory");
-    return NULL; /* what was allocated stays with the never-freed channel struct */
+  if (!ch->name || !meta_copied || !ch->all_blocks || (ch->batch_cap && (!ch->batch0 || !ch->batch1))) {
+    discard(ch);
+    return cp__fail(error, ENOMEM, "out of memory"), NULL;
   }
   cp_clock_read(&ch->open_clock, NULL);
   pthread_mutex_lock(&cp__lib.mutex);
   ch->number = cp__lib.channels_opened++;
   pthread_mutex_unlock(&cp__lib.mutex);
   atomic_store(&ch->open, 1);
-  if (open_file(ch, error) ||
-      ((handler == CP_HANDLER_RET_START || handler == CP_HANDLER_RET_END) && cp__ret_open(ch, error))) {
-    atomic_store(&ch->open, 0);
+  if (open_file(ch, error) || (kind->open && kind->open(ch, error))) {
+    discard(ch);
     return NULL;
-  }
-  if (ch->record_kind) {
-    ch->period_ticks = cp__ns_to_ticks((uint64_t)params[0]);
-    if (!ch->period_ticks) ch->period_ticks = 1;
-    ch->period_start_tsc = cp_tsc();
-    ch->next_deadline_tsc = ch->period_start_tsc + ch->period_ticks;
   }
   pthread_mutex_lock(&cp__lib.mutex);
   ch->next_all = cp__lib.channels;
   cp__lib.channels = ch;
   pthread_mutex_unlock(&cp__lib.mutex);
-  if (ch->record_kind) cp__timer_kick();
+  if (kind->sample) cp__timer_kick();
   return ch;
 }
 
-static int check_open(const cp_channel *ch, const char *what, cp_error *error) {
+int cp__channel_check_open(const cp_channel *ch, const char *what, cp_error *error) {
   if (!valid(ch)) return cp__fail(error, EBADF, "%s: not a channel handle", what);
   if (!atomic_load(&ch->open)) return cp__fail(error, EBADF, "%s: channel '%s' is closed", what, ch->name);
   return 0;
 }
 
-int cp_channel_parameterize(cp_channel *ch, uint32_t index, int64_t value, cp_error *error) {
-  int rc = check_open(ch, "cp_channel_parameterize", error);
-  if (rc) return rc;
-  int want = cp_handler_param_count(ch->handler);
-  if ((int)index >= want)
-    return cp__fail(error, EINVAL, "handler %s has %d parameter(s): index %u is out of range",
-                    cp_handler_name(ch->handler), want, index);
-  int64_t all[3] = {atomic_load(&ch->live_params[0]), atomic_load(&ch->live_params[1]),
-                    atomic_load(&ch->live_params[2])};
-  all[index] = value;
-  if ((rc = cp__handler_check_param(ch->handler, index, value, all, error))) return rc;
-  atomic_store(&ch->live_params[index], value);
-  if (ch->record_kind) {
-    pthread_mutex_lock(&ch->mutex);
-    ch->period_ticks = cp__ns_to_ticks((uint64_t)value);
-    if (!ch->period_ticks) ch->period_ticks = 1;
-    pthread_mutex_unlock(&ch->mutex);
-    cp__timer_kick();
-  }
-  return 0;
+static int io_failure(const cp_channel *ch, int code, cp_error *error) {
+  return cp__fail(error, code, "writing %s failed: %s", ch->path, strerror(code));
 }
 
 int cp_channel_flush(cp_channel *ch, cp_error *error) {
-  int rc = check_open(ch, "cp_channel_flush", error);
+  int rc = cp__channel_check_open(ch, "cp_channel_flush", error);
   if (rc) return rc;
-  if (uses_writers(ch)) {
+  if (ch->kind->blocks) {
     cp__channel_submit_writers(ch);
     wait_written(ch);
   } else if (ch->batch_cap) {
@@ -451,34 +310,7 @@ int cp_channel_flush(cp_channel *ch, cp_error *error) {
     pthread_mutex_unlock(&ch->mutex);
   }
   cp__channel_write_header(ch);
-  if (ch->io_error) return cp__fail(error, ch->io_error, "writing %s failed: %s", ch->path, strerror(ch->io_error));
-  return 0;
-}
-
-static void write_first_last(cp_channel *ch) {
-  int64_t ids[2];
-  uint64_t tscs[2];
-  bool have = false;
-  for (cp_writer *w = writers_head(ch); w; w = w->next) {
-    pthread_mutex_lock(&w->mutex);
-    if (w->has_first) {
-      if (!have || w->first_tsc < tscs[0]) ids[0] = w->first_id, tscs[0] = w->first_tsc;
-      if (!have || w->last_tsc > tscs[1]) ids[1] = w->last_id, tscs[1] = w->last_tsc;
-      have = true;
-    }
-    pthread_mutex_unlock(&w->mutex);
-  }
-  if (!have) return;
-  uint32_t rows = tscs[0] == tscs[1] && ids[0] == ids[1] ? 1 : 2;
-  pthread_mutex_lock(&ch->mutex);
-  cp_buf msg = {0};
-  if (cp__ipc_batch(&msg, ids, tscs, rows, cp__lib.options.compression, cp__lib.options.zstd_level) == 0 &&
-      cp__channel_write_message(ch, msg.data, msg.len) == 0) {
-    atomic_fetch_add(&ch->written, rows);
-    atomic_fetch_add(&ch->kept, rows);
-  }
-  cp__buf_free(&msg);
-  pthread_mutex_unlock(&ch->mutex);
+  return ch->io_error ? io_failure(ch, ch->io_error, error) : 0;
 }
 
 /* The last bytes of a closed file: the end-of-stream marker, then the footer with the final metadata as it is
@@ -489,11 +321,10 @@ static void write_file_end(cp_channel *ch) {
   cp_buf b = {0};
   pthread_mutex_lock(&ch->mutex);
   if (ch->fd >= 0 && !ch->io_error) {
-    if (!ch->footer_lost && cp__ipc_file_end(&b, ch->record_kind, m.keys, m.values, m.n, ch->footer_blocks,
-                                              ch->n_footer_blocks) == 0)
+    if (!ch->footer_lost &&
+        cp__ipc_file_end(&b, ch->kind->record_kind, m.keys, m.values, m.n, ch->footer_blocks, ch->n_footer_blocks) == 0)
       write_bytes(ch, b.data, b.len);
-    else
-      write_bytes(ch, cp__ipc_eos, sizeof cp__ipc_eos);
+    else write_bytes(ch, cp__ipc_eos, sizeof cp__ipc_eos);
   }
   free(ch->footer_blocks);
   ch->footer_blocks = NULL;
@@ -517,31 +348,22 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   ch->close_clock = close_clock;
   ch->has_close_clock = have_clock;
   pthread_mutex_unlock(&ch->file_mutex);
-  cp__ret_close(ch);
+  if (ch->kind->close) ch->kind->close(ch);
   pthread_mutex_lock(&ch->pool_mutex);
   pthread_cond_broadcast(&ch->pool_cond); /* writers waiting for a block give up */
   pthread_mutex_unlock(&ch->pool_mutex);
 
-  if (ch->record_kind) {
-    cp__channel_sample_counter(ch, cp_tsc(), true);
-  } else if (ch->handler == CP_HANDLER_IDENTITY) {
-    pthread_mutex_lock(&ch->mutex);
-    cp__channel_write_batch(ch);
-    pthread_mutex_unlock(&ch->mutex);
-  } else if (ch->handler == CP_HANDLER_FIRSTLAST) {
-    write_first_last(ch);
-  } else if (uses_writers(ch)) {
-    for (cp_writer *w = writers_head(ch); w; w = w->next) {
+  if (ch->kind->blocks) {
+    for (cp_writer *w = cp__writers_head(ch); w; w = w->next) {
       pthread_mutex_lock(&w->mutex);
-      if (w->block) {
-        cp__writer_submit_range(w);
-        cp__block_release(ch, w->block);
-        w->block = NULL;
-      }
+      cp__writer_hand_off(w);
       pthread_mutex_unlock(&w->mutex);
     }
     wait_written(ch);
   }
+  pthread_mutex_lock(&ch->mutex);
+  cp__channel_write_batch(ch);
+  pthread_mutex_unlock(&ch->mutex);
   cp__channel_write_header(ch);
   write_file_end(ch);
   pthread_mutex_lock(&ch->file_mutex);
@@ -550,43 +372,27 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   ch->fd = -1;
   pthread_mutex_unlock(&ch->file_mutex);
   atomic_store(&ch->closed_tsc, cp_tsc());
-  if (ch->io_error || rc)
-    return cp__fail(error, ch->io_error ? ch->io_error : rc, "writing %s failed: %s", ch->path,
-                    strerror(ch->io_error ? ch->io_error : rc));
-  return 0;
-}
-
-/* Block memory of a closed channel, freed by the timer thread a while after the close so that a log racing
- * the close still writes into valid memory. */
-void cp__channel_free_blocks(cp_channel *ch) {
-  pthread_mutex_lock(&ch->pool_mutex);
-  for (uint32_t i = 0; i < ch->blocks_allocated; i++) free(ch->all_blocks[i]);
-  ch->blocks_allocated = 0;
-  ch->free_blocks = NULL;
-  pthread_mutex_unlock(&ch->pool_mutex);
+  return ch->io_error || rc ? io_failure(ch, ch->io_error ? ch->io_error : rc, error) : 0;
 }
 
 int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_error *error) {
   if (!valid(ch_const) || !out) return cp__fail(error, EBADF, "cp_channel_stats_get: not a channel handle");
   cp_channel *ch = (cp_channel *)ch_const;
   memset(out, 0, sizeof *out);
-  uint64_t w_logged = 0, w_dropped = 0;
-  for (cp_writer *w = writers_head(ch); w; w = w->next) {
+  uint64_t w_logged = 0, w_dropped = 0, w_kept = 0;
+  for (cp_writer *w = cp__writers_head(ch); w; w = w->next) {
     w_logged += atomic_load_explicit(&w->logged, memory_order_relaxed);
     w_dropped += atomic_load_explicit(&w->dropped, memory_order_relaxed);
+    w_kept += atomic_load_explicit(&w->kept, memory_order_relaxed);
   }
-  uint64_t calls = atomic_load(&ch->calls);
-  out->dropped = atomic_load(&ch->dropped) + w_dropped;
-  switch (ch->handler) {
-    case CP_HANDLER_SPC:
-    case CP_HANDLER_MPC:
-    case CP_HANDLER_DOWNSAMPLE: out->logged = calls; break;
-    case CP_HANDLER_IDENTITY: out->logged = atomic_load(&ch->kept); break;
-    default: out->logged = w_logged; break;
+  out->kept = atomic_load(&ch->kept) + w_kept;
+  switch (ch->kind->logged) {
+    case CP_LOGGED_CALLS: out->logged = atomic_load(&ch->calls); break;
+    case CP_LOGGED_KEPT: out->logged = atomic_load(&ch->kept); break;
+    case CP_LOGGED_WRITERS: out->logged = w_logged; break;
   }
   out->written = atomic_load(&ch->written);
-  out->kept = atomic_load(&ch->kept);
-  for (cp_writer *w = writers_head(ch); w; w = w->next) out->kept += atomic_load_explicit(&w->kept, memory_order_relaxed);
+  out->dropped = atomic_load(&ch->dropped) + w_dropped;
   out->after_close = atomic_load(&ch->after_close);
   out->bytes_written = atomic_load(&ch->bytes_written);
   return 0;

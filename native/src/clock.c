@@ -71,8 +71,8 @@ __attribute__((constructor)) static void read_simulation(void) {
   cp__simulation.offset = offset;
   cp__simulation.skew_ppt = skew_ppt;
   cp__simulation.not_invariant = not_invariant;
-  snprintf(simulation_json, sizeof simulation_json, "{\"offset\": %lld, \"skew_ppm\": %.6f, \"invariant\": %s}",
-           offset, (double)cp__simulation.skew_ppt / 1e6, not_invariant ? "false" : "true");
+  snprintf(simulation_json, sizeof simulation_json, "{\"offset\": %lld, \"skew_ppm\": %.6f, \"invariant\": %s}", offset,
+           (double)cp__simulation.skew_ppt / 1e6, not_invariant ? "false" : "true");
   cp__simulation.enabled = true;
 }
 

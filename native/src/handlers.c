@@ -1,150 +1,149 @@
-/* The hot path: cp_log dispatches to the channel's handler without locks. */
+/* The handler table: each handler's one descriptor (its parameters and their ranges, its file columns, how it
+ * writes, its hooks into the channel's life), the public functions that read it, cp_channel_open, and the hot
+ * path: cp_log dispatches to the channel's handler without locks. A new handler is its value of cp_handler (the
+ * public header), a row of the table, its case in log_one or log_record, and its hooks. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "writers.h"
 
-static const char *const handler_names[CP_HANDLER_COUNT_] = {
-    "null", "identity", "buffered", "spc", "mpc", "downsample", "xoy", "firstlast", "ret_start", "ret_end"};
-static const int handler_params[CP_HANDLER_COUNT_] = {0, 0, 0, 1, 1, 1, 2, 0, 2, 3};
+static void firstlast_close(cp_channel *ch);
 
-const char *cp_handler_name(cp_handler h) {
-  return (int)h >= 0 && h < CP_HANDLER_COUNT_ ? handler_names[h] : "unknown";
-}
+/* A handler a row (clang-format would give every field a line of its own). */
+/* clang-format off */
+#define PERIOD_NS {"period_ns", 1000, 3600000000000LL, "1000 (1 us) to 3600000000000 (1 h)"}
+#define SHARED_KEY {"key", INT64_MIN, INT64_MAX, "a 64-bit integer", .secret = true}
+#define COUNTER_HOOKS .open = cp__counter_open, .parameterized = cp__counter_parameterized, \
+                      .sample = cp__counter_sample, .close = cp__counter_close
 
-int cp_handler_param_count(cp_handler h) { return (int)h >= 0 && h < CP_HANDLER_COUNT_ ? handler_params[h] : -1; }
+static const cp_handler_kind kinds[CP_HANDLER_COUNT_] = {
+    [CP_HANDLER_NULL] = {CP_HANDLER_NULL, "null"},
+    [CP_HANDLER_IDENTITY] = {CP_HANDLER_IDENTITY, "identity", .batch = 1024, .logged = CP_LOGGED_KEPT},
+    [CP_HANDLER_BUFFERED] = {CP_HANDLER_BUFFERED, "buffered", .blocks = true},
+    [CP_HANDLER_SPC] = {CP_HANDLER_SPC, "spc", 1, {PERIOD_NS}, .record_kind = 1, .batch = 1024,
+                        .logged = CP_LOGGED_CALLS, COUNTER_HOOKS},
+    [CP_HANDLER_MPC] = {CP_HANDLER_MPC, "mpc", 1, {PERIOD_NS}, .record_kind = 1, .batch = 1024,
+                        .logged = CP_LOGGED_CALLS, COUNTER_HOOKS},
+    [CP_HANDLER_DOWNSAMPLE] = {CP_HANDLER_DOWNSAMPLE, "downsample", 1, {{"n", 1, INT64_MAX, "n >= 1"}},
+                               .blocks = true, .logged = CP_LOGGED_CALLS},
+    [CP_HANDLER_XOY] = {CP_HANDLER_XOY, "xoy", 2,
+                        {{"x", 0, INT64_MAX, "0 <= x <= y", .at_most_next = true}, {"y", 1, INT64_MAX, "y >= 1"}},
+                        .blocks = true},
+    [CP_HANDLER_FIRSTLAST] = {CP_HANDLER_FIRSTLAST, "firstlast", .close = firstlast_close},
+    [CP_HANDLER_RET_START] = {CP_HANDLER_RET_START, "ret_start", 2,
+                              {{"port", 0, 65535, "0 (any) to 65535"}, SHARED_KEY},
+                              .blocks = true, .open = cp__ret_open, .close = cp__ret_start_close,
+                              .companion = &kinds[CP_HANDLER_BUFFERED]},
+    [CP_HANDLER_RET_END] = {CP_HANDLER_RET_END, "ret_end", 3,
+                            {{"address", 1, 0xFFFFFFFFLL, "an IPv4 address as an integer from 1 to 4294967295"},
+                             {"port", 1, 65535, "1 to 65535"},
+                             SHARED_KEY},
+                            .blocks = true, .open = cp__ret_open, .release = cp__ret_end_release},
+};
+/* clang-format on */
+
+static bool known(cp_handler h) { return (int)h >= 0 && h < CP_HANDLER_COUNT_; }
+
+const char *cp_handler_name(cp_handler h) { return known(h) ? kinds[h].name : "unknown"; }
+
+int cp_handler_param_count(cp_handler h) { return known(h) ? kinds[h].n_params : -1; }
 
 int cp_handler_from_name(const char *name, cp_handler *out, cp_error *error) {
-  for (int i = 0; name && i < CP_HANDLER_COUNT_; i++)
-    if (strcmp(name, handler_names[i]) == 0) return *out = (cp_handler)i, 0;
-  return cp__fail(error, EINVAL,
-                  "unknown handler '%s': expected one of null, identity, buffered, spc, mpc, downsample, xoy, "
-                  "firstlast, ret_start, ret_end",
-                  name ? name : "(null)");
+  char names[256] = "";
+  for (int i = 0; i < CP_HANDLER_COUNT_; i++) {
+    if (name && strcmp(name, kinds[i].name) == 0) return *out = (cp_handler)i, 0;
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", kinds[i].name);
+  }
+  return cp__fail(error, EINVAL, "unknown handler '%s': expected one of %s", name ? name : "(null)", names);
+}
+
+static int param_error(const cp_handler_kind *k, uint32_t i, const int64_t *all, cp_error *error) {
+  const cp_param_spec *p = &k->params[i];
+  if (p->at_most_next)
+    return cp__fail(error, EINVAL, "%s %s=%lld is out of range: expected %s (%s=%lld)", k->name, p->name,
+                    (long long)all[i], p->expected, k->params[i + 1].name, (long long)all[i + 1]);
+  return cp__fail(error, EINVAL, "%s %s=%lld is out of range: expected %s", k->name, p->name, (long long)all[i],
+                  p->expected);
+}
+
+/* Parameter i of `all` in its range, and in the order its neighbours ask for. */
+static int check_param(const cp_handler_kind *k, uint32_t i, const int64_t *all, cp_error *error) {
+  const cp_param_spec *p = &k->params[i];
+  if (all[i] < p->min || all[i] > p->max || (p->at_most_next && all[i] > all[i + 1]))
+    return param_error(k, i, all, error);
+  if (i > 0 && k->params[i - 1].at_most_next && all[i - 1] > all[i]) return param_error(k, i - 1, all, error);
+  return 0;
 }
 
 int cp_handler_check(cp_handler h, const int64_t *params, size_t n_params, cp_error *error) {
-  if ((int)h < 0 || h >= CP_HANDLER_COUNT_)
+  if (!known(h))
     return cp__fail(error, EINVAL, "handler %d is unknown: expected 0 to %d", (int)h, CP_HANDLER_COUNT_ - 1);
-  int want = handler_params[h];
-  if ((int)n_params != want || (want && !params))
-    return cp__fail(error, EINVAL, "handler %s takes %d parameter(s), got %zu", handler_names[h], want, n_params);
-  for (int i = 0; i < want; i++) {
-    int rc = cp__handler_check_param(h, (uint32_t)i, params[i], params, error);
+  const cp_handler_kind *k = &kinds[h];
+  if (n_params != (size_t)k->n_params || (n_params && !params))
+    return cp__fail(error, EINVAL, "handler %s takes %d parameter(s), got %zu", k->name, k->n_params, n_params);
+  for (uint32_t i = 0; i < n_params; i++) {
+    int rc = check_param(k, i, params, error);
     if (rc) return rc;
   }
   return 0;
 }
 
-int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const int64_t *all, cp_error *error) {
-  const char *name = cp_handler_name(h);
-  switch (h) {
-    case CP_HANDLER_SPC:
-    case CP_HANDLER_MPC:
-      if (value < 1000 || value > 3600000000000LL)
-        return cp__fail(error, EINVAL, "%s period_ns=%lld is out of range: expected 1000 (1 us) to 3600000000000 (1 h)",
-                        name, (long long)value);
-      return 0;
-    case CP_HANDLER_DOWNSAMPLE:
-      if (value < 1) return cp__fail(error, EINVAL, "downsample n=%lld is out of range: expected n >= 1", (long long)value);
-      return 0;
-    case CP_HANDLER_XOY:
-      if (index == 1 && value < 1)
-        return cp__fail(error, EINVAL, "xoy y=%lld is out of range: expected y >= 1", (long long)value);
-      if (all[0] < 0 || all[0] > all[1])
-        return cp__fail(error, EINVAL, "xoy x=%lld is out of range: expected 0 <= x <= y (y=%lld)", (long long)all[0],
-                        (long long)all[1]);
-      return 0;
-    case CP_HANDLER_RET_START:
-      if (index == 0 && (value < 0 || value > 65535))
-        return cp__fail(error, EINVAL, "ret_start port=%lld is out of range: expected 0 (any) to 65535", (long long)value);
-      return 0;
-    case CP_HANDLER_RET_END:
-      if (index == 0 && (value < 1 || value > 0xFFFFFFFFLL))
-        return cp__fail(error, EINVAL, "ret_end address=%lld is out of range: expected an IPv4 address as an integer "
-                        "from 1 to 4294967295", (long long)value);
-      if (index == 1 && (value < 1 || value > 65535))
-        return cp__fail(error, EINVAL, "ret_end port=%lld is out of range: expected 1 to 65535", (long long)value);
-      return 0;
-    default: return 0;
-  }
+cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
+                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                            cp_error *error) {
+  if (!name) return cp__fail(error, EINVAL, "channel name is NULL"), NULL;
+  if (cp_handler_check(handler, params, n_params, error)) return NULL;
+  if (n_meta > CP_META_MAX)
+    return cp__fail(error, EINVAL, "%zu metadata pairs given: at most %d", n_meta, CP_META_MAX), NULL;
+  for (size_t i = 0; i < n_meta; i++)
+    if (!meta_keys[i] || !meta_values[i]) return cp__fail(error, EINVAL, "metadata pair %zu is NULL", i), NULL;
+  if (cp__ensure_started(error)) return NULL;
+  return cp__channel_create(name, &kinds[handler], params, meta_keys, meta_values, n_meta, error);
 }
 
-/* ---- per-thread writers ---- */
+int cp_channel_parameterize(cp_channel *ch, uint32_t index, int64_t value, cp_error *error) {
+  int rc = cp__channel_check_open(ch, "cp_channel_parameterize", error);
+  if (rc) return rc;
+  const cp_handler_kind *k = ch->kind;
+  if (index >= (uint32_t)k->n_params)
+    return cp__fail(error, EINVAL, "handler %s has %d parameter(s): index %u is out of range", k->name, k->n_params,
+                    index);
+  int64_t all[3] = {atomic_load(&ch->live_params[0]), atomic_load(&ch->live_params[1]),
+                    atomic_load(&ch->live_params[2])};
+  all[index] = value;
+  if ((rc = check_param(k, index, all, error))) return rc;
+  atomic_store(&ch->live_params[index], value);
+  if (k->parameterized) k->parameterized(ch, index);
+  return 0;
+}
 
-#define TLS_SLOTS 16
-static __thread __attribute__((tls_model("initial-exec"))) struct {
-  cp_channel *channel;
-  cp_writer *writer;
-} tls_cache[TLS_SLOTS];
-static __thread __attribute__((tls_model("initial-exec"))) cp_writer *tls_writers;
-static pthread_key_t exit_key;
-static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-
-/* A thread that ends hands off what its blocks hold. */
-static void thread_exit(void *unused) {
-  (void)unused;
-  for (cp_writer *w = tls_writers; w; w = w->thread_next) {
+/* firstlast keeps each thread's first and last record in its writer; the close writes the earliest and the
+ * latest of them. */
+static void firstlast_close(cp_channel *ch) {
+  int64_t ids[2];
+  uint64_t tscs[2];
+  bool have = false;
+  for (cp_writer *w = cp__writers_head(ch); w; w = w->next) {
     pthread_mutex_lock(&w->mutex);
-    if (w->block && atomic_load(&w->channel->open)) {
-      cp__writer_submit_range(w);
-      cp__block_release(w->channel, w->block);
-      w->block = NULL;
+    if (w->has_first) {
+      if (!have || w->first_tsc < tscs[0]) ids[0] = w->first_id, tscs[0] = w->first_tsc;
+      if (!have || w->last_tsc > tscs[1]) ids[1] = w->last_id, tscs[1] = w->last_tsc;
+      have = true;
     }
     pthread_mutex_unlock(&w->mutex);
   }
-  tls_writers = NULL;
-  memset(tls_cache, 0, sizeof tls_cache);
+  if (!have) return;
+  uint32_t rows = tscs[0] == tscs[1] && ids[0] == ids[1] ? 1 : 2;
+  atomic_fetch_add(&ch->kept, rows);
+  pthread_mutex_lock(&ch->mutex);
+  cp__channel_write_rows(ch, ids, tscs, rows);
+  pthread_mutex_unlock(&ch->mutex);
 }
 
-static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
-
-cp_writer *cp__writer_register(cp_channel *ch) {
-  cp_writer *w = tls_writers;
-  while (w && w->channel != ch) w = w->thread_next;
-  if (!w) {
-    w = calloc(1, sizeof *w);
-    if (!w) return NULL;
-    pthread_mutex_init(&w->mutex, NULL);
-    w->channel = ch;
-    pthread_once(&exit_key_once, make_exit_key);
-    pthread_setspecific(exit_key, (void *)1);
-    w->thread_next = tls_writers;
-    tls_writers = w;
-    pthread_mutex_lock(&ch->mutex);
-    w->next = ch->writers;
-    ch->writers = w;
-    pthread_mutex_unlock(&ch->mutex);
-  }
-  tls_cache[ch->number % TLS_SLOTS].channel = ch;
-  tls_cache[ch->number % TLS_SLOTS].writer = w;
-  return w;
-}
-
-static inline cp_writer *writer_of(cp_channel *ch) {
-  unsigned slot = (unsigned)(ch->number % TLS_SLOTS);
-  if (CP_LIKELY(tls_cache[slot].channel == ch)) return tls_cache[slot].writer;
-  return cp__writer_register(ch);
-}
-
-/* Single-writer counters: the owning thread is the only one that stores. */
-static inline void bump(_Atomic uint64_t *c) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
-}
-
-static inline void writer_append(cp_writer *w, int64_t id, uint64_t tsc) {
-  bump(&w->kept);
-  uint32_t n = atomic_load_explicit(&w->filled, memory_order_relaxed);
-  cp_block *b = w->block;
-  if (CP_UNLIKELY(!b || n >= b->capacity)) {
-    cp__writer_append_slow(w, id, tsc);
-    return;
-  }
-  b->ids[n] = id;
-  b->tscs[n] = tsc;
-  atomic_store_explicit(&w->filled, n + 1, memory_order_release);
-}
+/* ---- the hot path ---- */
 
 static void identity_log(cp_channel *ch, int64_t id, uint64_t tsc) {
   pthread_mutex_lock(&ch->mutex);
@@ -174,32 +173,32 @@ static void log_record(cp_channel *ch, int64_t id) {
     uint64_t call = atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed);
     if (call % (uint64_t)atomic_load_explicit(&ch->live_params[0], memory_order_relaxed)) return;
   }
-  cp_writer *w = writer_of(ch);
+  cp_writer *w = cp__writer_of(ch);
   if (CP_UNLIKELY(!w)) {
     atomic_fetch_add(&ch->dropped, 1);
     return;
   }
   switch (ch->handler) {
-    case CP_HANDLER_DOWNSAMPLE: writer_append(w, id, cp__tsc()); return; /* logged counts the calls above */
+    case CP_HANDLER_DOWNSAMPLE: cp__writer_append(w, id, cp__tsc()); return; /* logged counts the calls above */
     case CP_HANDLER_BUFFERED:
     case CP_HANDLER_RET_START:
-      bump(&w->logged);
-      writer_append(w, id, cp__tsc());
+      cp__bump(&w->logged);
+      cp__writer_append(w, id, cp__tsc());
       return;
     case CP_HANDLER_RET_END:
-      bump(&w->logged);
-      writer_append(w, id, cp__tsc());
+      cp__bump(&w->logged);
+      cp__writer_append(w, id, cp__tsc());
       cp__ret_send(ch, id);
       return;
     case CP_HANDLER_XOY: {
-      bump(&w->logged);
+      cp__bump(&w->logged);
       int64_t x = atomic_load_explicit(&ch->live_params[0], memory_order_relaxed);
       int64_t y = atomic_load_explicit(&ch->live_params[1], memory_order_relaxed);
-      if (floor_mod(id, y) < x) writer_append(w, id, cp__tsc());
+      if (floor_mod(id, y) < x) cp__writer_append(w, id, cp__tsc());
       return;
     }
     case CP_HANDLER_FIRSTLAST: {
-      bump(&w->logged);
+      cp__bump(&w->logged);
       uint64_t tsc = cp__tsc();
       if (!w->has_first) {
         w->first_id = id;
@@ -214,28 +213,14 @@ static void log_record(cp_channel *ch, int64_t id) {
   }
 }
 
-void cp__log_at(cp_channel *ch, int64_t id, uint64_t tsc) {
-  if (CP_UNLIKELY(!atomic_load_explicit(&ch->open, memory_order_relaxed))) {
-    atomic_fetch_add_explicit(&ch->after_close, 1, memory_order_relaxed);
-    return;
-  }
-  cp_writer *w = writer_of(ch);
-  if (CP_UNLIKELY(!w)) {
-    atomic_fetch_add(&ch->dropped, 1);
-    return;
-  }
-  bump(&w->logged);
-  writer_append(w, id, tsc);
-}
-
 /* The counting handlers are dispatched first: a few instructions each, no TSC read, no stack frame. */
 static inline void log_one(cp_channel *ch, int64_t id) {
   switch (ch->handler) {
-    case CP_HANDLER_SPC: bump(&ch->calls); return;
+    case CP_HANDLER_SPC: cp__bump(&ch->calls); return;
     case CP_HANDLER_MPC: atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed); return;
     case CP_HANDLER_NULL: {
-      cp_writer *w = writer_of(ch); /* a per-thread count: threads do not contend */
-      if (CP_LIKELY(w)) bump(&w->logged);
+      cp_writer *w = cp__writer_of(ch); /* a per-thread count: threads do not contend */
+      if (CP_LIKELY(w)) cp__bump(&w->logged);
       else atomic_fetch_add(&ch->dropped, 1);
       return;
     }
@@ -265,14 +250,13 @@ void cp_log_many(cp_channel *ch, const int64_t *ids, size_t n) {
     return;
   }
   if (ch->handler == CP_HANDLER_BUFFERED) {
-    cp_writer *w = writer_of(ch);
+    cp_writer *w = cp__writer_of(ch);
     if (CP_UNLIKELY(!w)) {
       atomic_fetch_add(&ch->dropped, n);
       return;
     }
-    atomic_store_explicit(&w->logged, atomic_load_explicit(&w->logged, memory_order_relaxed) + n,
-                          memory_order_relaxed);
-    for (size_t i = 0; i < n; i++) writer_append(w, ids[i], cp__tsc());
+    atomic_store_explicit(&w->logged, atomic_load_explicit(&w->logged, memory_order_relaxed) + n, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) cp__writer_append(w, ids[i], cp__tsc());
     return;
   }
   for (size_t i = 0; i < n; i++) log_one(ch, ids[i]);

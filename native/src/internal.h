@@ -1,4 +1,14 @@
-/* Internal declarations shared by the library's source files. Nothing here is public API. */
+/* Internal declarations shared by the library's source files. Nothing here is public API.
+ *
+ * Each file calls only files below it:
+ *   handlers.c                     the handler table, cp_channel_open, the hot path
+ *   library.c, counters.c, ret.c   start, the background threads, stop; the hooks of spc/mpc and of ReT
+ *   channel.c, probe.c             a channel's file, flush, close and counts; the calibration probes
+ *   writers.c                      per-thread writers and the block pool
+ *   state.c, arrow_ipc.c, clock.c  what the files share; the Arrow IPC encoder; the TSC
+ *   error.c                        cp__fail
+ * Below handlers.c, what differs between handlers is read from the channel's descriptor, its hooks called
+ * through it. */
 #ifndef CP_INTERNAL_H
 #define CP_INTERNAL_H
 
@@ -13,6 +23,7 @@
 #define CP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define CP_INTERNAL __attribute__((visibility("hidden")))
 
+/* ---- error.c ---- */
 /* Returns `code` after filling `error` (when not NULL) with the formatted message. */
 CP_INTERNAL int cp__fail(cp_error *error, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -47,6 +58,13 @@ static inline uint64_t cp__tsc(void) {
   return tsc;
 }
 
+/* ---- arrow_ipc.c: the encoder ---- */
+typedef struct cp_buf {
+  uint8_t *data;
+  size_t len, cap;
+  bool failed;
+} cp_buf;
+
 /* Where one record batch message lies in the file: Arrow's Block struct, in its flatbuffer layout
  * (little-endian, 24 bytes), so that the footer's vector is a copy of the channel's list. */
 typedef struct cp_ipc_block {
@@ -57,7 +75,73 @@ typedef struct cp_ipc_block {
 } cp_ipc_block;
 _Static_assert(sizeof(cp_ipc_block) == 24, "Arrow's Block struct is 24 bytes");
 
-/* ---- blocks of records (SoA so that a column is a contiguous slice) ---- */
+CP_INTERNAL void cp__buf_free(cp_buf *b);
+/* Schema message for the two int64 columns of a channel, with metadata pairs. */
+CP_INTERNAL int cp__ipc_schema(cp_buf *out, int record_kind, const char *const *keys, const char *const *values,
+                               size_t n);
+/* Record batch message with two 8-byte columns of `rows` rows. */
+CP_INTERNAL int cp__ipc_batch(cp_buf *out, const void *col0, const void *col1, uint32_t rows,
+                              cp_compression compression, int zstd_level);
+/* The end of a file: the end-of-stream marker, the footer (the schema with these metadata pairs and the
+ * record batches' blocks), the footer's length and the closing magic. */
+CP_INTERNAL int cp__ipc_file_end(cp_buf *out, int record_kind, const char *const *keys, const char *const *values,
+                                 size_t n, const cp_ipc_block *blocks, size_t n_blocks);
+CP_INTERNAL extern const uint8_t cp__ipc_eos[8];
+CP_INTERNAL extern const uint8_t cp__ipc_magic[8]; /* "ARROW1" and two bytes of padding: a file's first bytes */
+
+/* ---- probe.c and ret.c ---- */
+/* Keyed FNV-1a over secret || bytes: the tag of probes and acknowledgements (see the header for what it is and
+ * is not). */
+static inline uint64_t cp__tag_of(const uint8_t *secret, size_t secret_len, const void *data, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < secret_len; i++) h = (h ^ secret[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < len; i++) h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* ---- handler descriptors (the table is in handlers.c) ---- */
+typedef struct cp_param_spec {
+  const char *name;
+  int64_t min, max;
+  const char *expected; /* the range in words, for the error message */
+  bool at_most_next;    /* may not exceed the parameter after it (xoy: x <= y) */
+  bool secret;          /* kept out of the file's metadata (a shared key) */
+} cp_param_spec;
+
+/* What a channel's stats.logged counts. */
+typedef enum cp_logged_count {
+  CP_LOGGED_WRITERS = 0, /* the calls, counted by each thread's writer */
+  CP_LOGGED_CALLS,       /* the channel's call counter (counters, downsample) */
+  CP_LOGGED_KEPT,        /* the records kept (identity: every call is kept) */
+} cp_logged_count;
+
+/* One handler: its parameters, its file and the hooks through which the channel's life reaches it. A hook left
+ * NULL does nothing. */
+typedef struct cp_handler_kind {
+  cp_handler handler;
+  const char *name;
+  int n_params;
+  cp_param_spec params[3];
+  int record_kind; /* file columns 0: tuple_id, tsc; 1: period_start_tsc, count */
+  uint32_t batch;  /* rows the channel gathers under its mutex before it writes them (identity, counters) */
+  bool blocks;     /* per-thread blocks -> compression threads -> IO thread */
+  cp_logged_count logged;
+  /* after the channel's file exists; an error discards the channel */
+  int (*open)(cp_channel *ch, cp_error *error);
+  /* after cp_channel_parameterize stored parameter `index` */
+  void (*parameterized)(cp_channel *ch, uint32_t index);
+  /* the timer thread, at the deadline it returned last (or sooner): returns the next one, UINT64_MAX once the
+   * channel has closed */
+  uint64_t (*sample)(cp_channel *ch, uint64_t now_tsc);
+  /* first step of a close, before the records still held are written and the file ends */
+  void (*close)(cp_channel *ch);
+  /* a grace period after the close, when no cp_log can still be running on the channel (may come again) */
+  void (*release)(cp_channel *ch);
+  const struct cp_handler_kind *companion; /* ret_start: the handler of its "<name>.ack" channel */
+} cp_handler_kind;
+
+/* ---- blocks, jobs, writers and the channel ---- */
+/* Blocks of records (SoA so that a column is a contiguous slice). */
 typedef struct cp_block {
   struct cp_block *next_free;
   atomic_int refs; /* the writer that fills it + every submitted range not yet written */
@@ -82,17 +166,17 @@ typedef struct cp_job {
 
 /* One thread's state for one channel: the block it fills without locks. */
 typedef struct cp_writer {
-  pthread_mutex_t mutex;      /* taken by the slow path and by flushers, never by the hot path */
-  cp_block *block;            /* written only by the owning thread (under mutex) */
-  _Atomic uint32_t filled;    /* records in block, published with release */
-  uint32_t start;             /* first record not yet submitted (under mutex) */
+  pthread_mutex_t mutex;   /* taken by the slow path and by flushers, never by the hot path */
+  cp_block *block;         /* written only by the owning thread (under mutex) */
+  _Atomic uint32_t filled; /* records in block, published with release */
+  uint32_t start;          /* first record not yet submitted (under mutex) */
   _Atomic uint64_t logged;
   _Atomic uint64_t kept;
   _Atomic uint64_t dropped;
-  int64_t first_id, last_id;  /* firstlast */
+  int64_t first_id, last_id; /* firstlast */
   uint64_t first_tsc, last_tsc;
   bool has_first;
-  struct cp_writer *next;     /* channel's list */
+  struct cp_writer *next; /* channel's list */
   struct cp_writer *thread_next;
   struct cp_channel *channel;
 } cp_writer;
@@ -100,11 +184,11 @@ typedef struct cp_writer {
 struct cp_channel {
   uint32_t magic;
   _Atomic int open;
-  cp_handler handler;
-  int record_kind;                  /* 0: tuple_id/tsc, 1: period_start_tsc/count */
+  cp_handler handler;          /* what the hot path dispatches on */
+  const cp_handler_kind *kind; /* everything else about the handler */
   uint64_t number;
   int64_t params[3];
-  _Atomic int64_t live_params[3];   /* parameterize() changes these */
+  _Atomic int64_t live_params[3]; /* cp_channel_parameterize changes these */
   char *name;
   char *path;
   char **meta_keys, **meta_values;
@@ -112,39 +196,38 @@ struct cp_channel {
   cp_clock_reading open_clock, close_clock;
   bool has_close_clock;
   int fd;
-  size_t header_len;                /* of the schema message, which follows the magic */
+  size_t header_len; /* of the schema message, which follows the magic */
   int io_error;
 
-  pthread_mutex_t mutex;            /* writers list, seq numbers, identity/counter batches */
+  pthread_mutex_t mutex; /* writers list, seq numbers, identity/counter batches */
   cp_writer *writers;
-  uint64_t next_seq;                /* next sequence number to hand out */
-  uint64_t written_seq;             /* sequence numbers < this are in the file (IO thread) */
-  cp_job *pending;                  /* encoded, waiting for their predecessors (IO thread) */
-  cp_ipc_block *footer_blocks;      /* every record batch in the file, for the footer; freed at close */
+  uint64_t next_seq;           /* next sequence number to hand out */
+  uint64_t written_seq;        /* sequence numbers < this are in the file (IO thread) */
+  cp_job *pending;             /* encoded, waiting for their predecessors (IO thread) */
+  cp_ipc_block *footer_blocks; /* every record batch in the file, for the footer; freed at close */
   size_t n_footer_blocks, footer_blocks_cap;
-  bool footer_lost;                 /* that list could not grow: the file ends without a footer */
+  bool footer_lost; /* that list could not grow: the file ends without a footer */
   pthread_cond_t written_cond;
 
-  pthread_mutex_t pool_mutex;       /* block pool */
+  pthread_mutex_t pool_mutex; /* block pool */
   pthread_cond_t pool_cond;
   cp_block *free_blocks;
   uint32_t blocks_allocated;
   cp_block **all_blocks;
 
-  pthread_mutex_t file_mutex;       /* header rewrites and direct writes */
+  pthread_mutex_t file_mutex; /* header rewrites and direct writes */
 
   /* identity and counters: a batch kept under `mutex` */
   int64_t *batch0;
   uint64_t *batch1;
   uint32_t batch_len, batch_cap;
 
-  _Atomic uint64_t calls;           /* downsample calls; counter value for spc/mpc */
+  _Atomic uint64_t calls; /* downsample calls; counter value for spc/mpc */
   _Atomic uint64_t after_close;
   _Atomic uint64_t dropped;
-  _Atomic uint64_t kept;            /* identity/counters/firstlast records kept */
+  _Atomic uint64_t kept; /* identity/counters/firstlast records kept */
   _Atomic uint64_t written;
   _Atomic uint64_t bytes_written;
-  _Atomic uint64_t dropped_records_of_dead_writers;
 
   /* counters */
   uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
@@ -155,10 +238,9 @@ struct cp_channel {
 };
 
 #define CP_CHANNEL_MAGIC 0xC10DFACEu
-#define CP_IDENTITY_BATCH 1024u
-#define CP_COUNTER_BATCH 1024u
+#define CP_META_MAX 64 /* the caller's metadata pairs of one channel */
 
-/* ---- library.c ---- */
+/* ---- state.c ---- */
 typedef struct cp_library {
   pthread_mutex_t mutex;
   _Atomic int started;
@@ -183,70 +265,41 @@ typedef struct cp_library {
 } cp_library;
 
 CP_INTERNAL extern cp_library cp__lib;
-CP_INTERNAL int cp__ensure_started(cp_error *error);
-CP_INTERNAL void cp__submit(cp_job *job);          /* to the compression pool */
-CP_INTERNAL void cp__timer_kick(void);             /* a counter channel opened: recompute deadlines */
+/* Appends a job to a queue and wakes its thread; queue_mutex held. */
+CP_INTERNAL void cp__enqueue(cp_job **head, cp_job **tail, pthread_cond_t *cond, cp_job *job);
+CP_INTERNAL void cp__submit(cp_job *job); /* to the compression pool */
+CP_INTERNAL void cp__timer_kick(void);    /* a sampled channel opened or changed its period: new deadlines */
 CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
 
 /* ---- channel.c ---- */
-CP_INTERNAL void cp__channel_write_header(struct cp_channel *ch);
+/* A channel of this handler with its file; the library has started and the parameters passed the handler's check. */
+CP_INTERNAL cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
+                                           const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
+                                           cp_error *error);
+/* 0, or EBADF naming `what` when the handle is no channel or a closed one. */
+CP_INTERNAL int cp__channel_check_open(const cp_channel *ch, const char *what, cp_error *error);
+/* Rewrites the schema message in place with the metadata of now (padded values keep its length). */
+CP_INTERNAL void cp__channel_write_header(cp_channel *ch);
 /* Appends a record batch message to the file and its block to the footer's list; ch->mutex held. */
-CP_INTERNAL int cp__channel_write_message(struct cp_channel *ch, const uint8_t *msg, size_t len);
-CP_INTERNAL void cp__channel_submit_writers(struct cp_channel *ch); /* hand off every partial block */
-CP_INTERNAL void cp__channel_write_batch(struct cp_channel *ch);    /* identity/counter batch, mutex held */
-/* Appends the period that ended (or, when final, the partial one) under ch->mutex; returns the next
- * deadline, UINT64_MAX once the channel has closed. */
-CP_INTERNAL uint64_t cp__channel_sample_counter(struct cp_channel *ch, uint64_t now_tsc, bool final);
-CP_INTERNAL void cp__block_release(struct cp_channel *ch, cp_block *block);
-CP_INTERNAL void cp__writer_submit_range(cp_writer *w);             /* w->mutex held */
-CP_INTERNAL void cp__writer_append_slow(cp_writer *w, int64_t id, uint64_t tsc);
-CP_INTERNAL void cp__channel_free_blocks(struct cp_channel *ch);
+CP_INTERNAL int cp__channel_write_message(cp_channel *ch, const uint8_t *msg, size_t len);
+/* Writes these rows as one record batch, counted as written or, when that fails, as dropped; ch->mutex held. */
+CP_INTERNAL void cp__channel_write_rows(cp_channel *ch, const int64_t *col0, const uint64_t *col1, uint32_t rows);
+CP_INTERNAL void cp__channel_write_batch(cp_channel *ch); /* identity/counter batch, ch->mutex held */
 
-/* ---- handlers.c ---- */
-CP_INTERNAL cp_writer *cp__writer_register(struct cp_channel *ch);
-/* Keyed FNV-1a over secret || bytes: the tag of probes and acknowledgements (see the header for what it is and
- * is not). */
-static inline uint64_t cp__tag_of(const uint8_t *secret, size_t secret_len, const void *data, size_t len) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < secret_len; i++) h = (h ^ secret[i]) * 0x100000001b3ull;
-  for (size_t i = 0; i < len; i++) h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
-  return h;
-}
-
-/* ---- handlers.c ---- */
-/* A record with a TSC read earlier (buffered channels): the ReT listener stamps a datagram before checking it. */
-CP_INTERNAL void cp__log_at(cp_channel *channel, int64_t tuple_id, uint64_t tsc);
+/* ---- counters.c: spc and mpc ---- */
+CP_INTERNAL int cp__counter_open(cp_channel *ch, cp_error *error);
+CP_INTERNAL void cp__counter_parameterized(cp_channel *ch, uint32_t index);
+CP_INTERNAL uint64_t cp__counter_sample(cp_channel *ch, uint64_t now_tsc);
+CP_INTERNAL void cp__counter_close(cp_channel *ch);
 
 /* ---- ret.c ---- */
 typedef struct cp_ret cp_ret;
-CP_INTERNAL int cp__ret_open(cp_channel *channel, cp_error *error);
-CP_INTERNAL void cp__ret_send(cp_channel *channel, int64_t tuple_id);
-CP_INTERNAL void cp__ret_close(cp_channel *channel);
-/* After the close grace period, when no cp_log can still be sending: closes ret_end's socket. */
-CP_INTERNAL void cp__ret_release(cp_channel *channel);
+CP_INTERNAL int cp__ret_open(cp_channel *ch, cp_error *error);
+CP_INTERNAL void cp__ret_send(cp_channel *ch, int64_t tuple_id);
+CP_INTERNAL void cp__ret_start_close(cp_channel *ch);
+CP_INTERNAL void cp__ret_end_release(cp_channel *ch); /* closes ret_end's socket */
 
-CP_INTERNAL int cp__handler_check_param(cp_handler h, uint32_t index, int64_t value, const int64_t *all,
-                                        cp_error *error);
-
-/* ---- encoder (arrow_ipc.c) ---- */
-typedef struct cp_buf {
-  uint8_t *data;
-  size_t len, cap;
-  bool failed;
-} cp_buf;
-
-CP_INTERNAL void cp__buf_free(cp_buf *b);
-/* Schema message for the two int64 columns of a channel, with metadata pairs. */
-CP_INTERNAL int cp__ipc_schema(cp_buf *out, int record_kind, const char *const *keys, const char *const *values,
-                               size_t n);
-/* Record batch message with two 8-byte columns of `rows` rows. */
-CP_INTERNAL int cp__ipc_batch(cp_buf *out, const void *col0, const void *col1, uint32_t rows,
-                              cp_compression compression, int zstd_level);
-/* The end of a file: the end-of-stream marker, the footer (the schema with these metadata pairs and the
- * record batches' blocks), the footer's length and the closing magic. */
-CP_INTERNAL int cp__ipc_file_end(cp_buf *out, int record_kind, const char *const *keys, const char *const *values,
-                                 size_t n, const cp_ipc_block *blocks, size_t n_blocks);
-CP_INTERNAL extern const uint8_t cp__ipc_eos[8];
-CP_INTERNAL extern const uint8_t cp__ipc_magic[8]; /* "ARROW1" and two bytes of padding: a file's first bytes */
+/* ---- library.c ---- */
+CP_INTERNAL int cp__ensure_started(cp_error *error);
 
 #endif

@@ -1,6 +1,5 @@
 /* Library lifetime: options, start, the compression pool, the IO thread, the timer thread, flush and stop. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,34 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-
-cp_library cp__lib = {
-    .mutex = PTHREAD_MUTEX_INITIALIZER,
-    .queue_mutex = PTHREAD_MUTEX_INITIALIZER,
-    .compress_cond = PTHREAD_COND_INITIALIZER,
-    .io_cond = PTHREAD_COND_INITIALIZER,
-    .timer_cond = PTHREAD_COND_INITIALIZER,
-};
-
-int cp__fail(cp_error *error, int code, const char *fmt, ...) {
-  if (error) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error->message, sizeof error->message, fmt, ap);
-    va_end(ap);
-    error->code = code;
-  }
-  return code;
-}
-
-int cp_version(void) { return CP_VERSION_NUMBER; }
-
-const char *cp_version_string(void) {
-#define CP_STR2(x) #x
-#define CP_STR(x) CP_STR2(x)
-  return CP_STR(CP_VERSION_MAJOR) "." CP_STR(CP_VERSION_MINOR) "." CP_STR(CP_VERSION_PATCH);
-}
+#include "writers.h"
 
 void cp_options_init(cp_options *o) {
   memset(o, 0, sizeof *o);
@@ -47,8 +19,6 @@ void cp_options_init(cp_options *o) {
   o->full_policy = CP_FULL_BLOCK;
   o->flush_interval_ms = 1000;
 }
-
-uint64_t cp__ns_to_ticks(uint64_t ns) { return (uint64_t)((double)ns * cp__lib.frequency.hz / 1e9); }
 
 static int make_dirs(const char *path, cp_error *error) {
   char *copy = strdup(path);
@@ -72,15 +42,6 @@ static int make_dirs(const char *path, cp_error *error) {
     return cp__fail(error, code, "log folder %s is not writable: %s", path, strerror(code));
   }
   return 0;
-}
-
-/* Appends a job to a queue and wakes its thread; queue_mutex held. */
-static void enqueue(cp_job **head, cp_job **tail, pthread_cond_t *cond, cp_job *job) {
-  job->next = NULL;
-  if (*tail) (*tail)->next = job;
-  else *head = job;
-  *tail = job;
-  pthread_cond_signal(cond);
 }
 
 static void job_free(cp_job *job) {
@@ -109,7 +70,7 @@ static void *compress_main(void *arg) {
       cp__buf_free(&out);
     }
     pthread_mutex_lock(&g->queue_mutex);
-    enqueue(&g->io_head, &g->io_tail, &g->io_cond, job);
+    cp__enqueue(&g->io_head, &g->io_tail, &g->io_cond, job);
   }
   pthread_mutex_unlock(&g->queue_mutex);
   return NULL;
@@ -163,22 +124,8 @@ static void *io_main(void *arg) {
   return NULL;
 }
 
-void cp__submit(cp_job *job) {
-  cp_library *g = &cp__lib;
-  pthread_mutex_lock(&g->queue_mutex);
-  enqueue(&g->compress_head, &g->compress_tail, &g->compress_cond, job);
-  pthread_mutex_unlock(&g->queue_mutex);
-}
-
-void cp__timer_kick(void) {
-  pthread_mutex_lock(&cp__lib.queue_mutex);
-  cp__lib.timer_wakeup = true;
-  pthread_cond_signal(&cp__lib.timer_cond);
-  pthread_mutex_unlock(&cp__lib.queue_mutex);
-}
-
-/* Samples counter channels at their period boundaries and hands off partial blocks every flush interval;
- * sleeps in between. */
+/* Samples counter channels at their period boundaries, hands off partial blocks every flush interval and
+ * releases what closed channels held; sleeps in between. */
 static void *timer_main(void *arg) {
   (void)arg;
   cp_library *g = &cp__lib;
@@ -196,14 +143,14 @@ static void *timer_main(void *arg) {
         uint64_t closed = atomic_load(&ch->closed_tsc);
         if (closed && now - closed > grace_ticks) {
           cp__channel_free_blocks(ch);
-          cp__ret_release(ch);
+          if (ch->kind->release) ch->kind->release(ch);
         }
         continue;
       }
-      if (ch->record_kind == 1) {
-        uint64_t deadline = cp__channel_sample_counter(ch, now, false);
+      if (ch->kind->sample) {
+        uint64_t deadline = ch->kind->sample(ch, now);
         if (deadline < next) next = deadline;
-      } else if (now >= next_flush) {
+      } else if (ch->kind->blocks && now >= next_flush) {
         cp__channel_submit_writers(ch);
       }
     }
@@ -382,7 +329,14 @@ int cp_stop(void) {
   }
   cp_channel **list;
   size_t n = open_channels(&list);
-  for (size_t i = 0; i < n; i++) cp_channel_close(list[i], NULL);
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    cp_error error;
+    int r = cp_channel_close(list[i], &error);
+    if (r == EBADF) continue; /* closed by its owner meanwhile */
+    if (r) fprintf(stderr, "cloudprofiler: closing channel '%s' at stop: %s\n", list[i]->name, error.message);
+    if (!rc) rc = r;
+  }
   free(list);
   pthread_mutex_lock(&g->queue_mutex);
   g->stopping = true;
@@ -400,7 +354,7 @@ int cp_stop(void) {
   atomic_store(&g->started, 0);
   pthread_mutex_unlock(&g->mutex);
   pthread_mutex_unlock(&stop_mutex);
-  return 0;
+  return rc;
 }
 
 void cp_library_stats_get(cp_library_stats *out) {

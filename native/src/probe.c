@@ -105,8 +105,8 @@ static void *respond(void *arg) {
   return NULL;
 }
 
-int cp_responder_start(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len,
-                       cp_responder **out, cp_error *error) {
+int cp_responder_start(const char *address, uint16_t port, const uint8_t *secret, size_t secret_len, cp_responder **out,
+                       cp_error *error) {
   struct sockaddr_in addr;
   int rc = resolve(address, port, &addr, error);
   if (rc) return rc;
@@ -153,7 +153,6 @@ void cp_responder_stop(cp_responder *r) {
   close(r->fd);
   free(r);
 }
-
 
 /* Waits for the answer to (seq, nonce); returns 1 with the answer, 0 on timeout. Stale answers are skipped. */
 /* 1: answered; 0: timed out; -1: refused (an ICMP port unreachable: no process listens on the port any more). */

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "writers.h"
 
 enum { ACK_MAGIC = 0x4b415043u /* "CPAK" */ };
 
@@ -34,7 +34,6 @@ struct cp_ret {
   _Atomic int stop;
   _Atomic uint64_t rejected, send_failures, overflows;
   pthread_t thread;
-  bool listening;
 };
 
 static uint64_t ack_tag(const cp_ret *r, const ret_ack *a) {
@@ -74,8 +73,7 @@ static int fail_socket(cp_ret *r, cp_error *error, const char *what, const cp_ch
   int code = errno;
   if (r->fd >= 0) close(r->fd);
   free(r);
-  return cp__fail(error, code, "%s channel '%s': cannot %s: %s", cp_handler_name(ch->handler), ch->name, what,
-                  strerror(code));
+  return cp__fail(error, code, "%s channel '%s': cannot %s: %s", ch->kind->name, ch->name, what, strerror(code));
 }
 
 int cp__ret_open(cp_channel *ch, cp_error *error) {
@@ -83,7 +81,7 @@ int cp__ret_open(cp_channel *ch, cp_error *error) {
   if (!r) return cp__fail(error, ENOMEM, "out of memory");
   r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (r->fd < 0) return fail_socket(r, error, "create a UDP socket", ch);
-  int64_t key = ch->params[ch->handler == CP_HANDLER_RET_END ? 2 : 1];
+  int64_t key = ch->params[ch->kind->n_params - 1];
   memcpy(r->key, &key, sizeof r->key);
   r->keyed = key != 0;
   struct sockaddr_in addr = {.sin_family = AF_INET};
@@ -113,7 +111,7 @@ int cp__ret_open(cp_channel *ch, cp_error *error) {
   snprintf(port, sizeof port, "%u", r->port);
   const char *keys[] = {"ret.start_channel", "ret.port"};
   const char *values[] = {ch->name, port};
-  r->acks = cp_channel_open(ack_name, CP_HANDLER_BUFFERED, NULL, 0, keys, values, 2, error);
+  r->acks = cp__channel_create(ack_name, ch->kind->companion, NULL, keys, values, 2, error);
   if (!r->acks) {
     close(r->fd);
     free(r);
@@ -121,11 +119,11 @@ int cp__ret_open(cp_channel *ch, cp_error *error) {
   }
   if (pthread_create(&r->thread, NULL, listen_acks, r) != 0) {
     cp_channel_close(r->acks, NULL);
+    unlink(r->acks->path);
     close(r->fd);
     free(r);
     return cp__fail(error, EAGAIN, "ret_start channel '%s': cannot start the listener thread", ch->name);
   }
-  r->listening = true;
   ch->ret = r;
   return 0;
 }
@@ -138,25 +136,23 @@ void cp__ret_send(cp_channel *ch, int64_t tuple_id) {
     atomic_fetch_add(&r->send_failures, 1);
 }
 
-void cp__ret_close(cp_channel *ch) {
+/* ret_end keeps its socket open past the close, since a cp_log racing the close may still send: see
+ * cp__ret_end_release. */
+void cp__ret_start_close(cp_channel *ch) {
   cp_ret *r = ch->ret;
-  if (!r || !r->listening) return; /* ret_end: a cp_log racing the close may still send: see cp__ret_release */
   atomic_store(&r->stop, 1);
   pthread_join(r->thread, NULL);
   cp_channel_close(r->acks, NULL);
   close(atomic_exchange(&r->fd, -1)); /* the struct stays: counts remain readable through the never-freed channel */
 }
 
-void cp__ret_release(cp_channel *ch) {
-  cp_ret *r = ch->ret;
-  if (!r || ch->handler != CP_HANDLER_RET_END) return;
-  int fd = atomic_exchange(&r->fd, -1);
+void cp__ret_end_release(cp_channel *ch) {
+  int fd = atomic_exchange(&ch->ret->fd, -1);
   if (fd >= 0) close(fd);
 }
 
 int cp_ret_info_get(const cp_channel *ch, cp_ret_info *out, cp_error *error) {
-  if (!ch || (ch->handler != CP_HANDLER_RET_START && ch->handler != CP_HANDLER_RET_END) || !ch->ret)
-    return cp__fail(error, EINVAL, "cp_ret_info_get: not a ret_start or ret_end channel");
+  if (!ch || !ch->ret) return cp__fail(error, EINVAL, "cp_ret_info_get: not a ret_start or ret_end channel");
   memset(out, 0, sizeof *out);
   out->port = ch->ret->port;
   out->ack_channel = ch->ret->acks;

@@ -37,9 +37,21 @@ typedef struct ipc_file {
   char error[256];
 } ipc_file;
 
-static uint32_t ipc__u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint16_t ipc__u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static int64_t ipc__i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
+static uint32_t ipc__u32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static uint16_t ipc__u16(const uint8_t *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+static int64_t ipc__i64(const uint8_t *p) {
+  int64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
 
 /* Position of field `i` of the table at `t`, or NULL when the field is absent. */
 static const uint8_t *ipc__field(const uint8_t *t, int i) {
@@ -78,7 +90,9 @@ static const char *ipc__meta(const ipc_schema *s, const char *key) {
 }
 /* A metadata value of the schema message, and of the footer's schema. */
 static inline const char *ipc_meta(const ipc_file *f, const char *key) { return ipc__meta(&f->schema, key); }
-static inline const char *ipc_footer_meta(const ipc_file *f, const char *key) { return ipc__meta(&f->footer_schema, key); }
+static inline const char *ipc_footer_meta(const ipc_file *f, const char *key) {
+  return ipc__meta(&f->footer_schema, key);
+}
 
 /* Reads a Schema table: two fields (names, signedness) and the metadata pairs; 0 or -1 with f->error set. */
 static int ipc__schema(ipc_file *f, const uint8_t *schema, ipc_schema *out) {
@@ -102,34 +116,43 @@ static int ipc__schema(ipc_file *f, const uint8_t *schema, ipc_schema *out) {
   return 0;
 }
 
+/* Where a batch lies: the offset of its message, its metadata length and its body length. */
+typedef int64_t ipc__batch_at[3];
+
 /* The footer in data[pos, size): its schema, and blocks equal to the `n` batches walked; 0 or -1. */
-static int ipc__footer(ipc_file *f, const uint8_t *data, size_t pos, size_t size, const int64_t (*walked)[3],
+static int ipc__footer(ipc_file *f, const uint8_t *data, size_t pos, size_t size, const ipc__batch_at *walked,
                        size_t n) {
   if (size - pos < 10 || memcmp(data + size - 6, "ARROW1", 6) || ipc__u32(data + size - 10) != size - pos - 10)
-    return snprintf(f->error, sizeof f->error, "%zu bytes after the end-of-stream marker are no footer", size - pos), -1;
+    return snprintf(f->error, sizeof f->error, "%zu bytes after the end-of-stream marker are no footer", size - pos),
+           -1;
   const uint8_t *footer = data + pos + ipc__u32(data + pos);
   const uint8_t *version = ipc__field(footer, 0), *schema = ipc__deref(ipc__field(footer, 1));
   const uint8_t *blocks = ipc__deref(ipc__field(footer, 3));
   if (!version || ipc__u16(version) != 4 || !schema || !blocks)
     return snprintf(f->error, sizeof f->error, "the footer lacks its version, schema or blocks"), -1;
   if (ipc__schema(f, schema, &f->footer_schema)) return -1;
-  if (ipc__u32(blocks) != n) return snprintf(f->error, sizeof f->error, "the footer lists %u batches, the file holds %zu", ipc__u32(blocks), n), -1;
-  if ((size_t)(blocks + 4 - data - pos) % 8) return snprintf(f->error, sizeof f->error, "the footer's blocks are not 8-aligned"), -1;
+  if (ipc__u32(blocks) != n)
+    return snprintf(f->error, sizeof f->error, "the footer lists %u batches, the file holds %zu", ipc__u32(blocks), n),
+           -1;
+  if ((size_t)(blocks + 4 - data - pos) % 8)
+    return snprintf(f->error, sizeof f->error, "the footer's blocks are not 8-aligned"), -1;
   for (size_t i = 0; i < n; i++) {
     const uint8_t *b = blocks + 4 + 24 * i; /* Block {offset: long, metaDataLength: int, (pad), bodyLength: long} */
     if (ipc__i64(b) != walked[i][0] || (int32_t)ipc__u32(b + 8) != walked[i][1] || ipc__i64(b + 16) != walked[i][2])
-      return snprintf(f->error, sizeof f->error, "footer block %zu does not match the batch at %lld", i, (long long)walked[i][0]), -1;
+      return snprintf(f->error, sizeof f->error, "footer block %zu does not match the batch at %lld", i,
+                      (long long)walked[i][0]),
+             -1;
   }
   f->footer = true;
   return 0;
 }
 
 /* Appends one column buffer (rows x 8 bytes) of a batch to `dst` at `at`; 0 or -1 with f->error set. */
-static int ipc__column(ipc_file *f, const uint8_t *body, int64_t off, int64_t len, bool zstd, size_t rows,
-                       void *dst) {
+static int ipc__column(ipc_file *f, const uint8_t *body, int64_t off, int64_t len, bool zstd, size_t rows, void *dst) {
   if (off % 8) return snprintf(f->error, sizeof f->error, "buffer offset %lld is not 8-aligned", (long long)off), -1;
   if (!zstd) {
-    if ((size_t)len != rows * 8) return snprintf(f->error, sizeof f->error, "buffer of %lld bytes for %zu rows", (long long)len, rows), -1;
+    if ((size_t)len != rows * 8)
+      return snprintf(f->error, sizeof f->error, "buffer of %lld bytes for %zu rows", (long long)len, rows), -1;
     memcpy(dst, body + off, rows * 8);
     return 0;
   }
@@ -156,29 +179,50 @@ static int ipc_read(const char *path, ipc_file *f) {
   fclose(fp);
   int rc = 0;
   size_t cap = 0, walked_cap = 0;
-  int64_t (*walked)[3] = NULL; /* offset, metadata length, body length of each batch */
+  ipc__batch_at *walked = NULL;
   f->magic = size >= 8 && !memcmp(data, "ARROW1\0\0", 8);
   size_t pos = f->magic ? 8 : 0;
   if (!f->magic) rc = -1, snprintf(f->error, sizeof f->error, "%s does not start with the magic ARROW1", path);
   while (rc == 0 && got == size && pos + 8 <= size) {
-    if (ipc__u32(data + pos) != 0xffffffffu) { rc = -1; snprintf(f->error, sizeof f->error, "no continuation marker at %zu", pos); break; }
+    if (ipc__u32(data + pos) != 0xffffffffu) {
+      rc = -1;
+      snprintf(f->error, sizeof f->error, "no continuation marker at %zu", pos);
+      break;
+    }
     uint32_t meta_len = ipc__u32(data + pos + 4);
-    if (meta_len == 0) { f->eos = true; pos += 8; break; }
-    if (meta_len % 8) { rc = -1; snprintf(f->error, sizeof f->error, "metadata length %u is not a multiple of 8", meta_len); break; }
+    if (meta_len == 0) {
+      f->eos = true;
+      pos += 8;
+      break;
+    }
+    if (meta_len % 8) {
+      rc = -1;
+      snprintf(f->error, sizeof f->error, "metadata length %u is not a multiple of 8", meta_len);
+      break;
+    }
     const uint8_t *meta = data + pos + 8;
     if (pos + 8 + meta_len > size) break; /* cut short: stop at the last complete message */
     const uint8_t *msg = meta + ipc__u32(meta);
     const uint8_t *version = ipc__field(msg, 0), *type = ipc__field(msg, 1), *body_len_f = ipc__field(msg, 3);
     int64_t body_len = body_len_f ? ipc__i64(body_len_f) : 0;
     const uint8_t *header = ipc__deref(ipc__field(msg, 2));
-    if (!version || ipc__u16(version) != 4 || !type || !header) { rc = -1; snprintf(f->error, sizeof f->error, "message at %zu is not a V5 message with a header", pos); break; }
+    if (!version || ipc__u16(version) != 4 || !type || !header) {
+      rc = -1;
+      snprintf(f->error, sizeof f->error, "message at %zu is not a V5 message with a header", pos);
+      break;
+    }
     if (body_len % 8 || pos + 8 + meta_len + (size_t)body_len > size) {
-      if (body_len % 8) rc = -1, snprintf(f->error, sizeof f->error, "body length %lld is not a multiple of 8", (long long)body_len);
+      if (body_len % 8)
+        rc = -1, snprintf(f->error, sizeof f->error, "body length %lld is not a multiple of 8", (long long)body_len);
       break;
     }
     const uint8_t *body = meta + meta_len;
     if (*type == 1) { /* Schema */
-      if (f->batches || f->schema_len) { rc = -1; snprintf(f->error, sizeof f->error, "second schema at %zu", pos); break; }
+      if (f->batches || f->schema_len) {
+        rc = -1;
+        snprintf(f->error, sizeof f->error, "second schema at %zu", pos);
+        break;
+      }
       f->schema_len = 8 + meta_len;
       if ((rc = ipc__schema(f, header, &f->schema))) break;
     } else if (*type == 3) { /* RecordBatch */
@@ -188,17 +232,29 @@ static int ipc_read(const char *path, ipc_file *f) {
       bool zstd = compression != NULL;
       if (zstd) {
         const uint8_t *codec = ipc__field(compression, 0);
-        if (codec && *codec != 1) { rc = -1; snprintf(f->error, sizeof f->error, "codec %u is not ZSTD", *codec); break; }
+        if (codec && *codec != 1) {
+          rc = -1;
+          snprintf(f->error, sizeof f->error, "codec %u is not ZSTD", *codec);
+          break;
+        }
         f->compressed = true;
       }
-      if (!buffers || ipc__u32(buffers) != 4) { rc = -1; snprintf(f->error, sizeof f->error, "batch does not have 4 buffers"); break; }
+      if (!buffers || ipc__u32(buffers) != 4) {
+        rc = -1;
+        snprintf(f->error, sizeof f->error, "batch does not have 4 buffers");
+        break;
+      }
       if (f->rows + rows > cap) {
         cap = (f->rows + rows) * 2;
         f->col0 = realloc(f->col0, cap * 8);
         f->col1 = realloc(f->col1, cap * 8);
       }
       const uint8_t *b = buffers + 4; /* 16-byte structs {offset, length}: validity0, values0, validity1, values1 */
-      if (ipc__i64(b + 8) != 0 || ipc__i64(b + 40) != 0) { rc = -1; snprintf(f->error, sizeof f->error, "validity buffers are not empty"); break; }
+      if (ipc__i64(b + 8) != 0 || ipc__i64(b + 40) != 0) {
+        rc = -1;
+        snprintf(f->error, sizeof f->error, "validity buffers are not empty");
+        break;
+      }
       if ((rc = ipc__column(f, body, ipc__i64(b + 16), ipc__i64(b + 24), zstd, rows, f->col0 + f->rows))) break;
       if ((rc = ipc__column(f, body, ipc__i64(b + 48), ipc__i64(b + 56), zstd, rows, f->col1 + f->rows))) break;
       if (f->batches == walked_cap) walked = realloc(walked, (walked_cap = 2 * walked_cap + 16) * sizeof *walked);

@@ -22,8 +22,9 @@ static void write_all(const char *path, const cp_buf *parts, size_t n, const cha
     CHECK(fwrite(parts[i].data, 1, parts[i].len, fp) == parts[i].len);
     uint32_t meta_len;
     memcpy(&meta_len, parts[i].data + 4, 4);
-    if (i) blocks[i - 1] = (cp_ipc_block){.offset = offset, .meta_len = (int32_t)(8 + meta_len),
-                                          .body_len = (int64_t)(parts[i].len - 8 - meta_len)};
+    if (i)
+      blocks[i - 1] = (cp_ipc_block){
+          .offset = offset, .meta_len = (int32_t)(8 + meta_len), .body_len = (int64_t)(parts[i].len - 8 - meta_len)};
     offset += (int64_t)parts[i].len;
   }
   cp_buf end = {0};
@@ -71,7 +72,7 @@ static void round_trip(const char *dir, cp_compression compression) {
   const char *values[] = {"buffered", ""};
   cp_buf parts[4] = {{0}};
   CHECK(cp__ipc_schema(&parts[0], 0, keys, values, 2) == 0);
-  CHECK(cp__ipc_batch(&parts[1], ids, tscs, 3, compression, 1) == 0);        /* odd row count: padding */
+  CHECK(cp__ipc_batch(&parts[1], ids, tscs, 3, compression, 1) == 0);         /* odd row count: padding */
   CHECK(cp__ipc_batch(&parts[2], ids + 3, tscs + 3, 0, compression, 1) == 0); /* an empty batch is valid */
   CHECK(cp__ipc_batch(&parts[3], ids + 3, tscs + 3, ROWS - 3, compression, 1) == 0);
   for (int i = 0; i < 4; i++) check_framed(&parts[i]);

@@ -1,5 +1,6 @@
 /* Channels from C: concurrent logging loses and duplicates nothing (checked in the file), a flush makes
- * records and metadata visible in a file that is still open, bad input is refused or counted. */
+ * records and metadata visible in a file that is still open, bad input is refused or counted, and a stop whose
+ * writes failed says so. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include "check.h"
 #include "cloudprofiler.h"
+#include "failing_fd.h"
 #include "ipc_read.h"
 
 enum { THREADS = 8, PER_THREAD = 1000000 };
@@ -83,6 +85,35 @@ static void flush_is_visible(void) {
   ipc_free(&f);
 }
 
+/* The disk fills up under an open channel: cp_stop returns the error and reports it on stderr, naming the
+ * channel; the records it could not write are counted as dropped. */
+static void stop_after_failed_writes(const char *dir) {
+  cp_options o;
+  cp_options_init(&o);
+  o.log_dir = dir;
+  cp_error err;
+  CHECK(cp_start(&o, &err) == 0);
+  cp_channel *ch = cp_channel_open("disk-full", CP_HANDLER_BUFFERED, NULL, 0, NULL, NULL, 0, &err);
+  CHECK(ch && fill_disk_under(cp_channel_path(ch)) > 0);
+  for (int i = 0; i < 100; i++) cp_log(ch, i);
+
+  char report[] = "/tmp/cp_test_channel_stderr.XXXXXX";
+  int out = mkstemp(report), saved = dup(2);
+  CHECK(out >= 0 && saved >= 0 && dup2(out, 2) == 2);
+  int rc = cp_stop();
+  CHECK(dup2(saved, 2) == 2);
+  close(saved);
+  char text[4096] = "";
+  CHECK(pread(out, text, sizeof text - 1, 0) > 0);
+  close(out);
+  unlink(report);
+  CHECK(rc == ENOSPC);
+  CHECK(strstr(text, "closing channel 'disk-full' at stop") && strstr(text, strerror(ENOSPC)));
+  cp_channel_stats s;
+  CHECK(cp_channel_stats_get(ch, &s, &err) == 0 && s.logged == 100 && s.written == 0 && s.dropped == 100);
+  CHECK(cp_stop() == 0); /* nothing left to fail */
+}
+
 int main(void) {
   char dir[] = "/tmp/cp_test_channel.XXXXXX";
   CHECK(mkdtemp(dir));
@@ -125,7 +156,8 @@ int main(void) {
   cp_log(shared, 1);
   int64_t many[3] = {1, 2, 3};
   cp_log_many(shared, many, 3);
-  CHECK(cp_channel_stats_get(shared, &s, &err) == 0 && s.after_close == 4 && s.written == (uint64_t)THREADS * PER_THREAD);
+  CHECK(cp_channel_stats_get(shared, &s, &err) == 0 && s.after_close == 4 &&
+        s.written == (uint64_t)THREADS * PER_THREAD);
   CHECK(cp_channel_stats_get(NULL, &s, &err) == EBADF);
   CHECK(cp_channel_path(NULL) == NULL);
   cp_library_stats ls;
@@ -137,6 +169,7 @@ int main(void) {
   CHECK(cp_stop() == 0 && cp_log_dir() == NULL);
   CHECK(cp_stop() == 0); /* idempotent */
   cp_log(shared, 1);     /* still a counted no-op after stop */
+  stop_after_failed_writes(dir);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK(system(cmd) == 0);

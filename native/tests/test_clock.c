@@ -55,7 +55,8 @@ static void frequency(void) {
   }
   CHECK(cp_clock_read(&b, NULL) == 0);
   double measured = (double)(b.tsc - a.tsc) / ((double)(b.monotonic_raw_ns - a.monotonic_raw_ns) / 1e9);
-  double slack = f.uncertainty_hz + measured * ((double)(a.uncertainty_ticks + b.uncertainty_ticks) / (double)(b.tsc - a.tsc)) +
+  double slack = f.uncertainty_hz +
+                 measured * ((double)(a.uncertainty_ticks + b.uncertainty_ticks) / (double)(b.tsc - a.tsc)) +
                  measured * 2e-4;
   if (!(measured > f.hz - slack && measured < f.hz + slack))
     fprintf(stderr, "measured %.0f Hz, estimate %.0f +- %.0f Hz\n", measured, f.hz, f.uncertainty_hz);
@@ -94,7 +95,8 @@ static int simulated_child(const char *offset_s, const char *skew_ppt_s) {
     __int128 lo = (__int128)raw0 + offset + ((__int128)raw0 * skew_ppt) / 1000000000000LL - 1;
     __int128 hi = (__int128)raw1 + offset + ((__int128)raw1 * skew_ppt) / 1000000000000LL + 1;
     if ((__int128)sim < lo || (__int128)sim > hi) {
-      fprintf(stderr, "simulated tsc %" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]\n", sim, (uint64_t)lo, (uint64_t)hi);
+      fprintf(stderr, "simulated tsc %" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]\n", sim, (uint64_t)lo,
+              (uint64_t)hi);
       return 1;
     }
   }
@@ -109,7 +111,8 @@ static int simulated_child(const char *offset_s, const char *skew_ppt_s) {
   return 0;
 }
 
-static int run_child(const char *self, const char *spec, const char *offset, const char *skew_ppt, const char *err_file) {
+static int run_child(const char *self, const char *spec, const char *offset, const char *skew_ppt,
+                     const char *err_file) {
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {

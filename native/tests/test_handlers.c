@@ -1,6 +1,6 @@
 /* Handlers, read back from their files: what each keeps, counters that sum to the calls, the flush-interval
  * timer and the hand-off at thread exit, both full policies (every record written or counted as dropped),
- * and ZSTD files. */
+ * records a full disk refused counted as dropped, and ZSTD files. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "cloudprofiler.h"
+#include "failing_fd.h"
 #include "ipc_read.h"
 
 static cp_channel *open_or_die(const char *name, cp_handler h, const int64_t *params, size_t n) {
@@ -108,6 +109,18 @@ static void firstlast(void) {
   close_and_read(firstlast_channel, &f);
   CHECK(f.rows == 2 && f.col0[0] == 0 && f.col0[1] == 2999 && f.col1[0] < f.col1[1]);
   ipc_free(&f);
+}
+
+/* The first and last record meet a full disk at the close: the close says so and counts them as dropped. */
+static void firstlast_disk_full(void) {
+  cp_channel *ch = open_or_die("firstlast-full", CP_HANDLER_FIRSTLAST, NULL, 0);
+  for (int i = 0; i < 10; i++) cp_log(ch, i);
+  CHECK(fill_disk_under(cp_channel_path(ch)) > 0);
+  cp_error err;
+  CHECK(cp_channel_close(ch, &err) == ENOSPC && strstr(err.message, cp_channel_path(ch)));
+  cp_channel_stats s;
+  CHECK(cp_channel_stats_get(ch, &s, &err) == 0 && s.logged == 10);
+  CHECK(s.kept == 2 && s.written == 0 && s.dropped == 2);
 }
 
 static void null_and_identity(void) {
@@ -267,6 +280,7 @@ int main(void) {
   xoy();
   downsample();
   firstlast();
+  firstlast_disk_full();
   null_and_identity();
   counters();
   background_hand_off(true);

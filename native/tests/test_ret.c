@@ -1,6 +1,8 @@
 /* Return-trip handlers over loopback UDP: every id acknowledged exactly once and stamped at its arrival after
- * its start, acknowledgements of another key or of another format rejected and counted, bad parameters named. */
+ * its start, acknowledgements of another key or of another format rejected and counted, bad parameters named, and
+ * an open that fails leaves no file and no descriptor behind. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -11,6 +13,7 @@
 
 #include "check.h"
 #include "cloudprofiler.h"
+#include "failing_fd.h"
 #include "ipc_read.h"
 
 enum { IDS = 5000, KEY = 0x2545F491 };
@@ -30,6 +33,27 @@ static void pause_ms(long ms) {
 static void wait_rejected(cp_channel *start, uint64_t n) {
   for (int i = 0; i < 500 && info_of(start).rejected < n; i++) pause_ms(10);
   CHECK(info_of(start).rejected == n);
+}
+
+/* ret_start on a port that another socket holds: the error names the channel, and neither the channel's file
+ * nor a descriptor stays behind. */
+static void open_on_busy_port(const char *dir) {
+  int holder = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr = {htonl(INADDR_ANY)}};
+  socklen_t len = sizeof addr;
+  CHECK(holder >= 0 && bind(holder, (struct sockaddr *)&addr, sizeof addr) == 0);
+  CHECK(getsockname(holder, (struct sockaddr *)&addr, &len) == 0);
+  int fds = open_fds();
+  int64_t params[2] = {ntohs(addr.sin_port), 0};
+  cp_error err;
+  CHECK(!cp_channel_open("busy", CP_HANDLER_RET_START, params, 2, NULL, NULL, 0, &err) && err.code == EADDRINUSE);
+  CHECK(strstr(err.message, "'busy'"));
+  CHECK(open_fds() == fds);
+  DIR *d = opendir(dir);
+  CHECK(d);
+  for (struct dirent *e; (e = readdir(d));) CHECK(strncmp(e->d_name, "busy.", 5) != 0);
+  closedir(d);
+  close(holder);
 }
 
 int main(void) {
@@ -60,7 +84,11 @@ int main(void) {
   /* a datagram of the right size and magic without the key's tag, and one of another size */
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(si.port), .sin_addr = {htonl(INADDR_LOOPBACK)}};
-  struct { uint32_t magic, pad; int64_t id; uint64_t tag; } forged = {0x4b415043u, 0, 7, 0};
+  struct {
+    uint32_t magic, pad;
+    int64_t id;
+    uint64_t tag;
+  } forged = {0x4b415043u, 0, 7, 0};
   CHECK(sendto(fd, &forged, sizeof forged, 0, (struct sockaddr *)&to, sizeof to) == sizeof forged);
   CHECK(sendto(fd, "short", 5, 0, (struct sockaddr *)&to, sizeof to) == 5);
   close(fd);
@@ -78,8 +106,8 @@ int main(void) {
   for (size_t i = 0; i < starts.rows; i++) start_tsc[starts.col0[i]] = starts.col1[i];
   for (size_t i = 0; i < acks.rows; i++) {
     int64_t id = acks.col0[i];
-    CHECK(id >= 0 && id < IDS && !seen[id]++);       /* every id once, no forged or foreign one */
-    CHECK(acks.col1[i] > start_tsc[id]);              /* stamped at arrival, after its start */
+    CHECK(id >= 0 && id < IDS && !seen[id]++); /* every id once, no forged or foreign one */
+    CHECK(acks.col1[i] > start_tsc[id]);       /* stamped at arrival, after its start */
   }
   ipc_free(&starts);
   ipc_free(&acks);
@@ -88,11 +116,14 @@ int main(void) {
   int64_t bad_port[2] = {70000, 0}, bad_address[3] = {0, 5000, 0};
   CHECK(!cp_channel_open("x", CP_HANDLER_RET_START, bad_port, 2, NULL, NULL, 0, &err) && err.code == EINVAL);
   CHECK(strstr(err.message, "ret_start port=70000"));
-  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 3, NULL, NULL, 0, &err) && strstr(err.message, "address=0"));
-  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 2, NULL, NULL, 0, &err) && strstr(err.message, "takes 3"));
+  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 3, NULL, NULL, 0, &err) &&
+        strstr(err.message, "address=0"));
+  CHECK(!cp_channel_open("x", CP_HANDLER_RET_END, bad_address, 2, NULL, NULL, 0, &err) &&
+        strstr(err.message, "takes 3"));
   cp_ret_info none;
   cp_channel *plain = cp_channel_open("plain", CP_HANDLER_BUFFERED, NULL, 0, NULL, NULL, 0, &err);
   CHECK(cp_ret_info_get(plain, &none, &err) == EINVAL);
+  open_on_busy_port(dir);
   CHECK(cp_stop() == 0);
 
   char cmd[128];

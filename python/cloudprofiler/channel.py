@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import errno
 import warnings
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -48,7 +49,7 @@ class Handler(enum.IntEnum):
             except ValueError:
                 pass
         names = ", ".join(h.name.lower() for h in cls)
-        raise InvalidArgumentError(22, f"unknown handler {value!r}: expected one of {names}")
+        raise InvalidArgumentError(errno.EINVAL, f"unknown handler {value!r}: expected one of {names}")
 
 
 @dataclass(frozen=True)
@@ -82,15 +83,15 @@ def _as_int64_buffer(ids):
         return [_as_int64_buffer(chunk)[0] for chunk in ids.chunks]
     if pa is not None and isinstance(ids, pa.Array):
         if not pa.types.is_integer(ids.type):
-            raise InvalidArgumentError(22, f"log_many needs integer ids, got an Arrow array of {ids.type}")
+            raise InvalidArgumentError(errno.EINVAL, f"log_many needs integer ids, got an Arrow array of {ids.type}")
         if ids.null_count:
-            raise InvalidArgumentError(22, f"log_many got {ids.null_count} null id(s)")
+            raise InvalidArgumentError(errno.EINVAL, f"log_many got {ids.null_count} null id(s)")
         ids = ids.to_numpy(zero_copy_only=False)
     array = np.asarray(ids)
     if array.dtype.kind not in "iu" and array.size:
-        raise InvalidArgumentError(22, f"log_many needs integer ids, got dtype {array.dtype}")
+        raise InvalidArgumentError(errno.EINVAL, f"log_many needs integer ids, got dtype {array.dtype}")
     if array.dtype.kind == "u" and array.size and array.max() > np.iinfo(np.int64).max:
-        raise InvalidArgumentError(22, "log_many got an id above the int64 range")
+        raise InvalidArgumentError(errno.EINVAL, "log_many got an id above the int64 range")
     return [np.ascontiguousarray(array.reshape(-1), dtype=np.int64)]
 
 
@@ -120,7 +121,7 @@ class Channel:
         if handle == ffi.NULL:
             from .native import check
 
-            check(error.code or 5, error)
+            check(error.code or errno.EIO, error)
         self._handle = handle
         self._closed = False
         # Per record: one C call that keeps the GIL (see _log_call.c), without a Python frame.

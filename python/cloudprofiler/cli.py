@@ -16,6 +16,7 @@ COMMANDS = {
     "calibrate": ("cloudprofiler.calibration.cli", "MinRTT rounds from this host to probe responders elsewhere"),
     "generate": ("cloudprofiler.harness.generator.cli", "emit tuples at a fixed rate over ZeroMQ"),
     "maxtput": ("cloudprofiler.harness.maxtput_cli", "maximum sustainable throughput search"),
+    "report": ("cloudprofiler.analysis.report.cli", "findings, summary and plots of one application's logs (HTML)"),
 }
 
 # bench target -> (module, one-line help)

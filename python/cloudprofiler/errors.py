@@ -56,3 +56,21 @@ _BY_CODE = {
 
 def error_for(code: int, message: str) -> CloudProfilerError:
     return _BY_CODE.get(code, CloudProfilerError)(code, message or errno.errorcode.get(code, str(code)))
+
+
+class NotAnApplicationError(CloudProfilerError, ValueError):
+    """A path that holds no application's logs: missing, empty, or without any log file or driver table."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(errno.EINVAL, f"{path} is not the log folder of an application ({reason}); expected "
+                                       "<logDir>/<application id> as spark.cloudprofiler.logDir collects it")
+        self.path = path
+
+
+class UnknownChannelError(CloudProfilerError, ValueError):
+    """A channel name that no log file of the application has."""
+
+    def __init__(self, channel: str, known: "list[str]"):
+        super().__init__(errno.EINVAL, f"no channel {channel!r} in this application; its channels: "
+                                       f"{', '.join(sorted(known)) or 'none'}")
+        self.channel = channel

@@ -61,6 +61,8 @@ def _open(source: LogSource, name: str | None) -> tuple[pa.NativeFile, str]:
         return pa.OSFile(os.fspath(source)), name or os.fspath(source)
     if isinstance(source, (bytes, bytearray, memoryview, pa.Buffer)):
         return pa.BufferReader(pa.py_buffer(source)), name or "<bytes>"
+    if isinstance(source, pa.NativeFile) and source.seekable():  # read where needed: the footer, or the start
+        return source, name or str(getattr(source, "path", "<file object>"))
     if hasattr(source, "read"):
         return pa.BufferReader(pa.py_buffer(source.read())), name or str(getattr(source, "name", "<file object>"))
     raise TypeError(f"cannot read a log from {type(source).__name__} {source!r:.60}: expected a path, bytes or a "
@@ -92,16 +94,19 @@ def _unpadded(schema: pa.Schema) -> pa.Schema:
     return schema.with_metadata({k: v.rstrip() if k.decode() in _PADDED_KEYS else v for k, v in raw.items()})
 
 
+def log_schema(source: LogSource, name: str | None = None) -> pa.Schema:
+    """The schema of a log file, with its metadata: the footer's if the file has one, else its first message's."""
+    f, name = _open(source, name)
+    with f:
+        reader = _file_reader(f)
+        return reader.schema if reader is not None else _stream_reader(f, name).schema
+
+
 def log_metadata(source: "pa.Table | pa.Schema | LogSource") -> dict[str, Any]:
     """The channel metadata of a log file (a path, bytes or a binary file object) or of a table read from one,
     values decoded to Python types."""
-    if isinstance(source, (pa.Table, pa.Schema)):
-        schema = source if isinstance(source, pa.Schema) else source.schema
-    else:
-        f, name = _open(source, None)
-        with f:
-            reader = _file_reader(f)
-            schema = reader.schema if reader is not None else _stream_reader(f, name).schema
+    schema = source if isinstance(source, pa.Schema) else source.schema if isinstance(source, pa.Table) else \
+        log_schema(source)
     raw = schema.metadata or {}
     return {k.decode(): _decode(k.decode(), v.decode()) for k, v in raw.items()}
 

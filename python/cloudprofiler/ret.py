@@ -8,6 +8,7 @@ node, whose clock alone then bounds the duration by the whole return trip.
 """
 from __future__ import annotations
 
+import errno
 import socket
 from typing import Mapping
 
@@ -30,7 +31,8 @@ def ret_end(name: str, address: str, port: int, key: int = 0, metadata: Mapping[
     try:
         resolved = socket.getaddrinfo(address, None, socket.AF_INET, socket.SOCK_DGRAM)[0][4][0]
     except (OSError, UnicodeError) as e:
-        raise InvalidArgumentError(22, f"ret_end address {address!r} does not resolve to an IPv4 address ({e})") from None
+        raise InvalidArgumentError(
+            errno.EINVAL, f"ret_end address {address!r} does not resolve to an IPv4 address ({e})") from None
     packed = int.from_bytes(socket.inet_aton(resolved), "big")
     return Channel(name, "ret_end", (packed, port, key), metadata)
 

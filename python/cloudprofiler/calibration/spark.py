@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..logs import log_files, log_metadata, read_log
-from .translate import Calibration, Probes, durations
+from .translate import Calibration, Probes, durations, to_reference
 
 
 def _table(path: Path) -> "pa.Table | None":
@@ -36,10 +36,10 @@ def _rounds(rows: pa.Table, initiator: str) -> list[Probes]:
     return out
 
 
-def load_calibrations(app_folder: "str | Path", method: str = "minpair") -> tuple[str, dict[tuple[str, str], Calibration]]:
-    """(reference domain, calibrations[(X, Y)] relating Y to X), for every pair with at least two rounds, in both
-    orientations, from the probes of both directions."""
-    table = _table(Path(app_folder) / "calibration.arrows")
+def calibrations_from_probes(table: "pa.Table | None", method: str = "minpair"
+                             ) -> tuple[str, dict[tuple[str, str], Calibration]]:
+    """(reference domain, calibrations[(X, Y)] relating Y to X) from the probes of `calibration.arrows`, for every
+    pair with at least two rounds, in both orientations, from the probes of both directions."""
     if table is None:
         return "", {}
     reference = (table.schema.metadata or {}).get(b"reference.domain", b"").decode()
@@ -54,6 +54,11 @@ def load_calibrations(app_folder: "str | Path", method: str = "minpair") -> tupl
     return reference, out
 
 
+def load_calibrations(app_folder: "str | Path", method: str = "minpair") -> tuple[str, dict[tuple[str, str], Calibration]]:
+    """calibrations_from_probes of the application folder's `calibration.arrows` ("", {} without one)."""
+    return calibrations_from_probes(_table(Path(app_folder) / "calibration.arrows"), method)
+
+
 def load_domains(app_folder: "str | Path") -> pa.Table:
     """Every process with a probe responder: domain, boot_id, role (reference, representative, member), host,
     executor_id, pid, ports and the check that put it in its domain."""
@@ -63,39 +68,73 @@ def load_domains(app_folder: "str | Path") -> pa.Table:
     return table
 
 
-class _Domains:
-    """The TSC domain of a log file: its own `tsc.domain`, else the domain of the executor that ran the task
-    named in its `spark.task_attempt_id`."""
+class DomainResolver:
+    """The TSC domain of a log file, from its metadata (`log_metadata`), in this order:
+    1. its own `tsc.domain` (task channels of executors);
+    2. the domain of its process (boot id and pid): a responder in `tsc-domains.arrows`, or another file of the same
+       process that carries `tsc.domain` (the executor's `cp_trace` channels beside its task channels);
+    3. the domain of the executor that ran the task named in its `spark.task_attempt_id` (Python workers);
+    4. without calibration (no `tsc-domains.arrows`), its boot id: one machine, one TSC, unchecked.
+    Else None: a file that nothing places stays unrelated to every other domain.
+    `executor_of_task`: task attempt id -> executor id, from `spark-tasks.arrows`, for the tasks of Python workers."""
 
-    def __init__(self, app_folder: Path):
+    def __init__(self, domains: "pa.Table | None", executor_of_task: dict, metas):
+        self.calibrated = domains is not None
+        self.task = executor_of_task
+        self.process: dict[tuple, str] = {}  # (boot id, pid) -> domain
+        self.process_executor: dict[tuple, str] = {}  # (boot id, pid) -> executor id
         self.executor: dict[str, str] = {}
-        self.task: dict[int, str] = {}
-        domains = _table(app_folder / "tsc-domains.arrows")
-        if domains is not None:
-            self.executor = dict(zip(domains.column("executor_id").to_pylist(), domains.column("domain").to_pylist()))
-        tasks = _table(app_folder / "spark-tasks.arrows")
-        if tasks is not None:
-            self.task = dict(zip(tasks.column("task_attempt_id").to_pylist(), tasks.column("executor_id").to_pylist()))
+        rows = [] if domains is None else domains.select(["domain", "boot_id", "executor_id", "pid"]).to_pylist()
+        for row in rows:
+            self.process[(row["boot_id"], row["pid"])] = row["domain"]
+            self.process_executor[(row["boot_id"], row["pid"])] = row["executor_id"]
+            self.executor.setdefault(row["executor_id"], row["domain"])
+        for meta in metas:
+            process, executor = (meta.get("boot_id"), meta.get("pid")), meta.get("spark.executor_id")
+            if executor is not None:
+                self.process_executor.setdefault(process, executor)
+            if meta.get("tsc.domain"):
+                self.process.setdefault(process, meta["tsc.domain"])
+                if executor is not None:
+                    self.executor.setdefault(executor, meta["tsc.domain"])
 
-    def of(self, path: Path, meta: dict) -> str:
+    def executor_of(self, meta: dict) -> "str | None":
+        """The executor that wrote the file (its task channels, or another file of its process) or ran the task of
+        its Python worker."""
+        if meta.get("spark.executor_id") is not None:
+            return meta["spark.executor_id"]
+        task = meta.get("spark.task_attempt_id")
+        if task is not None:
+            return self.task.get(int(task))
+        return self.process_executor.get((meta.get("boot_id"), meta.get("pid")))
+
+    def of(self, meta: dict) -> "str | None":
         if meta.get("tsc.domain"):
             return meta["tsc.domain"]
-        executor = self.task.get(int(meta.get("spark.task_attempt_id", -1)))
-        if executor in self.executor:
-            return self.executor[executor]
-        raise ValueError(f"{path}: no tsc.domain in its metadata and no executor of a known domain ran its task")
+        domain = self.process.get((meta.get("boot_id"), meta.get("pid")))
+        if domain is None and meta.get("spark.task_attempt_id") is not None:
+            domain = self.executor.get(self.executor_of(meta))
+        if domain is None and not self.calibrated:
+            domain = meta.get("boot_id")
+        return domain
 
 
 def _records(app_folder: Path, channel: str, log_folder: "str | Path | None"):
     """(table of tuple_id, tsc, domain, simulation) of every file of `channel`."""
-    domains = _Domains(app_folder)
+    files = [(path, log_metadata(path)) for path in log_files(log_folder or app_folder)]
+    tasks = _table(app_folder / "spark-tasks.arrows")
+    executor_of_task = {} if tasks is None else dict(zip(tasks.column("task_attempt_id").to_pylist(),
+                                                         tasks.column("executor_id").to_pylist()))
+    domains = DomainResolver(_table(app_folder / "tsc-domains.arrows"), executor_of_task, (m for _, m in files))
     tables = []
-    for path in log_files(log_folder or app_folder):
-        meta = log_metadata(path)
+    for path, meta in files:
         if meta.get("channel.name") != channel:
             continue
         table = read_log(path).replace_schema_metadata(None).select(["tuple_id", "tsc"])
-        domain = domains.of(path, meta)
+        domain = domains.of(meta)
+        if domain is None:
+            raise ValueError(f"{path}: no tsc.domain in its metadata and no process or executor of a known domain "
+                             "wrote it")
         tables.append(table.append_column("domain", pa.array([domain] * table.num_rows, pa.string())))
     if not tables:
         raise FileNotFoundError(f"no log files of channel {channel!r} in {log_folder or app_folder}")
@@ -117,10 +156,10 @@ def records_in_reference(app_folder: "str | Path", channel: str, method: str = "
     est, err, flag = np.full(tsc.size, np.nan), np.full(tsc.size, np.inf), np.ones(tsc.size, dtype=bool)
     for d in set(domain):
         rows = domain == d
-        if d == reference or (not reference and "#" not in d):  # no calibration at all: the driver's domain
-            est[rows], err[rows], flag[rows] = tsc[rows], 0.0, False
-        elif (reference, d) in calibrations:
-            est[rows], err[rows], flag[rows] = calibrations[(reference, d)].translate(tsc[rows])
+        # no calibration at all: a plain boot id is taken as the driver's domain
+        known = to_reference(d, tsc[rows], d if not reference and "#" not in d else reference, calibrations)
+        if known is not None:
+            est[rows], err[rows], flag[rows] = known
     return (table.append_column("tsc_ref", pa.array(est)).append_column("tsc_err", pa.array(err))
             .append_column("extrapolated", pa.array(flag)))
 

@@ -200,6 +200,16 @@ def _scenario3(ref_x: "Calibration", x_y: "Calibration", x, y, x_is_start: bool)
     return Duration(rate * local, err, np.full(x.shape, "scenario3"), flag | ~ref_x.covers(x))
 
 
+def to_reference(domain: str, values, reference: str, calibrations: dict[tuple[str, str], Calibration]):
+    """Ticks of `domain` -> (reference estimate, error bound, extrapolated flag), as Calibration.translate; exact in
+    the reference itself; None where no calibration relates the domain to the reference."""
+    values = np.asarray(values, dtype=np.int64)
+    if domain == reference:
+        return values.astype(np.float64), np.zeros(values.shape), np.zeros(values.shape, dtype=bool)
+    cal = calibrations.get((reference, domain))
+    return None if cal is None else cal.translate(values)
+
+
 def durations(start_domain: str, start, end_domain: str, end, reference: str,
               calibrations: dict[tuple[str, str], Calibration]) -> Duration:
     """Durations from (start_domain, start) to (end_domain, end) in reference ticks, by the best path.
@@ -214,13 +224,6 @@ def durations(start_domain: str, start, end_domain: str, end, reference: str,
     start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
     n = start.shape
     paths = [Duration(np.full(n, np.nan), np.full(n, np.inf), np.full(n, "unbounded"), np.ones(n, dtype=bool))]
-
-    def to_ref(domain, values):
-        if domain == reference:
-            return values.astype(np.float64), np.zeros(n), np.zeros(n, dtype=bool)
-        cal = calibrations.get((reference, domain))
-        return None if cal is None else cal.translate(values)
-
     if start_domain == end_domain == reference:
         paths.append(Duration((end - start).astype(np.float64), np.zeros(n), np.full(n, "trivial"),
                               np.zeros(n, dtype=bool)))
@@ -230,7 +233,7 @@ def durations(start_domain: str, start, end_domain: str, end, reference: str,
             v, e = cal.scale(start, end)
             paths.append(Duration(v, e, np.full(n, "scenario1"), ~cal.covers(start)))
     else:
-        s, t = to_ref(start_domain, start), to_ref(end_domain, end)
+        s, t = (to_reference(d, v, reference, calibrations) for d, v in ((start_domain, start), (end_domain, end)))
         if s is not None and t is not None:
             one_is_reference = reference in (start_domain, end_domain)
             paths.append(Duration(t[0] - s[0], s[1] + t[1], np.full(n, "scenario2" if one_is_reference else "baseline"),

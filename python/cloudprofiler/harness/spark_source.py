@@ -17,6 +17,8 @@ per Arrow batch, default 65536), maxTuplesPerTrigger (admission control, default
 """
 from __future__ import annotations
 
+import contextlib
+
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 SOURCE_NAME = "cloudprofiler-generator"
@@ -114,9 +116,9 @@ class CloudProfilerStreamReader(DataSourceStreamReader):
 
         channel = None
         if self.options.trace_channel:
-            from ..spark.python_trace import worker_channel
-            channel = worker_channel(self.options.trace_channel)
-        with EmitterClient(partition.endpoint, self.options.timeout_s) as client:
+            from ..spark.python_trace import task_channel
+            channel = task_channel(self.options.trace_channel)
+        with channel or contextlib.nullcontext(), EmitterClient(partition.endpoint, self.options.timeout_s) as client:
             for batch in client.batches(partition.start, partition.end, self.options.batch_tuples):
                 if channel is not None:
                     channel.log_many(batch.column(ID_COLUMN))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .jar import channel_key, jar_path, options
+from .jar import channel_key, default, jar_path, options
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
@@ -89,6 +89,20 @@ def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()
     from .python_trace import trace_dataframe
 
     return trace_dataframe(df, channel, id_col, handler, params)
+
+
+def report(spark, output=None):
+    """The report of this session's application (`cloudprofiler.analysis.report.report`), during or after the run:
+    its folder is `<logDir>/<application id>`. During the run it holds what executors have collected so far
+    (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()` it runs on an
+    embedded local session. Returns the HTML file's path."""
+    from ..analysis.report import report as write_report
+
+    conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
+    key = options()["log_dir"]
+    log_dir = conf.get(key, None) or default(key)
+    running = spark.sparkContext._jsc is not None
+    return write_report(f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}", output, spark if running else None)
 
 
 def __getattr__(name: str):

@@ -1,41 +1,29 @@
 """A pass-through trace point in Python workers: every batch's ids go to a native channel, one TSC per id."""
 from __future__ import annotations
 
-import atexit
-
 from .jar import channel_key, options
 
-_channels: dict = {}
 
+def task_channel(name: str, handler: str = "buffered", params: tuple = (), local_dir: "str | None" = None):
+    """A channel of its own for the task this Python worker runs, in the folder of the executor that started the
+    worker (see worker.py); the caller closes it at the end of the task's partition.
 
-def worker_channel(name: str, handler: str = "buffered", params: tuple = (), local_dir: "str | None" = None):
-    """One channel per (worker process, name), in the folder of the executor that started the worker (see
-    worker.py), closed when the worker exits."""
+    A file per task rather than per worker: the executor collects its folder while its workers still live (a
+    worker is reused across tasks and killed without running atexit), so only a channel closed at the end of
+    its task leaves a file with its footer, which polars, pyarrow.dataset and DuckDB read, and whose
+    `spark.task_attempt_id` names the one task that wrote it."""
     import cloudprofiler as cp
+    from pyspark import TaskContext
 
-    ch = _channels.get(name)
-    if ch is None:
-        from pyspark import TaskContext
+    from .worker import start_in_executor_folder
 
-        from .worker import start_in_executor_folder
-
-        start_in_executor_folder(local_dir)
-
-        ctx = TaskContext.get()
-        meta = {"spark.event": "python_trace"}
-        if ctx is not None:
-            meta.update({"spark.task_attempt_id": str(ctx.taskAttemptId()), "spark.stage_id": str(ctx.stageId()),
-                         "spark.partition_id": str(ctx.partitionId())})
-        ch = _channels[name] = cp.Channel(name, handler, params, metadata=meta)
-    return ch
-
-
-@atexit.register
-def _close_all() -> None:
-    for ch in _channels.values():
-        if not ch.closed:
-            ch.close()
-    _channels.clear()
+    start_in_executor_folder(local_dir)
+    ctx = TaskContext.get()
+    meta = {"spark.event": "python_trace"}
+    if ctx is not None:
+        meta.update({"spark.task_attempt_id": str(ctx.taskAttemptId()), "spark.stage_id": str(ctx.stageId()),
+                     "spark.partition_id": str(ctx.partitionId())})
+    return cp.Channel(name, handler, params, metadata=meta)
 
 
 def configured_handler(conf, channel: str) -> tuple[str, tuple]:
@@ -64,10 +52,9 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
         raise ValueError(f"trace({channel!r}): {e}") from None
 
     def log_batches(batches):
-        ch = worker_channel(channel, handler, params, local_dir)
-        for batch in batches:
-            ch.log_many(batch.column(id_col))
-            yield batch
-        ch.flush()
+        with task_channel(channel, handler, params, local_dir) as ch:
+            for batch in batches:
+                ch.log_many(batch.column(id_col))
+                yield batch
 
     return df.mapInArrow(log_batches, df.schema)

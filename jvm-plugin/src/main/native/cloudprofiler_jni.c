@@ -40,8 +40,8 @@ jint JNI_FN(version)(JNIEnv *env, jclass cls) {
 }
 
 /* void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy, int tscRead) */
-void JNI_FN(start)(JNIEnv *env, jclass cls, jstring log_dir, jint compression, jint channel_blocks,
-                   jint block_records, jint full_policy, jint tsc_read) {
+void JNI_FN(start)(JNIEnv *env, jclass cls, jstring log_dir, jint compression, jint channel_blocks, jint block_records,
+                   jint full_policy, jint tsc_read) {
   (void)cls;
   cp_options o;
   cp_options_init(&o);
@@ -185,8 +185,8 @@ jlongArray JNI_FN(stats)(JNIEnv *env, jclass cls, jlong channel) {
   cp_error error;
   cp_channel_stats s;
   if (check(env, cp_channel_stats_get(as_channel(channel), &s, &error), &error)) return NULL;
-  jlong values[6] = {(jlong)s.logged, (jlong)s.kept, (jlong)s.written, (jlong)s.dropped, (jlong)s.after_close,
-                     (jlong)s.bytes_written};
+  jlong values[6] = {(jlong)s.logged,  (jlong)s.kept,        (jlong)s.written,
+                     (jlong)s.dropped, (jlong)s.after_close, (jlong)s.bytes_written};
   jlongArray out = (*env)->NewLongArray(env, 6);
   if (out) (*env)->SetLongArrayRegion(env, out, 0, 6, values);
   return out;

@@ -17,10 +17,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+BENCH_JAR = "cloudprofiler-bench.jar"  # the JNI benchmark, built beside the plugin jar (jvm-plugin/src/bench)
+
+
 def jni_rows(iterations: int) -> list[dict]:
     from ...spark import jar_path
 
-    out = subprocess.run(["java", "-cp", jar_path(), "io.cloudprofiler.JniBenchmark", str(iterations)],
+    classpath = f"{jar_path()}:{jar_path(BENCH_JAR)}"
+    out = subprocess.run(["java", "-cp", classpath, "io.cloudprofiler.JniBenchmark", str(iterations)],
                          check=True, capture_output=True, text=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 

@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 
 /**
  * Loads libcloudprofiler_jni once per JVM, trying in this order:
@@ -20,7 +21,8 @@ import java.util.List;
  *   <li>{@code System.loadLibrary("cloudprofiler_jni")} ({@code java.library.path}).
  * </ol>
  * The first that loads wins, then the version is checked. When none loads, the reason of every step is kept in
- * the one failure message, which later calls return too (no retry).
+ * the one failure message, which later calls with the same explicit path return too; a call with another path
+ * (the plugin's configured one, after a first call that had none) tries again.
  */
 public final class NativeLoader {
   static final String FILE_NAME = "libcloudprofiler_jni.so";
@@ -28,6 +30,8 @@ public final class NativeLoader {
   private static boolean loaded;
   private static String source;
   private static String failure;
+  /** The explicit path of the call that failed. */
+  private static String failedPath;
 
   private NativeLoader() {}
 
@@ -36,12 +40,13 @@ public final class NativeLoader {
     String load() throws Exception;
   }
 
-  /** Loads the library; returns null on success, else the reason (also on later calls). */
+  /** Loads the library; returns null on success, else the reason (also on later calls with the same path). */
   public static synchronized String load(String explicitPath) {
-    if (loaded) return null;
-    if (failure != null) return failure;
     String configured = explicitPath != null && !explicitPath.isEmpty() ? explicitPath
         : System.getProperty("cloudprofiler.native.path");
+    if (loaded) return null;
+    if (failure != null && Objects.equals(configured, failedPath)) return failure;
+    failedPath = configured;
     List<String> reasons = new ArrayList<>();
     String[] names = {"configured path", "jar resource", "SparkFiles", "System.loadLibrary"};
     Step[] steps = {() -> loadFile(configured), NativeLoader::loadResource, NativeLoader::loadSparkFile,
@@ -96,7 +101,7 @@ public final class NativeLoader {
     return loadFile(target.toString());
   }
 
-  /** SparkFiles through reflection: this class also runs where Spark is absent (JniBenchmark, plain JVMs). */
+  /** SparkFiles through reflection: this class also runs where Spark is absent (the JNI benchmark, plain JVMs). */
   private static String loadSparkFile() throws Exception {
     Class<?> sparkFiles;
     try {

@@ -144,8 +144,9 @@ final class ArrowTables {
 
   /**
    * Writes a hidden sibling of {@code target} and renames it over the target, so that a reader (the analysis of
-   * a running application) finds the old table or the new one, never a part. Where the file system does not
-   * rename over an existing file (HDFS), the old one is deleted first.
+   * a running application) never finds a part of a table. A local file system renames over the old table in one
+   * step; where the file system does not rename over an existing file (HDFS, object stores), the old one is
+   * deleted first, and a reader in between finds none (README, "Folder layout").
    */
   private static void replace(String target, Writer writer) throws Exception {
     Path path = path(target);

@@ -21,10 +21,10 @@ import org.slf4j.LoggerFactory;
 /**
  * Driver side of the calibration; the driver's machine is the reference TSC domain.
  *
- * <p>Domains. An executor says HELLO with its boot id and gets the domains of that boot id (a member of each and
- * its responder); it probes them (see {@link TscDomain#check}) and JOINs the first that agrees, or founds a new
- * one. The first member of a domain is its representative; a representative that stops answering is replaced by
- * the next member.
+ * <p>Domains. An executor says {@link Messages.Hello} with its boot id and gets the domains of that boot id (a
+ * member of each and its responder); it probes them (see {@link TscDomain#check}) and {@link Messages.Join}s the
+ * first that agrees, or founds a new one. The first member of a domain is its representative; a representative
+ * that stops answering is replaced by the next member.
  *
  * <p>Rounds (when a domain appears, after a job ends, and every interval). For every calibrated pair: the reference
  * with every other domain, and host pairs among the other domains (all of them for up to peers + 1 domains, else
@@ -35,8 +35,8 @@ import org.slf4j.LoggerFactory;
  * short jobs in a stream do not turn calibration into constant traffic.
  *
  * <p>Last runs. By the time the driver plugin shuts down, the executors have been told to stop, so a round then
- * would find them gone. Instead each executor outside the reference domain asks for a {@link #LAST} run as it
- * shuts down, its responder still up: one run each way between it and the driver, which anchors every record it
+ * would find them gone. Instead each executor outside the reference domain asks for a {@link Messages.Last} run as
+ * it shuts down, its responder still up: one run each way between it and the driver, which anchors every record it
  * logged. Shutdown waits up to {@link #LAST_WAIT_MS} for them (not for executors Spark already removed: lost ones
  * never ask), finishes the round under way (never interrupts it) and the tables.
  *
@@ -44,9 +44,6 @@ import org.slf4j.LoggerFactory;
  * {@code tsc-domains.arrows} (every process, its domain and the check that put it there) are rewritten.
  */
 final class CalibrationCoordinator {
-  static final String HELLO = "cloudprofiler.calibration.hello";
-  static final String JOIN = "cloudprofiler.calibration.join";
-  static final String LAST = "cloudprofiler.calibration.last";
   /** How long the driver's shutdown waits for executors' last runs (an executor that was killed never asks). */
   static final long LAST_WAIT_MS = 5000;
   private static final Logger LOG = LoggerFactory.getLogger(CalibrationCoordinator.class);
@@ -112,19 +109,17 @@ final class CalibrationCoordinator {
     rounds.scheduleWithFixedDelay(this::round, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);
   }
 
-  /** The reply to an executor's HELLO or JOIN (null for another message). */
-  String receive(String message) {
-    String[] f = message.split("\t", -1);
-    if (f[0].equals(HELLO) && f.length == 4) return hello(f[1], f[2], f[3]);
-    if (f[0].equals(JOIN) && f.length == 10) return join(f);
-    if (f[0].equals(LAST) && f.length == 2) return last(f[1]);
+  /** The answer to an executor's message (see {@link Messages}), null for another message. */
+  Object receive(Object message) {
+    if (message instanceof Messages.Hello hello) return hello(hello);
+    if (message instanceof Messages.Join join) return join(join);
+    if (message instanceof Messages.Last last) return last(last.executorId());
     return null;
   }
 
-  /** "HELLO \t boot \t appId \t logDir": the domains of this boot id, one "key \t host \t port" line each. */
-  private synchronized String hello(String boot, String appId, String logDir) {
-    if (folder == null) start(appId, logDir);
-    return candidates(boot);
+  private synchronized Messages.Candidates hello(Messages.Hello hello) {
+    if (folder == null) start(hello.appId(), hello.logDir());
+    return candidates(hello.bootId());
   }
 
   private void start(String appId, String logDir) {
@@ -157,46 +152,43 @@ final class CalibrationCoordinator {
     return domains.get(domain.key);
   }
 
-  private String candidates(String boot) {
-    StringBuilder out = new StringBuilder();
+  /** The domains of this boot id, each with its representative. */
+  private Messages.Candidates candidates(String boot) {
+    List<Messages.Candidate> out = new ArrayList<>();
     for (Domain d : domains.values()) {
-      if (!d.boot.equals(boot)) continue;
       Member m = d.members.get(0);
-      out.append(d.key).append('\t').append(m.host).append('\t').append(m.responderPort).append('\n');
+      if (d.boot.equals(boot)) out.add(new Messages.Candidate(d.key, m.host, m.responderPort));
     }
-    return out.toString();
+    return new Messages.Candidates(out);
   }
 
-  /**
-   * "JOIN \t boot \t domain \t candidates checked \t host \t responder port \t control port \t executor id \t pid
-   * \t check": "OK \t domain", or "RETRY \n candidates" when domains of this boot id appeared meanwhile.
-   */
-  private String join(String[] f) {
+  /** {@link Messages.Joined}, or the candidates again when domains of this boot id appeared meanwhile. */
+  private Object join(Messages.Join join) {
     Domain joined;
     synchronized (this) {
-      if (reference == null) return "OK\t" + f[1] + "#uncalibrated"; // the driver does not calibrate
-      String boot = f[1], key = f[2];
+      String boot = join.bootId(), key = join.domain();
+      if (reference == null) return new Messages.Joined(boot + "#uncalibrated"); // the driver does not calibrate
       long ofBoot = domains.values().stream().filter(d -> d.boot.equals(boot)).count();
-      if (!key.isEmpty() && !domains.containsKey(key) || key.isEmpty() && ofBoot > Integer.parseInt(f[3])) {
-        return "RETRY\n" + candidates(boot);
+      if (!key.isEmpty() && !domains.containsKey(key) || key.isEmpty() && ofBoot > join.checked()) {
+        return candidates(boot);
       }
       boolean founds = key.isEmpty();
       if (founds) key = ofBoot == 0 ? boot : boot + "#" + ofBoot;
       Member m = new Member();
-      m.host = f[4];
-      m.responderPort = Integer.parseInt(f[5]);
-      m.controlPort = Integer.parseInt(f[6]);
-      m.executorId = f[7];
-      m.pid = Long.parseLong(f[8]);
-      m.check = f[9];
+      m.host = join.host();
+      m.responderPort = join.responderPort();
+      m.controlPort = join.controlPort();
+      m.executorId = join.executorId();
+      m.pid = join.pid();
+      m.check = join.check();
       joined = add(new Domain(key, boot), m);
       if (joined != reference) awaitingLast.add(m.executorId);
       LOG.info("cloudprofiler: executor {} at {} is in TSC domain {} ({})", m.executorId, m.host, key, m.check);
       writeDomains();
-      if (!founds) return "OK\t" + key;
+      if (!founds) return new Messages.Joined(key);
     }
     schedule(0); // a new domain: calibrate it now
-    return "OK\t" + joined.key;
+    return new Messages.Joined(joined.key);
   }
 
   /**
@@ -265,14 +257,14 @@ final class CalibrationCoordinator {
     if (awaitingLast.remove(executorId)) notifyAll();
   }
 
-  /** "LAST \t executor id": one run each way between the driver and this executor, which is shutting down. */
-  private String last(String executorId) {
+  /** One run each way between the driver and this executor, which is shutting down; whether they ran. */
+  private boolean last(String executorId) {
     synchronized (probing) {
       Domain d;
       Member driver, m = null;
       int now;
       synchronized (this) {
-        if (!awaitingLast.remove(executorId) || driverResponder == 0) return "NONE";
+        if (!awaitingLast.remove(executorId) || driverResponder == 0) return false;
         notifyAll();
         for (Domain candidate : domains.values()) {
           for (Member member : candidate.members) if (member.executorId.equals(executorId)) m = member;
@@ -286,10 +278,10 @@ final class CalibrationCoordinator {
         record(reference, d, driver, m, false, now, run(d, m, reference, driver));
       } catch (IOException | RuntimeException e) {
         LOG.warn("cloudprofiler: the last calibration run of executor {} failed ({})", executorId, e.getMessage());
-        return "FAILED";
+        return false;
       }
       write(false);
-      return "OK";
+      return true;
     }
   }
 

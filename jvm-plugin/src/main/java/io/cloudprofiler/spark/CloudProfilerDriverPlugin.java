@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.util.Map;
 import org.apache.spark.SparkContext;
@@ -41,7 +42,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       LOG.warn("cloudprofiler: the driver checks no handler parameters (each executor checks them as it opens its "
           + "channels) and calibrates nothing: {}", failure);
     }
-    listener = new TaskListener();
+    listener = new TaskListener(failure == null ? startClock() : Map.of());
     sc.addSparkListener(listener);
     if (options.calibrationEnabled()) {
       String host = sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
@@ -51,6 +52,19 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     }
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration
+  }
+
+  /**
+   * The driver's TSC and clocks as the application starts, its TSC domain and frequency: the analysis's origin of
+   * time (t_ns = 0) and its pairing of TSC with wall clock, for Spark's millisecond times. Written with the task
+   * table (none where the native library cannot load).
+   */
+  private static Map<String, String> startClock() {
+    long[] c = CloudProfiler.clockRead();
+    return Map.of("application.start.clock", String.format(
+        "{\"tsc\": %d, \"monotonic_raw_ns\": %d, \"realtime_ns\": %d, \"uncertainty_ticks\": %d}",
+        c[0], c[1], c[2], c[3]),
+        "tsc.hz", String.valueOf(CloudProfiler.tscHz()), "tsc.domain", TscDomain.bootId());
   }
 
   /** What the calibration learns from the scheduler: jobs that end, executors that are gone. */
@@ -75,7 +89,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   /** Executors find their TSC domain and register their probe responders here. */
   @Override
   public Object receive(Object message) {
-    return calibration != null && message instanceof String ? calibration.receive((String) message) : null;
+    return calibration != null ? Messages.toWire(calibration.receive(Messages.fromWire(message))) : null;
   }
 
   @Override

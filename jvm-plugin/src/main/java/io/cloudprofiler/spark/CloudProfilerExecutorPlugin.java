@@ -180,36 +180,38 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     String address = org.apache.spark.SparkEnv.get().blockManager().blockManagerId().host(); // what the driver reaches
     int count = options.calibrationProbes();
     int timeoutMs = options.calibrationTimeoutMs();
-    Object reply = ctx.ask(String.join("\t", CalibrationCoordinator.HELLO, boot, appId, options.logDir()));
+    Object reply = ask(new Messages.Hello(boot, appId, options.logDir()));
     List<String> checks = new ArrayList<>();
     int checked = 0;
-    for (int attempt = 0; attempt < 10 && reply instanceof String; attempt++) {
+    for (int attempt = 0; attempt < 10 && reply instanceof Messages.Candidates candidates; attempt++) {
       String domain = "";
-      String[] lines = ((String) reply).split("\n");
-      for (int i = checked; i < lines.length && domain.isEmpty(); i++) {
-        String[] c = lines[i].split("\t");
-        if (c.length != 3) continue;
+      List<Messages.Candidate> list = candidates.domains();
+      for (int i = checked; i < list.size() && domain.isEmpty(); i++) {
+        Messages.Candidate c = list.get(i);
         try {
-          TscDomain.Check result = TscDomain.check(ProbeControl.probe(c[1], Integer.parseInt(c[2]), count, timeoutMs, secret));
-          checks.add(result.describe(c[0]));
-          if (result.agrees) domain = c[0];
+          TscDomain.Check result = TscDomain.check(ProbeControl.probe(c.host(), c.responderPort(), count, timeoutMs,
+              secret));
+          checks.add(result.describe(c.domain()));
+          if (result.agrees) domain = c.domain();
         } catch (RuntimeException e) {
-          checks.add("could not probe " + c[0] + " at " + c[1] + ":" + c[2] + ": " + e.getMessage());
+          checks.add("could not probe " + c.domain() + " at " + c.host() + ":" + c.responderPort() + ": "
+              + e.getMessage());
         }
       }
-      checked = Math.max(checked, lines.length);
+      checked = Math.max(checked, list.size());
       if (domain.isEmpty()) checks.add("founds a domain");
       String check = String.join("; ", checks);
-      reply = ctx.ask(String.join("\t", CalibrationCoordinator.JOIN, boot, domain, String.valueOf(checked), address,
-          String.valueOf(CloudProfiler.responderPort(responder)), String.valueOf(control.port()), ctx.executorID(),
-          String.valueOf(ProcessHandle.current().pid()), check));
-      if (reply instanceof String && ((String) reply).startsWith("OK\t")) {
-        return new String[] {((String) reply).substring(3), check};
-      }
-      reply = reply instanceof String && ((String) reply).startsWith("RETRY\n") ? ((String) reply).substring(6) : null;
+      reply = ask(new Messages.Join(boot, domain, checked, address, CloudProfiler.responderPort(responder),
+          control.port(), ctx.executorID(), ProcessHandle.current().pid(), check));
+      if (reply instanceof Messages.Joined joined) return new String[] {joined.domain(), check};
       if (domain.isEmpty()) checks.remove(checks.size() - 1);
     }
     throw new IllegalStateException("the driver did not assign a TSC domain (reply: " + reply + ")");
+  }
+
+  /** The driver's answer to a {@link Messages} message. */
+  private Object ask(Record message) throws Exception {
+    return Messages.fromWire(ctx.ask(Messages.toWire(message)));
   }
 
   /** PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has no address). */
@@ -290,7 +292,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private void lastCalibration() {
     CompletableFuture<Object> reply = CompletableFuture.supplyAsync(() -> {
       try {
-        return ctx.ask(CalibrationCoordinator.LAST + "\t" + ctx.executorID());
+        return ask(new Messages.Last(ctx.executorID()));
       } catch (Exception e) {
         throw new CompletionException(e);
       }

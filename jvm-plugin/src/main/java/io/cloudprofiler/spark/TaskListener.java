@@ -26,8 +26,9 @@ public class TaskListener extends SparkListener {
   private final Map<Integer, Integer> jobOfStage = new HashMap<>();
   private final ArrowSpool spool;
 
-  public TaskListener() {
-    spool = new ArrowSpool("cloudprofiler-spark-tasks", COLUMNS, Map.of());
+  /** {@code metadata}: the table's schema metadata (the driver's clock at the application's start). */
+  public TaskListener(Map<String, String> metadata) {
+    spool = new ArrowSpool("cloudprofiler-spark-tasks", COLUMNS, metadata);
   }
 
   @Override

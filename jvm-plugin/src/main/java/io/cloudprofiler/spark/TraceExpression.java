@@ -118,8 +118,8 @@ public final class TraceExpression extends Expression implements Serializable {
   }
 
   private static long open(String name, long x, long y) {
-    if (NativeLoader.load(null) != null) return 0;
     SparkEnv env = SparkEnv.get();
+    if (NativeLoader.load(env == null ? null : Config.NATIVE_PATH.text(env.conf())) != null) return 0;
     Config.HandlerOption configured = env == null ? null : Config.channelHandler(env.conf(), name);
     Config.Handler handler = configured != null ? configured.handler()
         : y == 0 ? new Config.Handler("buffered", new long[0]) : new Config.Handler("xoy", new long[] {x, y});

@@ -4,9 +4,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /**
- * ns per {@link CloudProfiler#log} call through JNI for every handler, one thread, after a warm-up.
- * Usage: {@code java -cp cloudprofiler-plugin.jar io.cloudprofiler.JniBenchmark [iterations]}; prints one JSON
- * object per line: {"handler": ..., "caller": "jni", "tsc_read": ..., "ns_per_call": ..., "mrec_per_s": ...}.
+ * ns per {@link CloudProfiler#log} call through JNI for every handler, one thread, after a warm-up. Built apart
+ * from the plugin (cloudprofiler-bench.jar). Usage: {@code java -cp cloudprofiler-plugin.jar:cloudprofiler-bench.jar
+ * io.cloudprofiler.JniBenchmark [iterations]}; prints one JSON object per line: {"handler": ..., "caller": "jni",
+ * "tsc_read": ..., "ns_per_call": ..., "mrec_per_s": ...}.
  */
 public final class JniBenchmark {
   private JniBenchmark() {}

@@ -1,0 +1,77 @@
+package io.cloudprofiler.spark;
+
+import java.lang.reflect.RecordComponent;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * What an executor's plugin asks the driver's ({@code PluginContext.ask}) to find its TSC domain and to be
+ * calibrated a last time, and the driver's answers. See {@link CalibrationCoordinator}.
+ *
+ * <p>On the wire a message is JDK values only ({@link #toWire}): Spark deserializes an answer on an executor with
+ * a class loader that does not see the plugin's jar, and a class it cannot find there ends the executor.
+ */
+final class Messages {
+  private Messages() {}
+
+  /** The first question of an executor: the domains of its boot id. The first one the driver gets also names the
+   * application's folder, where the calibration tables go. Answer: {@link Candidates}. */
+  record Hello(String bootId, String appId, String logDir) {}
+
+  /** A domain and the member that answers probes for it. */
+  record Candidate(String domain, String host, int responderPort) {}
+
+  record Candidates(List<Candidate> domains) {}
+
+  /**
+   * An executor joins {@code domain}, whose member's TSC agreed with its own, or founds one ({@code domain} empty)
+   * after the first {@code checked} candidates all differed; {@code check} says what its probes found. Answer:
+   * {@link Joined}, or {@link Candidates} to check first when domains of its boot id appeared meanwhile.
+   */
+  record Join(String bootId, String domain, int checked, String host, int responderPort, int controlPort,
+      String executorId, long pid, String check) {}
+
+  record Joined(String domain) {}
+
+  /** An executor that stops asks for a last probe run each way with the driver. Answer: whether it ran. */
+  record Last(String executorId) {}
+
+  private static final List<Class<? extends Record>> TYPES = List.of(Hello.class, Candidate.class, Candidates.class,
+      Join.class, Joined.class, Last.class);
+
+  /** A record as an Object[] of its name and its components, lists element by element; other values as they are. */
+  static Object toWire(Object value) {
+    if (value instanceof List<?> list) return new ArrayList<>(list.stream().map(Messages::toWire).toList());
+    if (!(value instanceof Record message)) return value;
+    RecordComponent[] parts = message.getClass().getRecordComponents();
+    Object[] out = new Object[parts.length + 1];
+    out[0] = message.getClass().getSimpleName();
+    try {
+      for (int i = 0; i < parts.length; i++) out[i + 1] = toWire(parts[i].getAccessor().invoke(message));
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("cannot encode " + message, e);
+    }
+    return out;
+  }
+
+  /** The message that {@link #toWire} encoded; null for an Object[] that encodes none of them. */
+  static Object fromWire(Object wire) {
+    if (wire instanceof List<?> list) return list.stream().map(Messages::fromWire).toList();
+    if (!(wire instanceof Object[] fields) || fields.length == 0) return wire;
+    Class<? extends Record> type = TYPES.stream().filter(t -> t.getSimpleName().equals(fields[0])).findFirst()
+        .orElse(null);
+    if (type == null || type.getRecordComponents().length != fields.length - 1) return null;
+    RecordComponent[] parts = type.getRecordComponents();
+    Class<?>[] types = new Class<?>[parts.length];
+    Object[] values = new Object[parts.length];
+    for (int i = 0; i < parts.length; i++) {
+      types[i] = parts[i].getType();
+      values[i] = fromWire(fields[i + 1]);
+    }
+    try {
+      return type.getDeclaredConstructor(types).newInstance(values);
+    } catch (ReflectiveOperationException | IllegalArgumentException e) { // fields of the wrong type
+      return null;
+    }
+  }
+}

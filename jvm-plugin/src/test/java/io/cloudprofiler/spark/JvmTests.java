@@ -1,0 +1,147 @@
+package io.cloudprofiler.spark;
+
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.function.Supplier;
+import org.apache.spark.SparkConf;
+
+/**
+ * Tests of the plugin's pure JVM functions, each a static method named test*; main runs them all, prints one line
+ * each and exits 1 if any failed (tests/test_java.py compiles and runs this with the plugin jar and Spark's jars).
+ */
+public final class JvmTests {
+  private JvmTests() {}
+
+  static void check(boolean condition, Supplier<String> what) {
+    if (!condition) throw new AssertionError(what.get());
+  }
+
+  static void equal(Object expected, Object actual) {
+    check(expected.equals(actual), () -> "expected " + expected + ", got " + actual);
+  }
+
+  static String thrown(Runnable action) {
+    try {
+      action.run();
+    } catch (RuntimeException e) {
+      return e.getMessage();
+    }
+    throw new AssertionError("nothing thrown");
+  }
+
+  /** The pairs as "i-j" strings; every pair once, i < j. */
+  static Set<String> pairs(int n, int peers) {
+    Set<String> out = new HashSet<>();
+    for (int[] p : CalibrationCoordinator.hostPairs(n, peers)) {
+      check(p[0] < p[1] && p[1] < n, () -> Arrays.toString(p));
+      check(out.add(p[0] + "-" + p[1]), () -> "pair " + Arrays.toString(p) + " twice");
+    }
+    return out;
+  }
+
+  public static void testHostPairsAreAllPairsUpToPeersPlusOneHosts() {
+    equal(Set.of(), pairs(1, 8));
+    equal(Set.of("0-1"), pairs(2, 8));
+    equal(9 * 8 / 2, pairs(9, 8).size());
+    equal(Set.of(), pairs(5, 0));
+  }
+
+  public static void testHostPairsBeyondPeersPlusOneFormARingOfEvenDegree() {
+    for (int[] c : new int[][] {{10, 8, 8}, {10, 3, 2}, {20, 1, 2}, {7, 4, 4}}) {
+      int n = c[0], peers = c[1], degree = c[2];
+      Set<String> pairs = pairs(n, peers);
+      equal(n * degree / 2, pairs.size());
+      for (int host = 0; host < n; host++) {
+        String h = String.valueOf(host);
+        long partners = pairs.stream().filter(p -> Arrays.asList(p.split("-")).contains(h)).count();
+        check(partners == degree, () -> "host " + h + " of " + n + " (peers " + peers + "): " + partners + " partners");
+      }
+    }
+  }
+
+  public static void testTscCheckAgreesOnlyWithinHalfTheSmallestRoundTrip() {
+    // (send, remote, recv): one TSC read by both sides, the remote value inside every round trip
+    check(TscDomain.check(new long[] {100, 150, 200, 300, 305, 310}).agrees, () -> "one TSC disagrees");
+    TscDomain.Check far = TscDomain.check(new long[] {100, 5000, 200, 300, 5305, 310});
+    check(!far.agrees && far.bound == 5 && far.offset == 5000, far::toString);
+    check(!TscDomain.check(new long[] {100, 150, 0}).agrees, () -> "no answer agrees");
+  }
+
+  public static void testOptionsAreTypedWithDefaultsFilledIn() {
+    SparkConf conf = new SparkConf(false).set("spark.cloudprofiler.channelBlocks", " 32 ")
+        .set("spark.cloudprofiler.compression", "zstd").set("spark.cloudprofiler.task.params", "1, 2")
+        .set("spark.cloudprofiler.task.handler", "xoy").set("spark.cloudprofiler.channel.a.b.handler", "null");
+    Options o = Config.read(conf);
+    equal(32, o.channelBlocks());
+    equal(Config.Compression.ZSTD, o.compression());
+    equal(Config.TscRead.ORDERED, o.tscRead());
+    equal("xoy", o.taskHandler().handler().name());
+    equal(List.of(1L, 2L), Arrays.stream(o.taskHandler().handler().params()).boxed().toList());
+    equal("spark.cloudprofiler.channel.a.b.handler", o.channelHandlers().get(0).handlerKey());
+    equal(System.getProperty("java.io.tmpdir") + "/cloudprofiler-local", o.localDir());
+    equal(100, o.calibrationProbes());
+    check(o.taskEnabled() && o.calibrationEnabled() && !o.calibrationForce(), o::toString);
+  }
+
+  public static void testABadOptionIsNamedWithItsValue() {
+    equal("spark.cloudprofiler.calibration.probes=0 is invalid: expected an integer from 1 to 10000",
+        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.calibration.probes", "0"))));
+    equal("spark.cloudprofiler.task.enabled=yes is invalid: expected true or false",
+        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.task.enabled", "yes"))));
+    equal("spark.cloudprofiler.compression=lz4 is invalid: expected none or zstd",
+        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.compression", "lz4"))));
+    check(thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.channelblocks", "4")))
+        .endsWith("did you mean spark.cloudprofiler.channelBlocks?"), () -> "no suggestion");
+  }
+
+  /** Only JDK classes on the wire: an executor cannot load the plugin's. */
+  static void jdkOnly(Object wire) {
+    if (wire instanceof Object[] fields) for (Object f : fields) jdkOnly(f);
+    else if (wire instanceof List<?> list) for (Object f : list) jdkOnly(f);
+    else check(wire == null || wire.getClass().getClassLoader() == null, () -> wire.getClass() + " on the wire");
+  }
+
+  public static void testMessagesCrossTheWireAsJdkValuesAndComeBackWhole() {
+    List<Record> messages = List.of(new Messages.Hello("boot", "app-1", "hdfs:///logs"),
+        new Messages.Candidates(List.of(new Messages.Candidate("boot", "h1", 4000),
+            new Messages.Candidate("boot#1", "h2", 4001))),
+        new Messages.Candidates(List.of()),
+        new Messages.Join("boot", "", 2, "h3", 4002, 4003, "7", 1234L, "differs from boot; founds a domain"),
+        new Messages.Joined("boot#2"), new Messages.Last("7"));
+    for (Record message : messages) {
+      Object wire = Messages.toWire(message);
+      jdkOnly(wire);
+      equal(message, Messages.fromWire(wire));
+    }
+    check(Messages.fromWire(new Object[] {"Joined", 5}) == null, () -> "a field of the wrong type decodes");
+    check(Messages.fromWire(new Object[] {"Shutdown"}) == null, () -> "an unknown message decodes");
+    equal(Boolean.TRUE, Messages.fromWire(Messages.toWire(Boolean.TRUE)));
+  }
+
+  public static void testTheOptionTableNamesEveryOption() {
+    String json = Config.json();
+    for (Config.Key<?> key : Config.ALL) check(json.contains("\"key\": \"" + key.name + "\""), () -> key.name);
+    check(json.contains("\"executor_folders\": \"" + Config.EXECUTOR_FOLDERS + "\""), () -> json);
+  }
+
+  public static void main(String[] args) throws Exception {
+    List<String> failed = new ArrayList<>();
+    for (Method m : JvmTests.class.getDeclaredMethods()) {
+      if (!m.getName().startsWith("test") || !Modifier.isPublic(m.getModifiers())) continue;
+      try {
+        m.invoke(null);
+        System.out.println("ok " + m.getName());
+      } catch (java.lang.reflect.InvocationTargetException e) {
+        failed.add(m.getName());
+        System.out.println("FAILED " + m.getName() + ": " + e.getCause());
+      }
+    }
+    System.out.println(failed.size() + " failed");
+    System.exit(failed.isEmpty() ? 0 : 1);
+  }
+}

@@ -1,0 +1,199 @@
+"""One application's log folder as Spark DataFrames (see the README's "Analysis" for every column)."""
+from __future__ import annotations
+
+from ..calibration.spark import calibrations_from_probes
+from ..errors import NotAnApplicationError, UnknownChannelError
+from . import calibration as calibration_module
+from . import health as health_module
+from . import latency as latency_module
+from . import pipeline as pipeline_module
+from . import reader
+from . import stages as stages_module
+from . import tasks as tasks_module
+from . import throughput as throughput_module
+from .catalog import Catalog
+from .timebase import Timebase
+
+CALIBRATION_METHOD = "minpair"  # never wider than MinRTT/2, usually narrower (calibration.translate)
+
+
+class Application:
+    """The logs of one application: `<logDir>/<application id>`, any URI Spark reads.
+
+    Opening lists and describes every file (one Spark job; a row per file comes back to the driver), reads the
+    small driver tables (calibration probes, TSC domains) and builds the time axis (`timebase`). Every method
+    returns a Spark DataFrame planned lazily; only aggregates ever reach the driver.
+
+    Attributes: spark, path, app_id, catalog (the files), timebase (the time axis), probes (calibration.arrows as
+    a pyarrow Table, or None)."""
+
+    def __init__(self, path: str, spark):
+        self.spark = spark
+        self.path = str(path).rstrip("/") or str(path)
+        self.catalog = self._catalog()
+        self.probes = reader.read_table(spark, "calibration.arrows", self._table_file("calibration.arrows"))
+        domains = reader.read_table(spark, "tsc-domains.arrows", self._table_file("tsc-domains.arrows"))
+        self.catalog.place(domains, self._executors_of(self.catalog.python_worker_tasks()))
+        reference, calibrations = calibrations_from_probes(self.probes, CALIBRATION_METHOD)
+        self.timebase = Timebase.of(self.catalog, calibrations, reference)
+        _register_data_source(spark)
+        ids = {f.meta.get("spark.app_id") for f in self.catalog.logs} - {None}
+        self.app_id = ids.pop() if len(ids) == 1 else self.path.rsplit("/", 1)[-1]
+
+    def _catalog(self) -> Catalog:
+        try:
+            rows = reader.catalog_rows(self.spark, self.path)
+        except Exception as exc:  # noqa: BLE001 -- Spark's own error types differ between versions
+            if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+                raise NotAnApplicationError(self.path, "it does not exist") from None
+            raise
+        if not rows:
+            raise NotAnApplicationError(self.path, "it holds no .arrows files")
+        catalog = Catalog.of_rows(rows)
+        name = self.path.rsplit("/", 1)[-1]
+        nested = sorted({file.rsplit("/", 2)[-2] for file, _ in catalog.tables.values()} - {name})
+        if nested:
+            raise NotAnApplicationError(self.path, f"it holds application folders ({', '.join(nested)}): open "
+                                                   f"{self.path}/{nested[0]}")
+        apps = sorted({f.meta.get("spark.app_id") for f in catalog.logs} - {None})
+        if len(apps) > 1:
+            raise NotAnApplicationError(self.path, f"it holds the logs of several applications ({', '.join(apps)})")
+        if not catalog.logs and not catalog.tables:
+            raise NotAnApplicationError(self.path, "none of its .arrows files is a cloudprofiler log or table")
+        return catalog
+
+    def _executors_of(self, tasks: list) -> dict:
+        """task attempt id -> executor id, for the few tasks whose Python workers wrote files."""
+        if not tasks:
+            return {}
+        from pyspark.sql import functions as F
+
+        frame = self.task_table().where(F.col("task_attempt_id").isin(tasks)).select("task_attempt_id", "executor_id")
+        return {r["task_attempt_id"]: r["executor_id"] for r in frame.collect()}
+
+    def _table_file(self, name: str):
+        return self.catalog.tables.get(name, (None,))[0]
+
+    @staticmethod
+    def check_channels(names, known) -> None:
+        for name in names:
+            if name not in known:
+                raise UnknownChannelError(name, known)
+
+    def log_frame(self, channel, kind: str, columns=None, required: bool = True):
+        """The records or counters (`kind`) of the channels named (a name, a list; None: all of that kind), with
+        `columns` of RECORD_SCHEMA / COUNTER_SCHEMA (None: all). A channel the folder lacks is an error, or, with
+        required=False, gives no rows."""
+        known = self.catalog.channels(kind)
+        wanted = known if channel is None else [channel] if isinstance(channel, str) else list(channel)
+        if required:
+            self.check_channels(wanted, known)
+        schema = reader.RECORD_SCHEMA if kind == "records" else reader.COUNTER_SCHEMA
+        if columns is not None:
+            schema = reader.project(schema, columns)
+        return reader.log_frame(self.spark, self.catalog.files_of(wanted, kind), self.timebase, schema)
+
+    # -- tables of the folder ----------------------------------------------------------------------------------
+
+    def records(self, channel=None):
+        """One row per record of the record channels named (a name, a list; None: all)."""
+        return self.log_frame(channel, "records")
+
+    def counters(self, channel=None):
+        """One row per period of the counter channels (spc, mpc) named (None: all)."""
+        return self.log_frame(channel, "counters")
+
+    def channels(self):
+        """One row per channel: handler, kind, files, records (rows read), hosts."""
+        rows = {}
+        for f in self.catalog.logs:
+            row = rows.setdefault(f.channel, {"channel": f.channel, "handler": f.meta.get("handler", ""),
+                                              "kind": f.kind, "files": 0, "records": 0, "hosts": set()})
+            row["files"] += 1
+            row["records"] += f.rows
+            row["hosts"].add(f.meta.get("host", ""))
+        data = [{**r, "hosts": len(r["hosts"])} for _, r in sorted(rows.items())]
+        return self.spark.createDataFrame(data, "channel string, handler string, kind string, files long, "
+                                                "records long, hosts long")
+
+    def files(self):
+        """One row per log file: where it comes from, its domain, whether it closed or was cut, what it holds."""
+        data = [{**{k: v for k, v in f.attributes().items() if k != "file"}, "file": f.file, "kind": f.kind,
+                 "closed": f.closed, "cut": f.cut, "ended": f.ended, "batches": f.batches, "rows": f.rows,
+                 "records_logged": f.meta.get("records.logged"), "records_dropped": f.meta.get("records.dropped"),
+                 "tsc_hz": f.meta.get("tsc.hz"), "tsc_invariant": f.meta.get("tsc.invariant")}
+                for f in self.catalog.logs]
+        return self.spark.createDataFrame(data, FILES_DDL)
+
+    def task_table(self):
+        """spark-tasks.arrows as the driver wrote it (written at application end: empty while it runs)."""
+        return reader.table_frame(self.spark, "spark-tasks.arrows", self._table_file("spark-tasks.arrows"))
+
+    def calibration_probes(self):
+        """calibration.arrows: every probe of every round (empty without calibration)."""
+        return reader.table_frame(self.spark, "calibration.arrows", self._table_file("calibration.arrows"))
+
+    def domains(self):
+        """tsc-domains.arrows: every process with a probe responder and its TSC domain."""
+        return reader.table_frame(self.spark, "tsc-domains.arrows", self._table_file("tsc-domains.arrows"))
+
+    # -- analyses ----------------------------------------------------------------------------------------------
+
+    def tasks(self):
+        """One row per task attempt: Spark's view beside the TSC duration and its bound (tasks.TASK_COLUMNS)."""
+        return tasks_module.tasks(self)
+
+    def stages(self, ratio: float = stages_module.STRAGGLER_RATIO):
+        """One row per stage attempt: duration percentiles, skew, stragglers, gaps (stages.stages)."""
+        return stages_module.stages(self.tasks(), ratio)
+
+    def stragglers(self, ratio: float = stages_module.STRAGGLER_RATIO):
+        """Successful attempts over `ratio` x their stage's median, the slowest first."""
+        return stages_module.stragglers(self.tasks(), ratio)
+
+    def latency(self, from_channel: str, to_channel: str):
+        """Per tuple id on both channels: the latency from the first to the second, with its bound and path."""
+        return latency_module.latency(self, from_channel, to_channel)
+
+    def pipeline(self, channels=None):
+        """Per hop along the trace points (None: every record channel but the task channels, ordered by median
+        time): box-plot statistics of latency and bound, and the hop's share of the end-to-end p99 (hop -1)."""
+        return pipeline_module.pipeline(self, channels)
+
+    def latency_histogram(self, from_channel: str, to_channel: str, bins: int = 60):
+        """Counts of latencies in log-spaced bins, local and remote apart."""
+        return latency_module.latency_histogram(self.latency(from_channel, to_channel), bins)
+
+    def throughput(self, channel=None, period_ms: float = 1000):
+        """Records per period of `period_ms` over time, per channel (record and counter channels)."""
+        return throughput_module.throughput(self, channel, period_ms)
+
+    def calibration(self):
+        """Per pair of domains, direction and round: probes, MinRTT and the anchor's bound in ns, and when."""
+        rows = calibration_module.calibration_rows(self.probes, self.timebase)
+        return self.spark.createDataFrame(rows, calibration_module.CALIBRATION_DDL)
+
+    def health(self):
+        """What may make the numbers incomplete or loose: kind, severity, subject, count, message."""
+        return health_module.health(self)
+
+    def summary(self) -> dict:
+        """Small facts (a plain dict): hosts, domains, records, drops, files, start, span, reference, calibrated."""
+        return health_module.summary(self)
+
+    def __repr__(self) -> str:
+        return f"Application({self.path!r}, {len(self.catalog.logs)} log files)"
+
+
+def _register_data_source(spark) -> None:
+    """format("cloudprofiler-logs") in this session, where Spark has Python data sources (>= 4.0)."""
+    try:
+        from . import datasource
+    except ImportError:  # Spark 3.5: no pyspark.sql.datasource
+        return
+    datasource.register(spark)
+
+
+FILES_DDL = ("file string, channel string, handler string, host string, executor_id string, pid long, "
+             "domain string, task_attempt_id long, kind string, closed boolean, cut boolean, ended boolean, "
+             "batches long, rows long, records_logged long, records_dropped long, tsc_hz double, tsc_invariant boolean")

@@ -1,0 +1,57 @@
+"""Joins on tuple id, planned explicitly, and durations with bounds over the joined rows.
+
+Spark cannot estimate how many rows a `mapInArrow` yields, and it may plan a broadcast join of one side of records,
+which collects that side on the driver and runs it out of heap. Every join of records is therefore a sort-merge
+join (the "merge" hint): both sides are shuffled by tuple id and merged in sorted order, in bounded memory per
+task, at any size."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyarrow as pa
+
+DURATION_FIELDS = [("duration_ns", pa.float64()), ("err_ns", pa.float64()), ("path", pa.string()),
+                   ("extrapolated", pa.bool_()), ("unbounded", pa.bool_())]
+
+
+def merge_join(left, right, on: str, how: str = "inner"):
+    """left joined with right on column `on` by a sort-merge join, whatever Spark estimates of their sizes."""
+    return left.hint("merge").join(right.hint("merge"), on, how)
+
+
+def _durations(batches, timebase, names):
+    start_domain, start, end_domain, end = names
+    for batch in batches:
+        sd = batch.column(start_domain).to_numpy(zero_copy_only=False)
+        ed = batch.column(end_domain).to_numpy(zero_copy_only=False)
+        s_col, e_col = batch.column(start), batch.column(end)
+        present = ~(s_col.is_null().to_numpy(zero_copy_only=False) | e_col.is_null().to_numpy(zero_copy_only=False))
+        s, e = s_col.fill_null(0).to_numpy(), e_col.fill_null(0).to_numpy()
+        n = batch.num_rows
+        value, error = np.full(n, np.nan), np.full(n, np.inf)
+        path, flag, unbounded = np.full(n, "unbounded", dtype=object), np.zeros(n, bool), np.ones(n, bool)
+        for pair in set(zip(sd[present], ed[present])):
+            rows = present & (sd == pair[0]) & (ed == pair[1])
+            first, second = (timebase.domain_name(d) if pa.types.is_integer(batch.column(c).type) else d
+                             for d, c in zip(pair, (start_domain, end_domain)))
+            value[rows], error[rows], path[rows], flag[rows], unbounded[rows] = timebase.durations(
+                first, s[rows], second, e[rows])
+        columns = [pa.array(value, mask=~present), pa.array(error, mask=~present), pa.array(path, pa.string()),
+                   pa.array(flag), pa.array(unbounded)]
+        yield pa.RecordBatch.from_arrays(list(batch.columns) + columns,
+                                         names=batch.schema.names + [name for name, _ in DURATION_FIELDS])
+
+
+def with_durations(frame, timebase, start_domain="start_domain", start="start_tsc", end_domain="end_domain",
+                   end="end_tsc"):
+    """`frame` with the columns of DURATION_FIELDS: the duration from (start_domain, start) to (end_domain, end)
+    in ns by the best path of Timebase.durations; null where an end is missing (duration, err_ns), then path
+    "unbounded". Domains are names or domain_id numbers. Vectorized per Arrow batch and per pair of domains."""
+    from pyspark.sql.types import StructType
+
+    from .reader import spark_schema
+
+    schema = StructType(frame.schema.fields + spark_schema(pa.schema(DURATION_FIELDS)).fields)
+    compute = functools.partial(_durations, timebase=timebase, names=(start_domain, start, end_domain, end))
+    return frame.mapInArrow(compute, schema)

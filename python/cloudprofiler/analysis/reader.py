@@ -1,0 +1,151 @@
+"""An application folder read through Spark, so that any URI Spark reads (a local path, hdfs://, s3a://, ...) works
+with the application's own settings (its spark.hadoop.* keys), on Spark 3.5 and 4.x alike.
+
+Files are listed and read by Spark's `binaryFile` source (path, length, content; every `*.arrows` below the folder,
+hidden `.<name>.tmp` copies left out as Spark leaves out every name starting with "." or "_"), and decoded in
+Python workers by `mapInArrow`: each file's Arrow batches are translated into the reference domain column by
+column (numpy over a whole batch, never a Python row) and handed back to Spark as Arrow batches. A file is read by
+one task whole, so one file must stay under 2 GiB (Spark's limit for a binary value)."""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pyarrow as pa
+
+from .catalog import FILE_ROW, describe_files
+from .logfile import read_log_bytes
+
+RECORD_SCHEMA = pa.schema([
+    ("channel", pa.string()), ("handler", pa.string()), ("host", pa.string()), ("executor_id", pa.string()),
+    ("pid", pa.int64()), ("domain", pa.string()), ("task_attempt_id", pa.int64()), ("file", pa.string()),
+    ("tuple_id", pa.int64()), ("tsc", pa.int64()), ("t_ns", pa.float64()), ("err_ns", pa.float64()),
+    ("extrapolated", pa.bool_()), ("unbounded", pa.bool_())])
+COUNTER_SCHEMA = pa.schema([
+    ("channel", pa.string()), ("handler", pa.string()), ("host", pa.string()), ("executor_id", pa.string()),
+    ("pid", pa.int64()), ("domain", pa.string()), ("file", pa.string()), ("period_start_tsc", pa.int64()),
+    ("count", pa.int64()), ("t_ns", pa.float64()), ("err_ns", pa.float64()), ("extrapolated", pa.bool_()),
+    ("unbounded", pa.bool_())])
+# Columns for the analyses' own joins, never in records(): the domain as a small number (Timebase.domains), cheaper
+# to shuffle and sort than its name.
+INTERNAL_FIELDS = [pa.field("domain_id", pa.int32())]
+# the driver's tables, as the plugin writes them (columns cast to these types: older files may differ in width)
+TABLE_SCHEMAS = {
+    "spark-tasks.arrows": pa.schema([
+        ("task_attempt_id", pa.int64()), ("job_id", pa.int32()), ("stage_id", pa.int32()),
+        ("stage_attempt", pa.int32()), ("partition", pa.int32()), ("attempt_number", pa.int32()),
+        ("executor_id", pa.string()), ("host", pa.string()), ("launch_time_ms", pa.int64()),
+        ("finish_time_ms", pa.int64()), ("status", pa.string()), ("failure_reason", pa.string())]),
+    "calibration.arrows": pa.schema([
+        ("domain_a", pa.string()), ("domain_b", pa.string()), ("direction", pa.string()), ("round", pa.int64()),
+        ("host_a", pa.string()), ("host_b", pa.string()), ("send_tsc", pa.int64()), ("remote_tsc", pa.int64()),
+        ("recv_tsc", pa.int64())]),
+    "tsc-domains.arrows": pa.schema([
+        ("domain", pa.string()), ("boot_id", pa.string()), ("role", pa.string()), ("host", pa.string()),
+        ("executor_id", pa.string()), ("pid", pa.int64()), ("responder_port", pa.int32()),
+        ("control_port", pa.int32()), ("check", pa.string())]),
+}
+
+
+def spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def binary_files(spark, paths):
+    """Spark's binaryFile rows (path, modificationTime, length, content) of a folder (recursively, *.arrows) or
+    of a list of files."""
+    reader = spark.read.format("binaryFile")
+    if isinstance(paths, str):
+        return reader.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.arrows").load(paths)
+    return reader.load(list(paths))
+
+
+def catalog_rows(spark, path: str) -> list:
+    """One FILE_ROW per file below `path`, collected (a row per file, not per record)."""
+    frame = binary_files(spark, path).select("path", "content").mapInArrow(describe_files, spark_schema(FILE_ROW))
+    return [row.asDict() for row in frame.collect()]
+
+
+def table_frame(spark, name: str, file: "str | None"):
+    """A driver table as a DataFrame (empty, with its columns, where the folder has none)."""
+    schema = TABLE_SCHEMAS[name]
+    if file is None:
+        return spark.createDataFrame([], spark_schema(schema))
+    decode = functools.partial(_decode_table, schema=schema)
+    return binary_files(spark, [file]).select("path", "content").mapInArrow(decode, spark_schema(schema))
+
+
+def read_table(spark, name: str, file: "str | None") -> "pa.Table | None":
+    """A small driver table (calibration probes, TSC domains) on the driver."""
+    if file is None:
+        return None
+    row = binary_files(spark, [file]).select("content").first()
+    return cast_table(read_log_bytes(file, row["content"]).table(), TABLE_SCHEMAS[name])
+
+
+def cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The table's columns of `schema`, cast to its types; the table's metadata kept."""
+    columns = [table.column(f.name).cast(f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema.with_metadata(table.schema.metadata))
+
+
+def _decode_table(batches, schema):
+    for batch in batches:
+        for i in range(batch.num_rows):
+            path, content = batch.column("path")[i].as_py(), batch.column("content")[i].as_buffer()
+            yield from cast_table(read_log_bytes(path, content).table(), schema).to_batches()
+
+
+def _constant(value, type_, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type_), n)
+
+
+def translated_batches(log, attributes: dict, timebase, schema: pa.Schema):
+    """The batches of one decoded log file with its per-file columns and every TSC value on the application's
+    time axis (t_ns, err_ns, extrapolated, unbounded); `schema` (RECORD_SCHEMA or COUNTER_SCHEMA, or a subset of
+    its columns) says which columns come out."""
+    for batch in log.batches:
+        first, second = log.columns(batch)
+        n = batch.num_rows
+        if log.kind == "records":
+            values = {"tuple_id": first, "tsc": second}
+            if attributes["channel"] in ("spark.task.start", "spark.task.end"):  # the tuple id is the attempt's
+                values["task_attempt_id"] = first
+            tsc = second
+        else:
+            values = {"period_start_tsc": first, "count": second}
+            tsc = first
+        t_ns, err_ns, extrapolated, unbounded = timebase.translate(attributes["domain"], tsc.to_numpy())
+        values.update(t_ns=pa.array(t_ns), err_ns=pa.array(err_ns), extrapolated=pa.array(extrapolated),
+                      unbounded=pa.array(unbounded))
+        attributes = {**attributes, "domain_id": timebase.domain_id(attributes["domain"])}
+        columns = [values[f.name] if f.name in values else _constant(attributes.get(f.name), f.type, n)
+                   for f in schema]
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _decode_logs(batches, attributes, timebase, schema):
+    for batch in batches:
+        for i in range(batch.num_rows):
+            path, content = batch.column("path")[i].as_py(), batch.column("content")[i].as_buffer()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the driver has warned about a cut file when it listed it
+                log = read_log_bytes(path, content)
+            yield from translated_batches(log, attributes[path], timebase, schema)
+
+
+def log_frame(spark, files: list, timebase, schema: pa.Schema):
+    """The records (or counters) of `files` (catalog.LogInfo) as a DataFrame of `schema`'s columns."""
+    if not files:
+        return spark.createDataFrame([], spark_schema(schema))
+    attributes = {f.file: f.attributes() for f in files}
+    decode = functools.partial(_decode_logs, attributes=attributes, timebase=timebase, schema=schema)
+    return binary_files(spark, attributes).select("path", "content").mapInArrow(decode, spark_schema(schema))
+
+
+def project(schema: pa.Schema, names) -> pa.Schema:
+    """The fields of `schema` (and INTERNAL_FIELDS) named in `names`, in schema order."""
+    return pa.schema([f for f in list(schema) + INTERNAL_FIELDS if f.name in set(names)])
+

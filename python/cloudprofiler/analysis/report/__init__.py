@@ -1,0 +1,48 @@
+"""The report on one application: findings in plain words, a terminal summary and a self-contained HTML page.
+
+    from cloudprofiler.analysis.report import report
+    report("/tmp/logs/app-20261122-0001")          # writes ./cloudprofiler-report-<app id>.html
+
+Two steps: `gather` asks the Application for aggregates (ReportData, small pandas frames); findings, plots and
+the page are computed from ReportData alone. matplotlib (the `report` extra) is needed from the plots on.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .data import ReportData, gather  # noqa: F401 -- the two steps, for users and tests
+
+DEFAULT_NAME = "cloudprofiler-report-{app_id}.html"
+
+
+def default_output(app_id: str) -> Path:
+    """`<cwd>/cloudprofiler-report-<app id>.html`: the log folder may be remote or read-only, and is left as is."""
+    return Path.cwd() / DEFAULT_NAME.format(app_id=app_id)
+
+
+def render(data: ReportData, output, quiet: bool = False) -> Path:
+    """Write the HTML page of `data` to `output` and print the terminal summary (unless quiet)."""
+    from . import html, tables
+    from .findings import findings
+    from .plots import all_plots
+    from .terminal import print_summary
+
+    found = findings(data)
+    named = {"summary": tables.summary(data), "stages": tables.stages(data), "pipeline": tables.pipeline(data),
+             "health": tables.health(data)}
+    output = Path(output)
+    output.write_text(html.page(data, found, all_plots(data), named), encoding="utf-8")
+    if not quiet:
+        print_summary(found, named)
+        print(f"\nreport: {output}")
+    return output
+
+
+def report(app_or_path, output=None, spark=None, quiet: bool = False) -> Path:
+    """Analyse an application (an Application, or its log folder: local path or Hadoop-compatible URI) and write
+    its report; returns the HTML file's path (default: see `default_output`)."""
+    from .. import open_application
+
+    app = open_application(str(app_or_path), spark) if isinstance(app_or_path, (str, Path)) else app_or_path
+    data = gather(app)
+    return render(data, output or default_output(app.app_id), quiet)

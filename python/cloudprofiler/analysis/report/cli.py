@@ -1,0 +1,26 @@
+"""`cloudprofiler report <app folder>`: the findings and summary in the terminal, the whole report as one HTML file.
+
+    cloudprofiler report /tmp/cloudprofiler-logs/app-20261122-0001 -o report.html
+    cloudprofiler report hdfs:///logs/app-20261122-0001 --master yarn
+"""
+from __future__ import annotations
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("folder", help="the application's log folder: <logDir>/<application id> (any Hadoop URI)")
+    parser.add_argument("-o", "--output", default=None,
+                        help="the HTML file (default: ./cloudprofiler-report-<application id>.html)")
+    parser.add_argument("--master", default=None,
+                        help="run the analysis on this Spark master (default: an embedded local session)")
+
+
+def run(args) -> int:
+    spark = None
+    if args.master:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.master(args.master).appName("cloudprofiler report").getOrCreate()
+    from . import report
+
+    report(args.folder, args.output, spark)
+    return 0

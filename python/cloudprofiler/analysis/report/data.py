@@ -1,0 +1,180 @@
+"""What the report shows, gathered from an Application as small pandas frames.
+
+Only aggregates come to the driver: quantiles, histograms, per-stage and per-hop rows. The one exception is the
+task timeline, which draws attempts; past TIMELINE_CAP attempts it keeps every failed or retried attempt and a
+uniform sample of the others, and says so (`tasks_total` beside `len(tasks)`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+TIMELINE_CAP = 20_000  # task attempts drawn on the timeline
+STRAGGLERS_KEPT = 50  # the worst stragglers, by ratio
+THROUGHPUT_POINTS = 150  # periods over the application's span (the period rounds to 1, 2 or 5 x 10^k ms)
+ERROR_BINS_PER_DECADE = 8  # the error-bound distributions: fixed log bins, so one pass needs no min/max first
+TRACE_CHANNELS_SKIPPED = ("spark.task.",)  # the plugin's task channels are no pipeline stage
+
+TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
+                "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
+                "launch_t_ns", "finish_t_ns", "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "unbounded"]
+STAGE_BOX_QUANTILES = {"p5_ns": 0.05, "p25_ns": 0.25, "p50_ns": 0.5, "p75_ns": 0.75, "p95_ns": 0.95}
+
+
+@dataclass
+class ReportData:
+    """Everything the findings, plots and tables read; small frames, built by `gather` or by hand (tests).
+
+    Frames keep the analysis API's column names (see the contract in the README); those made here:
+    - stage_durations: stage_id, stage_attempt, count, min_ns, p5_ns, p25_ns, p50_ns, p75_ns, p95_ns, max_ns,
+      mean_ns (successful attempts with a TSC duration)
+    - hop_bounds: hop, remote, count, exact (err_ns == 0), unbounded, err_p50_ns, err_max_ns (finite bounds)
+    - hop_errors: hop, remote, lo_ns, hi_ns, count (distribution of the finite, non-zero bounds)
+    - latency_histograms: hop plus latency_histogram()'s columns
+    """
+    summary: dict
+    channels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stages: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stage_durations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stragglers_total: int = 0
+    tasks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tasks_total: int = 0
+    pipeline: pd.DataFrame = field(default_factory=pd.DataFrame)
+    hop_bounds: pd.DataFrame = field(default_factory=pd.DataFrame)
+    hop_errors: pd.DataFrame = field(default_factory=pd.DataFrame)
+    latency_histograms: pd.DataFrame = field(default_factory=pd.DataFrame)
+    throughput: pd.DataFrame = field(default_factory=pd.DataFrame)
+    throughput_period_ms: int = 1000
+    calibration: pd.DataFrame = field(default_factory=pd.DataFrame)
+    health: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def tasks_sampled(self) -> bool:
+        return len(self.tasks) < self.tasks_total
+
+
+def gather(app) -> ReportData:
+    """Ask the Application (cloudprofiler.analysis) for what the report shows."""
+    summary = dict(app.summary())
+    channels = app.channels().toPandas()
+    stages = app.stages().toPandas()
+    data = ReportData(
+        summary=summary,
+        channels=channels,
+        stages=stages,
+        stage_durations=_stage_durations(app.tasks()),
+        stragglers=app.stragglers().limit(STRAGGLERS_KEPT).toPandas(),
+        stragglers_total=int(stages["stragglers"].sum()) if not stages.empty else 0,
+        calibration=app.calibration().toPandas(),
+        health=app.health().toPandas(),
+    )
+    data.tasks, data.tasks_total = _timeline_tasks(app.tasks())
+    data.throughput_period_ms = throughput_period_ms(summary.get("span_ns") or 0.0)
+    data.throughput = app.throughput(period_ms=data.throughput_period_ms).toPandas()
+    trace = trace_channels(channels)
+    if len(trace) >= 2:
+        data.pipeline = app.pipeline().toPandas()
+        bounds, errors, densities = [], [], []
+        for hop in hops_shown(data.pipeline).itertuples():  # with a single hop, end to end is that hop
+            latency = app.latency(hop.from_channel, hop.to_channel)
+            hop_bounds, hop_errors = _bounds(latency)
+            bounds.append(hop_bounds.assign(hop=hop.hop))
+            errors.append(hop_errors.assign(hop=hop.hop))
+            densities.append(app.latency_histogram(hop.from_channel, hop.to_channel).toPandas().assign(hop=hop.hop))
+        data.hop_bounds = pd.concat(bounds, ignore_index=True)
+        data.hop_errors = pd.concat(errors, ignore_index=True)
+        data.latency_histograms = pd.concat(densities, ignore_index=True)
+    return data
+
+
+def trace_channels(channels: pd.DataFrame) -> list[str]:
+    """The record channels of trace points (the pipeline's stages), i.e. not the plugin's task channels."""
+    if channels.empty:
+        return []
+    rows = channels[(channels["kind"] == "records") & ~channels["channel"].str.startswith(TRACE_CHANNELS_SKIPPED)]
+    return sorted(rows["channel"].unique())
+
+
+def hops_shown(pipeline: pd.DataFrame) -> pd.DataFrame:
+    """The pipeline's rows as the report shows them: end to end first, then the hops in order; with a single hop
+    only that hop (the end-to-end row repeats it)."""
+    if pipeline.empty:
+        return pipeline
+    hops = pipeline[pipeline["hop"] >= 0].sort_values("hop")
+    if len(hops) < 2:
+        return hops.reset_index(drop=True)
+    return pd.concat([pipeline[pipeline["hop"] == -1], hops], ignore_index=True)
+
+
+def throughput_period_ms(span_ns: float) -> int:
+    """A round period (1, 2 or 5 x 10^k ms, at least 1 ms) that gives about THROUGHPUT_POINTS points."""
+    target = max(span_ns / 1e6 / THROUGHPUT_POINTS, 1.0)
+    decade = 10 ** math.floor(math.log10(target))
+    return int(min((m * decade for m in (1, 2, 5, 10)), key=lambda p: abs(math.log(p / target))))
+
+
+def _stage_durations(tasks) -> pd.DataFrame:
+    """Box-plot statistics of each stage's successful, bounded task durations (one pass on Spark)."""
+    from pyspark.sql import functions as F
+
+    quantiles = F.percentile_approx("duration_ns", list(STAGE_BOX_QUANTILES.values()), 10_000)
+    timed = F.col("duration_ns").isNotNull() & ~F.isnan("duration_ns")  # unbounded: null or NaN
+    rows = (tasks.where((F.col("status") == "SUCCESS") & timed)
+            .groupBy("stage_id", "stage_attempt")
+            .agg(F.count("*").alias("count"), F.min("duration_ns").alias("min_ns"), quantiles.alias("q"),
+                 F.max("duration_ns").alias("max_ns"), F.mean("duration_ns").alias("mean_ns"))
+            .toPandas())
+    for i, name in enumerate(STAGE_BOX_QUANTILES):
+        rows[name] = rows["q"].map(lambda q, i=i: float(q[i]))
+    columns = ["stage_id", "stage_attempt", "count", "min_ns", *STAGE_BOX_QUANTILES, "max_ns", "mean_ns"]
+    return rows[columns].sort_values(["stage_id", "stage_attempt"], ignore_index=True)
+
+
+def _timeline_tasks(tasks) -> tuple[pd.DataFrame, int]:
+    """The attempts the timeline draws: all of them up to TIMELINE_CAP, else every failed or retried one (up to
+    half the cap) and a uniform sample of the others."""
+    from pyspark.sql import functions as F
+
+    tasks = tasks.select(*TASK_COLUMNS)
+    first = tasks.limit(TIMELINE_CAP + 1).toPandas()
+    if len(first) <= TIMELINE_CAP:
+        return first, len(first)
+    total = tasks.count()
+    marked = (F.col("status") != "SUCCESS") | (F.col("attempt_number") > 0)
+    kept = tasks.where(marked).limit(TIMELINE_CAP // 2).toPandas()
+    rest = tasks.where(~marked)
+    fraction = (TIMELINE_CAP - len(kept)) / max(total - len(kept), 1)
+    sample = rest.sample(fraction=min(fraction, 1.0), seed=7).limit(TIMELINE_CAP - len(kept)).toPandas()
+    return pd.concat([kept, sample], ignore_index=True), total
+
+
+def _bounds(latency) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Of one hop's durations, per remote/local: counts, the median and largest finite bound, and the bounds'
+    distribution in fixed log bins; one pass (rollup: the (remote, bin) groups and the per-remote totals)."""
+    from pyspark.sql import functions as F
+
+    err = F.col("err_ns")
+    finite = err.isNotNull() & ~F.isnan(err) & (err < float("inf")) & ~F.col("unbounded")
+    positive = F.when(finite & (err > 0), err)
+    binned = latency.select(
+        "remote", err.alias("err_ns"), finite.alias("finite"),
+        F.floor(F.log10(positive) * ERROR_BINS_PER_DECADE).cast("int").alias("bin"))
+    rows = (binned.rollup("remote", "bin")
+            .agg(F.grouping("bin").alias("total"), F.count("*").alias("count"),
+                 F.sum(F.when(F.col("finite") & (F.col("err_ns") == 0), 1).otherwise(0)).alias("exact"),
+                 F.sum(F.when(~F.col("finite"), 1).otherwise(0)).alias("unbounded"),
+                 F.percentile_approx(F.when(F.col("finite"), F.col("err_ns")), 0.5, 10_000).alias("err_p50_ns"),
+                 F.max(F.when(F.col("finite"), F.col("err_ns"))).alias("err_max_ns"))
+            .where(F.col("remote").isNotNull())
+            .toPandas())
+    totals = rows[rows["total"] == 1]
+    bounds = totals[["remote", "count", "exact", "unbounded", "err_p50_ns", "err_max_ns"]].reset_index(drop=True)
+    bins = rows[(rows["total"] == 0) & rows["bin"].notna()]
+    errors = pd.DataFrame({"remote": bins["remote"].to_numpy(),
+                           "lo_ns": 10.0 ** (bins["bin"].to_numpy(float) / ERROR_BINS_PER_DECADE),
+                           "hi_ns": 10.0 ** ((bins["bin"].to_numpy(float) + 1) / ERROR_BINS_PER_DECADE),
+                           "count": bins["count"].to_numpy()})
+    return bounds, errors.sort_values(["remote", "lo_ns"], ignore_index=True)

@@ -1,0 +1,107 @@
+"""The report's tables (summary, stages, pipeline, health), as text cells with their raw values beside, for the
+HTML page and the terminal alike."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from . import format as fmt
+from .data import ReportData, hops_shown
+
+
+@dataclass
+class Cell:
+    text: str
+    value: "float | None" = None  # the number behind the text (the page carries it as data-value)
+
+
+@dataclass
+class Table:
+    key: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+
+
+def _started(start_unix_ms) -> str:
+    if start_unix_ms is None:
+        return "-"
+    return dt.datetime.fromtimestamp(start_unix_ms / 1e3, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _listed(values, shown: int = 6) -> str:
+    values = [str(v) for v in values or []]
+    return ", ".join(values[:shown]) + (f" (+{len(values) - shown})" if len(values) > shown else "")
+
+
+def summary(data: ReportData) -> Table:
+    s = data.summary
+    hz = s.get("tsc_hz")
+    rows = [
+        ("application", s.get("app_id"), None), ("folder", s.get("path"), None),
+        ("started", _started(s.get("start_unix_ms")), s.get("start_unix_ms")),
+        ("time span", fmt.duration(s.get("span_ns")), s.get("span_ns")),
+        ("hosts", f"{len(s.get('hosts') or [])}: {_listed(s.get('hosts'))}", len(s.get("hosts") or [])),
+        ("executors", fmt.count(s.get("executors")), s.get("executors")),
+        ("TSC domains", f"{len(s.get('domains') or [])}: {_listed(s.get('domains'), 3)}",
+         len(s.get("domains") or [])),
+        ("reference domain", s.get("reference_domain"), None),
+        ("TSC frequency", f"{hz / 1e9:.6f} GHz" if hz else "-", hz),
+        ("calibrated", "yes" if s.get("calibrated") else "no", None),
+        ("channels", fmt.count(s.get("channels")), s.get("channels")),
+        ("records", fmt.count(s.get("records")), s.get("records")),
+        ("dropped", fmt.count(s.get("dropped")), s.get("dropped")),
+        ("files", f"{fmt.count(s.get('files'))} ({fmt.count(s.get('cut_files'))} cut short)", s.get("files")),
+        ("task attempts", fmt.count(data.tasks_total), data.tasks_total),
+        ("stages", fmt.count(len(data.stages)), len(data.stages)),
+    ]
+    return Table("summary", ["", ""], [[Cell(name), Cell(str(text if text is not None else "-"), value)]
+                                       for name, text, value in rows])
+
+
+def _ns(value) -> Cell:
+    return Cell(fmt.duration(value), None if value is None or value != value else float(value))
+
+
+def _bound(value) -> Cell:
+    return Cell("exact", 0.0) if value == 0 else _ns(value)
+
+
+def _n(value) -> Cell:
+    return Cell(fmt.count(value), None if value is None or value != value else float(value))
+
+
+def stages(data: ReportData) -> Table:
+    table = Table("stages", ["stage", "job", "tasks", "failed", "p50", "p90", "p99", "max", "skew (max/p50)",
+                             "stragglers", "gap before"])
+    if data.stages.empty:
+        return table
+    for r in data.stages.sort_values(["stage_id", "stage_attempt"]).itertuples():
+        table.rows.append([Cell(fmt.stage(r.stage_id, r.stage_attempt).removeprefix("stage "), float(r.stage_id)),
+                           _n(r.job_id), _n(r.tasks), _n(r.failed), _ns(r.p50_ns), _ns(r.p90_ns), _ns(r.p99_ns),
+                           _ns(r.max_ns), Cell("-" if r.skew != r.skew else f"{r.skew:.1f}x", r.skew),
+                           _n(r.stragglers), _ns(r.gap_before_ns)])
+    return table
+
+
+def pipeline(data: ReportData) -> Table:
+    table = Table("pipeline", ["hop", "tuples", "cross-host", "p50", "p99", "max", "bound p50", "bound p99",
+                               "share of p99"])
+    if data.pipeline.empty:
+        return table
+    for r in hops_shown(data.pipeline).itertuples():
+        name = ("end to end: " if r.hop == -1 else "") + fmt.hop(r.from_channel, r.to_channel)
+        table.rows.append([Cell(name, float(r.hop)), _n(r.count), _n(r.remote_count), _ns(r.p50_ns), _ns(r.p99_ns),
+                           _ns(r.max_ns), _bound(r.err_p50_ns), _bound(r.err_p99_ns),
+                           Cell(fmt.percent(r.share_of_p99), float(r.share_of_p99))])
+    return table
+
+
+def health(data: ReportData) -> Table:
+    table = Table("health", ["severity", "kind", "subject", "count", "message"])
+    if data.health.empty:
+        return table
+    order = {"error": 0, "warning": 1, "info": 2}
+    rows = data.health.assign(o=data.health["severity"].map(order).fillna(3)).sort_values(["o", "kind"])
+    for r in rows.itertuples():
+        table.rows.append([Cell(r.severity), Cell(r.kind), Cell(str(r.subject)), _n(r.count), Cell(str(r.message))])
+    return table

@@ -1,0 +1,36 @@
+"""The embedded Spark session: what the analysis runs on when the caller brings none."""
+from __future__ import annotations
+
+import os
+import sys
+
+_session = None
+
+
+def _driver_memory() -> str:
+    """A quarter of the machine's memory, from 1 to 8 GiB: each task holds a log file three to four times over
+    (read, as a Spark row, as an Arrow buffer) while it decodes it."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{max(1, min(8, total // 4 >> 30))}g"
+
+
+def local_session():
+    """A local Spark session on every core (local[*]), Spark's UI off and its logging quiet, started on first use
+    and reused (a stopped one is replaced). Python workers run this interpreter, which has cloudprofiler. Where a
+    session is already active in this process, Spark hands that one out and its settings stay as they are."""
+    global _session
+    from pyspark.sql import SparkSession
+
+    if _session is not None and not _session.sparkContext._jsc.sc().isStopped():
+        return _session
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _session = (SparkSession.builder.master("local[*]").appName("cloudprofiler-analysis")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.memory", _driver_memory())
+                # a log file travels whole through the JVM into Python: an Arrow batch of file contents holds a
+                # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)
+                .config("spark.sql.execution.arrow.maxBytesPerBatch", str(64 << 20))
+                .getOrCreate())
+    _session.sparkContext.setLogLevel("ERROR")
+    return _session

@@ -1,0 +1,65 @@
+"""Stages: the distribution of their task attempts' durations, stragglers, and the gaps between stages."""
+from __future__ import annotations
+
+import bisect
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+# A straggler takes longer than STRAGGLER_RATIO x its stage's median: Spark's own threshold for launching a
+# speculative copy of a task (spark.speculation.multiplier, default 1.5).
+STRAGGLER_RATIO = 1.5
+STAGE = ["stage_id", "stage_attempt"]
+STAGES_DDL = ("stage_id int, stage_attempt int, job_id int, tasks long, failed long, p50_ns double, p90_ns double, "
+              "p99_ns double, max_ns double, mean_ns double, skew double, stragglers long, start_t_ns double, "
+              "end_t_ns double, gap_before_ns double")
+
+
+def finite(column):
+    """The column where it is a number (null where NaN): Spark orders NaN above every number."""
+    return F.when(~F.isnan(column), column)
+
+
+def _with_medians(tasks):
+    """Attempts that belong to a stage, with `timed` (a successful attempt with a duration) and its stage's median
+    duration over the timed attempts."""
+    timed = (F.col("status") == "SUCCESS") & finite(F.col("duration_ns")).isNotNull()
+    staged = tasks.where(F.col("stage_id").isNotNull()).withColumn("timed", F.coalesce(timed, F.lit(False)))
+    median = F.percentile_approx(F.when(F.col("timed"), F.col("duration_ns")), 0.5).over(Window.partitionBy(*STAGE))
+    return staged.withColumn("median_ns", median)
+
+
+def stragglers(tasks, ratio: float = STRAGGLER_RATIO):
+    """Successful attempts over `ratio` x their stage's median duration, the slowest first."""
+    slow = _with_medians(tasks).where("timed").withColumn("ratio", F.col("duration_ns") / F.col("median_ns"))
+    return slow.where(F.col("ratio") > ratio).select(
+        *STAGE, "task_attempt_id", "partition", "executor_id", "host", "duration_ns", "median_ns",
+        "ratio").orderBy(F.col("ratio").desc())
+
+
+def stages(tasks, ratio: float = STRAGGLER_RATIO):
+    """One row per stage attempt (STAGES_DDL): job, attempts, failed attempts, percentiles, max and mean of the
+    successful attempts' durations, skew (max / median), stragglers (over `ratio` x median), first start and last
+    end, and the gap since the latest end of a stage that ended before this one started (null for none).
+    One pass over the tasks; the stage rows (small) are gathered to compute the gaps."""
+    timed = F.when(F.col("timed"), F.col("duration_ns"))
+    rows = _with_medians(tasks).groupBy(*STAGE).agg(
+        F.min("job_id").alias("job_id"), F.count(F.lit(1)).alias("tasks"),
+        F.sum((F.col("status") != "SUCCESS").cast("long")).alias("failed"),
+        F.percentile_approx(timed, [0.5, 0.9, 0.99]).alias("q"), F.max(timed).alias("max_ns"),
+        F.mean(timed).alias("mean_ns"),
+        F.sum((F.col("timed") & (F.col("duration_ns") > ratio * F.col("median_ns"))).cast("long")).alias("slow"),
+        F.min(finite(F.col("start_t_ns"))).alias("start_t_ns"),
+        F.max(finite(F.col("end_t_ns"))).alias("end_t_ns")).collect()
+    ends = sorted(r["end_t_ns"] for r in rows if r["end_t_ns"] is not None)
+    out = []
+    for r in rows:
+        q = r["q"] or [None] * 3
+        before = bisect.bisect_left(ends, r["start_t_ns"]) if r["start_t_ns"] is not None else 0
+        out.append({**{k: r[k] for k in (*STAGE, "job_id", "tasks", "failed", "max_ns", "mean_ns", "start_t_ns",
+                                          "end_t_ns")},
+                    "p50_ns": q[0], "p90_ns": q[1], "p99_ns": q[2], "stragglers": r["slow"] or 0,
+                    "skew": r["max_ns"] / q[0] if q[0] else None,
+                    "gap_before_ns": r["start_t_ns"] - ends[before - 1] if before else None})
+    out.sort(key=lambda r: (r["start_t_ns"] is None, r["start_t_ns"] or 0.0, r["stage_id"], r["stage_attempt"]))
+    return tasks.sparkSession.createDataFrame(out, STAGES_DDL)

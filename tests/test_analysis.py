@@ -1,0 +1,219 @@
+"""The analysis on Spark (cloudprofiler.analysis) over a real application's log folder: the numbers it reports
+are the raw files' numbers, cut files and folders without calibration say so, and bad input names the value.
+
+The application runs once, in a subprocess (local[2,2]: a task may fail once): trace points 'a' before and 'b'
+after a shuffle, a Python trace point 'py', a counter channel, and a task that fails its first attempt."""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+
+import cloudprofiler as cp
+from cloudprofiler.analysis import NotAnApplicationError, UnknownChannelError, open_application
+from conftest import run_python
+
+ROWS = 20_000
+RECORD_COLUMNS = ["channel", "handler", "host", "executor_id", "pid", "domain", "task_attempt_id", "file", "tuple_id",
+                  "tsc", "t_ns", "err_ns", "extrapolated", "unbounded"]
+
+APPLICATION = r"""
+import sys
+import cloudprofiler.spark as cps
+log_dir, rows = sys.argv[1], int(sys.argv[2])
+spark = (cps.builder(log_dir=log_dir, local_dir=log_dir + "-local", channels={"counted": ("mpc", 1_000_000)})
+         .master("local[2,2]").config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "3")
+         .getOrCreate())
+
+def fail_once(rows):
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
+        raise RuntimeError("failing the first attempt on purpose")
+    yield from rows
+
+spark.sparkContext.parallelize(range(1000), 4).mapPartitions(fail_once).count()
+spark.sql(f"select sum(x) from (select cp_trace('b', x) as x from (select cp_trace('a', id) as x "
+          f"from range(0, {rows}, 1, 4)) distribute by x % 3)").collect()
+cps.trace(spark.range(0, 1000, numPartitions=2), "py", "id").count()
+spark.sql("select sum(t) from (select cp_trace('counted', id) as t from range(0, 30000, 1, 2))").collect()
+print("app", spark.sparkContext.applicationId)
+spark.stop()
+"""
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    log_dir = tmp_path_factory.mktemp("analysis-logs")
+    result = run_python(f"import sys; sys.argv = ['app', {str(log_dir)!r}, '{ROWS}']\n" + APPLICATION, timeout=300)
+    assert result.returncode == 0 and "app " in result.stdout, result.stderr[-3000:]
+    return log_dir / result.stdout.split("app ")[1].split()[0]
+
+
+@pytest.fixture(scope="module")
+def app(folder):
+    return open_application(folder)
+
+
+def _raw(folder: Path, channel: str) -> pa.Table:
+    """Every record of a channel, read by hand: tuple_id, tsc (int64)."""
+    tables = [cp.read_log(p).select(["tuple_id", "tsc"]) for p in folder.rglob("*.arrows")
+              if cp.log_metadata(p).get("channel.name") == channel]
+    return pa.concat_tables([t.cast(pa.schema([("tuple_id", pa.int64()), ("tsc", pa.int64())])) for t in tables])
+
+
+def _driver(folder: Path) -> dict:
+    """The driver's start clock and TSC frequency from the task table's metadata."""
+    return cp.log_metadata(folder / "spark-tasks.arrows")
+
+
+def _task_durations(folder: Path, hz: float) -> dict:
+    start, end = _raw(folder, "spark.task.start").to_pydict(), _raw(folder, "spark.task.end").to_pydict()
+    begin = dict(zip(start["tuple_id"], start["tsc"]))
+    return {t: (e - begin[t]) / hz * 1e9 for t, e in zip(end["tuple_id"], end["tsc"]) if t in begin}
+
+
+def test_records_are_the_files_records_on_the_drivers_time_axis(app, folder):
+    driver = _driver(folder)
+    start = int(json.loads(driver["application.start.clock"])["tsc"])
+    hz = driver["tsc.hz"]
+    assert app.timebase.start_tick == start and app.timebase.hz == hz
+    records = app.records("a")
+    assert records.columns == RECORD_COLUMNS
+    got = records.select("tuple_id", "tsc", "t_ns", "err_ns", "unbounded").toPandas().sort_values("tuple_id")
+    raw = _raw(folder, "a").to_pandas().sort_values("tuple_id")
+    assert np.array_equal(got["tuple_id"], raw["tuple_id"]) and np.array_equal(got["tsc"], raw["tsc"])
+    assert np.allclose(got["t_ns"], (raw["tsc"].to_numpy() - start) / hz * 1e9, rtol=0, atol=1e-3)
+    assert (got["t_ns"] > 0).all() and (got["err_ns"] == 0).all() and not got["unbounded"].any()
+    channels = {r["channel"]: r for r in app.channels().collect()}
+    assert channels["a"]["records"] == channels["b"]["records"] == ROWS and channels["counted"]["kind"] == "counters"
+    assert app.summary()["records"] == sum(r["records"] for r in channels.values())
+
+
+def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):
+    hz = _driver(folder)["tsc.hz"]
+    by_hand = _task_durations(folder, hz)
+    tasks = app.tasks().toPandas().set_index("task_attempt_id")
+    some = max(by_hand)
+    assert math.isclose(tasks.loc[some, "duration_ns"], by_hand[some], rel_tol=1e-12)
+    assert tasks.loc[some, "path"] == "trivial" and tasks.loc[some, "err_ns"] == 0
+    failed = tasks[tasks["status"] != "SUCCESS"]
+    assert len(failed) == 1 and "failing the first attempt" in failed["failure_reason"].iloc[0]
+    assert (tasks["spark_duration_ms"] == tasks["finish_time_ms"] - tasks["launch_time_ms"]).all()
+    # on one axis, the driver launches an attempt before its executor starts it, and learns that it finished after
+    # it ended (Spark's times are whole milliseconds: 2 ms of slack)
+    timed = tasks.dropna(subset=["start_t_ns"])
+    assert (timed["launch_t_ns"] <= timed["start_t_ns"] + 2e6).all()
+    assert (timed["finish_t_ns"] >= timed["end_t_ns"] - 2e6).all()
+
+    ok = tasks[tasks["status"] == "SUCCESS"]
+    stage = ok.groupby("stage_id").size().idxmax()
+    durations = np.array([by_hand[t] for t in ok[ok["stage_id"] == stage].index])
+    row = app.stages().where(f"stage_id = {stage}").first()
+    assert math.isclose(row["p99_ns"], np.quantile(durations, 0.99, method="inverted_cdf"), rel_tol=1e-12)
+    assert math.isclose(row["p50_ns"], np.quantile(durations, 0.5, method="inverted_cdf"), rel_tol=1e-12)
+    assert row["tasks"] == len(tasks[tasks["stage_id"] == stage]) and row["stragglers"] == sum(
+        durations > 1.5 * row["p50_ns"])
+
+
+def test_a_hops_median_matches_the_raw_files_and_joins_are_sort_merge_joins(app, folder):
+    hz = app.timebase.hz
+    a, b = (_raw(folder, c).to_pandas().set_index("tuple_id")["tsc"] for c in ("a", "b"))
+    latencies = np.sort(((b - a[b.index]) / hz * 1e9).to_numpy())
+    hops = {r["hop"]: r for r in app.pipeline(["a", "b", "py"]).collect()}
+    hop = hops[0]
+    assert hop["count"] == ROWS and hop["remote_count"] == 0 and hop["err_max_ns"] == 0
+    # percentile_approx: a rank within count / 10,000 of the exact one
+    k = int(np.ceil(0.5 * ROWS)) - 1
+    assert latencies[k - 2] <= hop["p50_ns"] <= latencies[k + 2]
+    assert hop["min_ns"] == pytest.approx(latencies[0]) and hop["max_ns"] == pytest.approx(latencies[-1])
+    assert hops[-1]["share_of_p99"] == 1 and hops[-1]["count"] == 1000 and set(hops) == {0, 1, -1}
+    plan = app.latency("a", "b")._jdf.queryExecution().executedPlan().toString()
+    assert "SortMergeJoin" in plan and "BroadcastHashJoin" not in plan
+    histogram = app.latency_histogram("a", "b", bins=8).collect()
+    assert sum(r["count"] for r in histogram) == ROWS and all(r["lo_ns"] < r["hi_ns"] for r in histogram)
+
+
+def test_counter_channels_give_periods_and_throughput(app):
+    assert app.counters("counted").agg({"count": "sum"}).first()[0] == 30_000
+    throughput = {r["channel"]: r["records"] for r in app.throughput(["counted", "a"], period_ms=100)
+                  .groupBy("channel").agg({"records": "sum"}).withColumnRenamed("sum(records)", "records").collect()}
+    assert throughput == {"counted": 30_000, "a": ROWS}
+
+
+def test_a_cut_file_is_read_up_to_its_last_complete_batch_with_a_warning(folder, tmp_path):
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    target = next(p for p in copy.rglob("a.*.arrows"))
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) * 6 // 10])  # in the middle of a batch, whichever IPC layout
+    with pytest.warns(UserWarning, match=target.name):
+        expected = cp.read_log(target).num_rows
+    with pytest.warns(UserWarning, match=target.name):
+        cut = open_application(copy)
+    assert 0 < expected < ROWS and cut.records("a").count() == expected
+    files = {r["file"].rsplit("/", 1)[-1]: r for r in cut.files().collect()}
+    whole = files[next(copy.rglob("b.*.arrows")).name]
+    assert files[target.name]["cut"] and not files[target.name]["ended"] and not whole["cut"] and whole["ended"]
+    health = cut.health().where("kind = 'cut_file'").collect()
+    assert len(health) == 1 and target.name in health[0]["subject"] and health[0]["severity"] == "warning"
+
+
+def _move_to_another_host(path: Path) -> None:
+    """Rewrites a log file as if another machine (another boot id, no calibration) had written it."""
+    table = cp.read_log(path)
+    meta = {**table.schema.metadata, b"boot_id": b"other-machine", b"host": b"other-host", b"pid": b"424242"}
+    with ipc.new_stream(str(path), table.schema.with_metadata(meta)) as writer:
+        writer.write_table(table)
+
+
+def test_without_calibration_durations_stay_per_host_and_cross_host_ones_are_unbounded(folder, tmp_path):
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    (copy / "tsc-domains.arrows").unlink()  # as with spark.cloudprofiler.calibration.enabled=false
+    for channel in ("a", "b"):
+        _move_to_another_host(next(copy.rglob(f"{channel}.*.arrows")))
+    app = open_application(copy)
+    health = {(r["kind"], r["subject"]): r for r in app.health().collect()}
+    assert health[("no_calibration", str(copy))]["severity"] == "warning"
+    assert "across hosts are unbounded" in health[("no_calibration", str(copy))]["message"]
+    assert "other-machine" in health[("uncalibrated", "other-machine")]["message"]
+    assert health[("unbounded", "a")]["count"] == ROWS
+
+    meta = cp.log_metadata(next(copy.rglob("a.*.arrows")))
+    a, b = (_raw(copy, c).to_pandas().set_index("tuple_id")["tsc"] for c in ("a", "b"))
+    by_hand = ((b - a[b.index]) / meta["tsc.hz"] * 1e9).sort_index()
+    local = app.latency("a", "b").toPandas().set_index("tuple_id").sort_index()
+    assert set(local["path"]) == {"local"} and not local["unbounded"].any() and not local["remote"].any()
+    assert np.allclose(local["latency_ns"], by_hand, rtol=1e-12)
+    assert np.allclose(local["err_ns"], by_hand * meta["tsc.hz_uncertainty"] / meta["tsc.hz"], rtol=1e-9)
+    cross = app.latency("a", "py").toPandas()
+    assert len(cross) == 1000 and cross["unbounded"].all() and cross["remote"].all()
+    assert cross["latency_ns"].isna().all() and set(cross["path"]) == {"unbounded"}
+    assert set(app.tasks().toPandas()["path"]) == {"trivial"}  # the driver's own host stays exact
+
+
+def test_bad_input_names_the_value(app, folder, tmp_path):
+    with pytest.raises(NotAnApplicationError, match=str(tmp_path / "missing")):
+        open_application(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotAnApplicationError, match="no .arrows files"):
+        open_application(tmp_path / "empty")
+    with pytest.raises(NotAnApplicationError, match=folder.name):  # the log folder, not the application's
+        open_application(folder.parent)
+    with pytest.raises(UnknownChannelError, match="'nope'.*a, b, py"):
+        app.records("nope")
+    with pytest.raises(UnknownChannelError, match="'nope'"):
+        app.latency("a", "nope")
+
+
+def test_the_data_source_gives_the_rows_of_records(app, folder):
+    if not hasattr(app.spark, "dataSource"):
+        pytest.skip("Python data sources need Spark 4.0")
+    via_source = app.spark.read.format("cloudprofiler-logs").option("channel", "b").load(str(folder))
+    assert via_source.columns == RECORD_COLUMNS
+    assert sorted(map(tuple, via_source.collect())) == sorted(map(tuple, app.records("b").collect()))

@@ -1,0 +1,119 @@
+"""End to end: a real Spark job with the plugin and three cp_trace points around two shuffles, then
+`cloudprofiler report <folder>` (its own process, its embedded Spark) and `cps.report(spark)` after the run; the
+page passes the browser check and shows the numbers the Application computes."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import browser
+import cloudprofiler.spark as cps
+
+SCREENSHOT = "CLOUDPROFILER_REPORT_SCREENSHOT"  # where to save the page's screenshot (docs/report.png was made so)
+
+
+SLOW_PARTITION = 5
+
+
+@pytest.fixture(scope="module")
+def app_folder(tmp_path_factory):
+    """One application: three trace points across two shuffles, then a stage with a slow partition and a failed
+    first attempt; the logs are complete once the session stops."""
+    def _slow_or_failing(rows):  # defined here so that workers get it by value, not by module
+        import time
+
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
+            raise RuntimeError("failing the first attempt on purpose")
+        if ctx.partitionId() == slow:
+            time.sleep(1.0)
+        yield from rows
+
+    slow = SLOW_PARTITION
+    log_dir = tmp_path_factory.mktemp("report-logs")
+    spark = (cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("report-local")))
+             .master("local[2,2]").config("spark.ui.enabled", "false").getOrCreate())  # a task may fail once
+    traced = (spark.range(0, 60_000, 1, 4).selectExpr("cp_trace('source', id) as id").repartition(4)
+              .selectExpr("cp_trace('shuffled', id) as id").repartition(3)
+              .selectExpr("cp_trace('sink', id) as id").selectExpr("sum(id)").first()[0])
+    assert traced == sum(range(60_000))
+    assert spark.sparkContext.parallelize(range(800), 8).mapPartitions(_slow_or_failing).count() == 800
+    folder = log_dir / spark.sparkContext.applicationId
+    spark.stop()
+    cps_page = cps.report(spark, output=tmp_path_factory.mktemp("cps") / "cps.html")
+    return folder, cps_page
+
+
+@pytest.fixture(scope="module")
+def page(app_folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    run = subprocess.run([sys.executable, "-m", "cloudprofiler.cli", "report", str(app_folder[0]), "-o", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith("Findings\n") and run.stdout.rstrip().endswith(f"report: {out}")
+    return out
+
+
+def test_the_command_writes_a_page_that_passes_the_browser_check(page, tmp_path):
+    if browser.CHROMIUM is None:
+        pytest.skip("chromium is not installed (make deps installs it)")
+    loaded = browser.load(page, tmp_path / "profile")
+    assert loaded.console_errors == [] and loaded.failed_requests == []
+    assert loaded.requests == [page.resolve().as_uri()]
+    if os.environ.get(SCREENSHOT):
+        Path(os.environ[SCREENSHOT]).write_bytes(loaded.screenshot)
+    drawn = {f["key"]: f["marks"] for f in loaded.figures}
+    assert {"timeline", "stages", "pipeline", "densities", "throughput"} <= set(drawn)
+    assert all(marks > 0 for marks in drawn.values()), drawn
+
+
+def test_a_stage_p99_and_the_hop_median_are_the_applications(page, app_folder):
+    from cloudprofiler.analysis import open_application
+
+    app = open_application(str(app_folder[0]))
+    stages = app.stages().toPandas()
+    html = page.read_text()
+    tasks = app.tasks().toPandas()
+    for stage in stages.itertuples():
+        row = re.search(rf'<tr><td data-value="{float(stage.stage_id)!r}">{stage.stage_id}(?: \(attempt \d+\))?</td>'
+                        r"(.*?)</tr>", html)
+        cells = re.findall(r'<td(?: data-value="([^"]*)")?>([^<]*)</td>', row.group(1))
+        p99_value, p99_text = cells[5]  # job, tasks, failed, p50, p90, p99
+        assert float(p99_value) == pytest.approx(stage.p99_ns, rel=1e-12)
+        durations = tasks[(tasks["stage_id"] == stage.stage_id) & (tasks["status"] == "SUCCESS")]
+        assert durations["duration_ns"].min() <= float(p99_value) <= durations["duration_ns"].max()
+    hop = app.pipeline().toPandas().query("hop == 1").iloc[0]
+    assert (hop.from_channel, hop.to_channel) == ("shuffled", "sink")
+    assert re.search(rf'<tr><td data-value="1.0">shuffled -&gt; sink</td><td data-value="{float(hop["count"])!r}">'
+                     rf'[^<]*</td><td[^>]*>[^<]*</td><td data-value="{float(hop.p50_ns)!r}">', html)
+
+
+def test_the_findings_name_the_worst_straggler_and_the_failed_attempt(page, app_folder):
+    from cloudprofiler.analysis import open_application
+
+    stragglers = open_application(str(app_folder[0])).stragglers().toPandas()
+    assert SLOW_PARTITION in set(stragglers["partition"])  # the sleeping partition, among others a busy machine adds
+    findings = re.findall(r'<li class="\w+" data-kind="(\w+)">([^<]*)</li>', page.read_text())
+    named = [text for kind, text in findings if kind == "straggler" and "more stages" not in text]
+    assert named
+    for text in named:  # each names the worst straggler of its stage
+        stage = int(re.match(r"stage (\d+)", text).group(1))
+        worst = stragglers[stragglers["stage_id"] == stage].iloc[0]
+        assert text.startswith(f"stage {stage}: partition {worst.partition} took {worst.ratio:.1f}x the median")
+        assert f"the driver, host {worst.host})" in text
+    [failed] = [text for kind, text in findings if kind == "failure"]
+    assert re.fullmatch(rf"1 task attempt failed; the first: stage \d+, partition 1 on the driver, host "
+                        rf"{re.escape(stragglers.host.iloc[0])}: RuntimeError: failing the first attempt on purpose; "
+                        r"1 attempt retried a partition", failed), failed
+
+
+def test_cps_report_after_the_run(app_folder):
+    folder, cps_page = app_folder
+    html = cps_page.read_text()
+    assert f"<h1>Cloudprofiler report: {folder.name}</h1>" in html
+    assert html.count('<figure class="plot"') >= 5
