@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+import browser
 import cloudprofiler as cp
 from cloudprofiler.demo import QUICK, batch, streaming
 from cloudprofiler.harness.generator.emitter import ID_BITS_PER_EMITTER
@@ -90,6 +91,17 @@ def test_the_report_is_written_and_names_the_skewed_stages_straggler(demo):
     assert output.stat().st_size > 0
     skewed = max(cp.read_log(app / "spark-tasks.arrows").column("stage_id").to_pylist())  # the batch's last stage
     assert re.search(rf"stage {skewed}: partition \d+ took [\d.]+x the median", done.stdout), done.stdout
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="chromium is not installed (make deps installs it)")
+def test_the_report_loads_offline_with_every_figure_drawn(demo, tmp_path):
+    _, _, _, output = demo
+    loaded = browser.load(output, tmp_path / "profile")
+    assert loaded.console_errors == [] and loaded.failed_requests == []
+    assert loaded.requests == [output.resolve().as_uri()]
+    assert {"timeline", "stages", "pipeline", "throughput", "calibration"} <= {f["key"] for f in loaded.figures}
+    for figure in loaded.figures:
+        assert figure["marks"] >= 1, figure
 
 
 def test_the_handler_table_is_still_there(tmp_path):

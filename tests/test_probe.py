@@ -2,7 +2,6 @@
 responder is a simulated TSC domain (offset of hours, skew of tens of ppm), so the truth is known exactly."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 import cloudprofiler as cp
 from cloudprofiler.calibration import Calibration, Probes
 from cloudprofiler.calibration.probe import Responder, probe
+from cloudprofiler.harness.hosts import Hosts, namespaces_available
 
 PEERS = ("-m", "cloudprofiler.calibration.peers")
 OFFSET, SKEW_PPM = 5 * 3600 * 2_000_000_000, -25.0
@@ -98,43 +98,29 @@ def test_a_closed_port_ends_the_run_at_once_with_its_address():
     assert time.monotonic() - started < 1  # not 100 timeouts of 200 ms
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="network namespaces need root and iproute2")
+needs_root = pytest.mark.skipif(not namespaces_available(), reason="network namespaces need root and iproute2")
 
 
 @pytest.fixture
-def namespaces():
-    """Two hosts, cpA (10.77.0.1) and cpB (10.77.0.2), joined by a veth pair; removed afterwards."""
-    tag = str(os.getpid() % 10000)
-    a, b = f"cpA{tag}", f"cpB{tag}"
-    cmds = [["ip", "netns", "add", a], ["ip", "netns", "add", b],
-            ["ip", "link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"],
-            ["ip", "link", "set", f"va{tag}", "netns", a], ["ip", "link", "set", f"vb{tag}", "netns", b],
-            ["ip", "-n", a, "addr", "add", "10.77.0.1/24", "dev", f"va{tag}"],
-            ["ip", "-n", b, "addr", "add", "10.77.0.2/24", "dev", f"vb{tag}"],
-            ["ip", "-n", a, "link", "set", f"va{tag}", "up"], ["ip", "-n", b, "link", "set", f"vb{tag}", "up"],
-            ["ip", "-n", a, "link", "set", "lo", "up"], ["ip", "-n", b, "link", "set", "lo", "up"]]
-    try:
-        for cmd in cmds:
-            subprocess.run(cmd, check=True, capture_output=True)
-        yield a, b
-    finally:
-        subprocess.run(["ip", "netns", "del", a], capture_output=True)
-        subprocess.run(["ip", "netns", "del", b], capture_output=True)
+def hosts():
+    """Two hosts: the hub (A) and a worker host (B) on a bridge; removed afterwards."""
+    with Hosts(1) as made:
+        yield made
 
 
 @needs_root
-def test_namespace_hosts_translate_within_bounds_a_dead_process_refuses_and_a_dead_host_times_out(namespaces):
-    a, b = namespaces
-    proc, port = start_responder("10.77.0.2", prefix=("ip", "netns", "exec", b))
+def test_namespace_hosts_translate_within_bounds_a_dead_process_refuses_and_a_dead_host_times_out(hosts):
+    b_ip = hosts.worker_ips[0]
+    proc, port = start_responder(b_ip, prefix=hosts.prefix(hosts.workers[0]))
     try:
-        rounds = run_rounds("10.77.0.2", port, 4, 0.3, prefix=("ip", "netns", "exec", a))
+        rounds = run_rounds(b_ip, port, 4, 0.3, prefix=hosts.prefix(hosts.hub))
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
     check_containment(rounds)
-    prober = ["ip", "netns", "exec", a, sys.executable, *PEERS, "prober", "10.77.0.2", str(port), "1", "0", "5"]
+    prober = [*hosts.prefix(hosts.hub), sys.executable, *PEERS, "prober", b_ip, str(port), "1", "0", "5"]
     out = subprocess.run(prober, capture_output=True, text=True, timeout=60)  # host B answers: port unreachable
-    assert out.returncode != 0 and f"the probe responder at 10.77.0.2:{port} refused" in out.stderr
-    subprocess.run(["ip", "-n", b, "link", "set", f"vb{b[3:]}", "down"], check=True)  # host B says nothing
+    assert out.returncode != 0 and f"the probe responder at {b_ip}:{port} refused" in out.stderr
+    subprocess.run(["ip", "-n", hosts.workers[0], "link", "set", hosts.links[0], "down"], check=True)  # B says nothing
     out = subprocess.run(prober, capture_output=True, text=True, timeout=60)
-    assert out.returncode != 0 and f"no answer from the probe responder at 10.77.0.2:{port}" in out.stderr
+    assert out.returncode != 0 and f"no answer from the probe responder at {b_ip}:{port}" in out.stderr
