@@ -10,9 +10,11 @@ from pathlib import Path
 EXECUTORS = 2
 EXECUTORS_TIMEOUT_S = 120
 LOCAL_SIMULATION = (4.0, 29.0)  # the local executors' TSC: hours ahead of the driver's, ppm fast
-# the driver's log4j: errors only, so that the demo's own lines are what one reads
+# the driver's log4j: Spark's errors and the plugin's warnings, so that the demo's own lines are what one reads
 LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = stderr
+logger.cloudprofiler.name = io.cloudprofiler
+logger.cloudprofiler.level = warn
 appender.console.type = Console
 appender.console.name = stderr
 appender.console.target = SYSTEM_ERR

@@ -50,7 +50,11 @@ class Hosts:
         self._black_holes: set[tuple[str, str]] = set()
 
     def __enter__(self) -> "Hosts":
-        self.create()
+        try:
+            self.create()
+        except BaseException:  # what was made so far goes too
+            self.delete()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
