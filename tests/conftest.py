@@ -25,6 +25,20 @@ def spark_jvm_with_the_plugin_jar():
     SparkContext._ensure_initialized(conf=SparkConf().set("spark.jars", cps.jar_path()))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_spark_session_outlives_its_module():
+    """A session left running (the analysis's embedded one, say) would be handed out by the next module's
+    getOrCreate() with that module's settings ignored: each module's sessions stop with it."""
+    yield
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkSession._instantiatedSession is not None:
+        SparkSession._instantiatedSession.stop()
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
