@@ -15,6 +15,30 @@ RESOURCE = "io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
 REQUIRE_ALL = os.environ.get("CLOUDPROFILER_TESTS_REQUIRE_ALL") == "1"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_jvm_with_the_plugin_jar():
+    """PySpark starts one JVM per process and the first session's jars are its classpath for good: the plugin jar
+    goes on it before any test module's session (an analysis session without the plugin, say) starts it, so that
+    later modules' sessions with the plugin find its classes."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized(conf=SparkConf().set("spark.jars", cps.jar_path()))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_spark_session_outlives_its_module():
+    """A session left running (the analysis's embedded one, say) would be handed out by the next module's
+    getOrCreate() with that module's settings ignored: each module's sessions stop with it."""
+    yield
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkSession._instantiatedSession is not None:
+        SparkSession._instantiatedSession.stop()
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

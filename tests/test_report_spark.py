@@ -117,3 +117,12 @@ def test_cps_report_after_the_run(app_folder):
     html = cps_page.read_text()
     assert f"<h1>Cloudprofiler report: {folder.name}</h1>" in html
     assert html.count('<figure class="plot"') >= 5
+
+
+def test_a_folder_that_is_no_application_is_named(app_folder, tmp_path):
+    from cloudprofiler import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["report", str(tmp_path), "-o", str(tmp_path / "none.html")])
+    assert str(exit_.value).startswith("cloudprofiler report: ") and str(tmp_path) in str(exit_.value)
+    assert not (tmp_path / "none.html").exists()

@@ -25,6 +25,7 @@ BENCHES = {
     "spark": ("cloudprofiler.harness.bench.spark", "JNI cost and the overhead of the plugin on Spark jobs"),
     "accuracy": ("cloudprofiler.harness.bench.accuracy", "error bounds of cross-node duration translation"),
     "ingest": ("cloudprofiler.harness.bench.ingest", "generator and Spark ingest maximum sustainable rates"),
+    "analysis": ("cloudprofiler.harness.bench.analysis", "the report and the analyses on 100 M synthetic records"),
 }
 
 

@@ -21,7 +21,8 @@ def local_session():
     global _session
     from pyspark.sql import SparkSession
 
-    if _session is not None and not _session.sparkContext._jsc.sc().isStopped():
+    jsc = _session.sparkContext._jsc if _session is not None else None  # None once the session was stopped
+    if jsc is not None and not jsc.sc().isStopped():
         return _session
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     _session = (SparkSession.builder.master("local[*]").appName("cloudprofiler-analysis")

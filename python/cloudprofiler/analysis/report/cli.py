@@ -20,7 +20,11 @@ def run(args) -> int:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.master(args.master).appName("cloudprofiler report").getOrCreate()
+    from ...errors import NotAnApplicationError
     from . import report
 
-    report(args.folder, args.output, spark)
+    try:
+        report(args.folder, args.output, spark)
+    except NotAnApplicationError as exc:
+        raise SystemExit(f"cloudprofiler report: {exc}") from None
     return 0
