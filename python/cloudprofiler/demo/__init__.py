@@ -64,8 +64,8 @@ def run(args) -> int:
             with progress.phase("cluster", "a standalone master and two workers"):
                 placement = stack.enter_context(cluster.started(log_dir / "cluster"))
         placement = placement or session.local()
-        for line in placement.simulated:
-            progress.detail(f"simulated {line}")
+        for note in placement.notes:
+            progress.detail(note)
         spark = None
         with progress.phase("session", f"Spark on {placement.master}, the plugin on (task records, trace points, "
                                        f"calibration)"):

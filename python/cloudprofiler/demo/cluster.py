@@ -25,10 +25,10 @@ def started(folder: Path):
     envs, whats = zip(*(simulated_tsc(hours, skew) for hours, skew in WORKER_SIMULATIONS[:EXECUTORS]))
     with Hosts(EXECUTORS, namespaces) as hosts, standalone_cluster(hosts, folder, list(envs)) as master, \
             hosts.entered(hosts.hub):
-        where = (f"network namespaces on one machine, joined by a bridge: the hub {hosts.hub_ip} (master, driver, "
-                 f"generator), workers {', '.join(hosts.worker_ips)}" if namespaces else
-                 "on loopback, every one this machine (run as root for a network namespace per host)")
-        yield Placement(master, hosts.hub_ip, master, simulated=[
-            f"hosts: {where}",
-            f"TSC domains: each worker's executors read a simulated TSC ({'; '.join(whats)} from the driver's; "
-            f"CLOUDPROFILER_SIMULATE_TSC), because the hosts share one physical TSC"])
+        hosts_note = (f"simulated hosts: network namespaces on one machine, joined by a bridge: the hub {hosts.hub_ip} "
+                      f"(master, driver, generator), workers {', '.join(hosts.worker_ips)}" if namespaces else
+                      "hosts: master and workers on loopback, all this machine (as root: a network namespace each)")
+        yield Placement(master, hosts.hub_ip, master, notes=[
+            hosts_note,
+            f"simulated TSC domains: each worker's executors read a TSC of their own ({'; '.join(whats)} from the "
+            f"driver's; CLOUDPROFILER_SIMULATE_TSC), because the hosts share one physical TSC"])

@@ -25,12 +25,12 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 @dataclass
 class Placement:
-    """Where the demo's application runs, and what of it is simulated (the demo says so)."""
+    """Where the demo's application runs, and notes on it: what is simulated (the demo says so)."""
     master: str
     driver_host: str  # the address executors reach the driver (and the generator) at
     analysis_master: str
     executor_env: dict = field(default_factory=dict)  # spark.executorEnv.*
-    simulated: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def simulated_tsc(hours: float, skew_ppm: float) -> tuple[dict, str]:
@@ -48,7 +48,7 @@ def local() -> Placement:
     """Spark's local cluster mode: the driver here, two executor JVMs that it starts on this machine."""
     env, what = simulated_tsc(*LOCAL_SIMULATION)
     return Placement(f"local-cluster[{EXECUTORS},1,1024]", "127.0.0.1", "local[2]", env, [
-        f"TSC domain: the executors read a simulated TSC ({what} from the driver's; CLOUDPROFILER_SIMULATE_TSC), "
+        f"simulated TSC domain: the executors read a TSC {what} from the driver's (CLOUDPROFILER_SIMULATE_TSC), "
         f"so that calibration has a second domain to measure on one machine"])
 
 
