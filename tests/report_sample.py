@@ -83,7 +83,8 @@ def _stage_frames(tasks: pd.DataFrame):
                                "partition": r.partition, "executor_id": r.executor_id, "host": r.host,
                                "duration_ns": r.duration_ns, "median_ns": median, "ratio": r.duration_ns / median})
     return (pd.DataFrame(stats), pd.DataFrame(stages),
-            pd.DataFrame(stragglers, columns=STRAGGLER_COLUMNS).sort_values("ratio", ascending=False, ignore_index=True))
+            pd.DataFrame(stragglers, columns=STRAGGLER_COLUMNS).sort_values("ratio", ascending=False,
+                                                                             ignore_index=True))
 
 
 HOPS = [  # hop, from, to, count, remote count, p50, p99 (ns), local bound, remote bound
