@@ -1,6 +1,7 @@
 """Generator against a real consumer over loopback TCP: rate accuracy, counted drops, dead consumer, bad input."""
 import socket
 
+import numpy as np
 import pytest
 
 from cloudprofiler.harness.generator.consumer import consume
@@ -85,3 +86,14 @@ def test_workloads_are_seeded_and_in_range(distribution):
     assert ads.min() >= 0 and ads.max() < 1000
     geo = make_buckets("purchases", 1000, 1, seed=1, distribution=distribution)[0].column("geo").to_numpy()
     assert geo.min() >= 0 and geo.max() < 100
+
+
+def test_key_distributions_have_their_shapes():
+    """Uniform keys spread evenly, Zipf keys crowd on the smallest ones, normal keys around the middle."""
+    keys = {d: make_buckets("ysb", 20_000, 1, seed=3, distribution=d)[0].column("ad_id").to_numpy()
+            for d in ("uniform", "normal", "zipf")}
+    share_of_key_0 = {d: float(np.mean(k == 0)) for d, k in keys.items()}
+    assert share_of_key_0["zipf"] > 0.12 > 0.01 > share_of_key_0["uniform"]  # Zipf(1.2): P(0) = 1/zeta(1.2), 18%
+    assert abs(np.mean(keys["uniform"]) - 499.5) < 15 and np.std(keys["uniform"]) > 250
+    middle = float(np.mean(np.abs(keys["normal"] - 500) < 250))
+    assert middle > 0.6 and middle > float(np.mean(np.abs(keys["uniform"] - 500) < 250)) + 0.1

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "python" / "cloudprofiler"
 
 # wing -> rank; a wing imports its own modules and those of lower ranks
 WINGS = {"core": 0, "calibration": 1, "analysis": 2, "spark": 3, "harness": 4, "top": 5}
-TOP_MODULES = {"cloudprofiler.cli", "cloudprofiler.demo"}
+TOP = ("cloudprofiler.cli", "cloudprofiler.demo")  # these modules and their submodules
 
 
 def _module_name(path: Path) -> str:
@@ -23,7 +23,7 @@ def _module_name(path: Path) -> str:
 
 
 def _wing(module: str) -> str:
-    if module in TOP_MODULES:
+    if module in TOP or module.startswith(tuple(f"{m}." for m in TOP)):
         return "top"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in WINGS else "core"

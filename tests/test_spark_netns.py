@@ -6,8 +6,6 @@ each cross-host duration, translated into the driver's domain, must hold its tru
 calibration traffic between the two workers is cut (durations route through the driver), and then every
 calibration packet to one worker is dropped (its durations come out flagged)."""
 import os
-import random
-import secrets
 import shutil
 import subprocess
 import sys
@@ -21,8 +19,10 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.calibration.spark import durations_in_reference, load_calibrations, load_domains
+from cloudprofiler.harness.hosts import Hosts, namespaces_available
+from cloudprofiler.harness.standalone import standalone_cluster
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
+pytestmark = pytest.mark.skipif(not namespaces_available() or not shutil.which("tc"),
                                 reason="network namespaces need root, iproute2 and tc")
 
 # (offset, skew_ppm) per worker: one ahead of the driver, one behind it (as if booted up to 2 hours later, but
@@ -67,25 +67,6 @@ print("stopped", flush=True)
 """
 
 
-def _spark_class() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
-def _run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
-def _wait_for(path: Path, text: str, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text(errors="replace").count(text) >= count:
-            return
-        time.sleep(0.3)
-    raise TimeoutError(f"{path} did not show {count} x {text!r} within {timeout} s:\n{path.read_text()[-3000:]}")
-
-
 def _last_round(app: Path, timeout: float = 60) -> int:
     """The newest round in the published calibration.arrows; a read that meets a copy under way is retried."""
     deadline = time.monotonic() + timeout
@@ -106,133 +87,49 @@ def _wait_for_round(app: Path, wanted: int, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-class Hosts:
-    """A hub namespace (bridge, master, driver) and one namespace per worker, each with a veth into the bridge."""
-
-    def __init__(self, workers: int):
-        tag = secrets.token_hex(3)
-        self.hub = f"cph{tag}"
-        self.workers = [f"cpw{tag}{i}" for i in range(workers)]
-        self.links = [f"wv{tag}{i}" for i in range(workers)]  # the worker's end of its veth
-        subnet = f"10.{random.randint(64, 127)}.{random.randint(0, 255)}"
-        self.hub_ip = f"{subnet}.1"
-        self.worker_ips = [f"{subnet}.{10 + i}" for i in range(workers)]
-        self.bridge = f"br{tag}"
-        self.made = []
-
-    def create(self) -> None:
-        for ns in [self.hub, *self.workers]:
-            _run("ip", "netns", "add", ns)
-            self.made.append(ns)
-            _run("ip", "-n", ns, "link", "set", "lo", "up")
-        _run("ip", "-n", self.hub, "link", "add", self.bridge, "type", "bridge")
-        _run("ip", "-n", self.hub, "addr", "add", f"{self.hub_ip}/24", "dev", self.bridge)
-        _run("ip", "-n", self.hub, "link", "set", self.bridge, "up")
-        for i, (ns, link, ip) in enumerate(zip(self.workers, self.links, self.worker_ips)):
-            hub_end = f"h{link}"
-            _run("ip", "-n", self.hub, "link", "add", hub_end, "type", "veth", "peer", "name", link, "netns", ns)
-            _run("ip", "-n", self.hub, "link", "set", hub_end, "master", self.bridge)
-            _run("ip", "-n", self.hub, "link", "set", hub_end, "up")
-            _run("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", link)
-            _run("ip", "-n", ns, "link", "set", link, "up")
-            self._black_hole(self.hub, hub_end)
-            self._black_hole(ns, link)
-
-    @staticmethod
-    def _black_hole(ns: str, dev: str) -> None:
-        """Egress of `dev`: a default class, and class 1:2 whose queue holds nothing (this kernel has no drop
-        action): drop() sends packets there."""
-        for cmd in (["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
-                    ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit"],
-                    ["class", "add", "dev", dev, "parent", "1:", "classid", "1:2", "htb", "rate", "10gbit"],
-                    ["qdisc", "add", "dev", dev, "parent", "1:2", "handle", "20:", "pfifo", "limit", "0"]):
-            _run("tc", "-n", ns, *cmd)
-
-    def drop(self, worker: int, port: int, sender: "int | None" = None) -> None:
-        """Drop the packets toward worker's port, sent by worker `sender` only, or by anyone (None). Filters sit
-        where the packets are sent: a classifier on a bridge port does not see bridged packets' IP header."""
-        match = ["match", "ip", "dst", f"{self.worker_ips[worker]}/32", "match", "ip", "dport", str(port), "0xffff"]
-        places = [(self.workers[sender], self.links[sender])] if sender is not None else [
-            (self.hub, f"h{self.links[worker]}"), *((ns, link) for i, (ns, link) in
-                                                    enumerate(zip(self.workers, self.links)) if i != worker)]
-        for ns, dev in places:
-            _run("tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-                 *match, "flowid", "1:2")
-
-    def delete(self) -> None:
-        for ns in self.made:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """Starts the cluster and the driver, runs the three phases, stops everything; yields what they left."""
     base = tmp_path_factory.mktemp("netns")
-    hosts = Hosts(len(SIMULATIONS))
-    procs, driver = [], None
-    try:
-        hosts.create()
-        master = f"spark://{hosts.hub_ip}:7077"
-        env = {**os.environ, "SPARK_NO_DAEMONIZE": "1"}
-        env.pop("CLOUDPROFILER_SIMULATE_TSC", None)
-        master_log = base / "master.log"
-        procs.append(subprocess.Popen(
-            ["ip", "netns", "exec", hosts.hub, _spark_class(), "org.apache.spark.deploy.master.Master",
-             "--host", hosts.hub_ip, "--port", "7077", "--webui-port", "8080"],
-            stdout=master_log.open("w"), stderr=subprocess.STDOUT, env={**env, "SPARK_LOCAL_IP": hosts.hub_ip}))
-        _wait_for(master_log, "I have been elected leader", 1, 120)
-        for i, (ns, ip, (offset, skew)) in enumerate(zip(hosts.workers, hosts.worker_ips, SIMULATIONS)):
-            work = base / f"worker{i}"
-            work.mkdir()
-            worker_env = {**env, "SPARK_LOCAL_IP": ip, "CLOUDPROFILER_SIMULATE_TSC": f"offset={offset},skew_ppm={skew}"}
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", ns, _spark_class(), "org.apache.spark.deploy.worker.Worker", master,
-                 "--host", ip, "--cores", "1", "--memory", "1g", "--webui-port", "8081", "--work-dir", str(work)],
-                stdout=(base / f"worker{i}.log").open("w"), stderr=subprocess.STDOUT, env=worker_env))
-        _wait_for(master_log, "Registering worker", len(SIMULATIONS), 120)
-
+    worker_env = [{"CLOUDPROFILER_SIMULATE_TSC": f"offset={offset},skew_ppm={skew}"} for offset, skew in SIMULATIONS]
+    with Hosts(len(SIMULATIONS)) as hosts, standalone_cluster(hosts, base, worker_env) as master:
         log_dir = base / "logs"
+        env = {k: v for k, v in os.environ.items() if k != "CLOUDPROFILER_SIMULATE_TSC"}
         driver = subprocess.Popen(
-            ["ip", "netns", "exec", hosts.hub, sys.executable, "-c", DRIVER, master, hosts.hub_ip, str(log_dir),
+            [*hosts.prefix(hosts.hub), sys.executable, "-c", DRIVER, master, hosts.hub_ip, str(log_dir),
              str(base / "local"), str(len(SIMULATIONS)), str(ROWS)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=(base / "driver.log").open("w"), text=True,
             env={**env, "SPARK_LOCAL_IP": hosts.hub_ip})
+        try:
+            def expect(word: str) -> str:
+                line = driver.stdout.readline()
+                assert line.startswith(word), f"driver said {line!r}, see {base / 'driver.log'}"
+                return line
 
-        def expect(word: str) -> str:
-            line = driver.stdout.readline()
-            assert line.startswith(word), f"driver said {line!r}, see {base / 'driver.log'}"
-            return line
-
-        app = log_dir / expect("app").split()[1]  # every domain has had its first round
-        domains = load_domains(app).to_pylist()
-        port = {(d["host"], kind): d[f"{kind}_port"] for d in domains for kind in ("responder", "control")}
-        cuts = []
-        for phase in range(3):
-            if phase == 1:  # the two workers can no longer probe each other; both still reach the driver
-                a, b = hosts.worker_ips
-                hosts.drop(1, port[(b, "responder")], sender=0)
-                hosts.drop(0, port[(a, "responder")], sender=1)
-            if phase == 2:  # worker 1 answers no probe and takes no probe request any more
-                hosts.drop(1, port[(hosts.worker_ips[1], "responder")])
-                hosts.drop(1, port[(hosts.worker_ips[1], "control")])
-            cuts.append(time.monotonic())
-            driver.stdin.write("go\n")
+            app = log_dir / expect("app").split()[1]  # every domain has had its first round
+            domains = load_domains(app).to_pylist()
+            port = {(d["host"], kind): d[f"{kind}_port"] for d in domains for kind in ("responder", "control")}
+            for phase in range(3):
+                if phase == 1:  # the two workers can no longer probe each other; both still reach the driver
+                    a, b = hosts.worker_ips
+                    hosts.drop(1, port[(b, "responder")], sender=0)
+                    hosts.drop(0, port[(a, "responder")], sender=1)
+                if phase == 2:  # worker 1 answers no probe and takes no probe request any more
+                    hosts.drop(1, port[(hosts.worker_ips[1], "responder")])
+                    hosts.drop(1, port[(hosts.worker_ips[1], "control")])
+                driver.stdin.write("go\n")
+                driver.stdin.flush()
+                expect("done")
+                _wait_for_round(app, _last_round(app) + 2)  # the next round may have begun before the last tuple
+            driver.stdin.write("stop\n")
             driver.stdin.flush()
-            expect("done")
-            _wait_for_round(app, _last_round(app) + 2)  # the next round may have begun before the last tuple
-        driver.stdin.write("stop\n")
-        driver.stdin.flush()
-        expect("stopped")
-        driver.wait(timeout=60)
-        yield app, log_dir, hosts
-    finally:
-        for p in [driver, *procs]:
-            if p is not None and p.poll() is None:
-                p.kill()
-        for p in [driver, *procs]:
-            if p is not None:
-                p.wait(timeout=30)
-        hosts.delete()
+            expect("stopped")
+            driver.wait(timeout=60)
+            yield app, log_dir, hosts
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+            driver.wait(timeout=30)
 
 
 def _truth(table: pa.Table, domain_of_host: dict, host_sim: dict) -> np.ndarray:

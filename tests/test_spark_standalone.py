@@ -1,7 +1,6 @@
 """The plugin on a real standalone cluster: a master and two workers, each its own JVM, started here."""
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -16,59 +15,17 @@ import pyarrow.ipc as ipc
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.calibration.spark import load_domains, records_in_reference
+from cloudprofiler.harness.hosts import Hosts
+from cloudprofiler.harness.standalone import standalone_cluster
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _spark_class() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
-def _wait_for(path: Path, pattern: str, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and len(re.findall(pattern, path.read_text(errors="replace"))) >= count:
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"{path} did not show {count} x {pattern!r} within {timeout} s:\n{path.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("standalone")
-    port = _free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
-    procs = []
-    try:
-        master_log = base / "master.log"
-        procs.append(subprocess.Popen(
-            [_spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(_free_port())],
-            stdout=master_log.open("w"), stderr=subprocess.STDOUT, env=env))
-        _wait_for(master_log, r"I have been elected leader", 1, 120)
-        for i in range(2):
-            work = base / f"worker{i}"
-            work.mkdir()
-            procs.append(subprocess.Popen(
-                [_spark_class(), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                 "--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
-                 "--work-dir", str(work)],
-                stdout=(base / f"worker{i}.log").open("w"), stderr=subprocess.STDOUT, env=env))
-        _wait_for(master_log, r"Registering worker", 2, 120)
-        yield f"spark://127.0.0.1:{port}", base
-    finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait(timeout=30)
+    with Hosts(2, namespaces=False) as hosts, standalone_cluster(hosts, base) as master:
+        yield master, base
 
 
 def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, tmp_path):

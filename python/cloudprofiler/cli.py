@@ -11,7 +11,7 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS = {
-    "demo": ("cloudprofiler.demo", "run the demo job and print what it logged"),
+    "demo": ("cloudprofiler.demo", "the whole product in two minutes: Spark jobs profiled, analysed, reported"),
     "spark-conf": ("cloudprofiler.spark.conf_cli", "print the --jars/--conf flags that enable the Spark plugin"),
     "calibrate": ("cloudprofiler.calibration.cli", "MinRTT rounds from this host to probe responders elsewhere"),
     "generate": ("cloudprofiler.harness.generator.cli", "emit tuples at a fixed rate over ZeroMQ"),
@@ -25,6 +25,7 @@ BENCHES = {
     "spark": ("cloudprofiler.harness.bench.spark", "JNI cost and the overhead of the plugin on Spark jobs"),
     "accuracy": ("cloudprofiler.harness.bench.accuracy", "error bounds of cross-node duration translation"),
     "ingest": ("cloudprofiler.harness.bench.ingest", "generator and Spark ingest maximum sustainable rates"),
+    "analysis": ("cloudprofiler.harness.bench.analysis", "the report and the analyses on 100 M synthetic records"),
 }
 
 

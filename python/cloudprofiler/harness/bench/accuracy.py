@@ -1,19 +1,19 @@
 """`cloudprofiler bench accuracy`: the error bounds achieved between two TSC domains on this machine.
 
-The responder runs in a process of its own as a simulated TSC domain (offset of hours, skew of tens of ppm),
-in a second network namespace when run as root (else on loopback), so every translated value can be checked
-against the exact truth.
+The responder runs in a process of its own as a simulated TSC domain (offset of hours, skew of tens of ppm), on a
+second host when run as root (`harness.hosts`: two network namespaces joined by a bridge; else on loopback), so
+every translated value can be checked against the exact truth.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import uuid
 
 import numpy as np
+
+from ..hosts import Hosts, namespaces_available
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 37.0
 RET_TUPLES = 2000
@@ -27,50 +27,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-class Hosts:
-    """Two network namespaces joined by a veth pair (root), or loopback."""
-
-    def __init__(self, use_namespaces: bool):
-        self.tag = uuid.uuid4().hex[:6]
-        self.names = (f"cpa{self.tag}", f"cpb{self.tag}") if use_namespaces else None
-
-    def __enter__(self):
-        if self.names:
-            a, b = self.names
-            for cmd in (["netns", "add", a], ["netns", "add", b],
-                        ["link", "add", f"va{self.tag}", "type", "veth", "peer", "name", f"vb{self.tag}"],
-                        ["link", "set", f"va{self.tag}", "netns", a], ["link", "set", f"vb{self.tag}", "netns", b],
-                        ["-n", a, "addr", "add", "10.78.0.1/24", "dev", f"va{self.tag}"],
-                        ["-n", b, "addr", "add", "10.78.0.2/24", "dev", f"vb{self.tag}"],
-                        ["-n", a, "link", "set", f"va{self.tag}", "up"], ["-n", b, "link", "set", f"vb{self.tag}", "up"]):
-                subprocess.run(["ip", *cmd], check=True, capture_output=True)
-        return self
-
-    def __exit__(self, *exc):
-        for name in self.names or ():
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
-
-    def prefix(self, side: int) -> list[str]:
-        return ["ip", "netns", "exec", self.names[side]] if self.names else []
-
-    @property
-    def responder_address(self) -> str:
-        return "10.78.0.2" if self.names else "127.0.0.1"
-
-
 def measure(rounds: int, gap: float, use_namespaces: bool) -> dict:
     import cloudprofiler as cp
     from cloudprofiler.calibration import Calibration, Probes, durations
 
     peers = [sys.executable, "-m", "cloudprofiler.calibration.peers"]
     env = {**os.environ, "CLOUDPROFILER_SIMULATE_TSC": f"offset={OFFSET},skew_ppm={SKEW_PPM}"}
-    with Hosts(use_namespaces) as hosts:
-        address = hosts.responder_address
-        responder = subprocess.Popen([*hosts.prefix(1), *peers, "responder", address], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env)
+    with Hosts(1, use_namespaces) as hosts:  # the prober in the hub, the responder on the worker host
+        address = hosts.worker_ips[0]
+        responder = subprocess.Popen([*hosts.prefix(hosts.workers[0]), *peers, "responder", address],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         try:
             port = responder.stdout.readline().strip()
-            out = subprocess.run([*hosts.prefix(0), *peers, "prober", address, port, str(rounds), str(gap), "500"],
+            out = subprocess.run([*hosts.prefix(hosts.hub), *peers, "prober", address, port, str(rounds), str(gap),
+                                  "500"],
                                  check=True, capture_output=True, text=True, timeout=120 + rounds * gap)
         finally:
             responder.stdin.close()
@@ -112,12 +82,12 @@ def measure_ret(hosts: "Hosts", count: int) -> dict:
     from cloudprofiler.ret import ret_bounds
 
     role = [sys.executable, "-m", "cloudprofiler.ret"]
-    a_address = "10.78.0.1" if hosts.names else "127.0.0.1"
-    node_a = subprocess.Popen([*hosts.prefix(0), *role, "start", hosts.responder_address, str(count)],
+    b_address = hosts.worker_ips[0]
+    node_a = subprocess.Popen([*hosts.prefix(hosts.hub), *role, "start", b_address, str(count)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         a_port = node_a.stdout.readline().strip()
-        node_b = subprocess.Popen([*hosts.prefix(1), *role, "end", hosts.responder_address, a_address, a_port],
+        node_b = subprocess.Popen([*hosts.prefix(hosts.workers[0]), *role, "end", b_address, hosts.hub_ip, a_port],
                                   stdout=subprocess.PIPE, text=True)
         node_a.stdin.write(node_b.stdout.readline())
         node_a.stdin.flush()
@@ -136,7 +106,7 @@ def measure_ret(hosts: "Hosts", count: int) -> dict:
 def run(args) -> int:
     if args.rounds < 3:
         raise SystemExit(f"--rounds={args.rounds}: at least 3 (two to calibrate, one to check)")
-    use_namespaces = not args.loopback and os.geteuid() == 0 and shutil.which("ip") is not None
+    use_namespaces = not args.loopback and namespaces_available()
     result = measure(args.rounds, args.gap, use_namespaces)
     if args.json:
         print(json.dumps(result, indent=1))

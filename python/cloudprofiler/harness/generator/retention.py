@@ -15,6 +15,8 @@ import time
 from . import wire
 from .errors import GeneratorError
 
+END_PILL_WAIT_S = 10  # after the last commit, how long the end pill stays served for the batch that reads it
+
 
 class ServeTransport:
     """ROUTER socket plus retention ring; driven by the emitter's pacing loop (no thread of its own)."""
@@ -78,7 +80,9 @@ class ServeTransport:
         return self.produced - self.low
 
     def finish(self, n: int, buckets_total: int, tsc) -> None:
-        """Append the pill, then serve until the reader committed every data offset."""
+        """Append the pill, then serve until the reader committed every data offset and fetched the pill (Spark
+        reads it in the batch whose planning committed the last data: an emitter gone by then would fail that
+        batch's tasks). A reader that never fetches the pill costs END_PILL_WAIT_S."""
         self.result.end_ns = time.perf_counter_ns()
         self.data_end = self.produced
         pill = wire.Header(wire.PILL, self.index, buckets_total, 0, 0, tsc(), time.time_ns())
@@ -92,6 +96,9 @@ class ServeTransport:
             if time.perf_counter_ns() - self.last_progress_ns > self.config.timeout_s * 1e9:
                 raise GeneratorError(f"the reader at {self.endpoint} committed nothing for {self.config.timeout_s} s "
                                  f"({self.data_end - self.low} buckets never processed)")
+            self._serve(timeout_ms=50)
+        pill_deadline = time.perf_counter_ns() + END_PILL_WAIT_S * 1e9
+        while self.fetched <= self.data_end and time.perf_counter_ns() < pill_deadline:
             self._serve(timeout_ms=50)
 
     def close(self, failed: bool) -> None:

@@ -1,4 +1,5 @@
-"""`cloudprofiler demo`: log through every handler from several threads, then read the files back."""
+"""`cloudprofiler demo handlers`: log through every handler from several threads, then read the files back (no Spark;
+a few seconds)."""
 from __future__ import annotations
 
 import tempfile
@@ -46,7 +47,7 @@ def run(args) -> int:
         stats = ch.stats
         rows.append({"handler": handler, "logged": stats.logged, "rows": table.num_rows, "dropped": stats.dropped,
                      "bytes": stats.bytes_written, "ns": elapsed * 1e9 / stats.logged, "file": ch.path})
-    from .console import print_table
+    from ..console import print_table
 
     print_table(rows, [("handler", "handler", ""), ("logged", "logged", ","), ("rows", "rows in file", ","),
                        ("dropped", "dropped", ","), ("bytes", "bytes", ","), ("ns", "ns/record", ".1f")])

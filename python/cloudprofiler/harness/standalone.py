@@ -1,0 +1,82 @@
+"""A Spark standalone cluster started here: the master in the hub of `Hosts`, one worker in each worker host, each a
+JVM of its own from the installed pyspark, their logs in a folder.
+
+    with Hosts(2, namespaces=False) as hosts, standalone_cluster(hosts, folder) as master:
+        spark = SparkSession.builder.master(master)...
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from .hosts import Hosts
+
+START_TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_class() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+def wait_for(path: Path, pattern: str, count: int, timeout: float) -> None:
+    """Until `pattern` (a regular expression) occurs `count` times in the file at `path`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(re.findall(pattern, path.read_text(errors="replace"))) >= count:
+            return
+        time.sleep(0.3)
+    text = path.read_text(errors="replace")[-3000:] if path.exists() else "(no file)"
+    raise TimeoutError(f"{path} did not show {count} x {pattern!r} within {timeout} s:\n{text}")
+
+
+@contextlib.contextmanager
+def standalone_cluster(hosts: Hosts, folder: Path, worker_env: "list[dict] | None" = None, cores: int = 1,
+                       memory: str = "1g"):
+    """Starts a master in the hub and a worker in each worker host (with `worker_env[i]` added to worker i's
+    environment, which its executors inherit); yields the master's URL once every worker has registered; kills
+    them all at the end. Logs: `folder`/master.log and worker<i>.log; work folders `folder`/worker<i>."""
+    folder = Path(folder)
+    env = {**os.environ, "SPARK_NO_DAEMONIZE": "1"}
+    env.pop("CLOUDPROFILER_SIMULATE_TSC", None)  # only the workers given one are a domain of their own
+    # in a namespace of its own each JVM has its ports to itself; on loopback they share them
+    port = 7077 if hosts.namespaces else free_port()
+    ui_port = (lambda: 8080) if hosts.namespaces else free_port
+    master = f"spark://{hosts.hub_ip}:{port}"
+    procs = []
+    try:
+        master_log = folder / "master.log"
+        procs.append(subprocess.Popen(
+            [*hosts.prefix(hosts.hub), spark_class(), "org.apache.spark.deploy.master.Master", "--host", hosts.hub_ip,
+             "--port", str(port), "--webui-port", str(ui_port())],
+            stdout=master_log.open("w"), stderr=subprocess.STDOUT, env={**env, "SPARK_LOCAL_IP": hosts.hub_ip}))
+        wait_for(master_log, r"I have been elected leader", 1, START_TIMEOUT_S)
+        for i, (ns, address) in enumerate(zip(hosts.workers, hosts.worker_ips)):
+            work = folder / f"worker{i}"
+            work.mkdir(parents=True, exist_ok=True)
+            extra = (worker_env or [{}] * len(hosts.workers))[i]
+            procs.append(subprocess.Popen(
+                [*hosts.prefix(ns), spark_class(), "org.apache.spark.deploy.worker.Worker", master,
+                 "--host", address, "--cores", str(cores), "--memory", memory, "--webui-port", str(ui_port()),
+                 "--work-dir", str(work)],
+                stdout=(folder / f"worker{i}.log").open("w"), stderr=subprocess.STDOUT,
+                env={**env, "SPARK_LOCAL_IP": address, **extra}))
+        wait_for(master_log, r"Registering worker", len(hosts.workers), START_TIMEOUT_S)
+        yield master
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait(timeout=30)

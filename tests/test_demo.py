@@ -1,0 +1,100 @@
+"""`cloudprofiler demo --quick` end to end, as `make demo` runs it at full size: every phase ends, the log folder
+holds what each phase promises (task records, a trace channel per YSB operator and per batch stage, calibration
+against the executors' domain), and the report is written. `cloudprofiler demo handlers` still prints its table."""
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cloudprofiler as cp
+from cloudprofiler.demo import QUICK, batch, streaming
+from cloudprofiler.harness.generator.emitter import ID_BITS_PER_EMITTER
+
+CLI = [sys.executable, "-m", "cloudprofiler.cli"]
+PHASES = ("session", "streaming", "batch", "stop", "report")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """(completed demo, its log folder, the application's folder, the report's path)"""
+    log_dir = tmp_path_factory.mktemp("demo")
+    output = log_dir / "the-report.html"
+    done = subprocess.run([*CLI, "demo", "--quick", "--log-dir", str(log_dir), "-o", str(output)],
+                          capture_output=True, text=True, timeout=600)
+    print(done.stdout)
+    apps = [p for p in log_dir.iterdir() if p.is_dir() and p.name.startswith("app-")]
+    assert len(apps) == 1, (done.stdout, done.stderr[-3000:])
+    return done, log_dir, apps[0], output
+
+
+def ids(app, channel: str) -> np.ndarray:
+    return cp.read_log_dir(app, channel=channel).column("tuple_id").to_numpy()
+
+
+def test_every_phase_ends_and_says_so_with_its_time(demo):
+    done, log_dir, _, output = demo
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "FAILED" not in done.stdout and not (log_dir / "demo-errors.txt").exists()
+    for phase in PHASES:
+        assert re.search(rf"^\[ *\d+\.\d s\] {phase}: done in \d+\.\d s$", done.stdout, re.M), phase
+    assert "simulated TSC domain" in done.stdout  # what is simulated is said
+    assert str(output) in done.stdout
+
+
+def test_every_task_attempt_succeeded_and_has_its_start_and_end_record(demo):
+    _, _, app, _ = demo
+    tasks = cp.read_log(app / "spark-tasks.arrows")
+    attempts = tasks.column("task_attempt_id").to_numpy()
+    assert attempts.size > 0
+    assert set(tasks.column("status").to_pylist()) == {"SUCCESS"}  # the streaming query stopped between batches
+    for channel in ("spark.task.start", "spark.task.end"):
+        assert np.array_equal(np.sort(ids(app, channel)), np.sort(attempts)), channel
+    executors = {cp.log_metadata(p)["spark.executor_id"] for p in app.rglob("spark.task.end.*.arrows")}
+    assert executors == {"0", "1"}
+
+
+def test_every_ysb_operator_traced_every_event_it_saw(demo):
+    _, _, app, _ = demo
+    per_emitter = int(QUICK["rate"] * QUICK["seconds"]) // streaming.EMITTERS
+    emitted = np.concatenate([(e << ID_BITS_PER_EMITTER) + np.arange(per_emitter) for e in range(streaming.EMITTERS)])
+    source = ids(app, "ysb.source")
+    assert np.array_equal(np.unique(source), emitted)  # every event, from both emitters' readers
+    views = np.unique(ids(app, "ysb.filter"))
+    assert 0 < views.size < source.size and np.isin(views, emitted).all()
+    assert np.array_equal(np.unique(ids(app, "ysb.join")), views)  # every ad has its campaign
+    assert ids(app, "ysb.window").size > 0
+
+
+def test_the_batch_job_traced_every_row_on_both_sides_of_its_shuffle(demo):
+    _, _, app, _ = demo
+    for channel in batch.CHANNELS:
+        assert np.array_equal(np.sort(ids(app, channel)), batch.FIRST_ID + np.arange(QUICK["rows"])), channel
+
+
+def test_the_executors_domain_was_calibrated_against_the_driver(demo):
+    _, _, app, _ = demo
+    domains = cp.read_log(app / "tsc-domains.arrows").to_pylist()
+    (reference,) = [d["domain"] for d in domains if d["role"] == "reference"]
+    executors = {d["domain"] for d in domains if d["executor_id"] in ("0", "1")}
+    assert len(executors) == 1 and reference not in executors  # the simulated TSC: a domain of its own
+    probes = cp.read_log(app / "calibration.arrows")
+    pairs = set(zip(probes.column("domain_a").to_pylist(), probes.column("domain_b").to_pylist()))
+    assert pairs == {(reference, *executors)}
+    assert len(set(probes.column("round").to_pylist())) >= 2
+
+
+def test_the_report_is_written_and_names_the_skewed_stages_straggler(demo):
+    done, _, app, output = demo
+    assert output.stat().st_size > 0
+    skewed = max(cp.read_log(app / "spark-tasks.arrows").column("stage_id").to_pylist())  # the batch's last stage
+    assert re.search(rf"stage {skewed}: partition \d+ took [\d.]+x the median", done.stdout), done.stdout
+
+
+def test_the_handler_table_is_still_there(tmp_path):
+    done = subprocess.run([*CLI, "demo", "handlers", "--records", "20000", "--log-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for handler in ("buffered", "xoy", "null"):
+        assert re.search(rf"^{handler} +20,000 ", done.stdout, re.M), handler

@@ -1,0 +1,201 @@
+"""The synthetic application folder: the plugin's layout and tables, log files written by the native library in
+simulated TSC domains, and a truth that every reported duration must hold inside its bound."""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import cloudprofiler as cp
+from cloudprofiler.calibration.spark import durations_in_reference
+from cloudprofiler.harness.bench.analysis import Phase, judge
+from cloudprofiler.harness.synthetic import HostClock, Straggler, SyntheticSpec, make_application
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "jvm-plugin/src/main/java/io/cloudprofiler/spark"
+SPEC = SyntheticSpec(records=200_000, hosts=2, executors_per_host=2, jobs=3, partitions=8,
+                     straggler=Straggler(job=1, partition=5, delay_ms=100.0))
+CHANNELS = [p.channel for p in SPEC.pipeline]
+
+
+def _table(path: Path) -> pa.Table:
+    return cp.read_log(path)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    return make_application(tmp_path_factory.mktemp("synthetic"), SPEC)
+
+
+@pytest.fixture(scope="module")
+def truth(made) -> pa.Table:
+    return _table(made.truth_path)
+
+
+def _true_ticks(truth: pa.Table, channel: str, ids: np.ndarray) -> np.ndarray:
+    rows = truth.filter(pc.equal(truth.column("channel"), channel))
+    order = np.argsort(rows.column("tuple_id").to_numpy())
+    sorted_ids = rows.column("tuple_id").to_numpy()[order]
+    at = np.searchsorted(sorted_ids, ids)
+    assert np.array_equal(sorted_ids[at], ids), f"ids missing from the truth of {channel}"
+    return rows.column("ref_tsc").to_numpy()[order][at]
+
+
+def _java_columns(source: str, first: str) -> list[str]:
+    """The column list of a plugin table: the List.of(...) that starts with `first`."""
+    text = (PLUGIN / source).read_text()
+    match = re.search(r'List\.of\(\s*"' + re.escape(first) + r'"(.*?)\)', text, re.S)
+    return [first] + re.findall(r'"([^"]+)"', match.group(1))
+
+
+def test_the_folder_has_the_plugins_layout_tables_and_metadata(made):
+    app = made.path
+    assert made.truth_path.parent == app.parent  # the truth is outside the application folder
+    tasks, domains, probes = (_table(app / n) for n in ("spark-tasks.arrows", "tsc-domains.arrows",
+                                                        "calibration.arrows"))
+    assert tasks.column_names == _java_columns("TaskListener.java", "task_attempt_id")
+    assert domains.column_names == _java_columns("CalibrationCoordinator.java", "domain")
+    assert probes.column_names == _java_columns("CalibrationCoordinator.java", "domain_a")
+    assert tasks.schema.field("job_id").type == pa.int32() and tasks.schema.field("launch_time_ms").type == pa.int64()
+    assert probes.schema.field("round").type == pa.int32() and probes.schema.field("send_tsc").type == pa.int64()
+    reference = probes.schema.metadata[b"reference.domain"].decode()
+    assert domains.schema.metadata[b"reference.domain"].decode() == reference
+    assert tasks.num_rows == made.tasks == 2 * SPEC.jobs * SPEC.partitions
+    driver = cp.log_metadata(tasks)  # the driver's clock at application start, as CloudProfilerDriverPlugin writes it
+    assert driver["tsc.domain"] == reference and float(driver["tsc.hz"]) > 1e8
+    assert json.loads(driver["application.start.clock"])["tsc"] > 0
+
+    domain_of = dict(zip(domains.column("executor_id").to_pylist(), domains.column("domain").to_pylist()))
+    pid_of = dict(zip(domains.column("executor_id").to_pylist(), domains.column("pid").to_pylist()))
+    folders = sorted(p.name for p in app.iterdir() if p.is_dir())
+    assert folders == [f"worker-{h}-{e}" for h, e in ((1, 0), (1, 1), (2, 2), (2, 3))]
+    for folder in folders:
+        host, executor = folder.rsplit("-", 1)
+        files = sorted((app / folder).glob("*.arrows"))
+        assert {f.name.split(f".{host}.")[0] for f in files} == {*CHANNELS, "spark.task.start", "spark.task.end",
+                                                                   SPEC.counter}
+        for f in files:
+            meta = cp.log_metadata(f)
+            name = re.fullmatch(r"(.+)\.(worker-\d)\.(\d+)\.(\d+)\.arrows", f.name)
+            assert (meta["channel.name"], meta["host"], meta["pid"]) == (name[1], host, int(name[3])) == (
+                name[1], name[2], pid_of[executor])
+            assert meta["closed"] and meta["records.dropped"] == 0 and meta["boot_id"] == reference
+            assert meta["tsc.simulation"] is not None
+            if meta["channel.name"].startswith("spark.task."):  # the executor's identity and TSC domain
+                assert (meta["spark.executor_id"], meta["spark.host"], meta["tsc.domain"], meta["spark.app_id"]) == (
+                    executor, host, domain_of[executor], made.app_id)
+            else:  # cp_trace's channels name only their event: their process gives their domain
+                assert meta["spark.event"] == "sql_trace" and "tsc.domain" not in meta
+    # every host its own TSC domain, both executors of a host in it, the driver's machine the reference
+    assert len({domain_of[e] for e in ("0", "1", "2", "3")}) == 2 and domain_of["0"] == domain_of["1"] != reference
+
+
+def test_every_tuple_passes_every_trace_point_once_and_every_task_is_logged(made):
+    app = made.path
+    tuples = SPEC.records // len(CHANNELS)
+    for channel in CHANNELS:
+        ids = cp.read_log_dir(app, channel).column("tuple_id").to_numpy()
+        assert np.array_equal(np.sort(ids), np.arange(tuples)), channel
+    tasks = _table(app / "spark-tasks.arrows")
+    for channel in ("spark.task.start", "spark.task.end"):
+        logged = cp.read_log_dir(app, channel)
+        assert sorted(logged.column("tuple_id").to_pylist()) == tasks.column("task_attempt_id").to_pylist()
+    counted = cp.read_log_dir(app, SPEC.counter, kind="counters").column("count").to_numpy().sum()
+    assert counted == tuples
+
+
+@pytest.mark.parametrize("start, end", [("source", "parse"), ("parse", "join"), ("join", "sink"),
+                                        ("source", "sink"), ("spark.task.start", "spark.task.end")])
+def test_every_true_duration_lies_inside_its_reported_bound(made, truth, start, end):
+    d = durations_in_reference(made.path, start, end)
+    ids = d.column("tuple_id").to_numpy()
+    true = (_true_ticks(truth, end, ids) - _true_ticks(truth, start, ids)).astype(np.float64)
+    value, error = d.column("duration").to_numpy(), d.column("error").to_numpy()
+    assert d.num_rows == (made.tasks if start.startswith("spark.") else SPEC.records // len(CHANNELS))
+    assert np.isfinite(error).all() and not np.any(d.column("extrapolated").to_numpy(False))
+    assert np.all(np.abs(value - true) <= error)
+    if (start, end) == ("parse", "join"):  # the shuffle: half the tuples change hosts
+        cross = d.column("start_domain").to_numpy(False) != d.column("end_domain").to_numpy(False)
+        assert 0.3 < cross.mean() < 0.7 and set(d.filter(pa.array(cross)).column("path").to_pylist()) <= {
+            "scenario3", "baseline"}
+
+
+def test_the_straggler_takes_its_delay_longer_than_its_stage(made, truth):
+    tasks = _table(made.path / "spark-tasks.arrows")
+    row = tasks.filter(pc.equal(tasks.column("task_attempt_id"), made.straggler_task)).to_pylist()[0]
+    assert (row["job_id"], row["partition"]) == (SPEC.straggler.job, SPEC.straggler.partition)
+    stage = tasks.filter(pc.equal(tasks.column("stage_id"), row["stage_id"])).column("task_attempt_id").to_numpy()
+    took = _true_ticks(truth, "spark.task.end", stage) - _true_ticks(truth, "spark.task.start", stage)
+    others = np.median(took[stage != made.straggler_task])
+    assert took[stage == made.straggler_task][0] > others + SPEC.straggler.delay_ms * 1e-3 * float(
+        cp.log_metadata(tasks)["tsc.hz"])
+
+
+def test_host_clock_is_the_librarys_simulation_and_inverts_it():
+    rng = np.random.default_rng(3)
+    machine = rng.integers(10**9, 10**17, 2000, dtype=np.int64)
+    for clock in (HostClock(3 * 10**13, 31.0), HostClock(-10**12, -44.0), HostClock(7, 999.5)):
+        ppt = round(clock.skew_ppm * 10**6)
+        exact = [t + clock.offset + (t * ppt) // 10**12 for t in machine.tolist()]  # Python ints: no overflow
+        assert clock.tsc(machine).tolist() == exact
+        back = clock.machine(clock.tsc(machine))
+        assert np.all((back <= machine) & (back >= machine - 1))
+
+
+@pytest.mark.parametrize("spec, named", [
+    (SyntheticSpec(records=10), "records=10"),
+    (SyntheticSpec(hosts=0), "hosts=0"),
+    (SyntheticSpec(straggler=Straggler(job=9)), "job=9"),
+])
+def test_a_bad_spec_is_refused_naming_the_value(tmp_path, spec, named):
+    with pytest.raises(ValueError, match=re.escape(named)):
+        make_application(tmp_path, spec)
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_analysis_bench_judges_records_per_second_heap_and_the_reports_goal():
+    phases = [Phase("make the folder", 4.0), Phase("report", 125.0, heap_bytes=768 * 2**20),
+              Phase("tasks", 2.5, error="Py4JJavaError: java.lang.OutOfMemoryError: Java heap space"),
+              Phase("calibration", 0.5, reads_records=False)]
+    rows = judge(phases, records=100_000_000, goal_s=180)
+    assert [r["records_per_s"] for r in rows] == [25_000_000, 800_000, None, None]
+    assert [r["heap_mib"] for r in rows] == [None, 768, None, None]
+    assert [r["goal"] for r in rows] == [None, "< 180 s: met", None, None]
+    assert rows[2]["error"].endswith("Java heap space")
+    assert judge([Phase("report", 181.0)], 1, goal_s=180)[0]["goal"] == "< 180 s: missed"
+    assert judge([Phase("report", 3.0, error="ValueError: x")], 1)[0]["goal"] == "< 180 s: failed"
+
+
+@pytest.fixture(scope="module")
+def analysed(made):
+    from cloudprofiler.analysis import open_application
+
+    return open_application(str(made.path))
+
+
+def _ns(ticks: np.ndarray, analysed) -> np.ndarray:
+    """True reference ticks in ns, at the reference frequency the analysis uses (the driver's tsc.hz)."""
+    return ticks.astype(np.float64) * 1e9 / analysed.summary()["tsc_hz"]
+
+
+def test_every_true_latency_across_the_shuffle_lies_inside_the_bound_the_analysis_reports(made, truth, analysed):
+    start, end = "parse", "join"
+    rows = analysed.latency(start, end).select("tuple_id", "latency_ns", "err_ns", "remote", "unbounded").toPandas()
+    ids = rows["tuple_id"].to_numpy()
+    true = _ns(_true_ticks(truth, end, ids) - _true_ticks(truth, start, ids), analysed)
+    assert len(rows) == SPEC.records // len(CHANNELS) and not rows["unbounded"].any()
+    assert 0.3 < rows["remote"].mean() < 0.7  # the shuffle sends half the tuples to the other host
+    assert np.all(np.abs(rows["latency_ns"].to_numpy() - true) <= rows["err_ns"].to_numpy())
+
+
+def test_every_true_task_duration_lies_inside_its_bound_and_the_straggler_is_named(made, truth, analysed):
+    tasks = analysed.tasks().select("task_attempt_id", "duration_ns", "err_ns", "unbounded").toPandas()
+    ids = tasks["task_attempt_id"].to_numpy()
+    true = _ns(_true_ticks(truth, "spark.task.end", ids) - _true_ticks(truth, "spark.task.start", ids), analysed)
+    assert len(tasks) == made.tasks and not tasks["unbounded"].any()
+    assert np.all(np.abs(tasks["duration_ns"].to_numpy() - true) <= tasks["err_ns"].to_numpy())
+    worst = analysed.stragglers().first()
+    assert worst["task_attempt_id"] == made.straggler_task and worst["partition"] == SPEC.straggler.partition
