@@ -17,7 +17,8 @@ SLOW_PARTITION = 5
 
 # The application, in its own process: a Spark driver loads the plugin only from a JVM started with its jar, and
 # other test modules may have started this process's JVM without it. Three trace points across two shuffles, a
-# stage with a slow partition and a failed first attempt; after stop(), cps.report writes the page.
+# stage with a slow partition and a failed first attempt, then a second pipeline on other ids; after stop(),
+# cps.report writes the page.
 APPLICATION = r"""
 import sys
 import time
@@ -45,6 +46,8 @@ traced = (spark.range(0, 60_000, 1, 4).selectExpr("cp_trace('source', id) as id"
           .selectExpr("cp_trace('sink', id) as id").selectExpr("sum(id)").first()[0])
 assert traced == sum(range(60_000))
 assert spark.sparkContext.parallelize(range(800), 8).mapPartitions(slow_or_failing).count() == 800
+other = spark.range(100_000, 101_000, 1, 2).selectExpr("cp_trace('other.a', id) as id").repartition(2)
+assert other.selectExpr("cp_trace('other.b', id) as id").selectExpr("count(id)").first()[0] == 1000
 print("app", spark.sparkContext.applicationId)
 spark.stop()
 print("cps.report", cps.report(spark, output=page))
@@ -101,8 +104,7 @@ def test_a_stage_p99_and_the_hop_median_are_the_applications(page, app_folder):
         assert float(p99_value) == pytest.approx(stage.p99_ns, rel=1e-12)
         durations = tasks[(tasks["stage_id"] == stage.stage_id) & (tasks["status"] == "SUCCESS")]
         assert durations["duration_ns"].min() <= float(p99_value) <= durations["duration_ns"].max()
-    hop = app.pipeline().toPandas().query("hop == 1").iloc[0]
-    assert (hop.from_channel, hop.to_channel) == ("shuffled", "sink")
+    hop = app.pipeline(["source", "shuffled", "sink"]).toPandas().query("hop == 1").iloc[0]
     assert re.search(rf'<tr><td data-value="1.0">shuffled -&gt; sink</td><td data-value="{float(hop["count"])!r}">'
                      rf'[^<]*</td><td[^>]*>[^<]*</td><td data-value="{float(hop.p50_ns)!r}">', html)
 
@@ -140,3 +142,11 @@ def test_a_folder_that_is_no_application_is_named(app_folder, tmp_path):
         cli.main(["report", str(tmp_path), "-o", str(tmp_path / "none.html")])
     assert str(exit_.value).startswith("cloudprofiler report: ") and str(tmp_path) in str(exit_.value)
     assert not (tmp_path / "none.html").exists()
+
+
+def test_trace_points_on_other_ids_are_a_pipeline_of_their_own(page):
+    table = page.read_text().split('<table class="pipeline">')[1].split("</table>")[0]
+    rows = re.findall(r'<tr><td data-value="(-?\d+).0">([^<]*)</td><td data-value="([\d.]+)">', table)
+    assert [(hop, name, float(tuples)) for hop, name, tuples in rows] == [
+        ("-1", "end to end: source -&gt; sink", 60_000), ("0", "source -&gt; shuffled", 60_000),
+        ("1", "shuffled -&gt; sink", 60_000), ("0", "other.a -&gt; other.b", 1000)]
