@@ -23,7 +23,8 @@ FIGURES_JS = """
 Array.from(document.querySelectorAll('figure.plot')).map(f => {
   const svg = f.querySelector('svg'); const box = svg.getBoundingClientRect();
   const coloured = c => { const m = (c || '').match(/rgba?\\(([\\d.]+), ([\\d.]+), ([\\d.]+)(?:, ([\\d.]+))?/);
-    return m && (m[4] === undefined || +m[4] > 0) && Math.max(+m[1], +m[2], +m[3]) - Math.min(+m[1], +m[2], +m[3]) > 40; };
+    return m && (m[4] === undefined || +m[4] > 0)
+      && Math.max(+m[1], +m[2], +m[3]) - Math.min(+m[1], +m[2], +m[3]) > 40; };
   let marks = 0;
   for (const e of svg.querySelectorAll('path, rect, use, polygon, polyline')) {
     const s = getComputedStyle(e); const b = e.getBoundingClientRect();

@@ -83,7 +83,8 @@ def _stage_frames(tasks: pd.DataFrame):
                                "partition": r.partition, "executor_id": r.executor_id, "host": r.host,
                                "duration_ns": r.duration_ns, "median_ns": median, "ratio": r.duration_ns / median})
     return (pd.DataFrame(stats), pd.DataFrame(stages),
-            pd.DataFrame(stragglers, columns=STRAGGLER_COLUMNS).sort_values("ratio", ascending=False, ignore_index=True))
+            pd.DataFrame(stragglers, columns=STRAGGLER_COLUMNS).sort_values("ratio", ascending=False,
+                                                                             ignore_index=True))
 
 
 HOPS = [  # hop, from, to, count, remote count, p50, p99 (ns), local bound, remote bound
@@ -96,7 +97,7 @@ HOPS = [  # hop, from, to, count, remote count, p50, p99 (ns), local bound, remo
 def _pipeline() -> pd.DataFrame:
     rows = []
     for hop, a, b, count, remote, p50, p99 in HOPS:
-        rows.append({"hop": hop, "from_channel": a, "to_channel": b, "count": count, "remote_count": remote,
+        rows.append({"pipeline": 0, "hop": hop, "from_channel": a, "to_channel": b, "count": count, "remote_count": remote,
                      "min_ns": p50 * 0.2, "p1_ns": p50 * 0.3, "p5_ns": p50 * 0.45, "p25_ns": p50 * 0.75,
                      "p50_ns": p50, "p75_ns": p50 * 1.4, "p95_ns": p99 * 0.6, "p99_ns": p99, "max_ns": p99 * 2.5,
                      "mean_ns": p50 * 1.2, "err_p50_ns": 13 * US if remote else 4.0,
@@ -128,7 +129,8 @@ def _hop_frames():
             errors.append(_log_bins(13 * US, 0.15, remote, 12, True)[["remote", "lo_ns", "hi_ns", "count"]]
                           .assign(hop=hop))
             histograms.append(_log_bins(p50 * 1.3, 0.5, remote, 60, True).assign(hop=hop))
-    return pd.DataFrame(bounds), pd.concat(errors, ignore_index=True), pd.concat(histograms, ignore_index=True)
+    return (pd.DataFrame(bounds).assign(pipeline=0), pd.concat(errors, ignore_index=True).assign(pipeline=0),
+            pd.concat(histograms, ignore_index=True).assign(pipeline=0))
 
 
 def _throughput(period_ms: int) -> pd.DataFrame:

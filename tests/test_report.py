@@ -62,7 +62,8 @@ def test_findings_follow_the_numbers():
 def test_lost_records_and_cut_files_come_first():
     found = findings(report_sample.with_problems())
     first = {f.kind: f.text for f in found[:2]}
-    assert first["drops"].startswith("2,500 records were dropped (0.21% of those logged; full buffers) in channel sink: counts")
+    assert first["drops"].startswith(
+        "2,500 records were dropped (0.21% of those logged; full buffers) in channel sink: counts")
     assert "worker-b-2/sink-41.arrows" in first["cut_file"]
     ranks = [SEVERITIES.index(f.severity) for f in found]
     assert ranks == sorted(ranks)

@@ -10,43 +10,60 @@ from pathlib import Path
 import pytest
 
 import browser
-import cloudprofiler.spark as cps
+from conftest import run_python
 
 SCREENSHOT = "CLOUDPROFILER_REPORT_SCREENSHOT"  # where to save the page's screenshot (docs/report.png was made so)
-
-
 SLOW_PARTITION = 5
+
+# The application, in its own process: a Spark driver loads the plugin only from a JVM started with its jar, and
+# other test modules may have started this process's JVM without it. Three trace points across two shuffles, a
+# stage with a slow partition and a failed first attempt, then a second pipeline on other ids; after stop(),
+# cps.report writes the page.
+APPLICATION = r"""
+import sys
+import time
+
+import cloudprofiler.spark as cps
+
+log_dir, local_dir, page, slow = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+
+def slow_or_failing(rows):
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
+        raise RuntimeError("failing the first attempt on purpose")
+    if ctx.partitionId() == slow:
+        time.sleep(1.0)
+    yield from rows
+
+
+spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master("local[2,2]")  # a task may fail once
+         .config("spark.ui.enabled", "false").getOrCreate())
+traced = (spark.range(0, 60_000, 1, 4).selectExpr("cp_trace('source', id) as id").repartition(4)
+          .selectExpr("cp_trace('shuffled', id) as id").repartition(3)
+          .selectExpr("cp_trace('sink', id) as id").selectExpr("sum(id)").first()[0])
+assert traced == sum(range(60_000))
+assert spark.sparkContext.parallelize(range(800), 8).mapPartitions(slow_or_failing).count() == 800
+other = spark.range(100_000, 101_000, 1, 2).selectExpr("cp_trace('other.a', id) as id").repartition(2)
+assert other.selectExpr("cp_trace('other.b', id) as id").selectExpr("count(id)").first()[0] == 1000
+print("app", spark.sparkContext.applicationId)
+spark.stop()
+print("cps.report", cps.report(spark, output=page))
+"""
 
 
 @pytest.fixture(scope="module")
 def app_folder(tmp_path_factory):
-    """One application: three trace points across two shuffles, then a stage with a slow partition and a failed
-    first attempt; the logs are complete once the session stops."""
-    def _slow_or_failing(rows):  # defined here so that workers get it by value, not by module
-        import time
-
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
-            raise RuntimeError("failing the first attempt on purpose")
-        if ctx.partitionId() == slow:
-            time.sleep(1.0)
-        yield from rows
-
-    slow = SLOW_PARTITION
-    log_dir = tmp_path_factory.mktemp("report-logs")
-    spark = (cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("report-local")))
-             .master("local[2,2]").config("spark.ui.enabled", "false").getOrCreate())  # a task may fail once
-    traced = (spark.range(0, 60_000, 1, 4).selectExpr("cp_trace('source', id) as id").repartition(4)
-              .selectExpr("cp_trace('shuffled', id) as id").repartition(3)
-              .selectExpr("cp_trace('sink', id) as id").selectExpr("sum(id)").first()[0])
-    assert traced == sum(range(60_000))
-    assert spark.sparkContext.parallelize(range(800), 8).mapPartitions(_slow_or_failing).count() == 800
-    folder = log_dir / spark.sparkContext.applicationId
-    spark.stop()
-    cps_page = cps.report(spark, output=tmp_path_factory.mktemp("cps") / "cps.html")
-    return folder, cps_page
+    """The application's log folder, and the page cps.report wrote after the run."""
+    log_dir, local_dir = tmp_path_factory.mktemp("report-logs"), tmp_path_factory.mktemp("report-local")
+    cps_page = tmp_path_factory.mktemp("cps") / "cps.html"
+    run = run_python(f"import sys; sys.argv = ['app', {str(log_dir)!r}, {str(local_dir)!r}, {str(cps_page)!r}, "
+                     f"'{SLOW_PARTITION}']\n" + APPLICATION, timeout=600)
+    assert run.returncode == 0 and "app " in run.stdout, run.stderr[-3000:]
+    assert f"cps.report {cps_page}" in run.stdout
+    return log_dir / run.stdout.split("app ")[1].split()[0], cps_page
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +104,7 @@ def test_a_stage_p99_and_the_hop_median_are_the_applications(page, app_folder):
         assert float(p99_value) == pytest.approx(stage.p99_ns, rel=1e-12)
         durations = tasks[(tasks["stage_id"] == stage.stage_id) & (tasks["status"] == "SUCCESS")]
         assert durations["duration_ns"].min() <= float(p99_value) <= durations["duration_ns"].max()
-    hop = app.pipeline().toPandas().query("hop == 1").iloc[0]
-    assert (hop.from_channel, hop.to_channel) == ("shuffled", "sink")
+    hop = app.pipeline(["source", "shuffled", "sink"]).toPandas().query("hop == 1").iloc[0]
     assert re.search(rf'<tr><td data-value="1.0">shuffled -&gt; sink</td><td data-value="{float(hop["count"])!r}">'
                      rf'[^<]*</td><td[^>]*>[^<]*</td><td data-value="{float(hop.p50_ns)!r}">', html)
 
@@ -126,3 +142,11 @@ def test_a_folder_that_is_no_application_is_named(app_folder, tmp_path):
         cli.main(["report", str(tmp_path), "-o", str(tmp_path / "none.html")])
     assert str(exit_.value).startswith("cloudprofiler report: ") and str(tmp_path) in str(exit_.value)
     assert not (tmp_path / "none.html").exists()
+
+
+def test_trace_points_on_other_ids_are_a_pipeline_of_their_own(page):
+    table = page.read_text().split('<table class="pipeline">')[1].split("</table>")[0]
+    rows = re.findall(r'<tr><td data-value="(-?\d+).0">([^<]*)</td><td data-value="([\d.]+)">', table)
+    assert [(hop, name, float(tuples)) for hop, name, tuples in rows] == [
+        ("-1", "end to end: source -&gt; sink", 60_000), ("0", "source -&gt; shuffled", 60_000),
+        ("1", "shuffled -&gt; sink", 60_000), ("0", "other.a -&gt; other.b", 1000)]

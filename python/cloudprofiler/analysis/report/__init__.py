@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .data import ReportData, gather  # noqa: F401 -- the two steps, for users and tests
-
 DEFAULT_NAME = "cloudprofiler-report-{app_id}.html"
 
 
@@ -20,7 +18,7 @@ def default_output(app_id: str) -> Path:
     return Path.cwd() / DEFAULT_NAME.format(app_id=app_id)
 
 
-def render(data: ReportData, output, quiet: bool = False) -> Path:
+def render(data, output, quiet: bool = False) -> Path:
     """Write the HTML page of `data` to `output` and print the terminal summary (unless quiet)."""
     from . import html, tables
     from .findings import findings
@@ -42,7 +40,18 @@ def report(app_or_path, output=None, spark=None, quiet: bool = False) -> Path:
     """Analyse an application (an Application, or its log folder: local path or Hadoop-compatible URI) and write
     its report; returns the HTML file's path (default: see `default_output`)."""
     from .. import open_application
+    from .data import gather
 
     app = open_application(str(app_or_path), spark) if isinstance(app_or_path, (str, Path)) else app_or_path
     data = gather(app)
     return render(data, output or default_output(app.app_id), quiet)
+
+
+def __getattr__(name: str):
+    # `gather` and `ReportData` (the first step) load pandas: resolved when asked for, so that the command line's
+    # parser, which imports this package for its `report` command, stays quick
+    if name in ("gather", "ReportData"):
+        from . import data
+
+        return getattr(data, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,9 +30,10 @@ class ReportData:
     Frames keep the analysis API's column names (see the contract in the README); those made here:
     - stage_durations: stage_id, stage_attempt, count, min_ns, p5_ns, p25_ns, p50_ns, p75_ns, p95_ns, max_ns,
       mean_ns (successful attempts with a TSC duration)
-    - hop_bounds: hop, remote, count, exact (err_ns == 0), unbounded, err_p50_ns, err_max_ns (finite bounds)
-    - hop_errors: hop, remote, lo_ns, hi_ns, count (distribution of the finite, non-zero bounds)
-    - latency_histograms: hop plus latency_histogram()'s columns
+    - pipeline: pipeline()'s rows plus `pipeline` (0, 1, ...: the trace channels can form several pipelines)
+    - hop_bounds: pipeline, hop, remote, count, exact (err_ns == 0), unbounded, err_p50_ns, err_max_ns (finite bounds)
+    - hop_errors: pipeline, hop, remote, lo_ns, hi_ns, count (distribution of the finite, non-zero bounds)
+    - latency_histograms: pipeline, hop plus latency_histogram()'s columns
     """
     summary: dict
     channels: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -76,18 +77,42 @@ def gather(app) -> ReportData:
     data.throughput = app.throughput(period_ms=data.throughput_period_ms).toPandas()
     trace = trace_channels(channels)
     if len(trace) >= 2:
-        data.pipeline = app.pipeline().toPandas()
+        data.pipeline = _pipelines(app)
         bounds, errors, densities = [], [], []
         for hop in hops_shown(data.pipeline).itertuples():  # with a single hop, end to end is that hop
             latency = app.latency(hop.from_channel, hop.to_channel)
             hop_bounds, hop_errors = _bounds(latency)
-            bounds.append(hop_bounds.assign(hop=hop.hop))
-            errors.append(hop_errors.assign(hop=hop.hop))
-            densities.append(app.latency_histogram(hop.from_channel, hop.to_channel).toPandas().assign(hop=hop.hop))
-        data.hop_bounds = pd.concat(bounds, ignore_index=True)
-        data.hop_errors = pd.concat(errors, ignore_index=True)
-        data.latency_histograms = pd.concat(densities, ignore_index=True)
+            bounds.append(hop_bounds.assign(pipeline=hop.pipeline, hop=hop.hop))
+            errors.append(hop_errors.assign(pipeline=hop.pipeline, hop=hop.hop))
+            densities.append(app.latency_histogram(hop.from_channel, hop.to_channel).toPandas()
+                             .assign(pipeline=hop.pipeline, hop=hop.hop))
+        if bounds:
+            data.hop_bounds = pd.concat(bounds, ignore_index=True)
+            data.hop_errors = pd.concat(errors, ignore_index=True)
+            data.latency_histograms = pd.concat(densities, ignore_index=True)
     return data
+
+
+def _pipelines(app) -> pd.DataFrame:
+    """The pipelines among the trace channels. pipeline() chains every trace channel in time order; where a hop
+    shares no tuple id (two jobs traced apart, or ids an aggregation replaced) the chain is cut, and each piece of
+    two or more channels is a pipeline of its own, with its own end to end."""
+    chain = app.pipeline().toPandas()
+    hops = chain[chain["hop"] >= 0].sort_values("hop")
+    pieces = [[hops["from_channel"].iloc[0]]] if not hops.empty else []
+    for hop in hops.itertuples():
+        if hop.count:
+            pieces[-1].append(hop.to_channel)
+        else:
+            pieces.append([hop.to_channel])
+    pieces = [p for p in pieces if len(p) >= 2]
+    if len(pieces) == 1 and len(pieces[0]) == len(hops) + 1:
+        frames = [chain]
+    else:
+        frames = [app.pipeline(piece).toPandas() for piece in pieces]
+    if not frames:
+        return chain.iloc[0:0].assign(pipeline=pd.Series(dtype=int))
+    return pd.concat([f.assign(pipeline=i) for i, f in enumerate(frames)], ignore_index=True)
 
 
 def trace_channels(channels: pd.DataFrame) -> list[str]:
@@ -99,14 +124,21 @@ def trace_channels(channels: pd.DataFrame) -> list[str]:
 
 
 def hops_shown(pipeline: pd.DataFrame) -> pd.DataFrame:
-    """The pipeline's rows as the report shows them: end to end first, then the hops in order; with a single hop
-    only that hop (the end-to-end row repeats it)."""
-    if pipeline.empty:
-        return pipeline
-    hops = pipeline[pipeline["hop"] >= 0].sort_values("hop")
-    if len(hops) < 2:
-        return hops.reset_index(drop=True)
-    return pd.concat([pipeline[pipeline["hop"] == -1], hops], ignore_index=True)
+    """The pipelines' rows as the report shows them, pipeline by pipeline: end to end first, then the hops in
+    order; with a single hop only that hop (the end-to-end row repeats it)."""
+    shown = []
+    for _, rows in pipeline.groupby("pipeline", sort=True):
+        hops = rows[rows["hop"] >= 0].sort_values("hop")
+        shown += [rows[rows["hop"] == -1], hops] if len(hops) >= 2 else [hops]
+    return pd.concat(shown, ignore_index=True) if shown else pipeline
+
+
+def of_hop(frame: pd.DataFrame, hop) -> pd.DataFrame:
+    """The rows of a per-hop frame (hop_bounds, hop_errors, latency_histograms) that belong to `hop`, a row of
+    hops_shown."""
+    if frame.empty:
+        return frame
+    return frame[(frame["pipeline"] == hop.pipeline) & (frame["hop"] == hop.hop)]
 
 
 def throughput_period_ms(span_ns: float) -> int:

@@ -118,7 +118,8 @@ def _stragglers(data: ReportData) -> list[Finding]:
             f"{fmt.executor(row.executor_id, row.host)})" + (f"; {more} more straggler{'s' * (more > 1)} in this "
                                                               "stage" if more > 0 else ""), "straggler"))
     if len(worst) > STAGES_NAMED:
-        found.append(Finding("info", 0.0, f"{len(worst) - STAGES_NAMED} more stages have stragglers "
+        more = len(worst) - STAGES_NAMED
+        found.append(Finding("info", 0.0, f"{more} more stage{'s have' if more > 1 else ' has'} stragglers "
                              "(the stage table counts them)", "straggler"))
     return found
 
@@ -150,21 +151,24 @@ def _reason(failure: str, limit: int = 120) -> str:
 
 
 def _hops(data: ReportData) -> list[Finding]:
-    hops = data.pipeline[data.pipeline["hop"] >= 0] if not data.pipeline.empty else data.pipeline
-    if hops.empty:
-        return []
-    end_to_end = data.pipeline[data.pipeline["hop"] == -1]
-    if len(hops) == 1 or end_to_end.empty:
-        row = hops.iloc[0]
-        return [Finding("info", 0.0, f"{fmt.hop(row.from_channel, row.to_channel)}: p50 {fmt.duration(row.p50_ns)}, "
-                        f"p99 {fmt.duration(row.p99_ns)} over {fmt.count(row['count'])} tuples", "hop")]
-    top = hops.sort_values("share_of_p99", ascending=False).iloc[0]
-    total = end_to_end.iloc[0]
-    share = float(top.share_of_p99)
-    return [Finding("warning" if share >= HOP_DOMINANT else "info", share,
-                    f"{fmt.hop(top.from_channel, top.to_channel)} adds {fmt.percent(share)} of the end-to-end p99 "
-                    f"({fmt.duration(top.p99_ns)} of {fmt.duration(total.p99_ns)}, "
-                    f"{fmt.hop(total.from_channel, total.to_channel)})", "hop")]
+    """Per pipeline: the hop with the largest share of its end-to-end p99, or a single hop's figures."""
+    found = []
+    for _, rows in data.pipeline.groupby("pipeline", sort=True) if not data.pipeline.empty else []:
+        hops, end_to_end = rows[rows["hop"] >= 0], rows[(rows["hop"] == -1) & (rows["count"] > 0)]
+        if len(hops) == 1 or end_to_end.empty:
+            for row in hops[hops["count"] > 0].itertuples():
+                found.append(Finding("info", 0.0, f"{fmt.hop(row.from_channel, row.to_channel)}: p50 "
+                                     f"{fmt.duration(row.p50_ns)}, p99 {fmt.duration(row.p99_ns)} over "
+                                     f"{fmt.count(row.count)} tuples", "hop"))
+            continue
+        top = hops.sort_values("share_of_p99", ascending=False).iloc[0]
+        total = end_to_end.iloc[0]
+        share = float(top.share_of_p99)
+        found.append(Finding("warning" if share >= HOP_DOMINANT else "info", share,
+                             f"{fmt.hop(top.from_channel, top.to_channel)} adds {fmt.percent(share)} of the end-to-end "
+                             f"p99 ({fmt.duration(top.p99_ns)} of {fmt.duration(total.p99_ns)}, "
+                             f"{fmt.hop(total.from_channel, total.to_channel)})", "hop"))
+    return found
 
 
 def _bounds(data: ReportData) -> list[Finding]:
@@ -189,10 +193,11 @@ def _bounds(data: ReportData) -> list[Finding]:
     if pairs.empty:
         return []
     bound = float(pairs["bound_ns"].median())
-    return [Finding("info", 0.0, f"clocks between hosts are calibrated within {fmt.duration(bound)} (median over "
-                    f"{len(pairs)} rounds of {pairs.groupby(['host_a', 'host_b']).ngroups} host pairs): a cross-host "
-                    f"duration under {fmt.duration(2 * bound / UNCERTAIN)} would be uncertain by more than "
-                    f"{fmt.percent(UNCERTAIN)}", "bound")]
+    domains = len(set(pairs["domain_a"]) | set(pairs["domain_b"]))
+    return [Finding("info", 0.0, f"the clocks of {domains} TSC domains are calibrated within {fmt.duration(bound)} "
+                    f"(median over {len(pairs)} rounds): a duration from one to another under "
+                    f"{fmt.duration(2 * bound / UNCERTAIN)} would be uncertain by more than {fmt.percent(UNCERTAIN)}",
+                    "bound")]
 
 
 def _weighted_median(values: pd.Series, weights: pd.Series) -> float:

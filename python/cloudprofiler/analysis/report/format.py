@@ -24,6 +24,8 @@ def count(n) -> str:
 
 
 def percent(fraction: float) -> str:
+    if fraction is None or fraction != fraction:
+        return "-"
     return f"{fraction * 100:.0f}%" if fraction >= 0.1 else f"{fraction * 100:.2g}%"
 
 

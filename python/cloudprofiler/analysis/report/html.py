@@ -57,7 +57,8 @@ def _table(table: Table) -> str:
             cells.append(f"<td{value}{css}>{escape(cell.text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<div class="scroll"><table class="{table.key}">'
-            + (f"<thead><tr>{head}</tr></thead>" if head else "") + "<tbody>" + "".join(body) + "</tbody></table></div>")
+            + (f"<thead><tr>{head}</tr></thead>" if head else "") + "<tbody>" + "".join(body)
+            + "</tbody></table></div>")
 
 
 def _halves(table: Table) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import format as fmt
-from .data import ReportData, hops_shown
+from .data import ReportData, hops_shown, of_hop
 
 LOCAL, REMOTE = "#4477aa", "#ee7733"  # the local / remote colours of every figure (Fig. 18 style)
 LOCAL_BOX, REMOTE_BOX = "#a9c4e4", "#f5c39a"  # the same, light, for latency boxes
@@ -283,13 +283,14 @@ def pipeline(data: ReportData) -> Plot:
     ax.scatter(positions, hops["p99_ns"], marker="v", color="black", s=16, zorder=4, label="p99")
     errors = data.hop_errors
     tallest = max(float(errors["count"].max()), 1.0) if not errors.empty else 1.0
-    for x, hop in zip(positions, hops["hop"]):
+    for x, hop in zip(positions, hops.itertuples()):
         for remote, colour in ((False, LOCAL), (True, REMOTE)):
-            part = errors[(errors["hop"] == hop) & (errors["remote"] == remote)] if not errors.empty else errors
+            part = of_hop(errors, hop)
+            part = part[part["remote"] == remote] if not part.empty else part
             if not part.empty:  # a horizontal histogram, growing to the right of the box
                 ax.barh(part["lo_ns"], 0.4 * part["count"] / tallest, height=part["hi_ns"] - part["lo_ns"],
                         left=x + 0.3, align="edge", color=colour, alpha=0.75, linewidth=0)
-        bounds = data.hop_bounds[data.hop_bounds["hop"] == hop] if not data.hop_bounds.empty else data.hop_bounds
+        bounds = of_hop(data.hop_bounds, hop)
         exact = int(bounds["exact"].sum()) if not bounds.empty else 0
         if exact:
             ax.annotate(f"{fmt.count(exact)} exact", (x + 0.3, 0), xycoords=("data", "axes fraction"),
@@ -332,7 +333,7 @@ def densities(data: ReportData) -> Plot:
     for ax in axes.flat[len(hops):]:
         ax.set_visible(False)
     for ax, hop in zip(axes.flat, hops.itertuples()):
-        part = histograms[histograms["hop"] == hop.hop]
+        part = of_hop(histograms, hop)
         total = max(float(part["count"].sum()), 1.0)
         for remote, colour, name in ((False, LOCAL, "local"), (True, REMOTE, "remote")):
             group = part[part["remote"] == remote]
