@@ -162,7 +162,7 @@ def test_every_cross_host_duration_holds_its_truth_within_bounds_even_when_calib
 
     with pa.OSFile(str(app / "calibration.arrows")) as f:
         probes = ipc.open_file(f).read_all()
-    pairs = {(a, b, d) for a, b, d in zip(*(probes.column(c).to_pylist() for c in ("domain_a", "domain_b", "direction")))}
+    pairs = set(zip(*(probes.column(c).to_pylist() for c in ("domain_a", "domain_b", "direction"))))
     w0, w1 = (workers[ip]["domain"] for ip in hosts.worker_ips)
     ref = reference[0]["domain"]
     for a, b in ((ref, w0), (ref, w1), (w0, w1)):  # both directions of every pair, host to host too

@@ -64,7 +64,8 @@ class SearchResult:
 
     def to_json(self) -> str:
         return json.dumps({"max_sustainable_tps": self.max_sustainable_tps, "tolerance": self.tolerance,
-                           "capped": self.capped, "steps": [dict(asdict(s), sustainable=s.sustainable) for s in self.steps]}, indent=2)
+                           "capped": self.capped,
+                           "steps": [dict(asdict(s), sustainable=s.sustainable) for s in self.steps]}, indent=2)
 
     def to_arrow(self):
         import pyarrow as pa
