@@ -2,6 +2,7 @@
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from cloudprofiler.harness import maxtput_cli
@@ -122,3 +123,36 @@ def test_the_ingest_bench_prints_no_figure_it_cannot_stand_behind(capsys):
     assert "not a limit" in printed and "the limit lies above it" in printed
     assert "| 1.00 |" in printed or " 1.00 " in printed  # the ratio of two sound figures is still printed
     assert ingest._print({"generator": good}, 1, False) == 0
+
+
+def serve_results(rate, seconds, processed_share, latency_growth_ms_per_s=0.0, queue_growth_buckets_per_s=0.0):
+    """Two serve-mode emitters, each committing one bucket of 1,000 tuples every 1,000 / (rate / 2) s, at
+    `processed_share` of that pace, with a commit latency of 5 ms growing as given and a queue growing as given."""
+    from cloudprofiler.harness.generator.emitter import EmitterResult
+
+    results = []
+    for emitter in range(2):
+        period = 1000 / (rate / 2 * processed_share)
+        times = np.arange(0, seconds, period)
+        latency_ns = (5 + latency_growth_ms_per_s * times) * 1e6
+        emitted = int(rate / 2 * seconds)
+        results.append(EmitterResult(
+            emitter, emitted_tuples=emitted, committed_tuples=emitted if processed_share == 1 else 1000 * len(times),
+            queue_samples=[(t, 3 + queue_growth_buckets_per_s * t) for t in np.arange(0, seconds, 0.1)],
+            latency_samples=[(t, lat, 1000) for t, lat in zip(times, latency_ns)]))
+    return results
+
+
+def test_serve_steps_are_judged_by_rate_reached_latency_growth_and_queue_growth():
+    from cloudprofiler.harness.maxtput import queue_slope, serve_step
+
+    kept_up = serve_step(200_000, serve_results(200_000, 5, 1.0), 1.0, 1000)
+    assert kept_up.achieved_tps == pytest.approx(200_000, rel=0.01) and kept_up.sustainable
+    assert kept_up.latency_p50_ms == pytest.approx(5) and kept_up.latency_slope_ms_per_s == pytest.approx(0, abs=1e-9)
+    behind = serve_step(200_000, serve_results(200_000, 5, 0.5), 1.0, 1000)
+    assert behind.achieved_tps == pytest.approx(100_000, rel=0.01) and not behind.sustainable
+    growing = serve_step(200_000, serve_results(200_000, 5, 1.0, latency_growth_ms_per_s=20), 1.0, 1000)
+    assert growing.latency_slope_ms_per_s == pytest.approx(20) and not growing.sustainable
+    queued = serve_results(200_000, 5, 1.0, queue_growth_buckets_per_s=2)
+    assert queue_slope(queued, 1.0, 1000) == pytest.approx(2 * 2 * 1000)  # 2 emitters, 2 buckets/s of 1,000
+    assert not serve_step(200_000, queued, 1.0, 1000).sustainable  # 4,000 tuples/s > 1% of the rate
