@@ -64,7 +64,8 @@ def _calibration_rows(app) -> list:
             "values have no place on the time axis, durations across it are unbounded")))
     if app._table_file("spark-tasks.arrows") is None:
         rows.append(_row("no_task_table", "info", app.path, 0, (
-            "no spark-tasks.arrows (the driver writes it at application end): tasks have no Spark columns")))
+            "no spark-tasks.arrows (the driver publishes it every collect interval and at application end): "
+            "tasks have no Spark columns")))
     return rows
 
 
