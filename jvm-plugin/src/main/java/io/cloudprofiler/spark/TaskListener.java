@@ -58,7 +58,6 @@ public class TaskListener extends SparkListener {
   /** Publishes every row seen so far to {@code target}, if there are new ones: the table of a running application. */
   public void publishTable(String target) throws Exception {
     synchronized (this) {
-      if (batch.isEmpty()) return;
       spoolBatch();
     }
     spool.copyTo(target); // outside the listener's lock: the listener bus does not wait for the copy
