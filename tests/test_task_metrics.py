@@ -9,6 +9,7 @@ import pytest
 
 import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
+from cloudprofiler.analysis.report.findings import _why
 
 # REST taskList field -> task table column (times in ms but CPU and shuffle write time in ns, as Spark keeps them)
 REST_METRICS = {
@@ -68,6 +69,8 @@ def run(tmp_path_factory):
     sc.addJobTag("tag-c")
     ordered = spark.range(0, 30_000, 1, 4).selectExpr("(id * 7919) % 30000 as k").orderBy("k").collect()
     assert [r.k for r in ordered] == list(range(30_000))
+    skewed = spark.range(0, 20_000, 1, 2).selectExpr("if(id % 8 = 0, id, 0) as k").repartition(3, "k")
+    assert skewed.selectExpr("sum(k)").first()[0] == sum(range(0, 20_000, 8))  # 7 rows in 8 to one partition
     sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status store has seen every task's end
     api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
     rest = {"jobs": _get(f"{api}/jobs"), "sql": _get(f"{api}/sql?details=false"), "tasks": []}
@@ -128,16 +131,12 @@ def test_every_attempt_has_its_jobs_group_description_tags_and_sql_execution(run
 def test_tasks_are_scoped_to_a_query(run):
     app, _ = run
     everything = app.tasks().toPandas()
-    sql = app.tasks(job_group="q-sql").toPandas()
-    assert len(sql) and set(sql["job_group"]) == {"q-sql"}
-    assert len(sql) + len(app.tasks(job_group="q-rdd").toPandas()) == len(everything)
-    assert set(app.tasks(job_tag="tag-c").toPandas()["task_attempt_id"]) == set(sql["task_attempt_id"])
-    assert set(app.tasks(job_tag=["tag-a", "tag-c"]).toPandas()["task_attempt_id"]) == set(
-        everything["task_attempt_id"])
-    execution = sorted(set(sql["sql_execution_id"].dropna()))[0]
-    scoped = app.tasks(sql_execution_id=int(execution)).toPandas()
-    assert len(scoped) and set(scoped["sql_execution_id"]) == {execution}
-    assert app.tasks(job_group="q-sql", job_tag="tag-a").count() == 0
+    sql = everything[everything["job_group"] == "q-sql"]
+    assert set(app.tasks(job_group="q-sql").toPandas()["task_attempt_id"]) == set(sql["task_attempt_id"])
+    execution = int(sql["sql_execution_id"].min())
+    scoped = app.tasks(sql_execution_id=[execution, -1], job_tag=["tag-c", "tag-x"]).toPandas()
+    assert len(scoped) and set(scoped["task_attempt_id"]) == set(sql[sql["sql_execution_id"] == execution][
+        "task_attempt_id"])
     assert set(app.stages(job_group="q-rdd").toPandas()["stage_id"]) == set(
         everything[everything["job_group"] == "q-rdd"]["stage_id"])
 
@@ -151,3 +150,19 @@ def test_tasks_carry_the_metrics_beside_the_tsc_durations(run):
     for row in tasks.itertuples():
         assert list(row.job_tags) == table.loc[row.Index, "job_tags"].split(",")
     assert tasks["duration_ns"].notna().all()
+
+
+def test_a_straggler_is_explained_by_the_records_it_read(run):
+    """The skewed stage's reducer that got 7 rows in 8: its records beside the median's, in the finding's words."""
+    app, _ = run
+    tasks = app.tasks(job_group="q-sql").toPandas()
+    reducers = tasks[(tasks["shuffle_read_records"] > 0) & (tasks["shuffle_read_records"] < 30_000)]
+    stage = reducers.groupby("stage_id")["shuffle_read_records"].max().idxmax()
+    heavy = reducers[reducers["stage_id"] == stage].sort_values("shuffle_read_records").iloc[-1]
+    assert heavy["shuffle_read_records"] >= 17_500
+    every = app.stragglers(ratio=0.0, job_group="q-sql").toPandas()  # ratio 0: every timed attempt
+    row = next(every[every["task_attempt_id"] == heavy["task_attempt_id"]].itertuples())
+    median = reducers[reducers["stage_id"] == stage]["shuffle_read_records"].median()
+    assert (row.records_read, row.median_records_read) == (heavy["shuffle_read_records"], median)
+    assert row.spark_duration_ms == heavy["spark_duration_ms"]
+    assert f"it read {heavy['shuffle_read_records'] / median:.1f}x the median records (" in _why(row)
