@@ -63,13 +63,14 @@ def sessions(server):
         assert quiet.range(0, 1000, 1, 3).repartition(2).selectExpr("sum(id)").first()[0] == sum(range(1000))
         app_id = traced.conf.get("spark.app.id")
         log_dir = traced.conf.get("spark.cloudprofiler.logDir")
+        folder = cps.log_folder(quiet)
         ids = traced.session_id, quiet.session_id
         traced.stop()
         quiet.stop()
     server["process"].send_signal(signal.SIGTERM)  # as stop-connect-server.sh does: the plugin writes its table
     assert server["process"].wait(timeout=120) is not None
     return {"ids": ids, "said": [str(w.message) for w in said], "categories": [w.category for w in said],
-            "app": server["log_dir"] / app_id, "log_dir": log_dir}
+            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder}
 
 
 def test_the_helper_says_once_what_the_server_needs(sessions, server):
@@ -80,6 +81,7 @@ def test_the_helper_says_once_what_the_server_needs(sessions, server):
     assert f"--conf spark.plugins={cps.PLUGIN_CLASS}" in said[0] and f"--jars {cps.jar_path()}" in said[0]
     assert not [text for text in sessions["said"] if "modify" in text.lower()], sessions["said"]
     assert sessions["log_dir"] == str(server["log_dir"])  # the server's, not the client's "/not/on/the/server"
+    assert sessions["folder"] == str(sessions["app"])
 
 
 def test_each_sessions_tasks_are_told_apart(sessions):

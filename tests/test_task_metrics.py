@@ -27,9 +27,11 @@ REST_METRICS = {
     "shuffleReadMetrics.localBytesRead": "shuffle_local_bytes",
     "shuffleReadMetrics.remoteBytesRead": "shuffle_remote_bytes",
     "shuffleReadMetrics.remoteBytesReadToDisk": "shuffle_remote_bytes_to_disk",
-    "shuffleReadMetrics.fetchWaitTime": "shuffle_fetch_wait_ms", "shuffleReadMetrics.recordsRead": "shuffle_read_records",
+    "shuffleReadMetrics.fetchWaitTime": "shuffle_fetch_wait_ms",
+    "shuffleReadMetrics.recordsRead": "shuffle_read_records",
     "shuffleWriteMetrics.bytesWritten": "shuffle_write_bytes",
-    "shuffleWriteMetrics.recordsWritten": "shuffle_write_records", "shuffleWriteMetrics.writeTime": "shuffle_write_time_ns",
+    "shuffleWriteMetrics.recordsWritten": "shuffle_write_records",
+    "shuffleWriteMetrics.writeTime": "shuffle_write_time_ns",
 }
 
 

@@ -173,18 +173,28 @@ def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()
     return trace_dataframe(df, channel, id_col, handler, params)
 
 
+def log_folder(spark) -> str:
+    """`<logDir>/<application id>`: where this session's application collects its logs. For a Spark Connect
+    session, the server's folder (on the server's file system, or a shared one)."""
+    key = options()["log_dir"]
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        conf = {k: spark.conf.get(k, None) for k in (key, "spark.app.id")}
+    else:
+        conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
+    log_dir = conf.get(key, None) or default(key)
+    return f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}"
+
+
 def report(spark, output=None):
     """The report of this session's application (`cloudprofiler.analysis.report.report`), during or after the run:
-    its folder is `<logDir>/<application id>`. During the run it holds what executors have collected so far
-    (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()` it runs on an
-    embedded local session. Returns the HTML file's path."""
+    its folder is `log_folder(spark)`. During the run it holds what executors have collected so far
+    (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()`, or for a Spark
+    Connect session (the server's folder must be readable here), it runs on an embedded local session. Returns the
+    HTML file's path."""
     from ..analysis.report import report as write_report
 
-    conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
-    key = options()["log_dir"]
-    log_dir = conf.get(key, None) or default(key)
-    running = spark.sparkContext._jsc is not None
-    return write_report(f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}", output, spark if running else None)
+    running = not type(spark).__module__.startswith("pyspark.sql.connect") and spark.sparkContext._jsc is not None
+    return write_report(log_folder(spark), output, spark if running else None)
 
 
 def __getattr__(name: str):
