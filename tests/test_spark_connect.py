@@ -69,6 +69,7 @@ def sessions(server):
         quiet.stop()
     server["process"].send_signal(signal.SIGTERM)  # as stop-connect-server.sh does: the plugin writes its table
     assert server["process"].wait(timeout=120) is not None
+    assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
     return {"ids": ids, "said": [str(w.message) for w in said], "categories": [w.category for w in said],
             "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder}
 
