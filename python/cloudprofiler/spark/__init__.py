@@ -96,7 +96,7 @@ def configure(builder, channels=None, **values):
     remote = remote_url(builder)
     if remote:
         warnings.warn(f"cloudprofiler: {remote} is a Spark Connect server; the plugin runs there only if the server "
-                      f"was started with it, with (`cloudprofiler spark-conf` prints these):\n  "
+                      f"was started with these flags (`cloudprofiler spark-conf` prints them):\n  "
                       f"{submit_flags(conf)}\nThe logs collect in the server's logDir/<application id>; this session's "
                       "tasks are tasks(connect_session_id=spark.session_id)", ServerPluginWarning, stacklevel=2)
         for key in SESSION_KEYS:
@@ -177,7 +177,7 @@ def log_folder(spark) -> str:
     """`<logDir>/<application id>`: where this session's application collects its logs. For a Spark Connect
     session, the server's folder (on the server's file system, or a shared one)."""
     key = options()["log_dir"]
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if _is_connect(spark):
         conf = {k: spark.conf.get(k, None) for k in (key, "spark.app.id")}
     else:
         conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
@@ -193,8 +193,13 @@ def report(spark, output=None):
     HTML file's path."""
     from ..analysis.report import report as write_report
 
-    running = not type(spark).__module__.startswith("pyspark.sql.connect") and spark.sparkContext._jsc is not None
+    running = not _is_connect(spark) and spark.sparkContext._jsc is not None
     return write_report(log_folder(spark), output, spark if running else None)
+
+
+def _is_connect(spark) -> bool:
+    """A Spark Connect client's session (it has no SparkContext)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def __getattr__(name: str):
