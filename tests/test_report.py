@@ -26,6 +26,27 @@ def test_the_straggler_is_named_with_its_ratio_partition_executor_and_host():
     assert f"executor {s['executor_id']}, host {s['host']}" in first
 
 
+def test_the_straggler_says_why_when_sparks_metrics_show_it():
+    """The reasons come from the straggler's metrics: records beside the median, GC, fetch wait, spills."""
+    data = report_sample.sample()
+    stragglers = data.stragglers.copy()
+    worst = stragglers["ratio"].idxmax()
+    assert _texts(data, "straggler")[0].split("; ")[1].endswith(")")  # no metrics (an older task table): no reason
+    metrics = {"spark_duration_ms": 2000.0, "jvm_gc_time_ms": 500.0, "shuffle_fetch_wait_ms": 300.0,
+               "scheduler_delay_ms": 100.0, "memory_spilled_bytes": 3 * 2**30, "disk_spilled_bytes": 160 * 2**20,
+               "records_read": 700_000.0, "median_records_read": 100_000.0}
+    for column, value in metrics.items():
+        stragglers[column] = float("nan")
+        stragglers.loc[worst, column] = value
+    text = _texts(dataclasses.replace(data, stragglers=stragglers), "straggler")[0]
+    assert ("): it read 7.0x the median records (700,000 against 100,000), GC 25% of its time (500 ms), waiting for "
+            "shuffle blocks 15% of its time (300 ms), it spilled 160 MiB to disk (3 GiB in memory)") in text
+    stragglers.loc[worst, ["jvm_gc_time_ms", "records_read", "disk_spilled_bytes"]] = [20.0, 120_000.0, 0.0]
+    text = _texts(dataclasses.replace(data, stragglers=stragglers), "straggler")[0]
+    assert "): waiting for shuffle blocks 15% of its time (300 ms)" in text
+    assert "GC" not in text and "median records" not in text and "spilled" not in text
+
+
 def test_the_hop_with_the_largest_share_of_the_p99_is_named():
     assert _texts(report_sample.sample(), "hop") == [
         "join -> sink adds 71% of the end-to-end p99 (8.1 ms of 11.4 ms, source -> sink)"]

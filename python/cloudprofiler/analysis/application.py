@@ -139,17 +139,20 @@ class Application:
 
     # -- analyses ----------------------------------------------------------------------------------------------
 
-    def tasks(self):
-        """One row per task attempt: Spark's view beside the TSC duration and its bound (tasks.TASK_COLUMNS)."""
-        return tasks_module.tasks(self)
+    def tasks(self, **scope):
+        """One row per task attempt: Spark's view and metrics beside the TSC duration and its bound
+        (tasks.TASK_COLUMNS); `scope` keeps some jobs' only: job_id, job_group, job_tag, sql_execution_id,
+        connect_session_id, connect_operation_id (tasks.in_scope)."""
+        return tasks_module.tasks(self, **scope)
 
-    def stages(self, ratio: float = stages_module.STRAGGLER_RATIO):
+    def stages(self, ratio: float = stages_module.STRAGGLER_RATIO, **scope):
         """One row per stage attempt: duration percentiles, skew, stragglers, gaps (stages.stages)."""
-        return stages_module.stages(self.tasks(), ratio)
+        return stages_module.stages(self.tasks(**scope), ratio)
 
-    def stragglers(self, ratio: float = stages_module.STRAGGLER_RATIO):
-        """Successful attempts over `ratio` x their stage's median, the slowest first."""
-        return stages_module.stragglers(self.tasks(), ratio)
+    def stragglers(self, ratio: float = stages_module.STRAGGLER_RATIO, **scope):
+        """Successful attempts over `ratio` x their stage's median, the slowest first, with the metrics that say
+        where their time went."""
+        return stages_module.stragglers(self.tasks(**scope), ratio)
 
     def latency(self, from_channel: str, to_channel: str):
         """Per tuple id on both channels: the latency from the first to the second, with its bound and path."""

@@ -29,13 +29,25 @@ COUNTER_SCHEMA = pa.schema([
 # Columns for the analyses' own joins, never in records(): the domain as a small number (Timebase.domains), cheaper
 # to shuffle and sort than its name.
 INTERNAL_FIELDS = [pa.field("domain_id", pa.int32())]
-# the driver's tables, as the plugin writes them (columns cast to these types: older files may differ in width)
+# Spark's task metrics in the task table (the plugin's TaskDetails.METRICS), int64, null where Spark gave none
+TASK_METRICS = (
+    "executor_run_time_ms", "executor_cpu_time_ns", "executor_deserialize_time_ms", "executor_deserialize_cpu_time_ns",
+    "result_serialization_time_ms", "jvm_gc_time_ms", "scheduler_delay_ms", "getting_result_time_ms",
+    "result_size_bytes", "peak_execution_memory_bytes", "input_bytes", "input_records", "output_bytes",
+    "output_records", "shuffle_local_blocks", "shuffle_remote_blocks", "shuffle_local_bytes", "shuffle_remote_bytes",
+    "shuffle_remote_bytes_to_disk", "shuffle_fetch_wait_ms", "shuffle_read_records", "shuffle_write_bytes",
+    "shuffle_write_records", "shuffle_write_time_ns", "memory_spilled_bytes", "disk_spilled_bytes")
+# the driver's tables, as the plugin writes them (columns cast to these types: older files may differ in width, and
+# lack the columns added since, which come out null)
 TABLE_SCHEMAS = {
     "spark-tasks.arrows": pa.schema([
         ("task_attempt_id", pa.int64()), ("job_id", pa.int32()), ("stage_id", pa.int32()),
         ("stage_attempt", pa.int32()), ("partition", pa.int32()), ("attempt_number", pa.int32()),
         ("executor_id", pa.string()), ("host", pa.string()), ("launch_time_ms", pa.int64()),
-        ("finish_time_ms", pa.int64()), ("status", pa.string()), ("failure_reason", pa.string())]),
+        ("finish_time_ms", pa.int64()), ("status", pa.string()), ("failure_reason", pa.string()),
+        *[(name, pa.int64()) for name in TASK_METRICS],
+        ("job_group", pa.string()), ("job_description", pa.string()), ("job_tags", pa.string()),
+        ("sql_execution_id", pa.int64()), ("connect_session_id", pa.string()), ("connect_operation_id", pa.string())]),
     "calibration.arrows": pa.schema([
         ("domain_a", pa.string()), ("domain_b", pa.string()), ("direction", pa.string()), ("round", pa.int64()),
         ("host_a", pa.string()), ("host_b", pa.string()), ("send_tsc", pa.int64()), ("remote_tsc", pa.int64()),
@@ -86,8 +98,9 @@ def read_table(spark, name: str, file: "str | None") -> "pa.Table | None":
 
 
 def cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """The table's columns of `schema`, cast to its types; the table's metadata kept."""
-    columns = [table.column(f.name).cast(f.type) for f in schema]
+    """The table's columns of `schema`, cast to its types (null where the table lacks one); its metadata kept."""
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names
+               else pa.nulls(table.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema.with_metadata(table.schema.metadata))
 
 

@@ -29,12 +29,22 @@ def _with_medians(tasks):
     return staged.withColumn("median_ns", median)
 
 
+# Spark's metrics of an attempt that say where its time went (null where the task table has none)
+STRAGGLER_METRICS = ["spark_duration_ms", "executor_run_time_ms", "jvm_gc_time_ms", "shuffle_fetch_wait_ms",
+                     "scheduler_delay_ms", "memory_spilled_bytes", "disk_spilled_bytes"]
+
+
 def stragglers(tasks, ratio: float = STRAGGLER_RATIO):
-    """Successful attempts over `ratio` x their stage's median duration, the slowest first."""
-    slow = _with_medians(tasks).where("timed").withColumn("ratio", F.col("duration_ns") / F.col("median_ns"))
+    """Successful attempts over `ratio` x their stage's median duration, the slowest first, with Spark's metrics
+    that explain them (STRAGGLER_METRICS) and the records they read (input and shuffle) beside their stage's
+    median."""
+    read = F.col("input_records") + F.col("shuffle_read_records")
+    median_read = F.percentile_approx(F.when(F.col("timed"), read), 0.5).over(Window.partitionBy(*STAGE))
+    slow = (_with_medians(tasks).withColumn("records_read", read).withColumn("median_records_read", median_read)
+            .where("timed").withColumn("ratio", F.col("duration_ns") / F.col("median_ns")))
     return slow.where(F.col("ratio") > ratio).select(
         *STAGE, "task_attempt_id", "partition", "executor_id", "host", "duration_ns", "median_ns",
-        "ratio").orderBy(F.col("ratio").desc())
+        "ratio", *STRAGGLER_METRICS, "records_read", "median_records_read").orderBy(F.col("ratio").desc())
 
 
 def stages(tasks, ratio: float = STRAGGLER_RATIO):

@@ -6,11 +6,14 @@ from pyspark.sql import functions as F
 
 from .catalog import TASK_CHANNELS
 from .joins import merge_join, with_durations
+from .reader import TASK_METRICS
 
+JOB_COLUMNS = ["job_group", "job_description", "job_tags", "sql_execution_id", "connect_session_id",
+               "connect_operation_id"]
 TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
                 "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
                 "spark_duration_ms", "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "path", "extrapolated",
-                "unbounded", "launch_t_ns", "finish_t_ns"]
+                "unbounded", "launch_t_ns", "finish_t_ns", *TASK_METRICS, *JOB_COLUMNS]
 
 
 def _side(app, channel: str, prefix: str):
@@ -20,20 +23,42 @@ def _side(app, channel: str, prefix: str):
                         F.col("domain").alias(f"{prefix}_domain"), F.col("t_ns").alias(f"{prefix}_t_ns"))
 
 
-def tasks(app):
+def tasks(app, **scope):
     """One row per task attempt (TASK_COLUMNS). Attempts of the task table without TSC records (task logging off,
     an executor lost before its logs were copied) have null TSC columns and unbounded true; TSC records without a
     row in the task table (a running application: the table is written at its end) have null Spark columns.
-    launch_t_ns / finish_t_ns: Spark's millisecond times placed on the same axis through the driver's wall clock."""
+    launch_t_ns / finish_t_ns: Spark's millisecond times placed on the same axis through the driver's wall clock.
+    Spark's metrics and the job's properties as the task table has them, job_tags split into an array; `scope`
+    (see `in_scope`) keeps the attempts of some jobs only."""
     start, end = (_side(app, channel, prefix) for channel, prefix in zip(TASK_CHANNELS, ("start", "end")))
     records = merge_join(start, end, "task_attempt_id", "full_outer")
     joined = merge_join(app.task_table(), records, "task_attempt_id", "full_outer")
     timed = with_durations(joined, app.timebase)
     base = app.timebase.t_ns_of_wall_ms(0.0)  # t_ns of the wall clock's epoch (NaN without a pairing)
-    return timed.select(
+    attempts = timed.select(
         *TASK_COLUMNS[:12],
         (F.col("finish_time_ms") - F.col("launch_time_ms")).alias("spark_duration_ms"),
         "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "path", "extrapolated",
         (F.col("unbounded") | F.col("start_tsc").isNull() | F.col("end_tsc").isNull()).alias("unbounded"),
         (F.col("launch_time_ms") * 1e6 + F.lit(float(base))).alias("launch_t_ns"),
-        (F.col("finish_time_ms") * 1e6 + F.lit(float(base))).alias("finish_t_ns"))
+        (F.col("finish_time_ms") * 1e6 + F.lit(float(base))).alias("finish_t_ns"),
+        *TASK_METRICS, *JOB_COLUMNS[:2], F.split("job_tags", ",").alias("job_tags"), *JOB_COLUMNS[3:])
+    return in_scope(attempts, **scope)
+
+
+def in_scope(attempts, job_id=None, job_group=None, job_tag=None, sql_execution_id=None, connect_session_id=None,
+             connect_operation_id=None):
+    """The attempts of the jobs that match every filter given: a value, or a list of values any of which matches
+    (job_tag: one of the job's tags). Attempts without a task table row (a running application) match none."""
+    filters = {"job_id": job_id, "job_group": job_group, "sql_execution_id": sql_execution_id,
+               "connect_session_id": connect_session_id, "connect_operation_id": connect_operation_id}
+    for name, wanted in filters.items():
+        if wanted is not None:
+            attempts = attempts.where(F.col(name).isin(*_values(wanted)))
+    if job_tag is not None:
+        attempts = attempts.where(F.arrays_overlap("job_tags", F.array(*[F.lit(t) for t in _values(job_tag)])))
+    return attempts
+
+
+def _values(wanted) -> list:
+    return list(wanted) if isinstance(wanted, (list, tuple, set)) else [wanted]

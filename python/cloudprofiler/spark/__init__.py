@@ -7,13 +7,26 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
+import warnings
+from pathlib import Path
 
 from .jar import channel_key, default, jar_path, options
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
 EXTENSIONS_CLASS = "io.cloudprofiler.spark.CloudProfilerExtensions"  # the SQL function cp_trace('channel', id)
+# comma-separated lists that the user and other tools (Delta Lake's extension, another plugin's jar) set too
+LIST_KEYS = ("spark.jars", "spark.plugins", "spark.sql.extensions")
+# what a Spark Connect client may set for its own session: the task switch (a SQL execution's session settings
+# reach its tasks as local properties, which the executor plugin reads)
+SESSION_KEYS = ("spark.cloudprofiler.task.enabled",)
+
+
+class ServerPluginWarning(UserWarning):
+    """A Spark Connect session: the plugin runs in the server, which must have been started with it."""
 
 
 def _value(key: str, value) -> str:
@@ -60,18 +73,87 @@ def spark_conf(channels=None, **values) -> dict[str, str]:
     return conf
 
 
+def submit_flags(conf: dict) -> str:
+    """spark-submit's flags for `conf` (spark_conf's), one a line."""
+    conf = dict(conf)
+    flags = [f"--jars {shlex.quote(conf.pop('spark.jars'))}"]
+    flags += [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in conf.items()]
+    return " \\\n  ".join(flags)
+
+
 def configure(builder, channels=None, **values):
     """Set the jar, the plugin, the options and the trace channels' handlers on a SparkSession builder; returns
-    the builder.
+    the builder. `spark.jars`, `spark.plugins` and `spark.sql.extensions` keep what is set already (on the builder,
+    in the running JVM's configuration or in spark-defaults.conf): ours are appended.
 
     Python workers run this interpreter (so they can import cloudprofiler) unless PYSPARK_PYTHON says otherwise.
+
+    A Spark Connect session (`builder.remote("sc://...")`, or SPARK_REMOTE) runs its tasks in the server, whose
+    plugins, jars and options are fixed when it starts: this says once (ServerPluginWarning) which flags the server
+    needs, and sets only what a session may (the task switch, `task_enabled`).
     """
     conf = spark_conf(channels, **values)
+    remote = remote_url(builder)
+    if remote:
+        warnings.warn(f"cloudprofiler: {remote} is a Spark Connect server; the plugin runs there only if the server "
+                      f"was started with these flags (`cloudprofiler spark-conf` prints them):\n  "
+                      f"{submit_flags(conf)}\nThe logs collect in the server's logDir/<application id>; this session's "
+                      "tasks are tasks(connect_session_id=spark.session_id)", ServerPluginWarning, stacklevel=2)
+        for key in SESSION_KEYS:
+            if key in conf:
+                builder = builder.config(key, conf[key])
+        return builder
     if not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # PySpark reads the worker interpreter from here
+    for key in LIST_KEYS:
+        conf[key] = appended(set_before(builder, key), conf[key])
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder
+
+
+def remote_url(builder) -> "str | None":
+    """The Spark Connect server a builder connects to (`remote(url)`, else SPARK_REMOTE), None for a session of
+    this process (classic, or a Connect server it starts itself: `remote("local")`)."""
+    url = getattr(builder, "_options", {}).get("spark.remote") or os.environ.get("SPARK_REMOTE")
+    return url if url and not url.startswith("local") else None
+
+
+def appended(before: "str | None", ours: str) -> str:
+    """The comma-separated list `before` with the items of `ours` it lacks appended."""
+    items = [item.strip() for item in (before or "").split(",") if item.strip()]
+    return ",".join(items + [item for item in ours.split(",") if item not in items])
+
+
+def set_before(builder, key: str) -> "str | None":
+    """What the session would get for `key` without us: the builder's value, else the running JVM's configuration
+    (spark-submit's flags, spark-defaults.conf), else, before a JVM starts, spark-defaults.conf."""
+    value = getattr(builder, "_options", {}).get(key)
+    if value is not None:
+        return str(value)
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._jvm is not None:
+        return SparkConf().get(key, None)
+    return _spark_defaults().get(key)
+
+
+def _spark_defaults() -> dict:
+    """spark-defaults.conf of SPARK_CONF_DIR, or of SPARK_HOME (pyspark's own) conf/: key value, key=value or
+    key: value a line."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if not folder:
+        from pyspark.find_spark_home import _find_spark_home
+
+        folder = os.path.join(_find_spark_home(), "conf")
+    path = Path(folder) / "spark-defaults.conf"
+    entries = {}
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        line = line.strip()
+        match = re.match(r"([^\s=:]+)\s*[=:\s]\s*(.*)", line)
+        if match and not line.startswith(("#", "!")):
+            entries[match[1]] = match[2].strip()
+    return entries
 
 
 def builder(channels=None, **values):
@@ -91,18 +173,33 @@ def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()
     return trace_dataframe(df, channel, id_col, handler, params)
 
 
+def log_folder(spark) -> str:
+    """`<logDir>/<application id>`: where this session's application collects its logs. For a Spark Connect
+    session, the server's folder (on the server's file system, or a shared one)."""
+    key = options()["log_dir"]
+    if _is_connect(spark):
+        conf = {k: spark.conf.get(k, None) for k in (key, "spark.app.id")}
+    else:
+        conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
+    log_dir = conf.get(key, None) or default(key)
+    return f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}"
+
+
 def report(spark, output=None):
     """The report of this session's application (`cloudprofiler.analysis.report.report`), during or after the run:
-    its folder is `<logDir>/<application id>`. During the run it holds what executors have collected so far
-    (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()` it runs on an
-    embedded local session. Returns the HTML file's path."""
+    its folder is `log_folder(spark)`. During the run it holds what executors have collected so far
+    (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()`, or for a Spark
+    Connect session (the server's folder must be readable here), it runs on an embedded local session. Returns the
+    HTML file's path."""
     from ..analysis.report import report as write_report
 
-    conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
-    key = options()["log_dir"]
-    log_dir = conf.get(key, None) or default(key)
-    running = spark.sparkContext._jsc is not None
-    return write_report(f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}", output, spark if running else None)
+    running = not _is_connect(spark) and spark.sparkContext._jsc is not None
+    return write_report(log_folder(spark), output, spark if running else None)
+
+
+def _is_connect(spark) -> bool:
+    """A Spark Connect client's session (it has no SparkContext)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def __getattr__(name: str):

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 
-from . import spark_conf
+from . import spark_conf, submit_flags
 from .jar import option_table, options, python_name
 
 
@@ -35,8 +34,5 @@ def _channel(text: str) -> tuple:
 
 
 def run(args) -> int:
-    conf = spark_conf(dict(args.channel), **{name: getattr(args, name) for name in options()})
-    flags = [f"--jars {shlex.quote(conf.pop('spark.jars'))}"]
-    flags += [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in conf.items()]
-    print(" \\\n  ".join(flags))
+    print(submit_flags(spark_conf(dict(args.channel), **{name: getattr(args, name) for name in options()})))
     return 0

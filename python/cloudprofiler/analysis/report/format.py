@@ -23,6 +23,14 @@ def count(n) -> str:
     return "-" if n is None or n != n else f"{int(n):,}"
 
 
+def size(n) -> str:
+    """A number of bytes in the largest binary unit that keeps it >= 1: '12.3 MiB'."""
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} B"
+
+
 def percent(fraction: float) -> str:
     if fraction is None or fraction != fraction:
         return "-"

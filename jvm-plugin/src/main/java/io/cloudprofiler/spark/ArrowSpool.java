@@ -25,6 +25,7 @@ final class ArrowSpool {
   private final String prefix;
   private final List<String> names;
   private final Map<String, String> metadata;
+  private final List<Class<?>> types; // null: those of the first row's values
   private BufferAllocator allocator;
   private VectorSchemaRoot root;
   private FileOutputStream out;
@@ -36,8 +37,14 @@ final class ArrowSpool {
   private File file;
 
   ArrowSpool(String prefix, List<String> names, Map<String, String> metadata) {
+    this(prefix, names, null, metadata);
+  }
+
+  /** With the columns' types given ({@link ArrowTables#vectors}), so that any value may be null. */
+  ArrowSpool(String prefix, List<String> names, List<Class<?>> types, Map<String, String> metadata) {
     this.prefix = prefix;
     this.names = names;
+    this.types = types;
     this.metadata = metadata;
   }
 
@@ -47,7 +54,8 @@ final class ArrowSpool {
       file = File.createTempFile(prefix, ".arrows");
       file.deleteOnExit();
       allocator = new RootAllocator();
-      List<FieldVector> vectors = ArrowTables.vectors(names, rows.get(0), allocator);
+      List<FieldVector> vectors = ArrowTables.vectors(names,
+          types != null ? types : ArrowTables.typesOf(rows.get(0)), allocator);
       Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);
       root = new VectorSchemaRoot(schema, vectors, 0);
       out = new FileOutputStream(file);

@@ -31,7 +31,8 @@ import org.apache.spark.SparkConf;
 /**
  * Tables of rows as Arrow IPC files on any Hadoop-compatible URI (a plain path means the local disk), which
  * pyarrow, polars and DuckDB read with no project code. A row holds one value per column name, a String (utf8),
- * Integer (int32), Long (int64) or anything else (its text as utf8); the types come from the first row.
+ * Integer (int32), Long (int64) or anything else (its text as utf8); the types come from the first row, or are
+ * given (then a value may be null, written as null).
  */
 final class ArrowTables {
   private ArrowTables() {}
@@ -67,12 +68,19 @@ final class ArrowTables {
     fs.delete(probe, false);
   }
 
-  /** Empty vectors for these columns, typed after {@code first}. */
-  static List<FieldVector> vectors(List<String> names, Object[] first, BufferAllocator allocator) {
+  /** The classes of {@code first}'s values: the column types of a table whose first row it is. */
+  static List<Class<?>> typesOf(Object[] first) {
+    List<Class<?>> types = new ArrayList<>();
+    for (Object value : first) types.add(value == null ? String.class : value.getClass());
+    return types;
+  }
+
+  /** Empty vectors for these columns: int64 for Long, int32 for Integer, else utf8. */
+  static List<FieldVector> vectors(List<String> names, List<Class<?>> types, BufferAllocator allocator) {
     List<FieldVector> vectors = new ArrayList<>();
     for (int c = 0; c < names.size(); c++) {
-      vectors.add(first[c] instanceof Long ? new BigIntVector(names.get(c), allocator)
-          : first[c] instanceof Integer ? new IntVector(names.get(c), allocator)
+      vectors.add(types.get(c) == Long.class ? new BigIntVector(names.get(c), allocator)
+          : types.get(c) == Integer.class ? new IntVector(names.get(c), allocator)
           : new VarCharVector(names.get(c), allocator));
     }
     return vectors;
@@ -87,7 +95,8 @@ final class ArrowTables {
       v.allocateNew(); // releases the previous batch's buffers
       for (int i = 0; i < n; i++) {
         Object value = rows.get(i)[c];
-        if (v instanceof BigIntVector) ((BigIntVector) v).setSafe(i, (Long) value);
+        if (value == null) v.setNull(i);
+        else if (v instanceof BigIntVector) ((BigIntVector) v).setSafe(i, (Long) value);
         else if (v instanceof IntVector) ((IntVector) v).setSafe(i, (Integer) value);
         else ((VarCharVector) v).setSafe(i, String.valueOf(value).getBytes(StandardCharsets.UTF_8));
       }
@@ -101,7 +110,7 @@ final class ArrowTables {
     if (rows.isEmpty()) return;
     replace(target, (fs, path) -> {
       try (BufferAllocator allocator = new RootAllocator()) {
-        List<FieldVector> vectors = vectors(names, rows.get(0), allocator);
+        List<FieldVector> vectors = vectors(names, typesOf(rows.get(0)), allocator);
         try {
           fill(vectors, rows);
           Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);

@@ -1,0 +1,103 @@
+"""Spark Connect: a real Connect server (the one pyspark ships) started with the plugin, two client sessions
+configured with the helper. The helper says once what the server needs and sets nothing a session cannot; each
+session's tasks are told apart in the task table, and a session's task switch reaches its tasks."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+
+import cloudprofiler.spark as cps
+
+pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect] (the [test] extra has it)")
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A Connect server in local mode with the plugin, as `cloudprofiler spark-conf` says to start it."""
+    import pyspark
+
+    log_dir = tmp_path_factory.mktemp("connect-logs")
+    port = _free_port()
+    conf = cps.spark_conf(log_dir=str(log_dir), calibration_enabled=False)
+    command = [os.path.join(pyspark.__path__[0], "bin", "spark-submit"), "--class", SERVER_CLASS,
+               "--master", "local[2]", "--jars", conf.pop("spark.jars"),
+               *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
+               "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false"]
+    log = tmp_path_factory.mktemp("connect-server") / "server.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    deadline = time.monotonic() + 240
+    while "Spark Connect server started" not in log.read_text():
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+    yield {"url": f"sc://localhost:{port}", "process": process, "log_dir": log_dir, "log": log}
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="module")
+def sessions(server):
+    """Two sessions' ids and what the helper said; the server stopped afterwards (its task table written)."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        traced = cps.configure(RemoteSession.builder.remote(server["url"]), log_dir="/not/on/the/server").create()
+        quiet = cps.configure(RemoteSession.builder.remote(server["url"]), task_enabled=False).create()
+        assert traced.sql("select sum(t) from (select cp_trace('c', id) as t from range(0, 1000, 1, 2))").first()[0] \
+            == sum(range(1000))
+        assert quiet.range(0, 1000, 1, 3).repartition(2).selectExpr("sum(id)").first()[0] == sum(range(1000))
+        app_id = traced.conf.get("spark.app.id")
+        log_dir = traced.conf.get("spark.cloudprofiler.logDir")
+        folder = cps.log_folder(quiet)
+        ids = traced.session_id, quiet.session_id
+        traced.stop()
+        quiet.stop()
+    server["process"].send_signal(signal.SIGTERM)  # as stop-connect-server.sh does: the plugin writes its table
+    assert server["process"].wait(timeout=120) is not None
+    assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
+    return {"ids": ids, "said": [str(w.message) for w in said], "categories": [w.category for w in said],
+            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder}
+
+
+def test_the_helper_says_once_what_the_server_needs(sessions, server):
+    said = [text for text, category in zip(sessions["said"], sessions["categories"])
+            if category is cps.ServerPluginWarning]
+    assert len(said) == 2  # once per configure call, each naming the server and the flags
+    assert said[0].startswith(f"cloudprofiler: {server['url']} is a Spark Connect server")
+    assert f"--conf spark.plugins={cps.PLUGIN_CLASS}" in said[0] and f"--jars {cps.jar_path()}" in said[0]
+    assert not [text for text in sessions["said"] if "modify" in text.lower()], sessions["said"]
+    assert sessions["log_dir"] == str(server["log_dir"])  # the server's, not the client's "/not/on/the/server"
+    assert sessions["folder"] == str(sessions["app"])
+
+
+def test_each_sessions_tasks_are_told_apart(sessions):
+    from cloudprofiler.analysis import open_application
+
+    app = open_application(str(sessions["app"]))
+    tasks = app.tasks().toPandas()
+    traced, quiet = sessions["ids"]
+    assert set(tasks["connect_session_id"]) == {traced, quiet}
+    for session in (traced, quiet):
+        mine = app.tasks(connect_session_id=session).toPandas()
+        assert len(mine) == (tasks["connect_session_id"] == session).sum() > 0
+        assert mine["connect_operation_id"].notna().all() and mine["job_description"].str.startswith(
+            "Spark Connect").all()
+    # the quiet session switched task logging off for its tasks: none of them has a TSC record
+    logged = set(app.records("spark.task.end").toPandas()["tuple_id"])
+    assert set(tasks[tasks["connect_session_id"] == quiet]["task_attempt_id"]).isdisjoint(logged)
+    assert set(tasks[tasks["connect_session_id"] == traced]["task_attempt_id"]) <= logged
