@@ -5,7 +5,9 @@ link step aside with one log line each and the job still runs to its result.
 Runs in the pyspark 3.5 environment that `make build` keeps in build/pyspark-3.5 (tests/spark_version_job.py, one
 local[2] session and the analysis per run)."""
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,24 @@ def test_with_the_spark_4_jar_on_spark_3_5_the_failing_parts_step_aside_and_the_
     assert any("the SQL function cp_trace" in line and "NoSuchMethodError" in line for line in disabled), log[-4000:]
     assert all("cloudprofiler-plugin_2.12.jar" in line for line in disabled), disabled
     assert len(disabled) == len({line.split(" is disabled")[0] for line in disabled})  # one line per part
+
+
+def test_spark_conf_picks_the_jar_of_the_spark_at_hand():
+    if not PYTHON.exists():
+        pytest.skip(f"no pyspark 3.5 environment at {PYTHON.parent.parent}: `make build` creates it")
+    spark35_home = subprocess.run([str(PYTHON), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+    environment = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
+    flags = {}
+    for case, command, env in [
+        ("pyspark 3.5", [str(PYTHON.parent / "cloudprofiler"), "spark-conf"], environment),
+        ("pyspark 4", [str(Path(sys.executable).parent / "cloudprofiler"), "spark-conf"], environment),
+        ("pyspark 4, SPARK_HOME of 3.5", [str(Path(sys.executable).parent / "cloudprofiler"), "spark-conf"],
+         {**environment, "SPARK_HOME": spark35_home}),
+    ]:
+        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+        (jars,) = [line for line in result.stdout.splitlines() if line.strip().startswith("--jars")]
+        flags[case] = Path(jars.split()[1]).name
+    assert flags == {"pyspark 3.5": "cloudprofiler-plugin_2.12.jar", "pyspark 4": "cloudprofiler-plugin_2.13.jar",
+                     "pyspark 4, SPARK_HOME of 3.5": "cloudprofiler-plugin_2.12.jar"}
