@@ -20,4 +20,4 @@ def test_the_jvm_side_s_unit_tests_pass(tmp_path):
     run = subprocess.run(["java", "-cp", os.pathsep.join([str(tmp_path), classpath]),
                           "io.cloudprofiler.spark.JvmTests"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    assert run.stdout.count("ok test") == 7, run.stdout
+    assert run.stdout.count("ok test") == 9, run.stdout
