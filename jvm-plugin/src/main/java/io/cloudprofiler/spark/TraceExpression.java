@@ -119,11 +119,16 @@ public final class TraceExpression extends SingleChildExpression implements Seri
   }
 
   /** The handle of this process's channel {@code name}, opened on first use with the handler configured for it
-   * ({@code spark.cloudprofiler.channel.<name>.handler}), else xoy(x, y), or buffered when y is 0; 0 (a counted
-   * no-op) when the native library cannot load, so that the query still runs. Called by the generated code once
-   * per partition. */
+   * ({@code spark.cloudprofiler.channel.<name>.handler}), else xoy(x, y), or buffered when y is 0; 0 when the
+   * native library cannot load or the channel cannot open (which disables the function), so that the query still
+   * runs: nothing logs to handle 0. Called by the generated code once per partition. */
   public static long channel(String name, long x, long y) {
-    return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
+    try {
+      return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
+    } catch (Throwable e) {
+      GUARD.disable("opening channel '" + name + "'", e);
+      return 0;
+    }
   }
 
   /** The handles of this process's trace channels (0 where the library could not load). */
@@ -221,7 +226,7 @@ public final class TraceExpression extends SingleChildExpression implements Seri
       handle = channel(channel, x, y);
       resolved = true;
     }
-    CloudProfiler.log(handle, value);
+    if (handle != 0) CloudProfiler.log(handle, value);
   }
 
   /** The generated code; a disabled function generates its child's code: the id, untraced. */
@@ -247,8 +252,8 @@ public final class TraceExpression extends SingleChildExpression implements Seri
     String kept = Long.bitCount(y) == 1 // floorMod by a power of two is a mask: no 64-bit division per row
         ? "(" + id64 + " & " + (y - 1) + "L) < " + x + "L"
         : "java.lang.Math.floorMod(" + id64 + ", " + y + "L) < " + x + "L";
-    String log = (y == 0 ? "" : "if (" + kept + ") ") + CloudProfiler.class.getName() + ".log(" + handleTerm + ", "
-        + id64 + ");";
+    String log = "if (" + handleTerm + " != 0L" + (y == 0 ? "" : " && " + kept) + ") " + CloudProfiler.class.getName()
+        + ".log(" + handleTerm + ", " + id64 + ");";
     String code = child.nullable()
         ? "boolean " + ev.isNull() + " = " + id.isNull() + ";\n"
           + javaType(dataType()) + " " + ev.value() + " = " + id.value() + ";\n"
