@@ -97,7 +97,8 @@ HOPS = [  # hop, from, to, count, remote count, p50, p99 (ns), local bound, remo
 def _pipeline() -> pd.DataFrame:
     rows = []
     for hop, a, b, count, remote, p50, p99 in HOPS:
-        rows.append({"pipeline": 0, "hop": hop, "from_channel": a, "to_channel": b, "count": count, "remote_count": remote,
+        rows.append({"pipeline": 0, "hop": hop, "from_channel": a, "to_channel": b, "count": count,
+                     "remote_count": remote,
                      "min_ns": p50 * 0.2, "p1_ns": p50 * 0.3, "p5_ns": p50 * 0.45, "p25_ns": p50 * 0.75,
                      "p50_ns": p50, "p75_ns": p50 * 1.4, "p95_ns": p99 * 0.6, "p99_ns": p99, "max_ns": p99 * 2.5,
                      "mean_ns": p50 * 1.2, "err_p50_ns": 13 * US if remote else 4.0,

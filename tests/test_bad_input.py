@@ -90,10 +90,10 @@ def test_unwritable_folder_names_the_path(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     result = run_python(
-        f"""
+        """
         import cloudprofiler as cp
         try:
-            cp.Channel("x", "buffered") 
+            cp.Channel("x", "buffered")
         except cp.CloudProfilerError as exc:
             print(type(exc).__name__, exc)
         """,

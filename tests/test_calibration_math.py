@@ -90,7 +90,8 @@ def test_durations_pick_the_smallest_error_path_and_contain_the_truth():
     d1 = durations("B", b.ticks(t_start), "B", b.ticks(t_end), "A", cals)
     assert d1.error.max() < cals[("A", "B")].err.min() / 10
     # Scenario 3 beats the baseline that translates both ends (2e)
-    base = durations("B", b.ticks(t_start), "C", c.ticks(t_end), "A", {k: v for k, v in cals.items() if k != ("B", "C")})
+    without_b_c = {k: v for k, v in cals.items() if k != ("B", "C")}
+    base = durations("B", b.ticks(t_start), "C", c.ticks(t_end), "A", without_b_c)
     s3 = durations("B", b.ticks(t_start), "C", c.ticks(t_end), "A", cals)
     assert set(base.method) == {"baseline"} and s3.error.mean() < base.error.mean()
 
@@ -131,3 +132,66 @@ def test_a_pair_calibration_that_stopped_gives_way_to_the_path_through_the_refer
     reverse = durations("B", start, "C", end, "A", {k: v for k, v in cals.items() if k != ("A", "B")})
     assert list(reverse.method) == ["scenario3", "scenario3"] and list(reverse.extrapolated) == [False, True]
     assert np.all(np.abs(reverse.value - truth) <= reverse.error + 2)
+
+
+def rounds_with_one_descheduled(rng, a, b, times, bad, delay_us=(300, 500)):
+    """Rounds of 100 probes over a 3-9 us path; in round `bad` the scheduler delayed every probe's answer."""
+    return [probe_round(rng, a, b, t, 100, (3, 9), delay_us if i == bad else (3, 9)) for i, t in enumerate(times)]
+
+
+@pytest.mark.parametrize("bad", [0, 2, 4])
+def test_a_round_in_which_every_probe_was_delayed_does_not_widen_the_bounds_around_it(bad):
+    rng = np.random.default_rng(5)
+    a, b = Domain(0, 0.0), Domain(2 * 3600 * int(HZ), 23.0)
+    times = [1e9 + i * 10e9 for i in range(5)]
+    cal = Calibration.from_rounds(rounds_with_one_descheduled(rng, a, b, times, bad), "minrtt")
+    assert cal.err[bad] > 100e-6 * HZ and np.all(np.delete(cal.err, bad) < 10e-6 * HZ)
+    inner = bad not in (0, len(times) - 1)  # the first and last rounds bound the calibrated span: always used
+    assert (bad in cal.used) != inner
+    true = rng.uniform(times[0] + 1e6, times[-1], size=200_000)
+    ticks = b.ticks(true)
+    est, err, extrapolated = cal.translate(ticks)
+    truth = a.ticks(b.true_time(ticks))
+    assert not extrapolated.any() and np.all(np.abs(est - truth) <= err + 1)
+    near = np.abs(true - times[bad]) < 1e9
+    if inner:  # near the bad round the bound is the good rounds' (4.5 us at most), not its 150 us or more
+        assert err[near].max() < 10e-6 * HZ
+    else:
+        assert err[near].max() > 100e-6 * HZ
+
+
+def test_an_anchor_that_contradicts_the_constant_rate_between_its_neighbours_is_kept():
+    rng = np.random.default_rng(9)
+    a = Domain(0, 0.0)
+    times = [1e9, 11e9, 21e9]
+    slow, fast = Domain(10**12, 0.0), Domain(10**12 - 200e-6 * 11e9, 200.0)  # B runs 200 ppm fast after 11 s
+    rounds = [probe_round(rng, a, slow if t < 11e9 else fast, t, 100, (3, 9), (300, 500) if i == 1 else (3, 9))
+              for i, t in enumerate(times)]
+    cal = Calibration.from_rounds(rounds, "minrtt")
+    # the middle anchor is wide, but the line from the first to the last misses it by the 1.1 ms the rate change
+    # put between them: the rates were not constant, so translation keeps it
+    assert list(cal.used) == [0, 1, 2]
+
+
+def test_a_delayed_round_is_taken_again_and_the_best_kept():
+    from cloudprofiler.calibration.probe import RETRIES, retaken_round
+
+    def rounds_of(*rtts):
+        taken = iter(rtts)
+        calls = []
+
+        def take():
+            calls.append(1)
+            rtt = next(taken)
+            return Probes.of([0, 100], [50, 150], [rtt, 100 + 3 * rtt])
+
+        return take, calls
+
+    take, calls = rounds_of(400, 9, 12)
+    assert retaken_round(take, best_rtt=10).rtt.min() == 9 and len(calls) == 2  # 400 > 4 x 10: taken again
+    take, calls = rounds_of(39, 1)
+    assert retaken_round(take, best_rtt=10).rtt.min() == 39 and len(calls) == 1  # within 4x: kept
+    take, calls = rounds_of(500, 450, 480, 470, 1)
+    assert retaken_round(take, best_rtt=10).rtt.min() == 450 and len(calls) == 1 + RETRIES  # bounded retries
+    take, calls = rounds_of(400)
+    assert retaken_round(take, best_rtt=np.inf).rtt.min() == 400  # nothing seen yet: nothing to compare with

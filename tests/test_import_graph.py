@@ -45,7 +45,8 @@ def _imports(path: Path, module: str, modules: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules or _is_extension(base, a.name) else base
                      for a in node.names]
         else:

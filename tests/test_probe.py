@@ -33,8 +33,8 @@ def start_responder(address, prefix=(), secret=""):
 
 
 def run_rounds(address, port, rounds, gap_s, prefix=()):
-    out = subprocess.run([*prefix, sys.executable, *PEERS, "prober", address, str(port), str(rounds), str(gap_s), "500"],
-                         capture_output=True, text=True, timeout=120, check=True)
+    command = [*prefix, sys.executable, *PEERS, "prober", address, str(port), str(rounds), str(gap_s), "500"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
     return [Probes.of(r["send"], r["remote"], r["recv"]) for r in json.loads(out.stdout)]
 
 

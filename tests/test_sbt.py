@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CENTRAL = "https://repo1.maven.org/maven2"
 CACHE = Path(os.environ.get("CLOUDPROFILER_SBT_CACHE", Path.home() / ".cache" / "cloudprofiler-sbt"))
 # What sbt needs of the source tree; everything else stays out of its working copy.
-BUILD_FILES = ["build.sbt", "VERSION", "project/build.properties", "jvm-plugin/build-jni.sh", "jvm-plugin/src", "native/include",
-               "native/src", "native/bench", "native/Makefile"]
+BUILD_FILES = ["build.sbt", "VERSION", "project/build.properties", "jvm-plugin/build-jni.sh", "jvm-plugin/src",
+               "native/include", "native/src", "native/bench", "native/Makefile"]
 
 
 def _sbt_version() -> str:

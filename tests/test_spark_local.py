@@ -49,7 +49,8 @@ def run(tmp_path_factory):
     sc.setJobGroup("loud", "task logging back on")
     sql_sum = spark.sql(
         "select sum(t) from (select cp_trace('sql-trace', id) as t from range(0, 50000, 1, 4))").collect()[0][0]
-    counted = spark.sql("select count(t) from (select cp_trace('sql-counted', id) as t from range(0, 1000, 1, 2))").first()[0]
+    counted = spark.sql("select count(t) from (select cp_trace('sql-counted', id) as t from range(0, 1000, 1, 2))"
+                        ).first()[0]
     sampled = spark.sql(  # ints, XoY 3 of 8, one null
         "select cp_trace('sql-xoy', if(id = 5, null, cast(id - 100 as int)), 3, 8) as t from range(0, 1000, 1, 2)")
     sampled_rows = [r.t for r in sampled.collect()]
@@ -84,7 +85,8 @@ def run(tmp_path_factory):
     app_id = sc.applicationId
     spark.stop()
     return {"log_dir": log_dir, "app": log_dir / app_id, "counts": dict(counts), "traced": traced,
-            "sql_sum": sql_sum, "counted": counted, "sampled": sampled_rows, "sampled_type": sampled_type, "interpreted": interpreted,
+            "sql_sum": sql_sum, "counted": counted, "sampled": sampled_rows, "sampled_type": sampled_type,
+            "interpreted": interpreted,
             "errors": errors, "quiet_jobs": quiet_jobs, "ysb": ysb_rows, "clocks": (before, jvm_clock, after)}
 
 
@@ -282,7 +284,8 @@ def test_an_unwritable_log_folder_stops_the_application_at_start_naming_the_opti
     log_dir = tmp_path / "a-file" / "logs"  # not even root makes a folder inside a file
     builder = cps.builder(log_dir=str(log_dir)).master("local[1]").config("spark.ui.enabled", "false")
     try:
-        with pytest.raises(Exception, match=re.escape(f"spark.cloudprofiler.logDir={log_dir} is invalid: cannot write")):
+        message = f"spark.cloudprofiler.logDir={log_dir} is invalid: cannot write"
+        with pytest.raises(Exception, match=re.escape(message)):
             builder.getOrCreate()
     finally:
         active = SparkSession.getActiveSession()

@@ -45,7 +45,8 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_pat
     assert run.returncode == 0, run.stderr[-3000:]
     app = run.stdout.split()[0]
     # in local mode the executor's plugin starts before the application has an id: its names lack the prefix
-    metric = {m: [p for p in metrics_dir.iterdir() if p.name.endswith(f"plugin.io.cloudprofiler.spark.CloudProfilerPlugin.{m}.csv")]
+    suffix = "plugin.io.cloudprofiler.spark.CloudProfilerPlugin.{}.csv"
+    metric = {m: [p for p in metrics_dir.iterdir() if p.name.endswith(suffix.format(m))]
               for m in ("recordsLogged", "recordsDropped", "bytesWritten")}
     assert all(len(paths) == 1 for paths in metric.values()), sorted(p.name for p in metrics_dir.iterdir())
     with open(log_dir / app / "spark-tasks.arrows", "rb") as f:

@@ -167,3 +167,14 @@ def test_generator_example_prints_counts_and_operator_latencies(tmp_path):
     assert out.stdout.count("emitted 30,000, committed 30,000, dropped 0") == 2
     for channel in ("ysb.filter", "ysb.join"):
         assert f"source -> {channel}: " in out.stdout
+
+
+def test_the_rate_source_trial_sustains_a_low_rate_and_not_one_far_above_the_machine(spark):
+    from cloudprofiler.harness.trial import rate_source_trial
+
+    trial = rate_source_trial(spark, "ysb", duration_s=15, warmup_s=5)  # the first micro-batch plans the query
+    low = trial(2_000)
+    assert low.error is None and low.sustainable, low
+    assert low.achieved_tps == pytest.approx(2_000, rel=0.03)
+    high = trial(5_000_000)  # YSB fed by the rate source sustains well under a million events per s here
+    assert not high.sustainable and high.achieved_tps < 0.97 * high.rate, high

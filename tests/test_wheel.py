@@ -33,7 +33,8 @@ def test_wheel_carries_the_library_the_extensions_and_the_plugin_jar(tmp_path):
     assert {"cloudprofiler/_lib/libcloudprofiler.so", "cloudprofiler/_log_call.abi3.so",
             "cloudprofiler/_lib/cloudprofiler-bench.jar"} <= names
     assert any(n.startswith("cloudprofiler/_native") and n.endswith(".so") for n in names)
-    assert {RESOURCE, "io/cloudprofiler/spark/CloudProfilerPlugin.class", "io/cloudprofiler/CloudProfiler.class"} <= set(jar)
+    assert {RESOURCE, "io/cloudprofiler/spark/CloudProfilerPlugin.class",
+            "io/cloudprofiler/CloudProfiler.class"} <= set(jar)
 
     # the unpacked wheel first on the path, the test environment's packages after it, without their .pth files (the
     # source tree's editable install is one of them)

@@ -28,6 +28,7 @@ __version__ = _version("cloudprofiler")  # the VERSION file, through the package
 __all__ = [
     "Channel", "ChannelStats", "Handler", "ClockReading", "TscFrequency", "clock_read", "tsc", "tsc_frequency",
     "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
-    "LogFolderNotFoundError", "LogFolderPermissionError", "PeerRefusedError", "PeerTimeoutError", "UnsupportedError", "flush_all", "start", "stop",
+    "LogFolderNotFoundError", "LogFolderPermissionError", "PeerRefusedError", "PeerTimeoutError", "UnsupportedError",
+    "flush_all", "start", "stop",
     "log_dir", "IncompleteLogWarning", "log_files", "log_metadata", "read_log", "read_log_dir",
 ]

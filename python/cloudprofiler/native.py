@@ -13,7 +13,8 @@ except ImportError as exc:  # pragma: no cover - only without a build
 if lib.cp_version() // 100 != lib.CP_VERSION_NUMBER // 100:
     raise ImportError(
         f"libcloudprofiler {ffi.string(lib.cp_version_string()).decode()} (version number {lib.cp_version()}) "
-        f"does not match the Python binding, built for version number {lib.CP_VERSION_NUMBER}: rebuild with `make build`"
+        f"does not match the Python binding, built for version number {lib.CP_VERSION_NUMBER}: "
+        "rebuild with `make build`"
     )
 
 

@@ -1,6 +1,9 @@
 """The native probe responder and prober, as Python objects."""
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 import numpy as np
 
 from ..native import call, ffi, lib
@@ -47,3 +50,35 @@ def probe(address: str, port: int, count: int = 100, timeout_ms: int = 200, spin
     ok = raw["recv"] != 0
     return Probes.of(raw["send"][ok].astype(np.int64), raw["remote"][ok].astype(np.int64),
                      raw["recv"][ok].astype(np.int64), True)
+
+
+BURSTS, BURST_GAP_S = 10, 0.0005
+# A round whose MinRTT is this many times the best one seen was delayed (the scheduler held the prober or the
+# responder back for all of its probes): it is taken again, up to RETRIES times, and the best kept.
+RETRY_FACTOR, RETRIES = 4.0, 3
+
+
+def probe_round(address: str, port: int, count: int = 100, timeout_ms: int = 200, secret: bytes = b"",
+                bursts: int = BURSTS) -> Probes:
+    """`count` probes in `bursts` bursts BURST_GAP_S apart: a moment in which the machine holds either side back
+    spoils one burst, not the round's smallest round trip."""
+    sizes = [count // bursts + (i < count % bursts) for i in range(min(bursts, count))]
+    parts = []
+    for i, size in enumerate(sizes):
+        if i:
+            time.sleep(BURST_GAP_S)
+        parts.append(probe(address, port, size, timeout_ms, True, secret))
+    return Probes.of(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("send", "remote", "recv")), True)
+
+
+def retaken_round(take: Callable[[], Probes], best_rtt: float) -> Probes:
+    """A round from `take()`, taken again while its MinRTT exceeds RETRY_FACTOR times `best_rtt` (the best MinRTT
+    seen so far on this path, in ticks), at most RETRIES times; the round with the smallest MinRTT."""
+    best = take()
+    for _ in range(RETRIES):
+        if best.rtt.min() <= RETRY_FACTOR * best_rtt:
+            break
+        again = take()
+        if again.rtt.min() < best.rtt.min():
+            best = again
+    return best

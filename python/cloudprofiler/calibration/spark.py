@@ -54,7 +54,8 @@ def calibrations_from_probes(table: "pa.Table | None", method: str = "minpair"
     return reference, out
 
 
-def load_calibrations(app_folder: "str | Path", method: str = "minpair") -> tuple[str, dict[tuple[str, str], Calibration]]:
+def load_calibrations(app_folder: "str | Path",
+                      method: str = "minpair") -> tuple[str, dict[tuple[str, str], Calibration]]:
     """calibrations_from_probes of the application folder's `calibration.arrows` ("", {} without one)."""
     return calibrations_from_probes(_table(Path(app_folder) / "calibration.arrows"), method)
 

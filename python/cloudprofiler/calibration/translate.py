@@ -11,6 +11,14 @@ c^A = ref_j + r (c^B - other_j) (Eq. 4). Assumption: between two anchors both TS
 (1 - lambda) err_j + lambda err_m <= max(err_j, err_m) = e (the paper's result); outside, the same formula with
 |1 - lambda| and |lambda| applies and grows, and the value is flagged as extrapolated.
 
+Which anchors a value is translated between: for a value between anchors j and m, the bound is the chord from
+(other_j, err_j) to (other_m, err_m) evaluated at the value, so the smallest bound any pair gives is the lower
+convex hull of the points (other, err). Translation interpolates between consecutive anchors of that hull: a round
+whose probes were all delayed (a busy machine descheduled the prober) gives a wide anchor that the hull passes
+under, and values near it take the bound of the good rounds around it. The constant-rate assumption then spans
+the hull's edges; an anchor passed under must agree with that edge within both bounds, else the rates were not
+constant there and the anchor is kept as a vertex, so a bound never rests on an assumption the rounds contradict.
+
 Anchors come from one of two summaries of a round:
 - "minrtt": the probe with the smallest round trip; err = RTT_min / 2 (the paper's MinRTT).
 - "minpair": the intersection of every probe's interval, after moving each probe to the round's first B tick
@@ -105,8 +113,43 @@ def anchor_from_probes(p: Probes, method: str = "minrtt", rate: float = 1.0, rat
     return Anchor(b0, (low + high) / 2.0, (high - low) / 2.0)
 
 
+def _lower_hull(x: np.ndarray, y: np.ndarray, lo: int, hi: int) -> list[int]:
+    """Indices lo..hi (x increasing) of the lower convex hull of the points (x, y), both ends included."""
+    hull: list[int] = []
+    for i in range(lo, hi + 1):
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            # b is not below the chord a -> i: drop it (cross product in floats: x are ticks up to 2^63)
+            if (float(x[b] - x[a]) * (y[i] - y[a]) - float(x[i] - x[a]) * (y[b] - y[a])) <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return hull
+
+
+def interpolation_anchors(other: np.ndarray, ref: np.ndarray, err: np.ndarray) -> np.ndarray:
+    """Indices of the anchors translation interpolates between (see the module's note): the lower hull of
+    (other, err), plus every anchor that disagrees with the hull edge above it beyond both bounds."""
+    kept = {0, len(other) - 1}
+    while True:
+        vertices = sorted(kept)
+        hull = sorted({i for lo, hi in zip(vertices, vertices[1:]) for i in _lower_hull(other, err, lo, hi)})
+        disagree = []
+        for j, m in zip(hull, hull[1:]):
+            for i in range(j + 1, m):
+                lam = float(other[i] - other[j]) / float(other[m] - other[j])
+                line = ref[j] + lam * (ref[m] - ref[j])
+                if abs(ref[i] - line) > err[i] + (1 - lam) * err[j] + lam * err[m] + 2 * ROUNDING_TICKS:
+                    disagree.append(i)
+        if not disagree:
+            return np.array(hull, dtype=np.int64)
+        kept.update(hull, disagree)
+
+
 class Calibration:
-    """The relation of domain B to the reference A: anchors over time, piecewise-linear between them."""
+    """The relation of domain B to the reference A: anchors over time (one per round, `other`/`ref`/`err`),
+    translation piecewise-linear between the anchors of `used` (see the module's note)."""
 
     def __init__(self, anchors: list[Anchor]):
         if len(anchors) < 2:
@@ -117,6 +160,8 @@ class Calibration:
         self.other = np.array([a.other for a in anchors], dtype=np.int64)
         self.ref = np.array([a.ref for a in anchors], dtype=np.float64)
         self.err = np.array([a.err for a in anchors], dtype=np.float64)
+        self.used = interpolation_anchors(self.other, self.ref, self.err)
+        self._other, self._ref, self._err = self.other[self.used], self.ref[self.used], self.err[self.used]
 
     @classmethod
     def from_rounds(cls, rounds: list[Probes], method: str = "minrtt") -> "Calibration":
@@ -136,18 +181,18 @@ class Calibration:
         return (self.ref[-1] - self.ref[0]) / span, (self.err[-1] + self.err[0]) / span
 
     def _segment(self, values: np.ndarray) -> np.ndarray:
-        return np.clip(np.searchsorted(self.other, values, side="right") - 1, 0, len(self.other) - 2)
+        return np.clip(np.searchsorted(self._other, values, side="right") - 1, 0, len(self._other) - 2)
 
     def translate(self, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """B ticks -> (A estimate, error bound, extrapolated flag), vectorized (Eq. 4)."""
         values = np.asarray(values, dtype=np.int64)
         k = self._segment(values)
-        oj, om = self.other[k], self.other[k + 1]
+        oj, om = self._other[k], self._other[k + 1]
         span = (om - oj).astype(np.float64)
         lam = (values - oj).astype(np.float64) / span  # integer difference first
-        rate = (self.ref[k + 1] - self.ref[k]) / span
-        est = self.ref[k] + rate * (values - oj).astype(np.float64)
-        err = np.abs(1.0 - lam) * self.err[k] + np.abs(lam) * self.err[k + 1] + ROUNDING_TICKS
+        rate = (self._ref[k + 1] - self._ref[k]) / span
+        est = self._ref[k] + rate * (values - oj).astype(np.float64)
+        err = np.abs(1.0 - lam) * self._err[k] + np.abs(lam) * self._err[k + 1] + ROUNDING_TICKS
         return est, err, (lam < 0) | (lam > 1)
 
     def covers(self, values) -> np.ndarray:
@@ -160,10 +205,10 @@ class Calibration:
         d * (err_j + err_m) / D (the paper's 2 d e / D with e = max)."""
         start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
         k = self._segment(start)
-        span = (self.other[k + 1] - self.other[k]).astype(np.float64)
-        rate = (self.ref[k + 1] - self.ref[k]) / span
+        span = (self._other[k + 1] - self._other[k]).astype(np.float64)
+        rate = (self._ref[k + 1] - self._ref[k]) / span
         d = (end - start).astype(np.float64)
-        return rate * d, np.abs(d) * (self.err[k] + self.err[k + 1]) / span + ROUNDING_TICKS
+        return rate * d, np.abs(d) * (self._err[k] + self._err[k + 1]) / span + ROUNDING_TICKS
 
 
 @dataclass(frozen=True)
@@ -193,10 +238,10 @@ def _scenario3(ref_x: "Calibration", x_y: "Calibration", x, y, x_is_start: bool)
     y_in_x, e_xy, flag = x_y.translate(y)
     local = y_in_x - x.astype(np.float64) if x_is_start else x.astype(np.float64) - y_in_x
     k = ref_x._segment(x)
-    span = (ref_x.other[k + 1] - ref_x.other[k]).astype(np.float64)
-    rate = (ref_x.ref[k + 1] - ref_x.ref[k]) / span
+    span = (ref_x._other[k + 1] - ref_x._other[k]).astype(np.float64)
+    rate = (ref_x._ref[k + 1] - ref_x._ref[k]) / span
     # |r d - r' d'| <= r |d - d'| + |d'| |r - r'|, with |d'| <= |d| + e_xy
-    err = (np.abs(local) + e_xy) * (ref_x.err[k] + ref_x.err[k + 1]) / span + rate * e_xy + ROUNDING_TICKS
+    err = (np.abs(local) + e_xy) * (ref_x._err[k] + ref_x._err[k + 1]) / span + rate * e_xy + ROUNDING_TICKS
     return Duration(rate * local, err, np.full(x.shape, "scenario3"), flag | ~ref_x.covers(x))
 
 

@@ -1,7 +1,8 @@
 """Maximum sustainable throughput: bracket, then bisect, over steps that each run the pipeline at one rate.
 
-A step is sustainable when (paper Fig. 9a) every emitted tuple was received and none was dropped, and
-(Karimov et al.) neither the generator's queue nor event-time latency keeps growing after the warm-up: the
+A step is sustainable when (paper Fig. 9a) every emitted tuple was received and none was dropped, the
+receiving side processed at least `MIN_ACHIEVED_FRACTION` of the rate after the warm-up, and (Karimov et al.)
+neither the generator's queue nor event-time latency keeps growing after the warm-up: the
 fitted latency slope stays under `MAX_LATENCY_GROWTH` (ms of latency per s of run, i.e. a backlog growing
 by at most that fraction of the rate) and the queue slope under the same fraction of the rate.
 """
@@ -15,6 +16,9 @@ from typing import Callable
 import numpy as np
 
 MAX_LATENCY_GROWTH = 10.0  # ms per s: a backlog that grows by 1% of the rate
+# A target that accepts every tuple but processes fewer than this share of the rate is behind, whatever its
+# slopes say (a short step can end before a backlog shows in them).
+MIN_ACHIEVED_FRACTION = 0.97
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Step:
     @property
     def sustainable(self) -> bool:
         return (self.error is None and self.dropped == 0 and self.emitted == self.received
+                and self.achieved_tps >= MIN_ACHIEVED_FRACTION * self.rate
                 and self.latency_slope_ms_per_s < self.max_latency_growth
                 and self.queue_slope_tps < self.max_latency_growth / 1000 * self.rate)
 
@@ -43,16 +48,50 @@ class SearchResult:
     max_sustainable_tps: float
     tolerance: float
     steps: list
+    capped: bool = False  # the search's highest rate was sustained: the result is a floor, not the limit
+
+    @property
+    def problem(self) -> str | None:
+        """Why the result is not a maximum sustainable rate, or None when it is one."""
+        if self.capped:
+            return (f"the search's highest rate, {self.max_sustainable_tps:,.0f} tuples/s, was sustained: "
+                    "the limit lies above it")
+        if self.max_sustainable_tps <= 0:
+            failed = self.steps[-1] if self.steps else None
+            reason = f" (last step: {failed.error})" if failed is not None and failed.error else ""
+            return "no rate tried was sustained" + reason
+        return None
 
     def to_json(self) -> str:
         return json.dumps({"max_sustainable_tps": self.max_sustainable_tps, "tolerance": self.tolerance,
+                           "capped": self.capped,
                            "steps": [dict(asdict(s), sustainable=s.sustainable) for s in self.steps]}, indent=2)
 
     def to_arrow(self):
         import pyarrow as pa
         rows = [dict(asdict(s), sustainable=s.sustainable) for s in self.steps]
         return pa.Table.from_pylist(rows).replace_schema_metadata(
-            {"max_sustainable_tps": str(self.max_sustainable_tps), "tolerance": str(self.tolerance)})
+            {"max_sustainable_tps": str(self.max_sustainable_tps), "tolerance": str(self.tolerance),
+             "capped": str(self.capped).lower()})
+
+
+@dataclass
+class RepeatedSearch:
+    """The same search run several times: its median, its spread, and why it cannot be reported, if so."""
+    results: list
+
+    @property
+    def problem(self) -> str | None:
+        return next((r.problem for r in self.results if r.problem), None) if self.results else "no search ran"
+
+    @property
+    def median_tps(self) -> float:
+        return float(np.median([r.max_sustainable_tps for r in self.results]))
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        rates = [r.max_sustainable_tps for r in self.results]
+        return min(rates), max(rates)
 
 
 def search(trial: Callable[[float], Step], start: float, tolerance: float = 0.02, max_rate: float = 1e9,
@@ -85,7 +124,7 @@ def search(trial: Callable[[float], Step], start: float, tolerance: float = 0.02
         if run(rate):
             low = rate
             if rate >= max_rate:
-                return SearchResult(low, tolerance, steps)
+                return SearchResult(low, tolerance, steps, capped=True)
             rate = min(rate * 2, max_rate)
         else:
             high = rate

@@ -44,14 +44,18 @@ def run(args: argparse.Namespace) -> int:
         template.validate()
         trial = (_spark_trial(args, template) if args.target == "spark"
                  else consumer_trial(template, args.step_duration, args.warmup, args.capacity))
-        header = f"{'rate':>12} {'emitted':>10} {'received':>10} {'dropped':>8} {'queue/s':>9} " \
+        header = f"{'rate':>12} {'achieved':>12} {'emitted':>10} {'received':>10} {'dropped':>8} {'queue/s':>9} " \
                  f"{'p50 ms':>8} {'p99 ms':>8} {'lat ms/s':>8}  ok"
         print(header, flush=True)
         result = search(trial, args.start, args.tolerance, args.max_rate, progress=_print_step)
     except ValueError as exc:
         print(f"cloudprofiler maxtput: {exc}")
         return 2
-    print(f"maximum sustainable rate: {result.max_sustainable_tps:,.0f} tuples/s (tolerance {args.tolerance:.0%})")
+    if result.problem:
+        print(f"no maximum sustainable rate: {result.problem}")
+    else:
+        print(f"maximum sustainable rate: {result.max_sustainable_tps:,.0f} tuples/s "
+              f"(tolerance {args.tolerance:.0%})")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "maxtput.json"), "w") as f:
         f.write(result.to_json())
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             writer.write_table(table)
     _plot(result, os.path.join(args.out, "maxtput.svg"))
     print(f"record written to {args.out}/maxtput.json and {args.out}/maxtput.arrow")
-    return 0
+    return 1 if result.problem else 0
 
 
 def _spark_trial(args, template):
@@ -76,7 +80,7 @@ def _spark_trial(args, template):
 
 
 def _print_step(step) -> None:
-    print(f"{step.rate:>12,.0f} {step.emitted:>10} {step.received:>10} {step.dropped:>8} "
+    print(f"{step.rate:>12,.0f} {step.achieved_tps:>12,.0f} {step.emitted:>10} {step.received:>10} {step.dropped:>8} "
           f"{step.queue_slope_tps:>9.0f} {step.latency_p50_ms:>8.2f} {step.latency_p99_ms:>8.2f} "
           f"{step.latency_slope_ms_per_s:>8.2f}  {'yes' if step.sustainable else 'no'}"
           + (f"  ({step.error})" if step.error else ""), flush=True)

@@ -1,4 +1,5 @@
-"""`spark.readStream.format("cloudprofiler-generator")`: the generator's serve-mode emitters as a Spark streaming source.
+"""`spark.readStream.format("cloudprofiler-generator")`: the generator's serve-mode emitters as a Spark streaming
+source.
 
     from cloudprofiler.harness.spark_source import register_source
     register_source(spark)

@@ -94,7 +94,8 @@ def rate_source_events(spark, rate: float, partitions: int):
     v = F.col("value")
     return raw.select(
         (v * 7919).alias("user_id"), (v * 104729).alias("page_id"), (v % YSB_ADS).cast("int").alias("ad_id"),
-        (v % len(YSB_AD_TYPES)).cast("byte").alias("ad_type"), (v % len(YSB_EVENT_TYPES)).cast("byte").alias("event_type"),
+        (v % len(YSB_AD_TYPES)).cast("byte").alias("ad_type"),
+        (v % len(YSB_EVENT_TYPES)).cast("byte").alias("event_type"),
         (v % (1 << 32)).alias("ip"), v.alias("id"), F.col("timestamp").alias("event_time"),
         F.lit(0).cast("long").alias("emit_tsc"))
 

@@ -16,7 +16,8 @@ def add_arguments(parser) -> None:
     for option in table:
         name = python_name(option["key"])
         parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
-                            help=f"sets {option['key']}: {option['expected']} (default: {option['default'] or 'empty'})")
+                            help=f"sets {option['key']}: {option['expected']} "
+                                 f"(default: {option['default'] or 'empty'})")
     parser.add_argument("--channel", action="append", default=[], type=_channel, metavar="NAME=HANDLER[:P,...]",
                         help="handler of a trace channel, e.g. after-join=downsample:64 (repeatable)")
 

@@ -189,13 +189,13 @@ def _bounds(data: ReportData) -> list[Finding]:
     calibration = data.calibration
     if calibration.empty or "bound_ns" not in calibration:
         return []
-    pairs = calibration[calibration["bound_ns"].notna()]
+    pairs = calibration[calibration["bound_ns"].notna() & calibration.get("used", True)]
     if pairs.empty:
         return []
     bound = float(pairs["bound_ns"].median())
     domains = len(set(pairs["domain_a"]) | set(pairs["domain_b"]))
     return [Finding("info", 0.0, f"the clocks of {domains} TSC domains are calibrated within {fmt.duration(bound)} "
-                    f"(median over {len(pairs)} rounds): a duration from one to another under "
+                    f"(median over the {len(pairs)} rounds translation uses): a duration from one to another under "
                     f"{fmt.duration(2 * bound / UNCERTAIN)} would be uncertain by more than {fmt.percent(UNCERTAIN)}",
                     "bound")]
 

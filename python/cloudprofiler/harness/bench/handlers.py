@@ -50,14 +50,16 @@ def python_rows(iterations: int, vector_size: int) -> list[dict]:
             for i in range(n):
                 log(i)
             ns = (time.perf_counter() - t0) * 1e9 / n
-        rows.append({"handler": handler, "caller": "python", "tsc_read": "ordered", "ns_per_call": ns, "mrec_per_s": 1e3 / ns})
+        rows.append({"handler": handler, "caller": "python", "tsc_read": "ordered", "ns_per_call": ns,
+                     "mrec_per_s": 1e3 / ns})
         with cp.Channel("bench-py-vec", handler, params) as ch:
             size = vector_size // 10 if handler == "identity" else vector_size
             ch.log_many(ids[:1000])
             t0 = time.perf_counter()
             ch.log_many(ids[:size])
             ns = (time.perf_counter() - t0) * 1e9 / size
-        rows.append({"handler": handler, "caller": "python-vectorized", "tsc_read": "ordered", "ns_per_call": ns, "mrec_per_s": 1e3 / ns})
+        rows.append({"handler": handler, "caller": "python-vectorized", "tsc_read": "ordered", "ns_per_call": ns,
+                     "mrec_per_s": 1e3 / ns})
     return rows
 
 

@@ -1,9 +1,11 @@
-"""`cloudprofiler bench ingest`: maximum sustainable rates, searched in one run on this machine.
+"""`cloudprofiler bench ingest`: maximum sustainable rates, each searched several times in one run on this machine.
 
 - the generator into a plain consumer on loopback (the generator's own limit);
 - Spark ingestion through the cloudprofiler source (source straight into a noop sink);
 - the YSB pipeline fed by the cloudprofiler source, next to the same pipeline fed by Spark's `rate` source.
-Spark runs in local mode with as many cores as the machine has; the generator shares those cores.
+Every side is judged by the same definition (`maxtput.Step.sustainable`). Spark runs in local mode with as many
+cores as the machine has; the generator shares those cores. A figure that is no limit (the search's cap was
+sustained, or nothing was) is printed as such and the command exits with status 1.
 """
 from __future__ import annotations
 
@@ -17,31 +19,37 @@ GOAL_SOURCE_VS_RATE = 0.8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="short steps and a coarse tolerance")
+    parser.add_argument("--quick", action="store_true", help="short steps, a coarse tolerance and one search each")
+    parser.add_argument("--repeats", type=int, default=None, help="searches per figure (default 3, --quick 1)")
     parser.add_argument("--emitters", type=int, default=1, help="emitters for the generator-only search")
     parser.add_argument("--no-spark", action="store_true", help="only the generator into a plain consumer")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudprofiler.console import print_table
     from cloudprofiler.harness.generator.emitter import GeneratorConfig
-    from cloudprofiler.harness.maxtput import consumer_trial, search
+    from cloudprofiler.harness.maxtput import RepeatedSearch, consumer_trial, search
 
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
+    if repeats < 1:
+        print(f"cloudprofiler bench ingest: --repeats must be >= 1, got {repeats}")
+        return 2
     step_s, tolerance = (1.0, 0.25) if args.quick else (2.0, 0.05)
     spark_step_s, spark_tolerance = (6.0, 0.25) if args.quick else (10.0, 0.1)
 
     def progress(label):
         if args.json:
             return lambda s: None
-        return lambda s: print(f"  {label} at {s.rate:,.0f} tuples/s: "
+        return lambda s: print(f"  {label} at {s.rate:,.0f} tuples/s: achieved {s.achieved_tps:,.0f}, "
                                f"{'sustained' if s.sustainable else 'not sustained'}"
                                + (f" ({s.error})" if s.error else ""), flush=True)
 
-    figures = {"generator_max_tps": search(
-        consumer_trial(GeneratorConfig(emitters=args.emitters), step_s, min(0.5, step_s / 3)), start=4e6,
-        tolerance=tolerance, progress=progress("generator")).max_sustainable_tps,
-        "spark_ingest_tps_ours": None, "ysb_sustainable_tps_ours": None, "ysb_sustainable_tps_rate_source": None}
+    def repeated(label, trial, start, tol):
+        return RepeatedSearch([search(trial, start=start, tolerance=tol, progress=progress(label))
+                               for _ in range(repeats)])
+
+    figures = {"generator": repeated("generator", consumer_trial(GeneratorConfig(emitters=args.emitters), step_s,
+                                                                 min(0.5, step_s / 3)), 4e6, tolerance)}
     if not args.no_spark:
         from cloudprofiler.harness.trial import benchmark_session, generator_trial, rate_source_trial
 
@@ -50,31 +58,41 @@ def run(args: argparse.Namespace) -> int:
         ours = GeneratorConfig(emitters=cores, timeout_s=30)
         warmup = spark_step_s / 3
         for key, trial, start in (
-                ("spark_ingest_tps_ours", generator_trial(spark, "ingest", ours, spark_step_s, warmup), 1e6),
-                ("ysb_sustainable_tps_ours", generator_trial(spark, "ysb", ours, spark_step_s, warmup), 2e5),
-                ("ysb_sustainable_tps_rate_source",
-                 rate_source_trial(spark, "ysb", spark_step_s, warmup, partitions=cores), 2e5)):
-            figures[key] = search(trial, start=start, tolerance=spark_tolerance,
-                                  progress=progress(key)).max_sustainable_tps
+                ("spark_ingest_ours", generator_trial(spark, "ingest", ours, spark_step_s, warmup), 1e6),
+                ("ysb_ours", generator_trial(spark, "ysb", ours, spark_step_s, warmup), 2e5),
+                ("ysb_rate_source", rate_source_trial(spark, "ysb", spark_step_s, warmup, partitions=cores), 2e5)):
+            figures[key] = repeated(key, trial, start, spark_tolerance)
         spark.stop()
-    ratio = (figures["ysb_sustainable_tps_ours"] / figures["ysb_sustainable_tps_rate_source"]
-             if figures["ysb_sustainable_tps_ours"] and figures["ysb_sustainable_tps_rate_source"] else None)
-    figures["ysb_ours_vs_rate_source"] = ratio
-    if args.json:
-        print(json.dumps(figures, indent=2))
-        return 0
-    def rate(value):
-        return None if value is None else f"{value:,.0f}"
+    return _print(figures, repeats, args.json)
 
-    rows = [{"what": "generator -> plain consumer (loopback)", "value": rate(figures["generator_max_tps"]),
-             "goal": rate(GOAL_GENERATOR_TPS)},
-            {"what": "Spark ingest, cloudprofiler source", "value": rate(figures["spark_ingest_tps_ours"]),
-             "goal": rate(GOAL_SPARK_INGEST_TPS)},
-            {"what": "YSB on Spark, cloudprofiler source", "value": rate(figures["ysb_sustainable_tps_ours"]),
-             "goal": ""},
-            {"what": "YSB on Spark, rate source", "value": rate(figures["ysb_sustainable_tps_rate_source"]),
-             "goal": ""},
-            {"what": "YSB: cloudprofiler source / rate source", "value": None if ratio is None else f"{ratio:.2f}",
-             "goal": f">= {GOAL_SOURCE_VS_RATE}"}]
-    print_table(rows, [("what", "measurement", "s"), ("value", "max sustainable tuples/s", "s"), ("goal", "goal", "s")])
-    return 0
+
+def _print(figures: dict, repeats: int, as_json: bool) -> int:
+    from cloudprofiler.console import print_table
+
+    ours, rate_source = figures.get("ysb_ours"), figures.get("ysb_rate_source")
+    ratio = (ours.median_tps / rate_source.median_tps
+             if ours and rate_source and not ours.problem and not rate_source.problem else None)
+    problems = {key: f.problem for key, f in figures.items() if f.problem}
+    if as_json:
+        print(json.dumps({key: {"median_tps": f.median_tps, "min_tps": f.spread[0], "max_tps": f.spread[1],
+                                "runs": [r.max_sustainable_tps for r in f.results], "problem": f.problem}
+                          for key, f in figures.items()} | {"ysb_ours_vs_rate_source": ratio}, indent=2))
+        return 1 if problems else 0
+    labels = {"generator": ("generator -> plain consumer (loopback)", GOAL_GENERATOR_TPS),
+              "spark_ingest_ours": ("Spark ingest, cloudprofiler source", GOAL_SPARK_INGEST_TPS),
+              "ysb_ours": ("YSB on Spark, cloudprofiler source", None),
+              "ysb_rate_source": ("YSB on Spark, rate source", None)}
+    rows = []
+    for key, figure in figures.items():
+        what, goal = labels[key]
+        low, high = figure.spread
+        rows.append({"what": what, "value": "not a limit" if figure.problem else f"{figure.median_tps:,.0f}",
+                     "spread": f"{low:,.0f} - {high:,.0f}", "goal": "" if goal is None else f"{goal:,.0f}"})
+    if ours and rate_source:
+        rows.append({"what": "YSB: cloudprofiler source / rate source", "spread": "",
+                     "value": "not measured" if ratio is None else f"{ratio:.2f}", "goal": f">= {GOAL_SOURCE_VS_RATE}"})
+    print_table(rows, [("what", "measurement", "s"), ("value", "max sustainable tuples/s, median", "s"),
+                       ("spread", f"min - max of {repeats}", "s"), ("goal", "goal", "s")])
+    for key, problem in problems.items():
+        print(f"{labels[key][0]}: {problem}")
+    return 1 if problems else 0

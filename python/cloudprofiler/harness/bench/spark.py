@@ -12,7 +12,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jni-iterations", type=int, default=20_000_000, help="JNI log calls per handler")
     parser.add_argument("--tasks", type=int, default=20_000, help="short tasks in the per-task overhead job")
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows through the trace points")
-    parser.add_argument("--repeats", type=int, default=5, help="alternating runs per case (the fastest of each side reported)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="alternating runs per case (the fastest of each side reported)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a check that everything runs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

@@ -101,7 +101,8 @@ class EmitterResult:
     start_ns: int = 0
     end_ns: int = 0
     queue_samples: list = field(default_factory=list)  # (seconds since start, buckets queued)
-    latency_samples: list = field(default_factory=list)  # serve, per bucket: (s since start, commit - emission ns, tuples)
+    # serve, per bucket: (s since start, commit - emission ns, tuples)
+    latency_samples: list = field(default_factory=list)
     error: str | None = None
 
     @property

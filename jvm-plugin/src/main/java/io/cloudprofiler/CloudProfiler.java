@@ -32,7 +32,8 @@ public final class CloudProfiler {
    * (cp_handler_check): their number and their ranges. */
   public static native void checkHandler(int handler, long[] params);
 
-  public static native long openChannel(String name, String handler, long[] params, String[] metaKeys, String[] metaValues);
+  public static native long openChannel(
+      String name, String handler, long[] params, String[] metaKeys, String[] metaValues);
 
   public static native void log(long channel, long tupleId);
 
@@ -57,7 +58,9 @@ public final class CloudProfiler {
 
   public static native double tscHz();
 
-  /** Throws, with the reason, unless the CPU has an invariant TSC or {@code force} is set (cp_require_invariant_tsc). */
+  /**
+   * Throws, with the reason, unless the CPU has an invariant TSC or {@code force} is set (cp_require_invariant_tsc).
+   */
   public static native void requireInvariantTsc(boolean force);
 
   /** A paired reading (cp_clock_read): tsc, CLOCK_MONOTONIC_RAW ns, CLOCK_REALTIME ns, uncertainty in ticks, CPU id. */

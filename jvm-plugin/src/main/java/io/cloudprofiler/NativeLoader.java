@@ -90,10 +90,13 @@ public final class NativeLoader {
   }
 
   private static String loadResource() throws Exception {
-    if (NativeLoader.class.getResource(RESOURCE) == null) throw new IllegalStateException("this jar has no " + RESOURCE);
+    if (NativeLoader.class.getResource(RESOURCE) == null) {
+      throw new IllegalStateException("this jar has no " + RESOURCE);
+    }
     Path dir = Path.of(System.getProperty("java.io.tmpdir"), "cloudprofiler-" + System.getProperty("user.name"));
     Files.createDirectories(dir);
-    Path target = dir.resolve("libcloudprofiler_jni-" + CloudProfiler.VERSION_NUMBER + "-" + ProcessHandle.current().pid() + ".so");
+    Path target = dir.resolve(
+        "libcloudprofiler_jni-" + CloudProfiler.VERSION_NUMBER + "-" + ProcessHandle.current().pid() + ".so");
     try (InputStream in = NativeLoader.class.getResourceAsStream(RESOURCE)) {
       Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
     }

@@ -46,7 +46,8 @@ final class ArrowSpool {
       file.deleteOnExit();
       allocator = new RootAllocator();
       List<FieldVector> vectors = ArrowTables.vectors(names, rows.get(0), allocator);
-      root = new VectorSchemaRoot(new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata), vectors, 0);
+      Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);
+      root = new VectorSchemaRoot(schema, vectors, 0);
       out = new FileOutputStream(file);
       writer = new ArrowStreamWriter(root, null, Channels.newChannel(out));
       writer.start();

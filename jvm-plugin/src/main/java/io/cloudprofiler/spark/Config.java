@@ -223,7 +223,8 @@ public final class Config {
       String suffix = key.endsWith(HANDLER_SUFFIX) ? HANDLER_SUFFIX : key.endsWith(PARAMS_SUFFIX) ? PARAMS_SUFFIX : "";
       if (key.startsWith(CHANNEL_PREFIX) && !suffix.isEmpty()
           && key.length() > CHANNEL_PREFIX.length() + suffix.length()) {
-        HandlerOption handler = channelHandler(conf, key.substring(CHANNEL_PREFIX.length(), key.length() - suffix.length()));
+        String channel = key.substring(CHANNEL_PREFIX.length(), key.length() - suffix.length());
+        HandlerOption handler = channelHandler(conf, channel);
         if (suffix.equals(HANDLER_SUFFIX)) out.add(handler);
         continue;
       }
