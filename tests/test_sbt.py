@@ -113,7 +113,8 @@ def test_sbt_package_builds_the_same_classes_and_jni_library_as_build_sh(sbt_jar
 
 
 def test_the_sbt_jar_loads_its_jni_library(sbt_jars):
-    classpath = f"{sbt_jars['2.13']}:{cps.jar_path(BENCH_JAR)}"  # the benchmark's classes, the sbt jar's plugin and library
+    # the benchmark's classes, the sbt jar's plugin and library
+    classpath = f"{sbt_jars['2.13']}:{cps.jar_path(BENCH_JAR)}"
     result = subprocess.run(["java", "-cp", classpath, "io.cloudprofiler.JniBenchmark", "1000"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
