@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,62 @@ def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_
     finally:
         spark.stop()
     assert on_the_cluster == in_local_mode
+
+
+KILLS_AN_EXECUTOR_MID_JOB = r"""
+import os, shutil, signal, sys, threading, time, warnings
+from pathlib import Path
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+
+master, log_dir, local_dir, snapshot = sys.argv[1:5]
+spark = (cps.builder(log_dir=log_dir, local_dir=local_dir, collect_interval_seconds=1, calibration_enabled=False)
+         .master(master).config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
+         .config("spark.executor.cores", "1").config("spark.cores.max", "2").config("spark.driver.host", "127.0.0.1")
+         .getOrCreate())
+sc = spark.sparkContext
+deadline = time.monotonic() + 180
+while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)
+app, names = os.path.join(log_dir, sc.applicationId), os.path.join(local_dir, "executors")
+warnings.simplefilter("ignore")  # files read while they grow
+ended = lambda: [p for p in Path(app).rglob("spark.task.end.*.arrows") if cp.read_log(p).num_rows]
+job = threading.Thread(target=lambda: sc.parallelize(range(600), 12).map(lambda x: time.sleep(0.02) or x).sum())
+job.start()
+while len(ended()) < 2 and time.monotonic() < deadline:  # both executors' first tasks collected
+    time.sleep(0.2)
+pid = next(n for n in os.listdir(names) if n.isdigit())
+folder = open(os.path.join(names, pid)).read().strip()
+os.kill(int(pid), signal.SIGKILL)
+shutil.copytree(folder, snapshot)  # its files as they were when it died
+job.join()
+lost = os.path.join(app, os.path.basename(folder), "process-lost.arrows")
+while not os.path.exists(lost) and time.monotonic() < deadline:  # the worker's next executor collects them
+    sc.parallelize(range(4), 4).count()
+    time.sleep(0.5)
+print("app", app, "killed", os.path.basename(folder), flush=True)
+spark.stop()
+"""
+
+
+def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(cluster, tmp_path):
+    from cloudprofiler.analysis import local_session, open_application
+
+    master, base = cluster
+    local_dir, snapshot = base / "executor-local-killed", tmp_path / "as-it-died"
+    run = subprocess.run(
+        [sys.executable, "-c", KILLS_AN_EXECUTOR_MID_JOB, master, str(tmp_path / "logs"), str(local_dir),
+         str(snapshot)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    app, killed = Path(run.stdout.split("app ")[1].split()[0]), run.stdout.split("killed ")[1].split()[0]
+    died = sorted(snapshot.glob("spark.task.*.arrows"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert len(died) == 2 and cp.read_log(died[0]).num_rows > 0
+    for p in died:  # every record it had written reached logDir, byte for byte
+        assert (app / killed / p.name).read_bytes() == p.read_bytes()
+    assert not list(local_dir.rglob("*.arrows"))  # every executor's local copies removed once collected
+    health = open_application(app).health()
+    cut = {r["subject"].rsplit("/", 1)[-1] for r in health.where("kind = 'cut_file'").collect()}
+    local_session().stop()
+    assert cut == {p.name for p in died}

@@ -126,7 +126,7 @@ class Application:
         return self.spark.createDataFrame(data, FILES_DDL)
 
     def task_table(self):
-        """spark-tasks.arrows as the driver wrote it (written at application end: empty while it runs)."""
+        """spark-tasks.arrows as the driver wrote it (published every collect interval and at application end)."""
         return reader.table_frame(self.spark, "spark-tasks.arrows", self._table_file("spark-tasks.arrows"))
 
     def calibration_probes(self):

@@ -17,6 +17,8 @@ from .logfile import kind_of, read_log_bytes
 
 TASK_CHANNELS = ("spark.task.start", "spark.task.end")
 DRIVER_TABLES = ("spark-tasks.arrows", "calibration.arrows", "tsc-domains.arrows")
+# beside the collected files of a process that was killed (the plugin's LogCollector.LOST_MARKER)
+LOST_MARKER = "process-lost.arrows"
 
 # One row per file, as `describe_files` yields them; `schema` is the file's Arrow schema, serialized, with metadata.
 FILE_ROW = pa.schema([("file", pa.string()), ("schema", pa.binary()), ("ended", pa.bool_()), ("cut", pa.bool_()),
@@ -92,7 +94,7 @@ class Catalog:
 
     @classmethod
     def of_rows(cls, rows) -> "Catalog":
-        catalog = cls()
+        catalog, lost = cls(), set()
         for row in sorted(rows, key=lambda r: r["file"]):
             if row["error"] is not None:
                 catalog.unreadable[row["file"]] = row["error"]
@@ -104,11 +106,17 @@ class Catalog:
             if kind == "table":
                 if name in DRIVER_TABLES:
                     catalog.tables[name] = (row["file"], schema)
+                elif name == LOST_MARKER:
+                    lost.add(row["file"].rstrip("/").rsplit("/", 1)[0])
                 continue
             if row["cut"]:
                 warnings.warn(f"{row['file']}: ends with an incomplete batch; read its {row['batches']} complete ones")
             catalog.logs.append(LogInfo(row["file"], kind, log_metadata(schema), row["ended"], row["cut"],
                                         row["batches"], row["rows"], row["min_tsc"], row["max_tsc"]))
+        for f in catalog.logs:  # a killed process's open files end where it stopped, between batches or not
+            if not f.closed and not f.cut and f.file.rsplit("/", 1)[0] in lost:
+                f.cut = True
+                warnings.warn(f"{f.file}: its process was killed; read its {f.batches} complete batches")
         return catalog
 
     def table_metadata(self, name: str) -> dict:

@@ -19,8 +19,8 @@ def _file_rows(app) -> list:
     for f in app.catalog.logs:
         if f.cut:
             rows.append(_row("cut_file", "warning", f.file, 1, (
-                f"{f.file} ends with an incomplete batch (its process was killed while writing): read up to its "
-                f"last complete batch, {f.rows} records in {f.batches} batches")))
+                f"{f.file} was cut short (its process was killed while writing it): read up to its last complete "
+                f"batch, {f.rows} records in {f.batches} batches")))
         if f.domain is None:
             rows.append(_row("unplaced", "warning", f.file, f.rows, (
                 f"{f.file}: no TSC domain (no tsc.domain, no process or executor of a known domain): its "
@@ -64,7 +64,8 @@ def _calibration_rows(app) -> list:
             "values have no place on the time axis, durations across it are unbounded")))
     if app._table_file("spark-tasks.arrows") is None:
         rows.append(_row("no_task_table", "info", app.path, 0, (
-            "no spark-tasks.arrows (the driver writes it at application end): tasks have no Spark columns")))
+            "no spark-tasks.arrows (the driver publishes it every collect interval and at application end): "
+            "tasks have no Spark columns")))
     return rows
 
 

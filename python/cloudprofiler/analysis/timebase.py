@@ -8,7 +8,7 @@ translate records (it pickles to a few arrays per calibrated pair). Choices, in 
   driver's own domain from the task table's metadata or the files of executor "driver" (local mode); else the
   domain of the file opened first (by wall clock): a folder without any of the driver's traces still gets one axis.
 - Reference start (t_ns = 0): the driver plugin's clock at application start (`application.start.clock` in
-  `spark-tasks.arrows`, written at application end); else the earliest `open.clock` of the reference domain's
+  `spark-tasks.arrows`, published while the application runs); else the earliest `open.clock` of the reference domain's
   files; else the earliest `open.clock` of any file translated into the reference. Every record lies after its
   file's `open.clock`, so t_ns >= 0 up to the bound.
 - Wall clock: a (reference TSC, CLOCK_REALTIME) pair from the same readings places Spark's millisecond times on the

@@ -30,6 +30,8 @@ final class ArrowSpool {
   private FileOutputStream out;
   private ArrowStreamWriter writer;
   private boolean finished;
+  /** Batches appended since the last {@link #copyTo}. */
+  private boolean unpublished;
 
   private File file;
 
@@ -56,11 +58,15 @@ final class ArrowSpool {
     root.setRowCount(rows.size());
     writer.writeBatch();
     out.flush();
+    unpublished = true;
   }
 
-  /** Publishes the batches written so far to {@code target}; nothing before the first row. */
+  /** Publishes the batches written so far to {@code target}; nothing before the first row, nor when no batch
+   * came since the last time. */
   synchronized void copyTo(String target) throws Exception {
-    if (writer != null && !finished) ArrowTables.publishStream(file, target);
+    if (writer == null || finished || !unpublished) return;
+    ArrowTables.publishStream(file, target);
+    unpublished = false;
   }
 
   /** Ends the stream, publishes it to {@code target} and releases everything; later calls do nothing. */

@@ -3,6 +3,7 @@ package io.cloudprofiler.spark;
 import java.io.File;
 import java.io.FileInputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
 import java.nio.channels.Channels;
@@ -23,6 +24,7 @@ import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkConf;
 
@@ -50,8 +52,10 @@ final class ArrowTables {
     hadoopSettings = settings;
   }
 
+  /** On the local disk the raw file system: Hadoop's default one writes a hidden .crc file beside each file. */
   private static FileSystem fileSystem(Path path) throws Exception {
-    return FileSystem.get(path.toUri(), hadoopSettings);
+    FileSystem fs = FileSystem.get(path.toUri(), hadoopSettings);
+    return fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
   }
 
   /** Creates {@code folder} and a file in it, then removes the file; throws with the file system's reason. */
@@ -133,9 +137,19 @@ final class ArrowTables {
     });
   }
 
-  /** Replaces {@code target} with a copy of the local file {@code local}. */
-  static void copy(File local, String target) throws Exception {
-    replace(target, (fs, path) -> fs.copyFromLocalFile(false, true, new Path(local.getAbsoluteFile().toURI()), path));
+  /** Replaces {@code target} with a copy of the first {@code length} bytes of the local file {@code local}. */
+  static void copy(File local, long length, String target) throws Exception {
+    replace(target, (fs, path) -> {
+      try (InputStream in = new FileInputStream(local); OutputStream out = fs.create(path, true)) {
+        byte[] buffer = new byte[1 << 16];
+        for (long left = length; left > 0; ) {
+          int n = in.read(buffer, 0, (int) Math.min(buffer.length, left));
+          if (n < 0) throw new IOException(local + " shrank below " + length + " bytes while copied");
+          out.write(buffer, 0, n);
+          left -= n;
+        }
+      }
+    });
   }
 
   private interface Writer {

@@ -3,6 +3,9 @@ package io.cloudprofiler.spark;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.PluginContext;
@@ -22,6 +25,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private CalibrationCoordinator calibration;
   private SparkContext sc;
   private String logDir;
+  private ScheduledExecutorService publisher;
 
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext ctx) {
@@ -52,6 +56,8 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, new CalibrationEvents(calibration),
           "the calibration's listener", null));
     }
+    LostExecutors.collectInBackground(options.localDir()); // those of this host that earlier applications lost
+    if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     return Map.of(); // executors read and validate the same options from their own configuration
   }
@@ -88,6 +94,26 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     }
   }
 
+  /** Publishes the task table every {@code seconds}, so that a running application's folder holds it. */
+  private void publishEvery(int seconds) {
+    publisher = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "cloudprofiler-publish");
+      t.setDaemon(true);
+      return t;
+    });
+    publisher.scheduleWithFixedDelay(() -> {
+      try {
+        listener.publishTable(appFolder() + "/spark-tasks.arrows");
+      } catch (Exception e) {
+        LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
+      }
+    }, seconds, seconds, TimeUnit.SECONDS);
+  }
+
+  private String appFolder() {
+    return logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
+  }
+
   /** Executors find their TSC domain and register their probe responders here. */
   @Override
   public Object receive(Object message) {
@@ -96,8 +122,9 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
 
   @Override
   public void shutdown() {
+    if (publisher != null) publisher.shutdown();
     if (calibration != null) calibration.shutdown();
-    String appFolder = logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
+    String appFolder = appFolder();
     try {
       listener.writeTable(appFolder + "/spark-tasks.arrows");
     } catch (Exception e) {

@@ -28,8 +28,8 @@ import com.codahale.metrics.Gauge;
  *
  * <p>Everything this process logs (task channels, cp_trace channels) goes to one local folder, and so do the
  * channels of the Python workers it starts: they find the folder through {@code <localDir>/executors/<pid>},
- * which names it (cloudprofiler.spark.worker). The folder is copied into logDir at shutdown and every
- * collect interval.
+ * which names it (cloudprofiler.spark.worker). The folder is copied into logDir every collect interval and at
+ * shutdown, then removed; the folders of killed executors on this host are collected when an executor starts.
  */
 public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerExecutorPlugin.class);
@@ -108,6 +108,13 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       return;
     }
     collector = new LogCollector(local, options.logDir() + "/" + leaf);
+    try {
+      collector.nameTarget();
+    } catch (Exception e) { // collected at shutdown all the same; only a killed executor's files would stay
+      LOG.warn("cloudprofiler: executor {} could not name its collection target in {}: {}", ctx.executorID(), local,
+          e.toString());
+    }
+    LostExecutors.collectInBackground(options.localDir());
     int interval = options.collectIntervalSeconds();
     if (interval > 0) {
       collectTimer = Executors.newSingleThreadScheduledExecutor(r -> {
@@ -276,10 +283,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     CURRENT_TASK.remove();
   }
 
+  /** No flush here: the library writes partial blocks within a second by itself, and tasks never wait on this. */
   private void collect() {
     try {
-      CloudProfiler.flushAll();
-      collector.copy();
+      collector.copyChanged();
     } catch (Exception e) {
       LOG.warn("cloudprofiler: collecting logs into " + collector.target() + " failed", e);
     }
@@ -308,7 +315,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private synchronized void finish() {
     if (collector == null) return; // never started, or already finished
     active = false;
-    if (collectTimer != null) collectTimer.shutdownNow();
+    if (collectTimer != null) collectTimer.shutdown(); // a collection under way ends first: collectAll waits for it
     if (control != null) lastCalibration();
     if (control != null) control.close();
     control = null;
@@ -317,12 +324,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     CloudProfiler.stop();
     finalStats = totals(); // the metrics' last report may come after this
     TraceExpression.forgetChannels();
-    if (pointer != null) pointer.delete();
-    try {
-      collector.copy();
-    } catch (Exception e) {
-      LOG.warn("cloudprofiler: collecting logs into " + collector.target() + " failed", e);
-    }
+    collector.collectAll(false);
+    if (pointer != null) pointer.delete(); // after the copy: a process killed during it leaves its folder named
     collector = null;
   }
 

@@ -122,8 +122,9 @@ public final class Config {
           + "the CPU's out-of-order window early)");
   public static final Key<Integer> CHANNEL_BLOCKS = integer("spark.cloudprofiler.channelBlocks", 16, 2, 65536,
       "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound");
-  public static final Key<Integer> COLLECT_INTERVAL = integer("spark.cloudprofiler.collect.intervalSeconds", 0, 0,
-      86400, "Copy executor logs to logDir every this many seconds (0: only at executor shutdown)");
+  public static final Key<Integer> COLLECT_INTERVAL = integer("spark.cloudprofiler.collect.intervalSeconds", 15, 0,
+      86400, "Copy what changed in executor logs to logDir, and publish the driver's task table, every this many "
+          + "seconds (0: only at shutdown)");
   public static final Key<Boolean> CALIBRATION_ENABLED = bool("spark.cloudprofiler.calibration.enabled", "true",
       "Relate executor hosts' TSCs to the driver's and to each other's with MinRTT probe rounds in both directions");
   public static final Key<Boolean> CALIBRATION_FORCE = bool("spark.cloudprofiler.calibration.force", "false",

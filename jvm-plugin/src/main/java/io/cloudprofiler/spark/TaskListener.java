@@ -55,6 +55,14 @@ public class TaskListener extends SparkListener {
     batch.clear();
   }
 
+  /** Publishes every row seen so far to {@code target}, if there are new ones: the table of a running application. */
+  public void publishTable(String target) throws Exception {
+    synchronized (this) {
+      spoolBatch();
+    }
+    spool.copyTo(target); // outside the listener's lock: the listener bus does not wait for the copy
+  }
+
   /** Writes every row seen to {@code target} (any Hadoop-compatible URI), replacing an older table. */
   public synchronized void writeTable(String target) throws Exception {
     spoolBatch();

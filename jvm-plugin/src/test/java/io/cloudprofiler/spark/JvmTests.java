@@ -1,7 +1,12 @@
 package io.cloudprofiler.spark;
 
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
+import java.nio.channels.Channels;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
@@ -9,6 +14,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Supplier;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowFileWriter;
+import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -177,6 +188,64 @@ public final class JvmTests {
       }
     }, "the driver plugin", IllegalArgumentException.class);
     check(unlinked.init(null, null) == null, () -> "a disabled driver plugin asks for no configuration");
+  }
+
+  /** An Arrow IPC file of three record batches, in the layout of the library's log files (magic, messages with
+   * the continuation marker, end marker, footer). */
+  static byte[] threeBatches() throws Exception {
+    try (BufferAllocator allocator = new RootAllocator(); BigIntVector tsc = new BigIntVector("tsc", allocator);
+        VectorSchemaRoot root = VectorSchemaRoot.of(tsc)) {
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      try (ArrowFileWriter writer = new ArrowFileWriter(root, null, Channels.newChannel(out))) {
+        writer.start();
+        for (int batch = 0; batch < 3; batch++) {
+          tsc.allocateNew(100);
+          for (int i = 0; i < 100; i++) tsc.set(i, batch * 100L + i);
+          tsc.setValueCount(100);
+          root.setRowCount(100);
+          writer.writeBatch();
+        }
+        writer.end();
+      }
+      return out.toByteArray();
+    }
+  }
+
+  /** The batches an Arrow stream reader reads from the messages after the magic; throws inside a message. */
+  static int batchesIn(byte[] prefix) throws Exception {
+    try (BufferAllocator allocator = new RootAllocator(); ArrowStreamReader reader = new ArrowStreamReader(
+        new ByteArrayInputStream(prefix, 8, prefix.length - 8), allocator)) {
+      int n = 0;
+      while (reader.loadNextBatch()) n++;
+      return n;
+    }
+  }
+
+  public static void testACopyOfAGrowingLogFileEndsAfterItsLastCompleteBatch() throws Exception {
+    byte[] whole = threeBatches();
+    Path file = Files.createTempFile("growing", ".arrows");
+    try {
+      Set<Long> ends = new HashSet<>();
+      long previous = 0;
+      for (int length = 0; length < whole.length; length++) { // the file at every length its writer may leave it
+        int cut = length;
+        long last = previous;
+        Files.write(file, Arrays.copyOf(whole, cut));
+        long n = CompleteBatches.length(file, 0);
+        check(n <= cut && n >= last, () -> n + " of " + cut + " bytes after " + last);
+        equal(n, CompleteBatches.length(file, previous)); // resumed where the last answer ended
+        if (n > 0) batchesIn(Arrays.copyOf(whole, (int) n)); // whole messages only: reads without an error
+        check(!CompleteBatches.closed(file), () -> cut + " bytes read as closed");
+        ends.add(n);
+        previous = n;
+      }
+      equal(5, ends.size()); // nothing yet, the schema, then each of the three batches
+      equal(3, batchesIn(Arrays.copyOf(whole, (int) previous)));
+      Files.write(file, whole);
+      check(CompleteBatches.closed(file), () -> "the closed file read as open");
+    } finally {
+      Files.delete(file);
+    }
   }
 
   public static void main(String[] args) throws Exception {

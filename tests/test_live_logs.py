@@ -1,0 +1,155 @@
+"""Logs of a running application: collected and published every interval, complete batches only; the files of a
+killed application collected by the next one on the host; local copies removed once collected, no .crc files."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pyarrow.ipc as ipc
+import pytest
+
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+from cloudprofiler.analysis import open_application
+from conftest import run_python
+
+INTERVAL_S = 1
+
+RUNS_UNTIL_KILLED = r"""
+import sys, threading, time
+import cloudprofiler.spark as cps
+
+log_dir, local_dir = sys.argv[1:3]
+spark = (cps.builder(log_dir=log_dir, local_dir=local_dir, collect_interval_seconds=1, calibration_enabled=False)
+         .master("local[2]").config("spark.ui.enabled", "false").getOrCreate())
+sc = spark.sparkContext
+sc.parallelize(range(8), 8).count()
+slow = threading.Thread(target=lambda: sc.parallelize(range(400), 4).map(lambda x: time.sleep(0.05) or x).count())
+slow.start()
+print(sc.applicationId, sc._jvm.java.lang.ProcessHandle.current().pid(), flush=True)
+slow.join()
+"""
+
+
+def _task_folder(app: Path) -> "Path | None":
+    return next((p.parent for p in app.rglob("spark.task.end.*.arrows")), None)
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory):
+    """An application SIGKILLed in the middle of a job, after its first collections: (log dir, local dir, its id,
+    a copy of its local folder taken as it died)."""
+    log_dir, local_dir = tmp_path_factory.mktemp("live-logs"), tmp_path_factory.mktemp("live-local")
+    proc = subprocess.Popen([sys.executable, "-c", RUNS_UNTIL_KILLED, str(log_dir), str(local_dir)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        app_id, jvm = proc.stdout.readline().split()
+        deadline = time.monotonic() + 60
+        while _task_folder(log_dir / app_id) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2 * INTERVAL_S)  # mid-job, after a collection or two
+        os.kill(int(jvm), signal.SIGKILL)
+        snapshot = tmp_path_factory.mktemp("as-it-died")
+        shutil.copytree(local_dir / app_id, snapshot, dirs_exist_ok=True)
+    finally:
+        proc.kill()
+        proc.wait()
+    return log_dir, local_dir, app_id, snapshot
+
+
+@pytest.fixture(scope="module")
+def session(killed):
+    """A running application on the same host (the same localDir) as the killed one, collecting every second."""
+    log_dir, local_dir, _, _ = killed
+    spark = (cps.builder(log_dir=str(log_dir), local_dir=str(local_dir), collect_interval_seconds=INTERVAL_S)
+             .master("local[2]").config("spark.ui.enabled", "false").getOrCreate())
+    yield spark, log_dir, local_dir
+    spark.stop()
+
+
+def _attempts(table_file: Path) -> list:
+    with open(table_file, "rb") as f:
+        return sorted(ipc.open_file(f).read_all().column("task_attempt_id").to_pylist())
+
+
+def test_a_running_application_shows_its_tasks_in_the_log_dir_within_the_interval(session):
+    spark, log_dir, _ = session
+    app = log_dir / spark.sparkContext.applicationId
+    spark.sparkContext.parallelize(range(100), 6).count()
+    ended = time.monotonic()
+    seen, table = [], app / "spark-tasks.arrows"
+    while time.monotonic() < ended + 10 * INTERVAL_S:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if _task_folder(app) is not None and table.exists():
+                seen = [sorted(cp.read_log_dir(app, channel=c).column("tuple_id").to_pylist())
+                        for c in ("spark.task.start", "spark.task.end")]
+                if len(seen[1]) >= 6 and len(_attempts(table)) >= 6:
+                    break
+        time.sleep(0.1)
+    waited = time.monotonic() - ended
+    assert len(seen) == 2 and seen[0] == seen[1] == _attempts(table), seen
+    assert waited < 3 * INTERVAL_S + 1, waited  # a collection, and the library's flush of partial blocks (1 s)
+    assert not [w for w in caught if getattr(w.message, "cut", False)]  # complete batches only, never a part
+    files = open_application(app, spark).files()
+    assert files.where("cut").count() == 0 and files.where("not closed").count() == 2  # the two task channels
+    analysed = {r.task_attempt_id for r in open_application(app, spark).tasks().select("task_attempt_id").collect()}
+    assert set(seen[1]) <= analysed  # with the tasks of the analysis's own jobs on this session
+    print(f"the job's 6 tasks were in the log folder {waited:.1f} s after it ended")
+
+
+def test_the_files_of_a_killed_application_are_collected_by_the_next_one_and_read_as_cut(session, killed):
+    spark, log_dir, local_dir = session
+    _, _, app_id, snapshot = killed
+    app = log_dir / app_id
+    deadline = time.monotonic() + 30
+    while not list(app.rglob("process-lost.arrows")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (local_dir / app_id).exists()  # collected, then removed
+    died = sorted(snapshot.rglob("*.arrows"))
+    assert [p.name for p in died] == sorted(p.name for p in _task_folder(app).glob("spark.task.*.arrows"))
+    for p in died:  # every record it had written, as it was on disk when it died
+        assert (_task_folder(app) / p.name).read_bytes() == p.read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cp.read_log_dir(app, channel="spark.task.start").num_rows > 8  # the first job and part of the next
+        health = open_application(app, spark).health()
+    cut = {r["subject"].rsplit("/", 1)[-1] for r in health.where("kind = 'cut_file'").collect()}
+    assert cut == {p.name for p in died}
+
+
+def test_stop_collects_everything_removes_the_local_copies_and_writes_no_crc_files(session):
+    spark, log_dir, local_dir = session
+    app_id = spark.sparkContext.applicationId
+    spark.stop()
+    assert not (local_dir / app_id).exists()
+    assert [p.name for p in (log_dir / app_id).rglob("*.arrows")]
+    assert not list(log_dir.rglob("*.crc"))
+    for p in (log_dir / app_id).rglob("spark.task.*.arrows"):
+        assert cp.log_metadata(p)["closed"]
+
+
+def test_files_that_cannot_be_copied_stay_local_and_one_line_says_so(tmp_path):
+    run = run_python(f"""
+        import os, shutil
+        import cloudprofiler.spark as cps
+        spark = (cps.builder(log_dir={str(tmp_path / "logs")!r}, local_dir={str(tmp_path / "local")!r},
+                             calibration_enabled=False).master("local[1]").config("spark.ui.enabled", "false")
+                 .getOrCreate())
+        spark.sparkContext.parallelize(range(4), 2).count()
+        app = os.path.join({str(tmp_path / "logs")!r}, spark.sparkContext.applicationId)
+        os.makedirs(app, exist_ok=True)
+        for name in os.listdir({str(tmp_path / "local")!r} + "/" + spark.sparkContext.applicationId):
+            shutil.rmtree(os.path.join(app, name), ignore_errors=True)
+            open(os.path.join(app, name), "w").close()  # a file where the executor's folder should be
+        spark.stop()
+    """)
+    assert run.returncode == 0, run.stderr[-3000:]
+    kept = list((tmp_path / "local").rglob("spark.task.*.arrows"))
+    assert len(kept) == 2
+    lines = [line for line in run.stderr.splitlines() if "cloudprofiler: kept" in line]
+    assert len(lines) == 1 and "spark.task.start" in lines[0] and "could not copy them to" in lines[0], lines
