@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV = .venv
 PY = $(VENV)/bin/python
 STAMP = $(VENV)/.deps-installed
+# pyspark 3.5 (Scala 2.12) in an environment of its own, kept in build/: the plugin's Scala 2.12 jar compiles against
+# its jars, and tests/test_spark35.py runs on it, with the package installed from this tree as in .venv.
+SPARK35 = build/pyspark-3.5
+SPARK35_STAMP = $(SPARK35)/.deps-installed
+JAR_2_12 = jvm-plugin/build/cloudprofiler-plugin_2.12.jar
 
 .PHONY: demo test build bench native deps clean
 
@@ -58,9 +63,20 @@ $(STAMP): pyproject.toml | deps
 native: deps
 	make -C native --no-print-directory
 
-# the package build also compiles the plugin jar (setup.py)
-build: $(STAMP) native
+$(SPARK35_STAMP): $(STAMP)
+	[ -x $(SPARK35)/bin/python ] || $(PYTHON) -m venv $(SPARK35)
+	$(PY) -m pip freeze | grep -iE '^(cffi|numpy|pyarrow|pandas)==' > $(SPARK35)/constraints.txt
+	$(SPARK35)/bin/python -m pip install -q 'pyspark>=3.5,<3.6' 'setuptools>=70.1' cffi numpy pyarrow pandas \
+	  -c $(SPARK35)/constraints.txt
+	touch $@
+
+$(JAR_2_12): $(SPARK35_STAMP) $(shell find jvm-plugin/src native/src native/include -type f)
+	PYTHON=$(SPARK35)/bin/python bash jvm-plugin/build.sh
+
+# the package build also compiles the plugin jar for .venv's pyspark (Scala 2.13) and carries the Scala 2.12 one
+build: $(STAMP) native $(JAR_2_12)
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	$(SPARK35)/bin/python -m pip install -q --no-build-isolation --no-deps -e .
 
 clean:
 	make -C native clean

@@ -1,30 +1,38 @@
-// `sbt package` builds target/cloudprofiler-plugin-<version>.jar, the same jar as jvm-plugin/build.sh: the
-// plugin's Java classes and libcloudprofiler_jni.so (built by jvm-plugin/build-jni.sh, which needs gcc,
-// make and libzstd-dev) as a resource.
+// `sbt +package` builds target/scala-<v>/cloudprofiler-plugin_<v>-<version>.jar for each Scala binary version v,
+// 2.13 (Spark 4) and 2.12 (Spark 3.5), the same jars as jvm-plugin/build.sh: the plugin's Java classes (those of
+// jvm-plugin/src/main/java and the version's shim, jvm-plugin/src/main/scala-<v>) and libcloudprofiler_jni.so (built
+// by jvm-plugin/build-jni.sh, which needs gcc, make and libzstd-dev) as a resource. `sbt package` builds the 2.13 one,
+// `sbt ++2.12 package` the 2.12 one.
 //
-// Spark is a provided dependency, resolved from Maven Central at version `-Dspark.version=...` (default below),
-// unless `-Dspark.jars.dir=<folder>` names the jars of an installed Spark (for example pyspark's `jars/`): then
-// the classes compile against those jars, as build.sh does, and nothing of Spark is downloaded.
+// Spark is a provided dependency, resolved from Maven Central at version `-Dspark.version=...` (default below, per
+// Scala version), unless `-Dspark.jars.dir=<folder>` names the jars of an installed Spark (for example pyspark's
+// `jars/`; build one Scala version then): the classes compile against those jars, as build.sh does, and nothing of
+// Spark is downloaded.
 import scala.sys.process._
 
 name := "cloudprofiler-plugin"
 version := IO.read(baseDirectory.value / "VERSION").trim
 organization := "io.cloudprofiler"
-crossPaths := false
 autoScalaLibrary := false
-scalaVersion := "2.13.16"
+crossScalaVersions := Seq("2.13.16", "2.12.18")
+scalaVersion := crossScalaVersions.value.head
 
-val sparkVersion = sys.props.getOrElse("spark.version", "4.2.0")
+val defaultSparkVersion = Map("2.13" -> "4.2.0", "2.12" -> "3.5.9")
 val sparkJarsDir = sys.props.get("spark.jars.dir").filter(_.nonEmpty).map(file)
 
 Compile / javaSource := baseDirectory.value / "jvm-plugin" / "src" / "main" / "java"
+Compile / unmanagedSourceDirectories += baseDirectory.value / "jvm-plugin" / "src" / "main" /
+  s"scala-${scalaBinaryVersion.value}"
 Compile / compile / javacOptions ++= Seq("--release", "17", "-Xlint:all,-processing,-serial", "-Werror", "-nowarn")
 Compile / doc / javacOptions ++= Seq("--release", "17")
 
-libraryDependencies ++= (if (sparkJarsDir.isDefined) Nil else Seq(
-  "org.apache.spark" % "spark-core_2.13" % sparkVersion % Provided,
-  "org.apache.spark" % "spark-sql_2.13" % sparkVersion % Provided
-))
+libraryDependencies ++= {
+  val sparkVersion = sys.props.getOrElse("spark.version", defaultSparkVersion(scalaBinaryVersion.value))
+  if (sparkJarsDir.isDefined) Nil else Seq(
+    "org.apache.spark" %% "spark-core" % sparkVersion % Provided,
+    "org.apache.spark" %% "spark-sql" % sparkVersion % Provided
+  )
+}
 Compile / unmanagedJars ++= sparkJarsDir.toSeq.flatMap(dir => (dir * "*.jar").classpath)
 
 // The JNI library, built from jvm-plugin/src/main/native and native/ into the jar's resources.

@@ -1,6 +1,7 @@
 """Builds libcloudprofiler with make and the Spark plugin jar with javac (against the jars of the pyspark that the
-building Python imports), places them and the benchmark driver in the package's _lib/ folder, then compiles the
-cffi extension against the library."""
+building Python imports, for its Scala version), places them, the plugin jars built before for other Scala versions
+(`make build` builds the Scala 2.12 one against pyspark 3.5) and the benchmark driver in the package's _lib/ folder,
+then compiles the cffi extension against the library."""
 import importlib.util
 import os
 import shutil
@@ -13,11 +14,11 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 LIB = ROOT / "python" / "cloudprofiler" / "_lib"
+JARS = ROOT / "jvm-plugin" / "build"
 ARTIFACTS = [
     ROOT / "native" / "build" / "libcloudprofiler.so",
     ROOT / "native" / "build" / "cp_bench",
-    ROOT / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar",
-    ROOT / "jvm-plugin" / "build" / "cloudprofiler-bench.jar",
+    JARS / "cloudprofiler-bench.jar",
 ]
 
 
@@ -31,12 +32,15 @@ def _install(source: Path, target: Path) -> None:
 def _build_jar() -> None:
     """jvm-plugin/build.sh, unless the jar is newer than every source; without javac or pyspark the wheel has no jar
     and says so (an isolated build sees no pyspark: build with --no-build-isolation)."""
-    jar = ROOT / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar"
+    spec = importlib.util.find_spec("pyspark")
+    libraries = sorted(Path(spec.submodule_search_locations[0], "jars").glob("scala-library-*.jar")) if spec else []
+    scala = ".".join(libraries[0].name.removeprefix("scala-library-").split(".")[:2]) if libraries else "none"
+    jar = JARS / f"cloudprofiler-plugin_{scala}.jar"
     sources = [p for folder in ("jvm-plugin/src", "native/src", "native/include") for p in (ROOT / folder).rglob("*")]
     if jar.exists() and all(p.stat().st_mtime <= jar.stat().st_mtime for p in sources):
         return
     missing = [name for name, found in (("javac", shutil.which("javac")),
-                                        ("pyspark", importlib.util.find_spec("pyspark"))) if not found]
+                                        ("pyspark", spec)) if not found]
     if missing:
         print(f"cloudprofiler: building without the Spark plugin jar: {' and '.join(missing)} not found "
               f"(pyspark must be importable by {sys.executable}: pip install --no-build-isolation)", file=sys.stderr)
@@ -49,7 +53,7 @@ class BuildNativeFirst(build_ext):
         subprocess.run(["make", "-C", str(ROOT / "native"), "--no-print-directory"], check=True)
         _build_jar()
         LIB.mkdir(exist_ok=True)
-        for artifact in ARTIFACTS:
+        for artifact in ARTIFACTS + sorted(JARS.glob("cloudprofiler-plugin_*.jar")):
             if artifact.exists():
                 _install(artifact, LIB / artifact.name)
         super().run()

@@ -7,13 +7,15 @@ from conftest import RESOURCE, run_python
 
 
 def _job(jar: Path, log_dir: Path, **conf) -> str:
-    """A one-job application with the plugin; prints the sum and where the library came from."""
+    """A one-job application with the plugin and a `cp_trace` query; prints the sums and where the library came
+    from."""
     settings = "".join(f".config({k!r}, {v!r})" for k, v in {"spark.jars": str(jar), **conf}.items())
     return f"""
         import cloudprofiler.spark as cps
         spark = (cps.builder(log_dir={str(log_dir)!r}).master("local[1]").config("spark.ui.enabled", "false")
                  {settings}.getOrCreate())
         print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
+        print("traced", spark.sql("select sum(t) from (select cp_trace('c', id) as t from range(100))").first()[0])
         print("source", spark._jvm.io.cloudprofiler.NativeLoader.source())
         spark.stop()
         """
@@ -58,6 +60,7 @@ def test_when_every_step_fails_one_line_names_each_reason_and_the_job_runs(jar_w
     missing = tmp_path / "missing.so"
     result = run_python(_job(jar, tmp_path, **{"spark.cloudprofiler.native.path": str(missing)}), timeout=300)
     assert "sum 4950" in result.stdout, result.stderr[-3000:]
+    assert "traced 4950" in result.stdout, result.stderr[-3000:]  # cp_trace logs nothing without the library, and runs
     lines = [line for line in result.stderr.splitlines() if "cloudprofiler: disabled on executor driver" in line]
     assert len(lines) == 1, result.stderr[-3000:]
     line = lines[0]

@@ -1,5 +1,5 @@
-"""build.sbt builds the same jar as jvm-plugin/build.sh, with an sbt whose launcher and artifacts come from Maven
-Central only.
+"""build.sbt builds the same jars as jvm-plugin/build.sh, one per Scala binary version (`sbt +package`: 2.13 against
+Spark 4, 2.12 against Spark 3.5), with an sbt whose launcher and artifacts come from Maven Central only.
 
 The sbt launcher (org.scala-sbt:sbt-launch, checked against its .sha1), sbt's boot folder, the coursier cache and
 a working copy of the build (so that sbt's compiled build definition and zinc's analysis survive a fresh clone)
@@ -18,6 +18,7 @@ import pytest
 
 import cloudprofiler.spark as cps
 from cloudprofiler.harness.bench.spark import BENCH_JAR
+from cloudprofiler.spark.jar import PLUGIN_JAR
 
 ROOT = Path(__file__).resolve().parent.parent
 CENTRAL = "https://repo1.maven.org/maven2"
@@ -78,34 +79,42 @@ def _entries(jar: Path) -> dict[str, bytes]:
         return {n: z.read(n) for n in z.namelist() if n.endswith((".class", ".so"))}
 
 
+SCALA_VERSIONS = ["2.13", "2.12"]
+
+
 @pytest.fixture(scope="module")
-def sbt_jar() -> Path:
+def sbt_jars() -> dict[str, Path]:
     launcher = _launcher(_sbt_version())
     work = _working_copy()
     (CACHE / "repositories").write_text("[repositories]\n  local\n  maven-central\n")  # Maven Central only
     command = ["java", "-Xmx1g", f"-Dsbt.boot.directory={CACHE / 'boot'}", f"-Dsbt.global.base={CACHE / 'global'}",
                f"-Dsbt.ivy.home={CACHE / 'ivy2'}", f"-Dsbt.repository.config={CACHE / 'repositories'}",
                "-Dsbt.override.build.repos=true", "-Dsbt.server.forcestart=false", "-Dsbt.color=false",
-               "-Dsbt.supershell=false", "-jar", str(launcher), "package"]
+               "-Dsbt.supershell=false", "-jar", str(launcher), "+package"]
     env = {**os.environ, "COURSIER_CACHE": str(CACHE / "coursier")}
     result = subprocess.run(command, cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                             timeout=900)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    jar = work / "target" / f"cloudprofiler-plugin-{(ROOT / 'VERSION').read_text().strip()}.jar"
-    assert jar.exists(), result.stdout[-2000:]
-    return jar
+    version = (ROOT / "VERSION").read_text().strip()
+    jars = {v: work / "target" / f"scala-{v}" / f"cloudprofiler-plugin_{v}-{version}.jar" for v in SCALA_VERSIONS}
+    assert all(jar.exists() for jar in jars.values()), result.stdout[-2000:]
+    return jars
 
 
-def test_sbt_package_builds_the_same_classes_and_jni_library_as_build_sh(sbt_jar):
-    built = ROOT / "jvm-plugin" / "build" / "cloudprofiler-plugin.jar"  # build.sh's, newer than the package's copy
-    ours, theirs = _entries(sbt_jar), _entries(built if built.exists() else Path(cps.jar_path()))
+@pytest.mark.parametrize("scala", SCALA_VERSIONS)
+def test_sbt_package_builds_the_same_classes_and_jni_library_as_build_sh(sbt_jars, scala):
+    name = PLUGIN_JAR.format(scala=scala)
+    built = ROOT / "jvm-plugin" / "build" / name  # build.sh's, newer than the package's copy
+    ours, theirs = _entries(sbt_jars[scala]), _entries(built if built.exists() else Path(cps.jar_path(name)))
     assert "io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so" in ours
+    assert "io/cloudprofiler/spark/SingleChildExpression.class" in ours  # the Scala version's shim
     assert sorted(ours) == sorted(theirs)
     assert [n for n in ours if n.endswith(".class") and ours[n] != theirs[n]] == []  # same javac flags: same bytes
 
 
-def test_the_sbt_jar_loads_its_jni_library(sbt_jar):
-    classpath = f"{sbt_jar}:{cps.jar_path(BENCH_JAR)}"  # the benchmark's classes, the sbt jar's plugin and library
+def test_the_sbt_jar_loads_its_jni_library(sbt_jars):
+    # the benchmark's classes, the sbt jar's plugin and library
+    classpath = f"{sbt_jars['2.13']}:{cps.jar_path(BENCH_JAR)}"
     result = subprocess.run(["java", "-cp", classpath, "io.cloudprofiler.JniBenchmark", "1000"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

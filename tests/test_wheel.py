@@ -27,7 +27,8 @@ def test_wheel_carries_the_library_the_extensions_and_the_plugin_jar(tmp_path):
 
     with zipfile.ZipFile(wheel) as whl:
         names = set(whl.namelist())
-        jar = zipfile.ZipFile(io.BytesIO(whl.read("cloudprofiler/_lib/cloudprofiler-plugin.jar"))).namelist()
+        # the jar for this environment's pyspark (Spark 4: Scala 2.13)
+        jar = zipfile.ZipFile(io.BytesIO(whl.read("cloudprofiler/_lib/cloudprofiler-plugin_2.13.jar"))).namelist()
         whl.extractall(site)
     assert {"cloudprofiler/_lib/libcloudprofiler.so", "cloudprofiler/_log_call.abi3.so",
             "cloudprofiler/_lib/cloudprofiler-bench.jar"} <= names

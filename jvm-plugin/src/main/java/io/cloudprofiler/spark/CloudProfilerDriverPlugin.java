@@ -11,6 +11,7 @@ import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.SparkListenerInterface;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -47,12 +48,13 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
           + "channels) and calibrates nothing: {}", failure);
     }
     listener = new TaskListener(failure == null ? startClock() : Map.of());
-    sc.addSparkListener(listener);
+    sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
     if (options.calibrationEnabled()) {
       String host = sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
       calibration = new CalibrationCoordinator(host, options.calibrationIntervalSeconds(), options.calibrationProbes(),
           options.calibrationTimeoutMs(), options.calibrationPeers(), options.calibrationForce());
-      sc.addSparkListener(new CalibrationEvents(calibration));
+      sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, new CalibrationEvents(calibration),
+          "the calibration's listener", null));
     }
     LostExecutors.collectInBackground(options.localDir()); // those of this host that earlier applications lost
     if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());

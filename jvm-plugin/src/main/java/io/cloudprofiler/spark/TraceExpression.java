@@ -7,6 +7,7 @@ import java.io.Serializable;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Collectors;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
@@ -20,9 +21,7 @@ import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.unsafe.types.UTF8String;
-import scala.collection.immutable.IndexedSeq;
-import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
+import scala.collection.Seq; // the supertype of Spark's argument lists in Scala 2.12 and 2.13
 
 /**
  * {@code cp_trace('channel', id)}: returns the id (a tinyint, smallint, int or bigint) unchanged and logs
@@ -37,20 +36,23 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>It is non-deterministic ({@link #deterministic()} is false), so that the optimizer neither removes, merges
  * nor moves it. Written against the abstract class {@link Expression} only (no Scala trait is mixed in), so
- * that the class is plain Java.
+ * that the class is plain Java; what of it names Scala collections is in {@link SingleChildExpression}.
+ *
+ * <p>Guarded ({@link Guard}): a failure other than the user's bad arguments disables the function, and from then on
+ * {@code cp_trace('channel', id)} is the id itself, untraced, so that queries run on.
  */
-public final class TraceExpression extends Expression implements Serializable {
+public final class TraceExpression extends SingleChildExpression implements Serializable {
   private static final long serialVersionUID = 1L;
   static final String NAME = "cp_trace";
   /** One channel per (process, name); the library closes them at shutdown. */
   private static final ConcurrentHashMap<String, Long> CHANNELS = new ConcurrentHashMap<>();
+  private static final Guard GUARD = new Guard("the SQL function " + NAME);
 
   private final String channel;
   private final Expression child;
   /** XoY sampling: log ids with floorMod(id, y) < x; y == 0 logs every id. */
   private final long x;
   private final long y;
-  private transient Seq<Expression> children;
   private transient volatile boolean resolved;
   private transient long handle;
 
@@ -62,13 +64,31 @@ public final class TraceExpression extends Expression implements Serializable {
     this.y = y;
   }
 
-  /** The function builder registered by {@link CloudProfilerExtensions}: checks the arguments' shape. */
-  static Expression build(Seq<Expression> args) {
-    List<Expression> list = CollectionConverters.asJava(args);
+  /** The function builder registered by {@link CloudProfilerExtensions}, given the arguments as Spark passes them (a
+   * Scala Seq): bad arguments fail the query, naming the argument; any other failure (such as the link check's, for a
+   * jar built for the other Scala) disables the function, which from then on returns the id untraced. */
+  static Expression build(Object arguments) {
+    List<Expression> args = ScalaLists.toJava((Seq<?>) arguments, Expression.class);
+    if (!GUARD.disabled()) {
+      try {
+        Expression traced = build(args);
+        traced.children(); // Spark's expression API with this jar's signatures: fails on the other Scala's Spark
+        return traced;
+      } catch (IllegalArgumentException badArguments) {
+        throw badArguments;
+      } catch (Throwable e) {
+        GUARD.disable("building " + NAME, e);
+      }
+    }
+    if (args.size() < 2) throw new IllegalArgumentException(NAME + " is disabled (its reason is in the log)");
+    return args.get(1);
+  }
+
+  private static Expression build(List<Expression> list) {
     if (list.size() != 2 && list.size() != 4) {
       throw new IllegalArgumentException(NAME + " takes a channel name (a string literal), an id column and "
           + "optionally x and y (integer literals: log ids with id mod y < x), got " + list.size() + " argument(s): "
-          + args.mkString(", "));
+          + list.stream().map(Expression::toString).collect(Collectors.joining(", ")));
     }
     Expression name = list.get(0);
     Object value = name.foldable() && name.dataType().equals(DataTypes.StringType) ? name.eval(null) : null;
@@ -99,11 +119,16 @@ public final class TraceExpression extends Expression implements Serializable {
   }
 
   /** The handle of this process's channel {@code name}, opened on first use with the handler configured for it
-   * ({@code spark.cloudprofiler.channel.<name>.handler}), else xoy(x, y), or buffered when y is 0; 0 (a counted
-   * no-op) when the native library cannot load, so that the query still runs. Called by the generated code once
-   * per partition. */
+   * ({@code spark.cloudprofiler.channel.<name>.handler}), else xoy(x, y), or buffered when y is 0; 0 when the
+   * native library cannot load or the channel cannot open (which disables the function), so that the query still
+   * runs: nothing logs to handle 0. Called by the generated code once per partition. */
   public static long channel(String name, long x, long y) {
-    return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
+    try {
+      return CHANNELS.computeIfAbsent(name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
+    } catch (Throwable e) {
+      GUARD.disable("opening channel '" + name + "'", e);
+      return 0;
+    }
   }
 
   /** The handles of this process's trace channels (0 where the library could not load). */
@@ -135,19 +160,14 @@ public final class TraceExpression extends Expression implements Serializable {
     return channel;
   }
 
+  @Override
   public Expression child() {
     return child;
   }
 
   @Override
-  public Seq<Expression> children() {
-    if (children == null) children = CollectionConverters.asScala(List.of(child)).toList();
-    return children;
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-    return new TraceExpression(channel, newChildren.apply(0), x, y);
+  Expression withNewChild(Expression newChild) {
+    return new TraceExpression(channel, newChild, x, y);
   }
 
   @Override
@@ -190,20 +210,39 @@ public final class TraceExpression extends Expression implements Serializable {
   @Override
   public Object eval(InternalRow row) {
     Object id = child.eval(row);
-    if (id != null) {
-      long value = ((Number) id).longValue();
-      if (y != 0 && Math.floorMod(value, y) >= x) return id;
-      if (!resolved) {
-        handle = channel(channel, x, y);
-        resolved = true;
+    if (id != null && !GUARD.disabled()) {
+      try {
+        log(((Number) id).longValue());
+      } catch (Throwable e) {
+        GUARD.disable("eval", e);
       }
-      CloudProfiler.log(handle, value);
     }
     return id;
   }
 
+  private void log(long value) {
+    if (y != 0 && Math.floorMod(value, y) >= x) return;
+    if (!resolved) {
+      handle = channel(channel, x, y);
+      resolved = true;
+    }
+    if (handle != 0) CloudProfiler.log(handle, value);
+  }
+
+  /** The generated code; a disabled function generates its child's code: the id, untraced. */
   @Override
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
+    if (!GUARD.disabled()) {
+      try {
+        return tracingCode(ctx, ev);
+      } catch (Throwable e) {
+        GUARD.disable("doGenCode", e);
+      }
+    }
+    return child.genCode(ctx);
+  }
+
+  private ExprCode tracingCode(CodegenContext ctx, ExprCode ev) {
     ExprCode id = child.genCode(ctx);
     String name = ctx.addReferenceObj("cpTraceName", channel, "java.lang.String");
     String handleTerm = ctx.addMutableState("long", "cpTraceChannel",
@@ -213,15 +252,14 @@ public final class TraceExpression extends Expression implements Serializable {
     String kept = Long.bitCount(y) == 1 // floorMod by a power of two is a mask: no 64-bit division per row
         ? "(" + id64 + " & " + (y - 1) + "L) < " + x + "L"
         : "java.lang.Math.floorMod(" + id64 + ", " + y + "L) < " + x + "L";
-    String log = (y == 0 ? "" : "if (" + kept + ") ") + CloudProfiler.class.getName() + ".log(" + handleTerm + ", "
-        + id64 + ");";
+    String log = "if (" + handleTerm + " != 0L" + (y == 0 ? "" : " && " + kept) + ") " + CloudProfiler.class.getName()
+        + ".log(" + handleTerm + ", " + id64 + ");";
     String code = child.nullable()
         ? "boolean " + ev.isNull() + " = " + id.isNull() + ";\n"
           + javaType(dataType()) + " " + ev.value() + " = " + id.value() + ";\n"
           + "if (!" + ev.isNull() + ") " + log + "\n"
         : javaType(dataType()) + " " + ev.value() + " = " + id.value() + ";\n" + log + "\n";
-    Block block = id.code().$plus(new CodeBlock(CollectionConverters.asScala(List.of(code)).toList(),
-        CollectionConverters.asScala(List.<JavaCode>of()).toList()));
+    Block block = id.code().$plus(new CodeBlock(ScalaLists.of(code), ScalaLists.<JavaCode>of()));
     return ev.copy(block, child.nullable() ? ev.isNull() : FalseLiteral$.MODULE$, ev.value());
   }
 

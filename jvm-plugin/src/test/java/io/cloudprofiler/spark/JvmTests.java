@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.function.Supplier;
 import org.apache.arrow.memory.BufferAllocator;
@@ -20,6 +21,10 @@ import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowFileWriter;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
+import org.apache.spark.api.plugin.DriverPlugin;
+import org.apache.spark.api.plugin.ExecutorPlugin;
+import org.apache.spark.api.plugin.PluginContext;
 
 /**
  * Tests of the plugin's pure JVM functions, each a static method named test*; main runs them all, prints one line
@@ -138,6 +143,51 @@ public final class JvmTests {
     String json = Config.json();
     for (Config.Key<?> key : Config.ALL) check(json.contains("\"key\": \"" + key.name + "\""), () -> key.name);
     check(json.contains("\"executor_folders\": \"" + Config.EXECUTOR_FOLDERS + "\""), () -> json);
+  }
+
+  /** An executor plugin whose onTaskStart fails to link, as a jar built for the other Scala does. */
+  private static final class UnlinkedPlugin implements ExecutorPlugin {
+    int taskStarts, shutdowns;
+
+    @Override
+    public void onTaskStart() {
+      taskStarts++;
+      throw new NoSuchMethodError("'scala.collection.immutable.Seq SparkListenerJobStart.stageIds()'");
+    }
+
+    @Override
+    public void shutdown() {
+      shutdowns++;
+    }
+  }
+
+  public static void testAGuardedPartThatThrowsIsDisabledAndStillShutsDown() {
+    UnlinkedPlugin target = new UnlinkedPlugin();
+    ExecutorPlugin guarded = Guard.wrap(ExecutorPlugin.class, target, "a test part", null);
+    guarded.onTaskStart(); // the error stays here
+    guarded.onTaskStart(); // a disabled part is not called
+    guarded.onTaskSucceeded();
+    guarded.shutdown(); // but releases what it holds
+    equal(1, target.taskStarts);
+    equal(1, target.shutdowns);
+    check(guarded.equals(guarded) && !guarded.equals(target), () -> "a proxy equals itself only");
+  }
+
+  public static void testABadOptionStillStopsTheApplicationAtStartAndAnythingElseDoesNot() {
+    DriverPlugin badOption = Guard.wrap(DriverPlugin.class, new DriverPlugin() {
+      @Override
+      public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+        throw Config.invalid(Config.LOG_DIR.name, "x", "cannot write there");
+      }
+    }, "the driver plugin", IllegalArgumentException.class);
+    equal(Config.LOG_DIR.name + "=x is invalid: cannot write there", thrown(() -> badOption.init(null, null)));
+    DriverPlugin unlinked = Guard.wrap(DriverPlugin.class, new DriverPlugin() {
+      @Override
+      public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+        throw new NoClassDefFoundError("scala/jdk/javaapi/CollectionConverters");
+      }
+    }, "the driver plugin", IllegalArgumentException.class);
+    check(unlinked.init(null, null) == null, () -> "a disabled driver plugin asks for no configuration");
   }
 
   /** An Arrow IPC file of three record batches, in the layout of the library's log files (magic, messages with

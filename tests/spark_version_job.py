@@ -1,0 +1,45 @@
+"""A small profiled application and its analysis, run by tests/test_spark35.py in the pyspark 3.5 environment:
+`python spark_version_job.py <log dir> [plugin jar]`. Prints one JSON line of what it saw.
+
+One local[2] session runs a job of 4 tasks whose ids pass a SQL trace point (`cp_trace`) and a Python one
+(`cps.trace`); after it stops, the analysis reads the application's folder. With a plugin jar named, that jar is
+used instead of the one the helper picks (a jar built for the other Scala: the job must run all the same)."""
+import json
+import sys
+
+import pyspark
+from pyspark.sql import SparkSession
+
+import cloudprofiler.spark as cps
+from cloudprofiler.analysis import open_application
+
+ROWS = 2000
+
+
+def main(log_dir: str, jar: "str | None") -> dict:
+    builder = cps.configure(SparkSession.builder.master("local[2]").appName("spark-version-job")
+                            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"),
+                            log_dir=log_dir, calibration_enabled=False)
+    if jar:
+        builder = builder.config("spark.jars", jar)
+    spark = builder.getOrCreate()
+    used_jar = spark.conf.get("spark.jars")
+    app_id = spark.sparkContext.applicationId
+    traced = spark.sql(f"select cp_trace('sql.ids', id) as id from range(0, {ROWS}, 1, 4)")
+    ids = cps.trace(traced, "python.ids", "id").agg({"id": "sum"}).collect()[0][0]
+    spark.stop()
+    result = {"pyspark": pyspark.__version__, "jar": used_jar, "sum": ids, "app_id": app_id}
+    if jar:
+        return result
+    app = open_application(f"{log_dir}/{app_id}")
+    tasks = app.tasks()
+    result["tasks"] = tasks.count()
+    result["tasks_with_duration"] = tasks.where("duration_ns > 0").count()
+    result["records"] = {r["channel"]: r["records"] for r in app.channels().collect()}
+    hop = app.pipeline(["sql.ids", "python.ids"]).where("hop = 0").collect()[0]
+    result["latency"] = {"count": hop["count"], "p50_ns": hop["p50_ns"]}
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)))

@@ -1,0 +1,72 @@
+"""Spark 3.5 (Scala 2.12): the package picks the plugin jar built for it, and per-task logs, `cp_trace`, the Python
+trace point and the analysis work there; with the jar built for Spark 4 (Scala 2.13) instead, the parts that fail to
+link step aside with one log line each and the job still runs to its result.
+
+Runs in the pyspark 3.5 environment that `make build` keeps in build/pyspark-3.5 (tests/spark_version_job.py, one
+local[2] session and the analysis per run)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = ROOT / "build" / "pyspark-3.5" / "bin" / "python"
+JOB = Path(__file__).resolve().parent / "spark_version_job.py"
+ROWS = 2000  # spark_version_job.ROWS
+
+
+def run_job(log_dir: Path, *jar: str) -> tuple[dict, str]:
+    if not PYTHON.exists():
+        pytest.skip(f"no pyspark 3.5 environment at {PYTHON.parent.parent}: `make build` creates it")
+    result = subprocess.run([str(PYTHON), str(JOB), str(log_dir), *jar], capture_output=True, text=True, timeout=600,
+                            cwd=log_dir)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+
+
+def test_on_spark_3_5_tasks_trace_points_and_the_analysis_work(tmp_path):
+    seen, _ = run_job(tmp_path)
+    assert seen["pyspark"].startswith("3.5."), seen
+    assert Path(seen["jar"]).name == "cloudprofiler-plugin_2.12.jar"
+    assert seen["sum"] == ROWS * (ROWS - 1) // 2
+    # per-task records on the executor, Spark's task table on the driver, joined by the analysis
+    assert seen["tasks"] >= 4 and seen["tasks_with_duration"] == seen["tasks"], seen
+    assert seen["records"]["spark.task.start"] == seen["records"]["spark.task.end"] == seen["tasks"], seen
+    assert seen["records"]["sql.ids"] == seen["records"]["python.ids"] == ROWS, seen
+    assert seen["latency"]["count"] == ROWS and seen["latency"]["p50_ns"] > 0, seen
+
+
+def test_with_the_spark_4_jar_on_spark_3_5_the_failing_parts_step_aside_and_the_job_runs(tmp_path):
+    wrong = str(ROOT / "python" / "cloudprofiler" / "_lib" / "cloudprofiler-plugin_2.13.jar")
+    seen, log = run_job(tmp_path, wrong)
+    assert seen["jar"] == wrong
+    assert seen["sum"] == ROWS * (ROWS - 1) // 2  # cp_trace returned the ids, untraced
+    disabled = [line for line in log.splitlines() if "is disabled, the application runs on without it" in line]
+    assert any("the task table" in line and "NoSuchMethodError" in line for line in disabled), log[-4000:]
+    assert any("the SQL function cp_trace" in line and "NoSuchMethodError" in line for line in disabled), log[-4000:]
+    assert all("cloudprofiler-plugin_2.12.jar" in line for line in disabled), disabled
+    assert len(disabled) == len({line.split(" is disabled")[0] for line in disabled})  # one line per part
+
+
+def test_spark_conf_picks_the_jar_of_the_spark_at_hand():
+    if not PYTHON.exists():
+        pytest.skip(f"no pyspark 3.5 environment at {PYTHON.parent.parent}: `make build` creates it")
+    spark35_home = subprocess.run([str(PYTHON), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+    environment = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
+    flags = {}
+    for case, command, env in [
+        ("pyspark 3.5", [str(PYTHON.parent / "cloudprofiler"), "spark-conf"], environment),
+        ("pyspark 4", [str(Path(sys.executable).parent / "cloudprofiler"), "spark-conf"], environment),
+        ("pyspark 4, SPARK_HOME of 3.5", [str(Path(sys.executable).parent / "cloudprofiler"), "spark-conf"],
+         {**environment, "SPARK_HOME": spark35_home}),
+    ]:
+        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+        (jars,) = [line for line in result.stdout.splitlines() if line.strip().startswith("--jars")]
+        flags[case] = Path(jars.split()[1]).name
+    assert flags == {"pyspark 3.5": "cloudprofiler-plugin_2.12.jar", "pyspark 4": "cloudprofiler-plugin_2.13.jar",
+                     "pyspark 4, SPARK_HOME of 3.5": "cloudprofiler-plugin_2.12.jar"}
