@@ -22,6 +22,9 @@ from .spark_source import read_generator
 from .pipelines import pipeline
 
 DRAIN_S = 10.0  # after the period, the pipeline gets this long to catch up; longer means it fell behind
+# Planning and compiling a query's first micro-batch takes seconds (over 10 on a busy machine): a step's period
+# starts when that batch is done, or after this long
+FIRST_BATCH_WAIT_S = 60.0
 # A micro-batch's latency is a sawtooth of about its duration, so a short step fits a slope with that much
 # jitter: allow 5% of backlog growth (a step 5% above the capacity still shows as unsustainable in its slope).
 MAX_LATENCY_GROWTH = 50.0
@@ -111,6 +114,9 @@ def rate_source_trial(spark, name: str, duration_s: float, warmup_s: float, part
         query = _start(spec.build(rate_source_events(spark, rate, partitions), trace=trace), spec.output_mode,
                        checkpoint)
         try:
+            deadline = time.monotonic() + FIRST_BATCH_WAIT_S
+            while not query.recentProgress and query.isActive and time.monotonic() < deadline:
+                time.sleep(0.1)
             time.sleep(duration_s)
         finally:
             error = _stop(query)
