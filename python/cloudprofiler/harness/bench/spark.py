@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,9 +45,10 @@ spark.stop()
 """
 
 
-def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str = "local[2]") -> float:
-    """Seconds from `spark-submit` of the Python `script` (written into `folder`) with `conf` to its exit: a fresh
-    JVM, as a user's application starts and stops."""
+def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str = "local[2]") -> tuple[float, float]:
+    """`spark-submit` of the Python `script` (written into `folder`) with `conf`, a fresh JVM as a user's application
+    starts and stops: the seconds to its exit, and the CPU seconds (user and system) of its processes, which other
+    work on a loaded machine inflates less than the wall time."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -56,13 +58,13 @@ def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str 
     for key, value in conf.items():
         flags += ["--conf", f"{key}={value}"]
     env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    t0 = time.perf_counter()
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     out = subprocess.run([str(home / "bin" / "spark-submit"), *flags, str(path)], env=env, capture_output=True,
                          text=True, timeout=600)
-    seconds = time.perf_counter() - t0
+    seconds, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode:
         raise RuntimeError(f"spark-submit {path} failed ({out.returncode}): {out.stderr[-2000:]}")
-    return seconds
+    return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def application_overhead(runs: int, log_dir: str) -> dict:
@@ -71,16 +73,18 @@ def application_overhead(runs: int, log_dir: str) -> dict:
     from ... import spark as cps
 
     conf = cps.spark_conf(log_dir=log_dir, local_dir=os.path.join(log_dir, "local"))
-    times = {False: [], True: []}
+    runs_of = {False: [], True: []}
     with tempfile.TemporaryDirectory(prefix="cp-bench-app-") as folder:
         for _ in range(runs):
             for plugin in (False, True):
-                times[plugin].append(submit(ONE_JOB_APP, conf if plugin else {}, folder))
-    off, on = times[False], times[True]
+                runs_of[plugin].append(submit(ONE_JOB_APP, conf if plugin else {}, folder))
+    (off, cpu_off), (on, cpu_on) = (list(zip(*runs_of[side])) for side in (False, True))
+    median = statistics.median
     return {"case": f"one-job application by spark-submit, local[2], {runs} runs each",
-            "median_without": statistics.median(off), "median_with": statistics.median(on),
-            "fastest_without": min(off), "fastest_with": min(on),
-            "added_median": statistics.median(on) - statistics.median(off), "added_fastest": min(on) - min(off)}
+            "median_without": median(off), "median_with": median(on), "added_median": median(on) - median(off),
+            "fastest_without": min(off), "fastest_with": min(on), "added_fastest": min(on) - min(off),
+            "cpu_median_without": median(cpu_off), "cpu_median_with": median(cpu_on),
+            "cpu_added_median": median(cpu_on) - median(cpu_off)}
 
 
 def _session(plugin: bool, log_dir: str):
@@ -220,7 +224,8 @@ def run(args) -> int:
     print_table([application], [("case", "case", ""), ("median_without", "median without (s)", ".2f"),
                                 ("median_with", "median with (s)", ".2f"), ("added_median", "added (s)", "+.2f"),
                                 ("fastest_without", "fastest without (s)", ".2f"),
-                                ("fastest_with", "fastest with (s)", ".2f"), ("added_fastest", "added (s)", "+.2f")])
+                                ("fastest_with", "fastest with (s)", ".2f"), ("added_fastest", "added (s)", "+.2f"),
+                                ("cpu_added_median", "CPU added (s)", "+.2f")])
     print()
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
                             ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
