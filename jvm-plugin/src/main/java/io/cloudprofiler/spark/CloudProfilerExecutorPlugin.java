@@ -395,8 +395,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     finished = true;
     long lost = tasks.abandon();
     if (lost > 0) {
-      LOG.warn("cloudprofiler: executor {} lost {} task records: its task channels did not open in time", ctx.executorID(),
-          lost);
+      LOG.warn("cloudprofiler: executor {} lost {} task records: its task channels did not open in time",
+          ctx.executorID(), lost);
     }
     if (collector == null) return; // never started
     active = false;

@@ -147,7 +147,8 @@ public final class JvmTests {
     try (ProbeControl control = new ProbeControl(secret, "127.0.0.1", (a, p) -> a.equals("127.0.0.1") && p == port)) {
       long[] run = ProbeControl.request("127.0.0.1", control.port(), secret, "127.0.0.1", port, 5, 500);
       check(run.length == 15 && run[2] != 0, () -> Arrays.toString(run));
-      for (String[] target : new String[][] {{"127.0.0.1", String.valueOf(port + 1)}, {"127.0.0.2", String.valueOf(port)}}) {
+      String[][] unregistered = {{"127.0.0.1", String.valueOf(port + 1)}, {"127.0.0.2", String.valueOf(port)}};
+      for (String[] target : unregistered) {
         try {
           ProbeControl.request("127.0.0.1", control.port(), secret, target[0], Integer.parseInt(target[1]), 5, 500);
           throw new AssertionError("probed " + String.join(":", target));
