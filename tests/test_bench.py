@@ -47,3 +47,8 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
         (case,) = [c for name, c in cases.items() if name.startswith(prefix)]
         assert finite_positive(case["seconds_without"]) and finite_positive(case["seconds_with"]), case
         assert math.isclose(case["overhead_ratio"], case["seconds_with"] / case["seconds_without"] - 1), case
+    (application,) = [c for name, c in cases.items() if name.startswith("one-job application by spark-submit")]
+    assert all(finite_positive(application[k]) for k in ("median_without", "median_with", "fastest_without",
+                                                         "fastest_with", "cpu_median_without", "cpu_median_with")), \
+        application
+    assert math.isclose(application["added_median"], application["median_with"] - application["median_without"])

@@ -43,6 +43,17 @@ def test_threads_calling_log_one_at_a_time_lose_nothing(log_dir):
     assert np.array_equal(ids, np.arange(160_000))
 
 
+def test_a_record_logged_at_an_earlier_tsc_keeps_that_tsc(log_dir):
+    earlier = cp.tsc()
+    ch = cp.Channel("logged late", "buffered")
+    ch.log(1)
+    ch.log_at(0, earlier)
+    ch.close()
+    table = cp.read_log(ch.path)
+    tsc = dict(zip(table.column("tuple_id").to_pylist(), table.column("tsc").to_pylist()))
+    assert tsc[0] == earlier < tsc[1]
+
+
 def test_metadata_describes_the_channel(log_dir):
     with cp.Channel("meta", "downsample", (5,), metadata={"spark.task_attempt_id": "42"}) as ch:
         ch.log_many(np.arange(100))

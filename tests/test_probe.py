@@ -74,6 +74,17 @@ def test_a_responder_with_a_secret_answers_only_tagged_probes():
         assert answered == 5 and rejected == 3
 
 
+def test_a_responder_stops_at_once_not_at_its_receive_timeout():
+    times = []
+    for _ in range(5):
+        responder = Responder("127.0.0.1")
+        time.sleep(0.01)  # its thread waits in a receive
+        t0 = time.perf_counter()
+        responder.close()
+        times.append(time.perf_counter() - t0)
+    assert max(times) < 0.05, times  # the receive times out after 200 ms
+
+
 def test_a_silent_peer_times_out_with_its_address_after_a_few_probes_not_all():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # takes probes, answers none
         silent.bind(("127.0.0.1", 0))

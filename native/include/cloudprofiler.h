@@ -211,6 +211,10 @@ CP_EXPORT cp_channel *cp_channel_open(const char *name, cp_handler handler, cons
 CP_EXPORT void cp_log(cp_channel *channel, int64_t tuple_id);
 /* One TSC read per record, one call for the whole array. */
 CP_EXPORT void cp_log_many(cp_channel *channel, const int64_t *tuple_ids, size_t n);
+/* A record whose TSC the caller read earlier with cp_tsc(), handled as cp_log would have handled it then: for
+ * events that happen before their channel can open (a Spark task that starts while the executor's library is
+ * still starting). */
+CP_EXPORT void cp_log_at(cp_channel *channel, int64_t tuple_id, uint64_t tsc);
 
 /* Change parameter `index` of the handler (same ranges as at open). */
 CP_EXPORT int cp_channel_parameterize(cp_channel *channel, uint32_t index, int64_t value, cp_error *error);

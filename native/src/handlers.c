@@ -163,10 +163,13 @@ static inline int64_t floor_mod(int64_t a, int64_t m) {
   return r < 0 ? r + m : r;
 }
 
-/* Handlers that keep records: the TSC is read only for a record that is kept. */
-static void log_record(cp_channel *ch, int64_t id) {
+/* Handlers that keep records: the TSC is read only for a record that is kept (`given`: the caller read it, see
+ * cp_log_at). Inlined into both callers, so the hot path tests no flag. */
+#define RECORD_TSC (given ? given_tsc : cp__tsc())
+static inline __attribute__((always_inline)) void log_record_tsc(cp_channel *ch, int64_t id, bool given,
+                                                                 uint64_t given_tsc) {
   if (ch->handler == CP_HANDLER_IDENTITY) {
-    identity_log(ch, id, cp__tsc());
+    identity_log(ch, id, RECORD_TSC);
     return;
   }
   if (ch->handler == CP_HANDLER_DOWNSAMPLE) {
@@ -179,27 +182,27 @@ static void log_record(cp_channel *ch, int64_t id) {
     return;
   }
   switch (ch->handler) {
-    case CP_HANDLER_DOWNSAMPLE: cp__writer_append(w, id, cp__tsc()); return; /* logged counts the calls above */
+    case CP_HANDLER_DOWNSAMPLE: cp__writer_append(w, id, RECORD_TSC); return; /* logged counts the calls above */
     case CP_HANDLER_BUFFERED:
     case CP_HANDLER_RET_START:
       cp__bump(&w->logged);
-      cp__writer_append(w, id, cp__tsc());
+      cp__writer_append(w, id, RECORD_TSC);
       return;
     case CP_HANDLER_RET_END:
       cp__bump(&w->logged);
-      cp__writer_append(w, id, cp__tsc());
+      cp__writer_append(w, id, RECORD_TSC);
       cp__ret_send(ch, id);
       return;
     case CP_HANDLER_XOY: {
       cp__bump(&w->logged);
       int64_t x = atomic_load_explicit(&ch->live_params[0], memory_order_relaxed);
       int64_t y = atomic_load_explicit(&ch->live_params[1], memory_order_relaxed);
-      if (floor_mod(id, y) < x) cp__writer_append(w, id, cp__tsc());
+      if (floor_mod(id, y) < x) cp__writer_append(w, id, RECORD_TSC);
       return;
     }
     case CP_HANDLER_FIRSTLAST: {
       cp__bump(&w->logged);
-      uint64_t tsc = cp__tsc();
+      uint64_t tsc = RECORD_TSC;
       if (!w->has_first) {
         w->first_id = id;
         w->first_tsc = tsc;
@@ -213,8 +216,12 @@ static void log_record(cp_channel *ch, int64_t id) {
   }
 }
 
+#undef RECORD_TSC
+
+static void log_record(cp_channel *ch, int64_t id) { log_record_tsc(ch, id, false, 0); }
+
 /* The counting handlers are dispatched first: a few instructions each, no TSC read, no stack frame. */
-static inline void log_one(cp_channel *ch, int64_t id) {
+static inline __attribute__((always_inline)) void log_one_tsc(cp_channel *ch, int64_t id, bool given, uint64_t tsc) {
   switch (ch->handler) {
     case CP_HANDLER_SPC: cp__bump(&ch->calls); return;
     case CP_HANDLER_MPC: atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed); return;
@@ -224,31 +231,37 @@ static inline void log_one(cp_channel *ch, int64_t id) {
       else atomic_fetch_add(&ch->dropped, 1);
       return;
     }
-    default: log_record(ch, id);
+    default:
+      if (given) log_record_tsc(ch, id, true, tsc);
+      else log_record(ch, id);
   }
 }
 
-void cp_log(cp_channel *ch, int64_t tuple_id) {
-  if (CP_UNLIKELY(!ch)) {
-    atomic_fetch_add_explicit(&cp__lib.null_handle_logs, 1, memory_order_relaxed);
-    return;
-  }
-  if (CP_UNLIKELY(!atomic_load_explicit(&ch->open, memory_order_relaxed))) {
-    atomic_fetch_add_explicit(&ch->after_close, 1, memory_order_relaxed);
-    return;
-  }
-  log_one(ch, tuple_id);
-}
+static inline void log_one(cp_channel *ch, int64_t id) { log_one_tsc(ch, id, false, 0); }
 
-void cp_log_many(cp_channel *ch, const int64_t *ids, size_t n) {
+/* Whether a channel takes n records now; counts them where it does not (a NULL handle, a closed channel). */
+static inline bool accepts(cp_channel *ch, size_t n) {
   if (CP_UNLIKELY(!ch)) {
     atomic_fetch_add_explicit(&cp__lib.null_handle_logs, n, memory_order_relaxed);
-    return;
+    return false;
   }
   if (CP_UNLIKELY(!atomic_load_explicit(&ch->open, memory_order_relaxed))) {
     atomic_fetch_add_explicit(&ch->after_close, n, memory_order_relaxed);
-    return;
+    return false;
   }
+  return true;
+}
+
+void cp_log(cp_channel *ch, int64_t tuple_id) {
+  if (accepts(ch, 1)) log_one(ch, tuple_id);
+}
+
+void cp_log_at(cp_channel *ch, int64_t tuple_id, uint64_t tsc) {
+  if (accepts(ch, 1)) log_one_tsc(ch, tuple_id, true, tsc);
+}
+
+void cp_log_many(cp_channel *ch, const int64_t *ids, size_t n) {
+  if (!accepts(ch, n)) return;
   if (ch->handler == CP_HANDLER_BUFFERED) {
     cp_writer *w = cp__writer_of(ch);
     if (CP_UNLIKELY(!w)) {

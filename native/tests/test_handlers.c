@@ -1,6 +1,6 @@
 /* Handlers, read back from their files: what each keeps, counters that sum to the calls, the flush-interval
  * timer and the hand-off at thread exit, both full policies (every record written or counted as dropped),
- * records a full disk refused counted as dropped, and ZSTD files. */
+ * records a full disk refused counted as dropped, ZSTD files, and records logged at a TSC read earlier. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -144,6 +144,29 @@ static void null_and_identity(void) {
   ipc_free(&f);
 }
 
+/* cp_log_at: the record keeps the TSC the caller read, through the handler's own choice of what to keep. */
+static void log_at(void) {
+  cp_channel *buffered = open_or_die("at-buffered", CP_HANDLER_BUFFERED, NULL, 0);
+  uint64_t earlier = cp_tsc();
+  cp_log(buffered, 1);
+  cp_log_at(buffered, 0, earlier);
+  ipc_file f;
+  close_and_read(buffered, &f);
+  CHECK(f.rows == 2 && f.col0[0] == 1 && f.col0[1] == 0 && f.col1[1] == earlier && f.col1[0] > f.col1[1]);
+  ipc_free(&f);
+  cp_log_at(buffered, 2, earlier); /* closed: counted, not written */
+  cp_channel_stats s;
+  CHECK(cp_channel_stats_get(buffered, &s, NULL) == 0 && s.logged == 2 && s.after_close == 1);
+
+  int64_t p[2] = {1, 2};
+  cp_channel *xoy = open_or_die("at-xoy", CP_HANDLER_XOY, p, 2);
+  for (int64_t i = 0; i < 10; i++) cp_log_at(xoy, i, 1000 + (uint64_t)i);
+  close_and_read(xoy, &f);
+  CHECK(f.rows == 5);
+  for (size_t i = 0; i < f.rows; i++) CHECK(f.col0[i] == 2 * (int64_t)i && f.col1[i] == 1000 + 2 * (uint64_t)i);
+  ipc_free(&f);
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
@@ -282,6 +305,7 @@ int main(void) {
   firstlast();
   firstlast_disk_full();
   null_and_identity();
+  log_at();
   counters();
   background_hand_off(true);
   CHECK(cp_stop() == 0);

@@ -137,6 +137,10 @@ class Channel:
             if chunk.size:
                 lib.cp_log_many(self._handle, ffi.from_buffer("int64_t[]", chunk), chunk.size)
 
+    def log_at(self, tuple_id: int, tsc: int) -> None:
+        """Log a record whose TSC was read earlier (`cloudprofiler.tsc()`), as `log` would have logged it then."""
+        lib.cp_log_at(self._handle, tuple_id, tsc)
+
     def parameterize(self, index: int, value: int) -> None:
         call(lib.cp_channel_parameterize, self._handle, index, value)
 

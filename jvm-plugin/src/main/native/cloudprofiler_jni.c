@@ -135,6 +135,12 @@ void JNI_FN(log)(JNIEnv *env, jclass cls, jlong channel, jlong tuple_id) {
   cp_log(as_channel(channel), tuple_id);
 }
 
+/* void logAt(long channel, long tupleId, long tsc) */
+void JNI_FN(logAt)(JNIEnv *env, jclass cls, jlong channel, jlong tuple_id, jlong tsc) {
+  (void)env, (void)cls;
+  cp_log_at(as_channel(channel), tuple_id, (uint64_t)tsc);
+}
+
 /* void logMany(long channel, long[] tupleIds) */
 void JNI_FN(logMany)(JNIEnv *env, jclass cls, jlong channel, jlongArray ids) {
   (void)cls;

@@ -1,11 +1,17 @@
-"""`cloudprofiler bench spark`: JNI cost per handler, and the overhead of the plugin and trace points on Spark
-jobs, each measured against the same job without them in the same run (alternating, the fastest runs)."""
+"""`cloudprofiler bench spark`: JNI cost per handler, what the plugin adds to a one-job application start to stop,
+and the overhead of the plugin and trace points on Spark jobs, each measured against the same job without them in
+the same run (alternating, the fastest runs)."""
 from __future__ import annotations
 
 import json
+import os
+import resource
+import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 
 def add_arguments(parser) -> None:
@@ -14,6 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows through the trace points")
     parser.add_argument("--repeats", type=int, default=5,
                         help="alternating runs per case (the fastest of each side reported)")
+    parser.add_argument("--app-runs", type=int, default=10,
+                        help="spark-submit runs of the one-job application with and without the plugin, alternating")
     parser.add_argument("--quick", action="store_true", help="small sizes: a check that everything runs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -28,6 +36,56 @@ def jni_rows(iterations: int) -> list[dict]:
     out = subprocess.run(["java", "-cp", classpath, "io.cloudprofiler.JniBenchmark", str(iterations)],
                          check=True, capture_output=True, text=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+ONE_JOB_APP = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+spark.range(1000).count()
+spark.stop()
+"""
+
+
+def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str = "local[2]") -> tuple[float, float]:
+    """`spark-submit` of the Python `script` (written into `folder`) with `conf`, a fresh JVM as a user's application
+    starts and stops: the seconds to its exit, and the CPU seconds (user and system) of its processes, which other
+    work on a loaded machine inflates less than the wall time."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    path = Path(folder) / "app.py"
+    path.write_text(script)
+    flags = ["--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
+    for key, value in conf.items():
+        flags += ["--conf", f"{key}={value}"]
+    env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    out = subprocess.run([str(home / "bin" / "spark-submit"), *flags, str(path)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    seconds, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode:
+        raise RuntimeError(f"spark-submit {path} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def application_overhead(runs: int, log_dir: str) -> dict:
+    """A one-job application (`spark.range(1000).count()`, local[2]) by spark-submit, with and without the plugin
+    (calibration on, the defaults), alternating: what a short application pays, start to stop."""
+    from ... import spark as cps
+
+    conf = cps.spark_conf(log_dir=log_dir, local_dir=os.path.join(log_dir, "local"))
+    runs_of = {False: [], True: []}
+    with tempfile.TemporaryDirectory(prefix="cp-bench-app-") as folder:
+        for _ in range(runs):
+            for plugin in (False, True):
+                runs_of[plugin].append(submit(ONE_JOB_APP, conf if plugin else {}, folder))
+    (off, cpu_off), (on, cpu_on) = (list(zip(*runs_of[side])) for side in (False, True))
+    median = statistics.median
+    return {"case": f"one-job application by spark-submit, local[2], {runs} runs each",
+            "median_without": median(off), "median_with": median(on), "added_median": median(on) - median(off),
+            "fastest_without": min(off), "fastest_with": min(on), "added_fastest": min(on) - min(off),
+            "cpu_median_without": median(cpu_off), "cpu_median_with": median(cpu_on),
+            "cpu_added_median": median(cpu_on) - median(cpu_off)}
 
 
 def _session(plugin: bool, log_dir: str):
@@ -63,8 +121,6 @@ spark.stop()
 def task_overhead(tasks: int, repeats: int, log_dir: str) -> dict:
     """The same job of `tasks` one-row JVM tasks with and without the plugin, each run its own application and JVM
     (a JVM loads plugin classes only at start)."""
-    import sys
-
     times = {False: [], True: []}
     for _ in range(repeats):
         for plugin in (False, True):
@@ -148,22 +204,29 @@ def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
 
 def run(args) -> int:
     if args.quick:
-        args.jni_iterations, args.tasks, args.rows, args.repeats = 1_000_000, 500, 200_000, 1
+        args.jni_iterations, args.tasks, args.rows, args.repeats, args.app_runs = 1_000_000, 500, 200_000, 1, 1
     rows = jni_rows(args.jni_iterations)
     with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as log_dir:
+        application = application_overhead(args.app_runs, log_dir)
         overheads = [task_overhead(args.tasks, args.repeats, log_dir)]
         spark = _session(True, log_dir)
         overheads.append(task_switch_overhead(spark, args.tasks, args.repeats))
         overheads += trace_overheads(spark, args.rows, args.repeats)
         spark.stop()
     if args.json:
-        print(json.dumps(rows + overheads, indent=1))
+        print(json.dumps(rows + [application] + overheads, indent=1))
         return 0
     from ...console import print_table
 
     print_table(rows, [("handler", "handler", ""), ("caller", "caller", ""), ("tsc_read", "tsc read", ""),
                        ("ns_per_call", "ns/call", ".2f"),
                        ("mrec_per_s", "M rec/s", ".2f")])
+    print()
+    print_table([application], [("case", "case", ""), ("median_without", "median without (s)", ".2f"),
+                                ("median_with", "median with (s)", ".2f"), ("added_median", "added (s)", "+.2f"),
+                                ("fastest_without", "fastest without (s)", ".2f"),
+                                ("fastest_with", "fastest with (s)", ".2f"), ("added_fastest", "added (s)", "+.2f"),
+                                ("cpu_added_median", "CPU added (s)", "+.2f")])
     print()
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
                             ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),

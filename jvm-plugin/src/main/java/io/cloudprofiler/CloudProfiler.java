@@ -39,6 +39,9 @@ public final class CloudProfiler {
 
   public static native void logMany(long channel, long[] tupleIds);
 
+  /** A record whose TSC was read earlier with {@link #tsc} (cp_log_at): for events before their channel opened. */
+  public static native void logAt(long channel, long tupleId, long tsc);
+
   public static native void parameterize(long channel, int index, long value);
 
   public static native void flush(long channel);

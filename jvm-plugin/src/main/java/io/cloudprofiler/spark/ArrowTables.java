@@ -6,22 +6,9 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
-import java.nio.channels.Channels;
-import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.VarCharVector;
-import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.ArrowFileWriter;
-import org.apache.arrow.vector.ipc.ArrowStreamReader;
-import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
@@ -30,9 +17,9 @@ import org.apache.spark.SparkConf;
 
 /**
  * Tables of rows as Arrow IPC files on any Hadoop-compatible URI (a plain path means the local disk), which
- * pyarrow, polars and DuckDB read with no project code. A row holds one value per column name, a String (utf8),
- * Integer (int32), Long (int64) or anything else (its text as utf8); the types come from the first row, or are
- * given (then a value may be null, written as null).
+ * pyarrow, polars and DuckDB read with no project code. A row holds one value per column name, an Integer (int32),
+ * Long (int64), Double (float64) or anything else (its text as utf8), or null; the types come from the first row,
+ * or are given ({@link ArrowIpc}).
  */
 final class ArrowTables {
   private ArrowTables() {}
@@ -68,80 +55,34 @@ final class ArrowTables {
     fs.delete(probe, false);
   }
 
-  /** The classes of {@code first}'s values: the column types of a table whose first row it is. */
-  static List<Class<?>> typesOf(Object[] first) {
-    List<Class<?>> types = new ArrayList<>();
-    for (Object value : first) types.add(value == null ? String.class : value.getClass());
-    return types;
-  }
-
-  /** Empty vectors for these columns: int64 for Long, int32 for Integer, else utf8. */
-  static List<FieldVector> vectors(List<String> names, List<Class<?>> types, BufferAllocator allocator) {
-    List<FieldVector> vectors = new ArrayList<>();
-    for (int c = 0; c < names.size(); c++) {
-      vectors.add(types.get(c) == Long.class ? new BigIntVector(names.get(c), allocator)
-          : types.get(c) == Integer.class ? new IntVector(names.get(c), allocator)
-          : new VarCharVector(names.get(c), allocator));
-    }
-    return vectors;
-  }
-
-  /** Replaces the vectors' contents with {@code rows}. */
-  static void fill(List<FieldVector> vectors, List<Object[]> rows) {
-    int n = rows.size();
-    for (int c = 0; c < vectors.size(); c++) {
-      FieldVector v = vectors.get(c);
-      v.setInitialCapacity(n);
-      v.allocateNew(); // releases the previous batch's buffers
-      for (int i = 0; i < n; i++) {
-        Object value = rows.get(i)[c];
-        if (value == null) v.setNull(i);
-        else if (v instanceof BigIntVector) ((BigIntVector) v).setSafe(i, (Long) value);
-        else if (v instanceof IntVector) ((IntVector) v).setSafe(i, (Integer) value);
-        else ((VarCharVector) v).setSafe(i, String.valueOf(value).getBytes(StandardCharsets.UTF_8));
-      }
-      v.setValueCount(n);
-    }
-  }
-
   /** Replaces {@code target} with a table of {@code rows} in one record batch. Nothing is written for no rows. */
   static void writeRows(String target, Map<String, String> metadata, List<String> names, List<Object[]> rows)
       throws Exception {
     if (rows.isEmpty()) return;
+    ArrowIpc.Layout layout = new ArrowIpc.Layout(names, ArrowIpc.typesOf(rows.get(0)), metadata);
     replace(target, (fs, path) -> {
-      try (BufferAllocator allocator = new RootAllocator()) {
-        List<FieldVector> vectors = vectors(names, typesOf(rows.get(0)), allocator);
-        try {
-          fill(vectors, rows);
-          Schema schema = new Schema(vectors.stream().map(FieldVector::getField).toList(), metadata);
-          try (VectorSchemaRoot root = new VectorSchemaRoot(schema, vectors, rows.size());
-              OutputStream out = fs.create(path, true);
-              ArrowFileWriter writer = new ArrowFileWriter(root, null, Channels.newChannel(out))) {
-            writer.start();
-            writer.writeBatch();
-            writer.end();
-          }
-        } finally {
-          for (FieldVector v : vectors) v.close();
-        }
+      try (OutputStream out = fs.create(path, true)) {
+        ArrowIpc.writeFile(out, layout, rows);
       }
     });
   }
 
   /**
-   * Replaces {@code target} with an Arrow IPC file of the batches of the local Arrow IPC stream {@code stream}
-   * (which may lack its end marker), one batch in memory at a time.
+   * Replaces {@code target} with an Arrow IPC file: the magic, the first {@code length} bytes of the local Arrow
+   * IPC stream {@code stream} (its schema and batches, see {@link ArrowSpool}), then {@code end} (the footer).
    */
-  static void publishStream(File stream, String target) throws Exception {
+  static void publishStream(File stream, long length, byte[] end, String target) throws Exception {
     replace(target, (fs, path) -> {
-      try (BufferAllocator allocator = new RootAllocator();
-          FileInputStream in = new FileInputStream(stream);
-          ArrowStreamReader reader = new ArrowStreamReader(in, allocator);
-          OutputStream out = fs.create(path, true);
-          ArrowFileWriter writer = new ArrowFileWriter(reader.getVectorSchemaRoot(), null, Channels.newChannel(out))) {
-        writer.start();
-        while (reader.loadNextBatch()) writer.writeBatch();
-        writer.end();
+      try (InputStream in = new FileInputStream(stream); OutputStream out = fs.create(path, true)) {
+        out.write(ArrowIpc.MAGIC);
+        byte[] buffer = new byte[1 << 16];
+        for (long left = length; left > 0; ) {
+          int n = in.read(buffer, 0, (int) Math.min(buffer.length, left));
+          if (n < 0) throw new IOException(stream + " ends before its " + length + " bytes");
+          out.write(buffer, 0, n);
+          left -= n;
+        }
+        out.write(end);
       }
     });
   }

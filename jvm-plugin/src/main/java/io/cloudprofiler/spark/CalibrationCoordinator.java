@@ -114,7 +114,17 @@ final class CalibrationCoordinator {
     if (message instanceof Messages.Hello hello) return hello(hello);
     if (message instanceof Messages.Join join) return join(join);
     if (message instanceof Messages.Last last) return last(last.executorId());
+    if (message instanceof Messages.Responders) return responders();
     return null;
+  }
+
+  /** Every registered probe responder: the only targets of the executors' probe controls. */
+  private synchronized Messages.Candidates responders() {
+    List<Messages.Candidate> out = new ArrayList<>();
+    for (Domain d : domains.values()) {
+      for (Member m : d.members) out.add(new Messages.Candidate(d.key, m.host, m.responderPort));
+    }
+    return new Messages.Candidates(out);
   }
 
   private synchronized Messages.Candidates hello(Messages.Hello hello) {
@@ -184,11 +194,20 @@ final class CalibrationCoordinator {
       joined = add(new Domain(key, boot), m);
       if (joined != reference) awaitingLast.add(m.executorId);
       LOG.info("cloudprofiler: executor {} at {} is in TSC domain {} ({})", m.executorId, m.host, key, m.check);
-      writeDomains();
+      publishDomains();
       if (!founds) return new Messages.Joined(key);
     }
     schedule(0); // a new domain: calibrate it now
     return new Messages.Joined(joined.key);
+  }
+
+  /** tsc-domains.arrows rewritten on the calibration thread: an executor that joins does not wait for the file. */
+  private void publishDomains() {
+    try {
+      rounds.execute(this::writeDomains);
+    } catch (RejectedExecutionException shuttingDown) {
+      // the shutdown writes the tables
+    }
   }
 
   /**
@@ -409,7 +428,8 @@ final class CalibrationCoordinator {
     for (Domain d : domains.values()) {
       for (int i = 0; i < d.members.size(); i++) {
         Member m = d.members.get(i);
-        rows.add(new Object[] {d.key, d.boot, d == reference && i == 0 ? "reference" : i == 0 ? "representative" : "member",
+        String role = d == reference && i == 0 ? "reference" : i == 0 ? "representative" : "member";
+        rows.add(new Object[] {d.key, d.boot, role,
             m.host, m.executorId, m.pid, m.responderPort, m.controlPort, m.check});
       }
     }

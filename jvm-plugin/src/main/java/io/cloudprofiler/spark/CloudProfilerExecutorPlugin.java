@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -26,6 +27,11 @@ import com.codahale.metrics.Gauge;
  * Loads the native library, opens the task channels and logs (task attempt id, TSC) at the start and at the
  * end of every task. A library that cannot load makes the plugin step aside with one log line.
  *
+ * <p>The one-time setup (the library's start, the TSC domain found with the driver, the task channels) runs in
+ * the background from {@link #init}, so that no task pays for it: a task waits at most for the library's start
+ * (its code may open cp_trace channels or start Python workers, which need the folder), and never for the domain
+ * (see {@link TaskRecords}).
+ *
  * <p>Everything this process logs (task channels, cp_trace channels) goes to one local folder, and so do the
  * channels of the Python workers it starts: they find the folder through {@code <localDir>/executors/<pid>},
  * which names it (cloudprofiler.spark.worker). The folder is copied into logDir every collect interval and at
@@ -37,13 +43,21 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final ThreadLocal<Long> CURRENT_TASK = new ThreadLocal<>();
   /** Short: a worker that stops an executor kills it 10 s later, and the logs must be copied before that. */
   private static final long LAST_CALIBRATION_WAIT_SECONDS = 3;
+  /** How long the probe control waits for the driver's list of probe responders. */
+  private static final long RESPONDERS_WAIT_SECONDS = 5;
+  /** How long a task or the shutdown waits for the library's start, and the shutdown for the task channels. */
+  private static final long SETUP_WAIT_SECONDS = 2;
+  /** How long the setup waits for the application id (local mode sets it just after the executor starts). */
+  private static final long APPLICATION_ID_WAIT_SECONDS = 60;
 
-  /** The library loaded and (after the first task) started in this executor's folder. */
+  /** The library loaded (and, once {@link #libraryStarted} opens, started in this executor's folder). */
   private volatile boolean active;
-  private boolean taskLogging;
+  private volatile boolean taskLogging;
   private File pointer;
-  /** 0 until the first task opens them; read by the metrics reporter's thread too. */
-  private volatile long startChannel, endChannel;
+  private final TaskRecords tasks = new TaskRecords();
+  /** Open once the library has started (or failed to); {@link #setUp} once the task channels are open (or not). */
+  private final CountDownLatch libraryStarted = new CountDownLatch(1), setUp = new CountDownLatch(1);
+  private boolean finished;
   /** The counters as the library stopped, reported from then on. */
   private volatile long[] finalStats;
   private LogCollector collector;
@@ -54,11 +68,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private PluginContext ctx;
   private Options options;
-  private volatile boolean started;
 
   /**
-   * Loads the library. Channels open at the first task: in local mode executors start before the application
-   * has its id, and the options are read from the executor's own configuration for the same reason.
+   * Loads the library and starts the setup in the background. The options are read from the executor's own
+   * configuration: in local mode executors start before the application has its id.
    */
   @Override
   public void init(PluginContext ctx, Map<String, String> extraConf) {
@@ -76,22 +89,51 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     registerMetrics(ctx); // now or never: Spark publishes a plugin's registry only if it holds metrics after init
     shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
     Runtime.getRuntime().addShutdownHook(shutdownHook);
+    Thread setup = new Thread(this::setUp, "cloudprofiler-setup");
+    setup.setDaemon(true);
+    setup.start();
   }
 
-  /** Starts the library and opens the channels; `started` turns true only afterwards, so that no task logs to an
-   * unopened channel. Runs at the first task whether or not tasks are logged: cp_trace channels and Python workers
-   * need the folder too. */
-  private synchronized void startOnce() {
-    if (started) return;
+  /** The setup, in the background: the library's start (whether or not tasks are logged: cp_trace channels and
+   * Python workers need the folder too), then the TSC domain and the task channels. */
+  private void setUp() {
+    String appId = applicationId();
     try {
-      open();
+      synchronized (this) {
+        if (!finished) startLibrary(appId);
+      }
+    } catch (RuntimeException | LinkageError e) {
+      LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID(), e);
+      active = false;
     } finally {
-      started = true;
+      libraryStarted.countDown();
+    }
+    try {
+      if (active && taskLogging) openTaskChannels(appId, hostName());
+    } catch (Exception | LinkageError e) {
+      LOG.warn("cloudprofiler: no task records on executor " + ctx.executorID(), e);
+      taskLogging = false;
+    } finally {
+      if (tasks.channels().length == 0) tasks.abandon();
+      setUp.countDown();
     }
   }
 
-  private void open() {
-    String appId = ctx.conf().get("spark.app.id", "unknown-application");
+  /** In local mode the executor starts just before the driver assigns the application id to the configuration. */
+  private String applicationId() {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(APPLICATION_ID_WAIT_SECONDS);
+    while (!ctx.conf().contains("spark.app.id") && System.nanoTime() < deadline) {
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    return ctx.conf().get("spark.app.id", "unknown-application");
+  }
+
+  private void startLibrary(String appId) {
     String host = hostName();
     String leaf = appId + "/" + host + "-" + ctx.executorID();
     File local = new File(options.localDir(), leaf);
@@ -125,17 +167,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       collectTimer.scheduleWithFixedDelay(this::collect, interval, interval, TimeUnit.SECONDS);
     }
     pointer = pointTo(local);
-    if (taskLogging) {
-      try {
-        openTaskChannels(appId, host);
-      } catch (RuntimeException e) {
-        LOG.warn("cloudprofiler: no task records on executor " + ctx.executorID(), e);
-        taskLogging = false;
-      }
-    }
     LOG.info("cloudprofiler: executor {} logs to {}, collected into {}", ctx.executorID(), local, collector.target());
   }
 
+  /** Finds the TSC domain (when calibrating), then opens the task channels, which name it. */
   private void openTaskChannels(String appId, String host) {
     Config.Handler handler = options.taskHandler().handler();
     String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};
@@ -149,11 +184,17 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
         domain = new String[] {TscDomain.bootId() + "#unchecked-" + ctx.executorID(), "not checked: " + e.getMessage()};
       }
     }
-    String[] keys = {"spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"};
-    startChannel = CloudProfiler.openChannel("spark.task.start", handler.name(), handler.params(), keys,
-        new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
-    endChannel = CloudProfiler.openChannel("spark.task.end", handler.name(), handler.params(), keys,
-        new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
+    String[] keys = {
+      "spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"
+    };
+    synchronized (this) {
+      if (finished) return; // the executor stopped meanwhile: its records are counted as lost
+      long start = CloudProfiler.openChannel("spark.task.start", handler.name(), handler.params(), keys,
+          new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
+      long end = CloudProfiler.openChannel("spark.task.end", handler.name(), handler.params(), keys,
+          new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
+      tasks.open(start, end);
+    }
   }
 
   /** Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python workers it starts
@@ -181,10 +222,15 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    */
   private String[] joinDomain(String appId) throws Exception {
     byte[] secret = TscDomain.secret(appId);
-    responder = CloudProfiler.responderStart("0.0.0.0", 0, secret);
-    control = new ProbeControl(secret);
+    String address = blockManagerHost(); // what the driver reaches
+    RegisteredResponders targets = new RegisteredResponders(
+        () -> ((Messages.Candidates) askWithin(new Messages.Responders(), RESPONDERS_WAIT_SECONDS)).domains());
+    synchronized (this) { // on the address where the driver reaches this executor, as Spark's own services
+      if (finished) throw new IllegalStateException("the executor stopped while it started");
+      responder = CloudProfiler.responderStart(address, 0, secret);
+      control = new ProbeControl(secret, address, targets);
+    }
     String boot = TscDomain.bootId();
-    String address = org.apache.spark.SparkEnv.get().blockManager().blockManagerId().host(); // what the driver reaches
     int count = options.calibrationProbes();
     int timeoutMs = options.calibrationTimeoutMs();
     Object reply = ask(new Messages.Hello(boot, appId, options.logDir()));
@@ -210,15 +256,38 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       String check = String.join("; ", checks);
       reply = ask(new Messages.Join(boot, domain, checked, address, CloudProfiler.responderPort(responder),
           control.port(), ctx.executorID(), ProcessHandle.current().pid(), check));
-      if (reply instanceof Messages.Joined joined) return new String[] {joined.domain(), check};
+      if (reply instanceof Messages.Joined joined) {
+        targets.refresh(); // the driver's responder among them: the last run, which the driver clocks, probes it
+        return new String[] {joined.domain(), check};
+      }
       if (domain.isEmpty()) checks.remove(checks.size() - 1);
     }
     throw new IllegalStateException("the driver did not assign a TSC domain (reply: " + reply + ")");
   }
 
+  /** The host of this executor's block manager (in local mode it gets its id just after the application's). */
+  private static String blockManagerHost() throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(APPLICATION_ID_WAIT_SECONDS);
+    org.apache.spark.storage.BlockManager manager = org.apache.spark.SparkEnv.get().blockManager();
+    while (manager.blockManagerId() == null && System.nanoTime() < deadline) Thread.sleep(5);
+    if (manager.blockManagerId() == null) throw new IllegalStateException("the block manager has no address");
+    return manager.blockManagerId().host();
+  }
+
   /** The driver's answer to a {@link Messages} message. */
   private Object ask(Record message) throws Exception {
     return Messages.fromWire(ctx.ask(Messages.toWire(message)));
+  }
+
+  /** {@link #ask}, waiting at most {@code seconds} (Spark's own timeout for an answer is minutes). */
+  private Object askWithin(Record message, long seconds) throws Exception {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return ask(message);
+      } catch (Exception e) {
+        throw new CompletionException(e);
+      }
+    }).get(seconds, TimeUnit.SECONDS);
   }
 
   /** PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has no address). */
@@ -245,8 +314,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * cp_trace channels. */
   private long[] totals() {
     long[] total = new long[6];
-    if (!started) return total;
-    List<Long> channels = new ArrayList<>(List.of(startChannel, endChannel));
+    if (libraryStarted.getCount() > 0) return total;
+    List<Long> channels = new ArrayList<>();
+    for (long channel : tasks.channels()) channels.add(channel);
     for (long channel : TraceExpression.channelHandles()) channels.add(channel);
     for (long channel : channels) {
       if (channel == 0) continue;
@@ -259,12 +329,26 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   @Override
   public void onTaskStart() {
     if (!active) return;
-    if (!started) startOnce();
+    long early = libraryStarted.getCount() > 0 ? CloudProfiler.tsc() : 0; // the task started before the library
+    if (early != 0) awaitLibrary();
     TaskContext task = TaskContext.get();
     if (!taskLogging || "false".equals(task.getLocalProperty(Config.TASK_ENABLED.name))) return; // off for this job
     long id = task.taskAttemptId();
     CURRENT_TASK.set(id);
-    CloudProfiler.log(startChannel, id);
+    if (early != 0) tasks.startAt(id, early);
+    else tasks.start(id);
+  }
+
+  /** A task's code may open cp_trace channels or start Python workers: the library must log to this executor's
+   * folder first. The start takes milliseconds; the wait is bounded all the same. */
+  private void awaitLibrary() {
+    try {
+      if (!libraryStarted.await(SETUP_WAIT_SECONDS, TimeUnit.SECONDS)) {
+        LOG.warn("cloudprofiler: executor {} runs a task before its library started", ctx.executorID());
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   @Override
@@ -279,7 +363,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private void logEnd() {
     Long id = CURRENT_TASK.get();
-    if (active && id != null) CloudProfiler.log(endChannel, id);
+    if (active && id != null) tasks.end(id);
     CURRENT_TASK.remove();
   }
 
@@ -297,23 +381,33 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * logged after the driver's last round then lie between two anchors. Waits a bounded time for the driver.
    */
   private void lastCalibration() {
-    CompletableFuture<Object> reply = CompletableFuture.supplyAsync(() -> {
-      try {
-        return ask(new Messages.Last(ctx.executorID()));
-      } catch (Exception e) {
-        throw new CompletionException(e);
-      }
-    });
     try {
-      reply.get(LAST_CALIBRATION_WAIT_SECONDS, TimeUnit.SECONDS);
+      askWithin(new Messages.Last(ctx.executorID()), LAST_CALIBRATION_WAIT_SECONDS);
     } catch (Exception e) {
       LOG.info("cloudprofiler: no last calibration run for executor {}: {}", ctx.executorID(), e.toString());
     }
   }
 
-  /** Flushes, closes and copies everything; runs once, from shutdown() or the JVM shutdown hook. */
-  private synchronized void finish() {
-    if (collector == null) return; // never started, or already finished
+  /** Flushes, closes and copies everything; runs once, from shutdown() or the JVM shutdown hook. Waits a bounded
+   * time for a setup under way (the task records that wait for their channels). */
+  private void finish() {
+    try {
+      setUp.await(SETUP_WAIT_SECONDS, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    closeAll();
+  }
+
+  private synchronized void closeAll() {
+    if (finished) return;
+    finished = true;
+    long lost = tasks.abandon();
+    if (lost > 0) {
+      LOG.warn("cloudprofiler: executor {} lost {} task records: its task channels did not open in time",
+          ctx.executorID(), lost);
+    }
+    if (collector == null) return; // never started
     active = false;
     if (collectTimer != null) collectTimer.shutdown(); // a collection under way ends first: collectAll waits for it
     if (control != null) lastCalibration();

@@ -36,8 +36,12 @@ final class Messages {
   /** An executor that stops asks for a last probe run each way with the driver. Answer: whether it ran. */
   record Last(String executorId) {}
 
+  /** The probe responders registered for this application, which alone an executor's probe control probes.
+   * Answer: {@link Candidates}, one per process. */
+  record Responders() {}
+
   private static final List<Class<? extends Record>> TYPES = List.of(Hello.class, Candidate.class, Candidates.class,
-      Join.class, Joined.class, Last.class);
+      Join.class, Joined.class, Last.class, Responders.class);
 
   /** A record as an Object[] of its name and its components, lists element by element; other values as they are. */
   static Object toWire(Object value) {

@@ -12,6 +12,10 @@ import java.net.SocketException;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.util.HexFormat;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -22,11 +26,28 @@ import org.slf4j.LoggerFactory;
  * executors to the driver, so the driver needs a way in of its own to clock every probe run of the cluster, one at
  * a time. The token is derived from the application id: like the responder's secret it keeps other applications
  * out, it does not defend against an attacker who can read the network.
+ *
+ * <p>Whoever learns the token (an application id is shown in UIs and logs) can ask for probe runs, so a run goes
+ * only to a probe responder that the driver registered for this application ({@link Targets}), and the control
+ * listens only on the address where the driver reaches this executor. Each connection is served by a small pool,
+ * with a deadline for its request line, so that a client that connects and stays silent holds one worker for
+ * {@link #REQUEST_TIMEOUT_MS} at most and never the others; connections past the pool and its queue are closed.
  */
 final class ProbeControl implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(ProbeControl.class);
   /** Probes sent first to tell an unreachable peer quickly, before the full run. */
   static final int FIRST_PROBES = 2;
+  /** How long a connection may take to send its request line. */
+  static final int REQUEST_TIMEOUT_MS = 2000;
+  /** Connections served at once, and waiting for a worker. */
+  static final int WORKERS = 4, QUEUED = 16;
+  /** The longest request line: PROBE, a 64-digit token, an address, a port, a count, a timeout. */
+  private static final int MAX_LINE = 512;
+
+  /** The probe responders a run may go to: those the driver registered for this application. */
+  interface Targets {
+    boolean registered(String address, int port);
+  }
 
   /** The control answered, with an error: the process is there, its probe run failed. */
   static final class RunFailed extends IOException {
@@ -38,14 +59,23 @@ final class ProbeControl implements AutoCloseable {
   private final ServerSocket server;
   private final String token;
   private final byte[] secret;
-  private final Thread thread;
+  private final Targets targets;
+  private final ThreadPoolExecutor workers;
 
-  ProbeControl(byte[] secret) throws IOException {
+  /** A control on a free port of {@code bindAddress}, answering runs to {@code targets} only. */
+  ProbeControl(byte[] secret, String bindAddress, Targets targets) throws IOException {
     this.secret = secret;
+    this.targets = targets;
     token = HexFormat.of().formatHex(secret);
     server = new ServerSocket();
-    server.bind(new InetSocketAddress(0), 8);
-    thread = new Thread(this::serve, "cloudprofiler-probe-control");
+    server.bind(new InetSocketAddress(bindAddress, 0), QUEUED);
+    workers = new ThreadPoolExecutor(WORKERS, WORKERS, 30, TimeUnit.SECONDS, new ArrayBlockingQueue<>(QUEUED), r -> {
+      Thread t = new Thread(r, "cloudprofiler-probe-control-worker");
+      t.setDaemon(true);
+      return t;
+    });
+    workers.allowCoreThreadTimeOut(true);
+    Thread thread = new Thread(this::serve, "cloudprofiler-probe-control");
     thread.setDaemon(true);
     thread.start();
   }
@@ -56,24 +86,64 @@ final class ProbeControl implements AutoCloseable {
 
   private void serve() {
     while (!server.isClosed()) {
-      try (Socket s = server.accept()) {
-        s.setSoTimeout(5000);
-        BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII));
-        String reply = answer(in.readLine());
-        OutputStream out = s.getOutputStream();
-        out.write((reply + "\n").getBytes(StandardCharsets.US_ASCII));
-        out.flush();
-      } catch (SocketException closed) {
-        if (!server.isClosed()) LOG.warn("cloudprofiler: probe control connection failed: {}", closed.toString());
-      } catch (Exception e) {
-        LOG.warn("cloudprofiler: probe control connection failed: {}", e.toString());
+      Socket s;
+      try {
+        s = server.accept();
+      } catch (IOException e) {
+        if (!server.isClosed()) LOG.warn("cloudprofiler: probe control stops accepting: {}", e.toString());
+        return;
       }
+      try {
+        workers.execute(() -> handle(s));
+      } catch (RejectedExecutionException busy) {
+        closeQuietly(s);
+      }
+    }
+  }
+
+  private void handle(Socket connection) {
+    try (Socket s = connection) {
+      s.setSoTimeout(REQUEST_TIMEOUT_MS);
+      String reply = answer(readLine(s));
+      OutputStream out = s.getOutputStream();
+      out.write((reply + "\n").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+    } catch (SocketException closed) {
+      if (!server.isClosed()) LOG.warn("cloudprofiler: probe control connection failed: {}", closed.toString());
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: probe control connection failed: {}", e.toString());
+    }
+  }
+
+  /** The request line, read whole within {@link #REQUEST_TIMEOUT_MS} (not per byte) and at most MAX_LINE long. */
+  private static String readLine(Socket s) throws IOException {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REQUEST_TIMEOUT_MS);
+    StringBuilder line = new StringBuilder();
+    java.io.InputStream in = s.getInputStream();
+    while (line.length() < MAX_LINE) {
+      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+      if (left <= 0) throw new java.net.SocketTimeoutException("no request line within " + REQUEST_TIMEOUT_MS + " ms");
+      s.setSoTimeout((int) left);
+      int c = in.read();
+      if (c == -1 || c == '\n') return line.toString();
+      line.append((char) c);
+    }
+    return line.toString();
+  }
+
+  private static void closeQuietly(Socket s) {
+    try {
+      s.close();
+    } catch (IOException ignored) {
+      // a connection refused for lack of workers: nothing to recover
     }
   }
 
   private String answer(String line) {
     String[] f = line == null ? new String[0] : line.trim().split(" ");
-    if (f.length != 6 || !f[0].equals("PROBE")) return "ERR expected PROBE <token> <address> <port> <count> <timeoutMs>";
+    if (f.length != 6 || !f[0].equals("PROBE")) {
+      return "ERR expected PROBE <token> <address> <port> <count> <timeoutMs>";
+    }
     if (!MessageDigest.isEqual(f[1].getBytes(StandardCharsets.US_ASCII), token.getBytes(StandardCharsets.US_ASCII))) {
       return "ERR wrong token";
     }
@@ -85,6 +155,9 @@ final class ProbeControl implements AutoCloseable {
     try {
       int port = Integer.parseInt(f[3]);
       if (port < 1 || port > 65535) return "ERR port " + port + " is out of range: expected 1 to 65535";
+      if (!targets.registered(f[2], port)) {
+        return "ERR " + f[2] + ":" + port + " is not a probe responder of this application";
+      }
       StringBuilder out = new StringBuilder("OK");
       for (long v : probe(f[2], port, count, timeoutMs, secret)) out.append(' ').append(v);
       return out.toString();
@@ -115,7 +188,8 @@ final class ProbeControl implements AutoCloseable {
       String line = String.join(" ", "PROBE", HexFormat.of().formatHex(secret), address, String.valueOf(port),
           String.valueOf(count), String.valueOf(timeoutMs));
       s.getOutputStream().write((line + "\n").getBytes(StandardCharsets.US_ASCII));
-      String reply = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII)).readLine();
+      InputStreamReader in = new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII);
+      String reply = new BufferedReader(in).readLine();
       if (reply == null) throw new IOException("probe control at " + host + ":" + controlPort + ": no answer");
       if (!reply.startsWith("OK")) throw new RunFailed("probe control at " + host + ":" + controlPort + ": " + reply);
       String[] f = reply.substring(2).trim().split(" ");
@@ -132,5 +206,6 @@ final class ProbeControl implements AutoCloseable {
     } catch (IOException ignored) {
       // closing a listening socket: nothing to recover
     }
+    workers.shutdownNow();
   }
 }

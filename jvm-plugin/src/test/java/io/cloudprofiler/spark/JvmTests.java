@@ -1,5 +1,7 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.NativeLoader;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.lang.reflect.Method;
@@ -27,8 +29,9 @@ import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 
 /**
- * Tests of the plugin's pure JVM functions, each a static method named test*; main runs them all, prints one line
+ * Tests of the plugin's JVM functions, each a static method named test*; main runs them all, prints one line
  * each and exits 1 if any failed (tests/test_java.py compiles and runs this with the plugin jar and Spark's jars).
+ * The probe control and the task records run on the real native library (loaded from the jar) and real sockets.
  */
 public final class JvmTests {
   private JvmTests() {}
@@ -128,7 +131,7 @@ public final class JvmTests {
             new Messages.Candidate("boot#1", "h2", 4001))),
         new Messages.Candidates(List.of()),
         new Messages.Join("boot", "", 2, "h3", 4002, 4003, "7", 1234L, "differs from boot; founds a domain"),
-        new Messages.Joined("boot#2"), new Messages.Last("7"));
+        new Messages.Joined("boot#2"), new Messages.Last("7"), new Messages.Responders());
     for (Record message : messages) {
       Object wire = Messages.toWire(message);
       jdkOnly(wire);
@@ -245,6 +248,93 @@ public final class JvmTests {
       check(CompleteBatches.closed(file), () -> "the closed file read as open");
     } finally {
       Files.delete(file);
+    }
+  }
+
+  static void loadNative() {
+    String failure = NativeLoader.load(null);
+    check(failure == null, () -> failure);
+  }
+
+  /** A run to a registered responder answers; one to any other address or port is refused without a probe. */
+  public static void testTheProbeControlProbesOnlyRegisteredResponders() throws Exception {
+    loadNative();
+    byte[] secret = new byte[32];
+    secret[0] = 7;
+    long responder = CloudProfiler.responderStart("127.0.0.1", 0, secret);
+    int port = CloudProfiler.responderPort(responder);
+    try (ProbeControl control = new ProbeControl(secret, "127.0.0.1", (a, p) -> a.equals("127.0.0.1") && p == port)) {
+      long[] run = ProbeControl.request("127.0.0.1", control.port(), secret, "127.0.0.1", port, 5, 500);
+      check(run.length == 15 && run[2] != 0, () -> Arrays.toString(run));
+      String[][] unregistered = {{"127.0.0.1", String.valueOf(port + 1)}, {"127.0.0.2", String.valueOf(port)}};
+      for (String[] target : unregistered) {
+        try {
+          ProbeControl.request("127.0.0.1", control.port(), secret, target[0], Integer.parseInt(target[1]), 5, 500);
+          throw new AssertionError("probed " + String.join(":", target));
+        } catch (ProbeControl.RunFailed e) {
+          check(e.getMessage().contains(target[0] + ":" + target[1] + " is not a probe responder of this application"),
+              e::getMessage);
+        }
+      }
+    } finally {
+      CloudProfiler.responderStop(responder);
+    }
+  }
+
+  /** The control listens on the address it was given only, and clients that connect and say nothing (one per
+   * worker but one) do not delay a run. */
+  public static void testSilentClientsDoNotHoldTheProbeControlWhichListensOnOneAddress() throws Exception {
+    loadNative();
+    byte[] secret = new byte[32];
+    long responder = CloudProfiler.responderStart("127.0.0.1", 0, secret);
+    int port = CloudProfiler.responderPort(responder);
+    List<java.net.Socket> silent = new ArrayList<>();
+    try (ProbeControl control = new ProbeControl(secret, "127.0.0.2", (a, p) -> p == port)) {
+      try {
+        new java.net.Socket("127.0.0.1", control.port()).close();
+        throw new AssertionError("the control answers on 127.0.0.1 too");
+      } catch (java.net.ConnectException refused) {
+        // listening on 127.0.0.2 only
+      }
+      for (int i = 0; i < ProbeControl.WORKERS - 1; i++) silent.add(new java.net.Socket("127.0.0.2", control.port()));
+      long t0 = System.nanoTime();
+      long[] run = ProbeControl.request("127.0.0.2", control.port(), secret, "127.0.0.1", port, 5, 500);
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      check(run.length == 15 && ms < ProbeControl.REQUEST_TIMEOUT_MS, () -> ms + " ms, " + Arrays.toString(run));
+    } finally {
+      for (java.net.Socket s : silent) s.close();
+      CloudProfiler.responderStop(responder);
+    }
+  }
+
+  /** Records of tasks that start or end before the channels open reach them when they open; after an abandon,
+   * none is kept. */
+  public static void testTaskRecordsWaitForTheirChannels() throws Exception {
+    loadNative();
+    java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("cp-task-records");
+    CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
+        CloudProfiler.TSC_ORDERED);
+    try {
+      TaskRecords tasks = new TaskRecords();
+      equal(0, tasks.channels().length);
+      tasks.startAt(1, CloudProfiler.tsc());
+      tasks.start(2);
+      tasks.end(1);
+      long start = CloudProfiler.openChannel("t.start", "buffered", new long[0], new String[0], new String[0]);
+      long end = CloudProfiler.openChannel("t.end", "buffered", new long[0], new String[0], new String[0]);
+      tasks.open(start, end);
+      tasks.end(2);
+      equal(2L, CloudProfiler.stats(start)[0]);
+      equal(2L, CloudProfiler.stats(end)[0]);
+      equal(0L, tasks.abandon());
+      TaskRecords never = new TaskRecords();
+      never.start(3);
+      never.end(3);
+      equal(2L, never.abandon());
+      never.start(4);
+      equal(3L, never.abandon());
+    } finally {
+      CloudProfiler.stop();
     }
   }
 
