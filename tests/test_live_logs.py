@@ -58,6 +58,9 @@ def killed(tmp_path_factory):
     finally:
         proc.kill()
         proc.wait()
+    deadline = time.monotonic() + 30  # gone, not a zombie waiting for its new parent to reap it: the next
+    while Path(f"/proc/{jvm}").exists() and time.monotonic() < deadline:  # application looks once, at its start
+        time.sleep(0.1)
     return log_dir, local_dir, app_id, snapshot
 
 
@@ -107,9 +110,10 @@ def test_the_files_of_a_killed_application_are_collected_by_the_next_one_and_rea
     _, _, app_id, snapshot = killed
     app = log_dir / app_id
     deadline = time.monotonic() + 30
-    while not list(app.rglob("process-lost.arrows")) and time.monotonic() < deadline:
+    # the collector copies the folder, writes the marker, then removes the local copy
+    while (not list(app.rglob("process-lost.arrows")) or (local_dir / app_id).exists()) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not (local_dir / app_id).exists()  # collected, then removed
+    assert list(app.rglob("process-lost.arrows")) and not (local_dir / app_id).exists()  # collected, then removed
     died = sorted(snapshot.rglob("*.arrows"))
     assert [p.name for p in died] == sorted(p.name for p in _task_folder(app).glob("spark.task.*.arrows"))
     for p in died:  # every record it had written, as it was on disk when it died

@@ -19,6 +19,10 @@ MAX_LATENCY_GROWTH = 10.0  # ms per s: a backlog that grows by 1% of the rate
 # A target that accepts every tuple but processes fewer than this share of the rate is behind, whatever its
 # slopes say (a short step can end before a backlog shows in them).
 MIN_ACHIEVED_FRACTION = 0.97
+# A serve-mode reader commits in micro-batches, so its rate, measured over the commits of a few seconds after the
+# warm-up, is off by up to a batch (4% measured at 10,000 tuples/s over 3 s of 1 s batches); the emitters pace by the
+# clock, so a reader that falls behind shows in the queue's growth, which the judgement holds to 1% of the rate.
+SERVE_ACHIEVED_FRACTION = 0.9
 
 
 @dataclass
@@ -34,11 +38,12 @@ class Step:
     latency_slope_ms_per_s: float
     error: str | None = None
     max_latency_growth: float = MAX_LATENCY_GROWTH  # ms per s; micro-batch systems need more room for jitter
+    min_achieved_fraction: float = MIN_ACHIEVED_FRACTION  # of the rate; see SERVE_ACHIEVED_FRACTION
 
     @property
     def sustainable(self) -> bool:
         return (self.error is None and self.dropped == 0 and self.emitted == self.received
-                and self.achieved_tps >= MIN_ACHIEVED_FRACTION * self.rate
+                and self.achieved_tps >= self.min_achieved_fraction * self.rate
                 and self.latency_slope_ms_per_s < self.max_latency_growth
                 and self.queue_slope_tps < self.max_latency_growth / 1000 * self.rate)
 
@@ -221,4 +226,4 @@ def serve_step(rate: float, results, warmup_s: float, bucket_tuples: int, error:
     error = error or next((r.error for r in results if r.error), None)
     return Step(rate, sum(r.emitted_tuples for r in results), sum(r.committed_tuples for r in results),
                 sum(r.dropped_tuples for r in results), achieved, queue_slope(results, warmup_s, bucket_tuples),
-                p50, p99, slope, error, max_latency_growth)
+                p50, p99, slope, error, max_latency_growth, SERVE_ACHIEVED_FRACTION)
