@@ -98,6 +98,7 @@ def test_each_sessions_tasks_are_told_apart(sessions):
         assert mine["connect_operation_id"].notna().all() and mine["job_description"].str.startswith(
             "Spark Connect").all()
     # the quiet session switched task logging off for its tasks: none of them has a TSC record
-    logged = set(app.records("spark.task.end").toPandas()["tuple_id"])
-    assert set(tasks[tasks["connect_session_id"] == quiet]["task_attempt_id"]).isdisjoint(logged)
-    assert set(tasks[tasks["connect_session_id"] == traced]["task_attempt_id"]) <= logged
+    for channel in ("spark.task.start", "spark.task.end"):  # both records of every traced attempt reach logDir
+        logged = set(app.records(channel).toPandas()["tuple_id"])
+        assert set(tasks[tasks["connect_session_id"] == quiet]["task_attempt_id"]).isdisjoint(logged), channel
+        assert set(tasks[tasks["connect_session_id"] == traced]["task_attempt_id"]) <= logged, channel
