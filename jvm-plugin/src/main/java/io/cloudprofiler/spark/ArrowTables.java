@@ -9,6 +9,7 @@ import java.net.URI;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.function.Supplier;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
@@ -75,29 +76,29 @@ final class ArrowTables {
     replace(target, (fs, path) -> {
       try (InputStream in = new FileInputStream(stream); OutputStream out = fs.create(path, true)) {
         out.write(ArrowIpc.MAGIC);
-        byte[] buffer = new byte[1 << 16];
-        for (long left = length; left > 0; ) {
-          int n = in.read(buffer, 0, (int) Math.min(buffer.length, left));
-          if (n < 0) throw new IOException(stream + " ends before its " + length + " bytes");
-          out.write(buffer, 0, n);
-          left -= n;
-        }
+        copyPrefix(in, out, length, () -> stream + " ends before its " + length + " bytes");
         out.write(end);
       }
     });
+  }
+
+  /** Copies the first {@code length} bytes of {@code in} to {@code out}; throws with {@code shortMessage} if fewer. */
+  private static void copyPrefix(InputStream in, OutputStream out, long length,
+      Supplier<String> shortMessage) throws IOException {
+    byte[] buffer = new byte[1 << 16];
+    for (long left = length; left > 0; ) {
+      int n = in.read(buffer, 0, (int) Math.min(buffer.length, left));
+      if (n < 0) throw new IOException(shortMessage.get());
+      out.write(buffer, 0, n);
+      left -= n;
+    }
   }
 
   /** Replaces {@code target} with a copy of the first {@code length} bytes of the local file {@code local}. */
   static void copy(File local, long length, String target) throws Exception {
     replace(target, (fs, path) -> {
       try (InputStream in = new FileInputStream(local); OutputStream out = fs.create(path, true)) {
-        byte[] buffer = new byte[1 << 16];
-        for (long left = length; left > 0; ) {
-          int n = in.read(buffer, 0, (int) Math.min(buffer.length, left));
-          if (n < 0) throw new IOException(local + " shrank below " + length + " bytes while copied");
-          out.write(buffer, 0, n);
-          left -= n;
-        }
+        copyPrefix(in, out, length, () -> local + " shrank below " + length + " bytes while copied");
       }
     });
   }
