@@ -103,6 +103,21 @@ def test_a_spark_step_judged_from_progress_reports_must_reach_its_rate():
     assert behind.achieved_tps == pytest.approx(1e6) and not behind.sustainable
 
 
+def test_a_spark_step_is_held_to_its_rate_within_one_batch():
+    from cloudprofiler.harness.trial import progress_step
+
+    def reports(period_s):  # one-second batches of the rate source every period_s, at a steady latency
+        return [{"numInputRows": 2_000, "timestamp": f"2026-11-23T10:00:{1 + i * period_s:06.3f}Z",
+                 "durationMs": {"triggerExecution": 100},
+                 "eventTime": {"min": f"2026-11-23T10:00:{i * period_s:06.3f}Z"}} for i in range(7)]
+
+    late = progress_step(2_000, reports(1.04), 0.0, None)  # the window ends just before the next second's batch
+    assert late.achieved_tps == pytest.approx(2_000 / 1.04, rel=1e-6) and late.achieved_tps < 0.97 * 2_000
+    assert late.sustainable
+    behind = progress_step(2_000, reports(1.25), 0.0, None)  # 80%: more than one batch short
+    assert behind.latency_slope_ms_per_s == pytest.approx(0, abs=1e-6) and not behind.sustainable
+
+
 def test_repeated_searches_give_median_spread_and_the_first_problem():
     runs = RepeatedSearch([search(stalling_target(limit), start=10_000) for limit in (90_000, 100_000, 120_000)])
     assert runs.problem is None
