@@ -15,6 +15,7 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.analysis import NotAnApplicationError, UnknownChannelError, open_application
+from cloudprofiler.analysis.sketch import RELATIVE_ACCURACY
 from conftest import run_python
 
 ROWS = 20_000
@@ -127,9 +128,10 @@ def test_a_hops_median_matches_the_raw_files_and_joins_are_sort_merge_joins(app,
     hops = {r["hop"]: r for r in app.pipeline(["a", "b", "py"]).collect()}
     hop = hops[0]
     assert hop["count"] == ROWS and hop["remote_count"] == 0 and hop["err_max_ns"] == 0
-    # percentile_approx: a rank within count / 10,000 of the exact one
-    k = int(np.ceil(0.5 * ROWS)) - 1
-    assert latencies[k - 2] <= hop["p50_ns"] <= latencies[k + 2]
+    # the sketch's quantile: within its relative accuracy of the value at the exact rank
+    for name, q in (("p50_ns", 0.5), ("p99_ns", 0.99), ("p1_ns", 0.01)):
+        exact = np.quantile(latencies, q, method="inverted_cdf")
+        assert abs(hop[name] - exact) <= RELATIVE_ACCURACY * exact, (name, hop[name], exact)
     assert hop["min_ns"] == pytest.approx(latencies[0]) and hop["max_ns"] == pytest.approx(latencies[-1])
     assert hops[-1]["share_of_p99"] == 1 and hops[-1]["count"] == 1000 and set(hops) == {0, 1, -1}
     plan = app.latency("a", "b")._jdf.queryExecution().executedPlan().toString()

@@ -1,32 +1,16 @@
-"""The aggregations the report makes on Spark itself (error-bound distributions, stage box statistics, the task
-sample of the timeline), on DataFrames with the analysis API's columns and known values."""
+"""The aggregations the report makes on Spark itself (stage box statistics, the task sample of the timeline), on
+DataFrames with the analysis API's columns and known values."""
 import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
 from cloudprofiler.analysis.report import data
 
-INF = float("inf")
-
-
 @pytest.fixture(scope="module")
 def spark():
     session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     yield session
     session.stop()
-
-
-def test_bounds_per_remote_with_their_distribution(spark):
-    rows = [(True, 10e3, False)] * 3 + [(True, 20e3, False), (True, INF, True), (True, None, True)] + \
-        [(False, 0.0, False)] * 2 + [(False, 4.0, False)]
-    bounds, errors = data._bounds(spark.createDataFrame(rows, "remote boolean, err_ns double, unbounded boolean"))
-    assert bounds.sort_values("remote").to_dict("records") == [
-        {"remote": False, "count": 3, "exact": 2, "unbounded": 0, "err_p50_ns": 0.0, "err_max_ns": 4.0},
-        {"remote": True, "count": 6, "exact": 0, "unbounded": 2, "err_p50_ns": 10e3, "err_max_ns": 20e3}]
-    assert errors[["remote", "count"]].values.tolist() == [[False, 1], [True, 3], [True, 1]]
-    for row in errors.itertuples():  # each bound lies in its bin, bins 1/8 decade wide
-        value = 4.0 if not row.remote else (10e3 if row.count == 3 else 20e3)
-        assert row.lo_ns <= value < row.hi_ns and row.hi_ns / row.lo_ns == pytest.approx(10 ** (1 / 8))
 
 
 def _tasks(spark, rows):

@@ -163,6 +163,11 @@ class Application:
         time): box-plot statistics of latency and bound, and the hop's share of the end-to-end p99 (hop -1)."""
         return pipeline_module.pipeline(self, channels)
 
+    def hop_sketches(self, channels=None):
+        """Every hop of pipeline(channels) counted in one pass, on the driver (hops.HopSketches): what pipeline()
+        reads, with each hop's bounds and latency histogram."""
+        return pipeline_module.pipeline_sketches(self, channels)
+
     def latency_histogram(self, from_channel: str, to_channel: str, bins: int = 60):
         """Counts of latencies in log-spaced bins, local and remote apart."""
         return latency_module.latency_histogram(self.latency(from_channel, to_channel), bins)

@@ -23,7 +23,7 @@ LOST_MARKER = "process-lost.arrows"
 # One row per file, as `describe_files` yields them; `schema` is the file's Arrow schema, serialized, with metadata.
 FILE_ROW = pa.schema([("file", pa.string()), ("schema", pa.binary()), ("ended", pa.bool_()), ("cut", pa.bool_()),
                       ("batches", pa.int64()), ("rows", pa.int64()), ("min_tsc", pa.int64()),
-                      ("max_tsc", pa.int64()), ("error", pa.string())])
+                      ("max_tsc", pa.int64()), ("median_tsc", pa.float64()), ("error", pa.string())])
 
 
 def describe_file(path: str, content) -> dict:
@@ -34,13 +34,15 @@ def describe_file(path: str, content) -> dict:
             log = read_log_bytes(path, content)
     except (pa.ArrowInvalid, OSError) as exc:
         return {"file": path, "schema": None, "ended": False, "cut": True, "batches": 0, "rows": 0,
-                "min_tsc": None, "max_tsc": None, "error": str(exc)}
-    low = high = None
+                "min_tsc": None, "max_tsc": None, "median_tsc": None, "error": str(exc)}
+    low = high = median = None
     if log.kind != "table" and log.rows:
         tsc = pa.chunked_array([log.columns(b)[1 if log.kind == "records" else 0] for b in log.batches])
         low, high = (v.as_py() for v in pc.min_max(tsc).values())
+        median = pc.approximate_median(tsc).as_py()
     return {"file": path, "schema": log.schema.serialize().to_pybytes(), "ended": log.ended, "cut": log.cut,
-            "batches": len(log.batches), "rows": log.rows, "min_tsc": low, "max_tsc": high, "error": None}
+            "batches": len(log.batches), "rows": log.rows, "min_tsc": low, "max_tsc": high,
+            "median_tsc": median, "error": None}
 
 
 def describe_files(batches):
@@ -64,6 +66,7 @@ class LogInfo:
     rows: int
     min_tsc: "int | None"
     max_tsc: "int | None"
+    median_tsc: "float | None"  # of the file's records (approximate): where its channel lies in time
     domain: "str | None" = None  # None: nothing places it (its values stay unbounded)
     executor_id: "str | None" = None
     task_attempt_id: "int | None" = None
@@ -112,7 +115,7 @@ class Catalog:
             if row["cut"]:
                 warnings.warn(f"{row['file']}: ends with an incomplete batch; read its {row['batches']} complete ones")
             catalog.logs.append(LogInfo(row["file"], kind, log_metadata(schema), row["ended"], row["cut"],
-                                        row["batches"], row["rows"], row["min_tsc"], row["max_tsc"]))
+                                        row["batches"], row["rows"], row["min_tsc"], row["max_tsc"], row["median_tsc"]))
         for f in catalog.logs:  # a killed process's open files end where it stopped, between batches or not
             if not f.closed and not f.cut and f.file.rsplit("/", 1)[0] in lost:
                 f.cut = True

@@ -75,7 +75,7 @@ class LogsReader(DataSourceReader):
                 tables[name] = cast_table(table, TABLE_SCHEMAS[name])
             rows.append({"file": folder.prefix + path, "schema": folder.schema(path).serialize().to_pybytes(),
                          "ended": False, "cut": False, "batches": 0, "rows": 0, "min_tsc": None, "max_tsc": None,
-                         "error": None})
+                         "median_tsc": None, "error": None})
         catalog = Catalog.of_rows(rows)
         tasks = tables.get("spark-tasks.arrows")
         named = set(catalog.python_worker_tasks())

@@ -20,6 +20,22 @@ def merge_join(left, right, on: str, how: str = "inner"):
     return left.hint("merge").join(right.hint("merge"), on, how)
 
 
+def durations_of(timebase, start_domain, start, end_domain, end, present=None) -> tuple:
+    """(duration_ns, err_ns, path, extrapolated, unbounded) numpy arrays from (start_domain, start) to
+    (end_domain, end), ticks and domain names or domain_id numbers, per pair of domains; rows not `present` (an end
+    missing) stay NaN, inf, "unbounded"."""
+    n = len(start)
+    present = np.ones(n, bool) if present is None else present
+    value, error = np.full(n, np.nan), np.full(n, np.inf)
+    path, flag, unbounded = np.full(n, "unbounded", dtype=object), np.zeros(n, bool), np.ones(n, bool)
+    for pair in set(zip(start_domain[present], end_domain[present])):
+        rows = present & (start_domain == pair[0]) & (end_domain == pair[1])
+        first, second = (timebase.domain_name(d) if isinstance(d, (int, np.integer)) else d for d in pair)
+        value[rows], error[rows], path[rows], flag[rows], unbounded[rows] = timebase.durations(
+            first, start[rows], second, end[rows])
+    return value, error, path, flag, unbounded
+
+
 def _durations(batches, timebase, names):
     start_domain, start, end_domain, end = names
     for batch in batches:
@@ -27,16 +43,8 @@ def _durations(batches, timebase, names):
         ed = batch.column(end_domain).to_numpy(zero_copy_only=False)
         s_col, e_col = batch.column(start), batch.column(end)
         present = ~(s_col.is_null().to_numpy(zero_copy_only=False) | e_col.is_null().to_numpy(zero_copy_only=False))
-        s, e = s_col.fill_null(0).to_numpy(), e_col.fill_null(0).to_numpy()
-        n = batch.num_rows
-        value, error = np.full(n, np.nan), np.full(n, np.inf)
-        path, flag, unbounded = np.full(n, "unbounded", dtype=object), np.zeros(n, bool), np.ones(n, bool)
-        for pair in set(zip(sd[present], ed[present])):
-            rows = present & (sd == pair[0]) & (ed == pair[1])
-            first, second = (timebase.domain_name(d) if pa.types.is_integer(batch.column(c).type) else d
-                             for d, c in zip(pair, (start_domain, end_domain)))
-            value[rows], error[rows], path[rows], flag[rows], unbounded[rows] = timebase.durations(
-                first, s[rows], second, e[rows])
+        value, error, path, flag, unbounded = durations_of(
+            timebase, sd, s_col.fill_null(0).to_numpy(), ed, e_col.fill_null(0).to_numpy(), present)
         columns = [pa.array(value, mask=~present), pa.array(error, mask=~present), pa.array(path, pa.string()),
                    pa.array(flag), pa.array(unbounded)]
         yield pa.RecordBatch.from_arrays(list(batch.columns) + columns,

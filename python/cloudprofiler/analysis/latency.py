@@ -11,12 +11,12 @@ LATENCY_COLUMNS = ["tuple_id", "from_channel", "to_channel", "start_t_ns", "end_
                    "path", "remote", "start_host", "end_host", "extrapolated", "unbounded"]
 
 
-def latency_pairs(app, from_channel: str, to_channel: str, columns=("t_ns", "host")):
+def latency_pairs(app, from_channel: str, to_channel: str):
     """Records of the same tuple id on both channels joined (sort-merge), with durations: tuple_id, start_/end_
-    tsc, domain_id and `columns`, and the DURATION_FIELDS."""
+    tsc, domain_id, t_ns and host, and the DURATION_FIELDS."""
     sides = []
     for channel, prefix in ((from_channel, "start"), (to_channel, "end")):
-        names = ("tsc", "domain_id", *columns)
+        names = ("tsc", "domain_id", "t_ns", "host")
         frame = app.log_frame(channel, "records", ["tuple_id", *names])
         sides.append(frame.select("tuple_id", *(F.col(c).alias(f"{prefix}_{c}") for c in names)))
     return with_durations(merge_join(*sides, "tuple_id"), app.timebase, "start_domain_id", "start_tsc",

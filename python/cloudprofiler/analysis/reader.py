@@ -26,9 +26,10 @@ COUNTER_SCHEMA = pa.schema([
     ("pid", pa.int64()), ("domain", pa.string()), ("file", pa.string()), ("period_start_tsc", pa.int64()),
     ("count", pa.int64()), ("t_ns", pa.float64()), ("err_ns", pa.float64()), ("extrapolated", pa.bool_()),
     ("unbounded", pa.bool_())])
-# Columns for the analyses' own joins, never in records(): the domain as a small number (Timebase.domains), cheaper
-# to shuffle and sort than its name.
-INTERNAL_FIELDS = [pa.field("domain_id", pa.int32())]
+# Columns for the analyses' own joins, never in records(): the domain and the channel as small numbers (the index
+# in Timebase.domains, in log_frame's `channel_ids`), cheaper to shuffle and sort than their names.
+INTERNAL_FIELDS = [pa.field("domain_id", pa.int32()), pa.field("channel_id", pa.int32())]
+TIME_FIELDS = ("t_ns", "err_ns", "extrapolated", "unbounded")
 # Spark's task metrics in the task table (the plugin's TaskDetails.METRICS), int64, null where Spark gave none
 TASK_METRICS = (
     "executor_run_time_ms", "executor_cpu_time_ns", "executor_deserialize_time_ms", "executor_deserialize_cpu_time_ns",
@@ -130,9 +131,9 @@ def translated_batches(log, attributes: dict, timebase, schema: pa.Schema):
         else:
             values = {"period_start_tsc": first, "count": second}
             tsc = first
-        t_ns, err_ns, extrapolated, unbounded = timebase.translate(attributes["domain"], tsc.to_numpy())
-        values.update(t_ns=pa.array(t_ns), err_ns=pa.array(err_ns), extrapolated=pa.array(extrapolated),
-                      unbounded=pa.array(unbounded))
+        if any(name in schema.names for name in TIME_FIELDS):
+            translated = timebase.translate(attributes["domain"], tsc.to_numpy())
+            values.update(zip(TIME_FIELDS, (pa.array(column) for column in translated)))
         attributes = {**attributes, "domain_id": timebase.domain_id(attributes["domain"])}
         columns = [values[f.name] if f.name in values else _constant(attributes.get(f.name), f.type, n)
                    for f in schema]
@@ -149,11 +150,12 @@ def _decode_logs(batches, attributes, timebase, schema):
             yield from translated_batches(log, attributes[path], timebase, schema)
 
 
-def log_frame(spark, files: list, timebase, schema: pa.Schema):
-    """The records (or counters) of `files` (catalog.LogInfo) as a DataFrame of `schema`'s columns."""
+def log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dict | None" = None):
+    """The records (or counters) of `files` (catalog.LogInfo) as a DataFrame of `schema`'s columns; `channel_ids`
+    (channel name -> number) gives the channel_id column."""
     if not files:
         return spark.createDataFrame([], spark_schema(schema))
-    attributes = {f.file: f.attributes() for f in files}
+    attributes = {f.file: {**f.attributes(), "channel_id": (channel_ids or {}).get(f.channel)} for f in files}
     decode = functools.partial(_decode_logs, attributes=attributes, timebase=timebase, schema=schema)
     return binary_files(spark, attributes).select("path", "content").mapInArrow(decode, spark_schema(schema))
 

@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..pipeline import channel_order, pipeline_rows
+
 TIMELINE_CAP = 20_000  # task attempts drawn on the timeline
 STRAGGLERS_KEPT = 50  # the worst stragglers, by ratio
 THROUGHPUT_POINTS = 150  # periods over the application's span (the period rounds to 1, 2 or 5 x 10^k ms)
-ERROR_BINS_PER_DECADE = 8  # the error-bound distributions: fixed log bins, so one pass needs no min/max first
+ERROR_BINS_PER_DECADE = 8  # the error-bound distributions: fixed log bins
+LATENCY_BINS = 60  # the latency densities: log bins over each hop's range
 TRACE_CHANNELS_SKIPPED = ("spark.task.",)  # the plugin's task channels are no pipeline stage
 
 TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
@@ -77,15 +80,13 @@ def gather(app) -> ReportData:
     data.throughput = app.throughput(period_ms=data.throughput_period_ms).toPandas()
     trace = trace_channels(channels)
     if len(trace) >= 2:
-        data.pipeline = _pipelines(app)
+        data.pipeline, sketches = _pipelines(app, trace)
         bounds, errors, densities = [], [], []
         for hop in hops_shown(data.pipeline).itertuples():  # with a single hop, end to end is that hop
-            latency = app.latency(hop.from_channel, hop.to_channel)
-            hop_bounds, hop_errors = _bounds(latency)
-            bounds.append(hop_bounds.assign(pipeline=hop.pipeline, hop=hop.hop))
-            errors.append(hop_errors.assign(pipeline=hop.pipeline, hop=hop.hop))
-            densities.append(app.latency_histogram(hop.from_channel, hop.to_channel).toPandas()
-                             .assign(pipeline=hop.pipeline, hop=hop.hop))
+            hops = sketches[hop.pipeline]
+            bounds.append(hops.bounds(hop.hop).assign(pipeline=hop.pipeline, hop=hop.hop))
+            errors.append(hops.errors(hop.hop, ERROR_BINS_PER_DECADE).assign(pipeline=hop.pipeline, hop=hop.hop))
+            densities.append(hops.histogram(hop.hop, LATENCY_BINS).assign(pipeline=hop.pipeline, hop=hop.hop))
         if bounds:
             data.hop_bounds = pd.concat(bounds, ignore_index=True)
             data.hop_errors = pd.concat(errors, ignore_index=True)
@@ -93,13 +94,14 @@ def gather(app) -> ReportData:
     return data
 
 
-def _pipelines(app) -> pd.DataFrame:
-    """The pipelines among the trace channels. pipeline() chains every trace channel in time order; where a hop
-    shares no tuple id (two jobs traced apart, or ids an aggregation replaced) the chain is cut, and each piece of
-    two or more channels is a pipeline of its own, with its own end to end."""
-    chain = app.pipeline().toPandas()
-    hops = chain[chain["hop"] >= 0].sort_values("hop")
-    pieces = [[hops["from_channel"].iloc[0]]] if not hops.empty else []
+def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:
+    """The pipelines among the trace channels, and each one's HopSketches. The trace channels are chained in time
+    order; where a hop shares no tuple id (two jobs traced apart, or ids an aggregation replaced) the chain is cut,
+    and each piece of two or more channels is a pipeline of its own, with its own end to end."""
+    chain = app.hop_sketches(channel_order(app, trace))
+    rows = pd.DataFrame(pipeline_rows(chain))
+    hops = rows[rows["hop"] >= 0].sort_values("hop")
+    pieces = [[hops["from_channel"].iloc[0]]]
     for hop in hops.itertuples():
         if hop.count:
             pieces[-1].append(hop.to_channel)
@@ -107,12 +109,13 @@ def _pipelines(app) -> pd.DataFrame:
             pieces.append([hop.to_channel])
     pieces = [p for p in pieces if len(p) >= 2]
     if len(pieces) == 1 and len(pieces[0]) == len(hops) + 1:
-        frames = [chain]
+        sketches = [chain]
     else:
-        frames = [app.pipeline(piece).toPandas() for piece in pieces]
-    if not frames:
-        return chain.iloc[0:0].assign(pipeline=pd.Series(dtype=int))
-    return pd.concat([f.assign(pipeline=i) for i, f in enumerate(frames)], ignore_index=True)
+        sketches = [app.hop_sketches(piece) for piece in pieces]
+    if not sketches:
+        return rows.iloc[0:0].assign(pipeline=pd.Series(dtype=int)), []
+    frames = [rows if hops is chain else pd.DataFrame(pipeline_rows(hops)) for hops in sketches]
+    return pd.concat([f.assign(pipeline=i) for i, f in enumerate(frames)], ignore_index=True), sketches
 
 
 def trace_channels(channels: pd.DataFrame) -> list[str]:
@@ -181,32 +184,3 @@ def _timeline_tasks(tasks) -> tuple[pd.DataFrame, int]:
     fraction = (TIMELINE_CAP - len(kept)) / max(total - len(kept), 1)
     sample = rest.sample(fraction=min(fraction, 1.0), seed=7).limit(TIMELINE_CAP - len(kept)).toPandas()
     return pd.concat([kept, sample], ignore_index=True), total
-
-
-def _bounds(latency) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Of one hop's durations, per remote/local: counts, the median and largest finite bound, and the bounds'
-    distribution in fixed log bins; one pass (rollup: the (remote, bin) groups and the per-remote totals)."""
-    from pyspark.sql import functions as F
-
-    err = F.col("err_ns")
-    finite = err.isNotNull() & ~F.isnan(err) & (err < float("inf")) & ~F.col("unbounded")
-    positive = F.when(finite & (err > 0), err)
-    binned = latency.select(
-        "remote", err.alias("err_ns"), finite.alias("finite"),
-        F.floor(F.log10(positive) * ERROR_BINS_PER_DECADE).cast("int").alias("bin"))
-    rows = (binned.rollup("remote", "bin")
-            .agg(F.grouping("bin").alias("total"), F.count("*").alias("count"),
-                 F.sum(F.when(F.col("finite") & (F.col("err_ns") == 0), 1).otherwise(0)).alias("exact"),
-                 F.sum(F.when(~F.col("finite"), 1).otherwise(0)).alias("unbounded"),
-                 F.percentile_approx(F.when(F.col("finite"), F.col("err_ns")), 0.5, 10_000).alias("err_p50_ns"),
-                 F.max(F.when(F.col("finite"), F.col("err_ns"))).alias("err_max_ns"))
-            .where(F.col("remote").isNotNull())
-            .toPandas())
-    totals = rows[rows["total"] == 1]
-    bounds = totals[["remote", "count", "exact", "unbounded", "err_p50_ns", "err_max_ns"]].reset_index(drop=True)
-    bins = rows[(rows["total"] == 0) & rows["bin"].notna()]
-    errors = pd.DataFrame({"remote": bins["remote"].to_numpy(),
-                           "lo_ns": 10.0 ** (bins["bin"].to_numpy(float) / ERROR_BINS_PER_DECADE),
-                           "hi_ns": 10.0 ** ((bins["bin"].to_numpy(float) + 1) / ERROR_BINS_PER_DECADE),
-                           "count": bins["count"].to_numpy()})
-    return bounds, errors.sort_values(["remote", "lo_ns"], ignore_index=True)

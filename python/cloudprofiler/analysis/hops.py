@@ -1,0 +1,181 @@
+"""Every hop of a pipeline of trace points in one pass over its records: latency quantiles, bounds and histograms.
+
+Joining each pair of channels on tuple id reads and shuffles a channel once per hop it takes part in, and every
+quantile or histogram is one more job over the joined rows: at 100 M records that took tens of minutes on two
+cores. Here the pipeline's records are read once and shuffled once by tuple id. Each partition sorts its rows
+(numpy), pairs every tuple's records hop by hop (an inner join per hop: a tuple logged twice on a channel is paired
+twice, as a join would), computes the durations with their bounds (joins.durations_of) and counts them in
+log-bucketed sketches (sketch.py); Spark adds the sketches up, and the driver receives a few thousand rows whatever
+the number of records. Quantiles are within sketch.RELATIVE_ACCURACY of the value at their rank; counts, minimum,
+maximum, mean and the largest bound are exact.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import reader, sketch
+from .joins import durations_of
+
+LATENCY, ERROR, TOTALS = 0, 1, 2  # what a sketch row counts: a latency bucket, a bound's bucket, a hop's totals
+SKETCH_SCHEMA = pa.schema([
+    ("hop", pa.int32()), ("remote", pa.bool_()), ("measure", pa.int8()), ("key", pa.int32()), ("count", pa.int64()),
+    ("unbounded", pa.int64()), ("exact", pa.int64()), ("min_ns", pa.float64()), ("max_ns", pa.float64()),
+    ("sum_ns", pa.float64()), ("err_max_ns", pa.float64())])
+# A partition's records are sorted in one Python worker: about this many rows each (at most MAX_PARTITIONS, so the
+# shuffle writes one file per partition without sorting)
+ROWS_PER_PARTITION = 2_000_000
+MAX_PARTITIONS = 200
+COLUMNS = ("tuple_id", "tsc", "domain_id", "channel_id")  # channel_id: the position along the pipeline
+
+
+def hops_of(channels: list) -> list[tuple[int, int, int]]:
+    """(hop, from position, to position): consecutive trace points, then -1 for first -> last (with three or more)."""
+    hops = [(i, i, i + 1) for i in range(len(channels) - 1)]
+    return hops + [(-1, 0, len(channels) - 1)] if len(channels) > 2 else hops
+
+
+def pairs(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) with left[i] == right[j], for sorted id arrays: every pairing of a repeated id."""
+    low, high = np.searchsorted(left, right, "left"), np.searchsorted(left, right, "right")
+    counts = high - low
+    j = np.repeat(np.arange(len(right)), counts)
+    offsets = np.arange(len(j)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(low, counts) + offsets, j
+
+
+def _hop_rows(hop: int, value, error, unbounded, remote) -> list[dict]:
+    """The sketch rows of one hop's durations in one partition."""
+    rows = []
+    for is_remote in (False, True):
+        side = remote == is_remote
+        if not side.any():
+            continue
+        bounded = side & ~unbounded
+        latency, bound = value[bounded], error[bounded]
+        rows.append({"hop": hop, "remote": is_remote, "measure": TOTALS, "key": 0, "count": int(bounded.sum()),
+                     "unbounded": int((side & unbounded).sum()), "exact": int((bound == 0).sum()),
+                     "min_ns": float(latency.min()) if len(latency) else None,
+                     "max_ns": float(latency.max()) if len(latency) else None, "sum_ns": float(latency.sum()),
+                     "err_max_ns": float(bound.max()) if len(bound) else None})
+        for measure, values in ((LATENCY, latency), (ERROR, bound)):
+            for key, count in zip(*sketch.count_keys(values)):
+                rows.append({"hop": hop, "remote": is_remote, "measure": measure, "key": int(key), "count": int(count)})
+    return rows
+
+
+def _sketch_partition(batches, timebase, hops, channels: int):
+    """mapInArrow over one tuple-id partition of the records of `channels` trace points: its sketch rows."""
+    table = pa.Table.from_batches(list(batches), schema=reader.project(reader.RECORD_SCHEMA, COLUMNS))
+    if table.num_rows == 0:
+        return
+    position = table.column("channel_id").to_numpy()
+    tuple_id, tsc = table.column("tuple_id").to_numpy(), table.column("tsc").to_numpy()
+    domain = table.column("domain_id").to_numpy()
+    order = np.lexsort((tuple_id, position))
+    position, tuple_id, tsc, domain = position[order], tuple_id[order], tsc[order], domain[order]
+    bounds = np.searchsorted(position, np.arange(channels + 1))
+    rows = []
+    for hop, a, b in hops:
+        first, second = slice(bounds[a], bounds[a + 1]), slice(bounds[b], bounds[b + 1])
+        i, j = pairs(tuple_id[first], tuple_id[second])
+        start_domain, end_domain = domain[first][i], domain[second][j]
+        value, error, _, _, unbounded = durations_of(timebase, start_domain, tsc[first][i], end_domain,
+                                                     tsc[second][j])
+        rows += _hop_rows(hop, value, error, unbounded, start_domain != end_domain)
+    yield pa.RecordBatch.from_pylist(rows, schema=SKETCH_SCHEMA)
+
+
+@dataclass
+class HopSketches:
+    """The sketches of every hop of `channels` (hops_of), added up: a row per (hop, remote, measure, key)."""
+
+    channels: list
+    rows: pd.DataFrame
+
+    def _of(self, hop: int, measure: int, remote: "bool | None" = None) -> pd.DataFrame:
+        rows = self.rows[(self.rows["hop"] == hop) & (self.rows["measure"] == measure)]
+        return rows if remote is None else rows[rows["remote"] == remote]
+
+    def hop_statistics(self, hop: int, qs) -> dict:
+        """count, remote_count, unbounded_count, min_ns, q (the quantiles qs of bounded latencies), max_ns, mean_ns,
+        e (bound p50, p99), err_max_ns."""
+        totals = self._of(hop, TOTALS)
+        count = int(totals["count"].sum())
+        return {"count": count, "remote_count": int(totals.loc[totals["remote"], "count"].sum()),
+                "unbounded_count": int(totals["unbounded"].sum()),
+                "min_ns": _or_none(totals["min_ns"].min()), "q": sketch.quantiles(self._of(hop, LATENCY), qs),
+                "max_ns": _or_none(totals["max_ns"].max()),
+                "mean_ns": float(totals["sum_ns"].sum() / count) if count else None,
+                "e": sketch.quantiles(self._of(hop, ERROR), [0.5, 0.99]),
+                "err_max_ns": _or_none(totals["err_max_ns"].max())}
+
+    def bounds(self, hop: int) -> pd.DataFrame:
+        """Per remote/local: count (every pairing, bounded or not), exact (bound 0), unbounded, err_p50_ns,
+        err_max_ns (of the finite bounds)."""
+        rows = []
+        for remote, totals in self._of(hop, TOTALS).groupby("remote"):
+            rows.append({"remote": bool(remote), "count": int(totals["count"].sum() + totals["unbounded"].sum()),
+                         "exact": int(totals["exact"].sum()), "unbounded": int(totals["unbounded"].sum()),
+                         "err_p50_ns": sketch.quantiles(self._of(hop, ERROR, remote), [0.5])[0],
+                         "err_max_ns": _or_none(totals["err_max_ns"].max())})
+        return pd.DataFrame(rows, columns=["remote", "count", "exact", "unbounded", "err_p50_ns", "err_max_ns"])
+
+    def errors(self, hop: int, bins_per_decade: int) -> pd.DataFrame:
+        """The distribution of the finite, non-zero bounds per remote/local in fixed log bins (lo_ns, hi_ns, count)."""
+        frames = []
+        for remote, buckets in self._of(hop, ERROR).groupby("remote"):
+            buckets = buckets[buckets["key"] != 0]
+            index = np.floor(np.log10(sketch.values(buckets["key"].to_numpy())) * bins_per_decade)
+            counts = buckets.groupby(index)["count"].sum()
+            frames.append(pd.DataFrame({"remote": bool(remote), "lo_ns": 10.0 ** (counts.index / bins_per_decade),
+                                        "hi_ns": 10.0 ** ((counts.index + 1) / bins_per_decade),
+                                        "count": counts.to_numpy(np.int64)}))
+        if not frames:
+            return pd.DataFrame(columns=["remote", "lo_ns", "hi_ns", "count"])
+        return pd.concat(frames, ignore_index=True).sort_values(["remote", "lo_ns"], ignore_index=True)
+
+    def histogram(self, hop: int, bins: int) -> pd.DataFrame:
+        """Counts of bounded latencies in `bins` log-spaced bins over [min, max] (at least 1 ns), per remote/local:
+        remote, bin, lo_ns, hi_ns, count (non-empty bins only)."""
+        totals = self._of(hop, TOTALS)
+        low, high = totals["min_ns"].min(), totals["max_ns"].max()
+        if pd.isna(low):
+            return pd.DataFrame(columns=["remote", "bin", "lo_ns", "hi_ns", "count"])
+        low = max(low, 1.0)
+        high = max(high, low * (1 + 1e-9))
+        edges = low * np.exp(np.arange(bins + 1) * math.log(high / low) / bins)
+        frames = []
+        for remote, buckets in self._of(hop, LATENCY).groupby("remote"):
+            counts = sketch.rebin(buckets, edges)
+            kept = np.flatnonzero(counts)
+            frames.append(pd.DataFrame({"remote": bool(remote), "bin": kept, "lo_ns": edges[kept],
+                                        "hi_ns": edges[kept + 1], "count": counts[kept]}))
+        return pd.concat(frames, ignore_index=True).sort_values(["remote", "bin"], ignore_index=True)
+
+
+def _or_none(value):
+    return None if pd.isna(value) else float(value)
+
+
+def hop_sketches(app, channels: list) -> HopSketches:
+    """The sketches of every hop of `channels` (trace points in pipeline order), in one Spark job."""
+    from pyspark.sql import functions as F
+
+    files = app.catalog.files_of(channels, "records")
+    schema = reader.project(reader.RECORD_SCHEMA, COLUMNS)
+    frame = reader.log_frame(app.spark, files, app.timebase, schema, {c: i for i, c in enumerate(channels)})
+    partitions = max(1, min(MAX_PARTITIONS, math.ceil(sum(f.rows for f in files) / ROWS_PER_PARTITION)))
+    compute = functools.partial(_sketch_partition, timebase=app.timebase, hops=hops_of(channels),
+                                channels=len(channels))
+    sketched = frame.repartition(partitions, "tuple_id").mapInArrow(compute, reader.spark_schema(SKETCH_SCHEMA))
+    rows = sketched.groupBy("hop", "remote", "measure", "key").agg(
+        F.sum("count").alias("count"), F.sum("unbounded").alias("unbounded"), F.sum("exact").alias("exact"),
+        F.min("min_ns").alias("min_ns"), F.max("max_ns").alias("max_ns"), F.sum("sum_ns").alias("sum_ns"),
+        F.max("err_max_ns").alias("err_max_ns")).toPandas()
+    return HopSketches(list(channels), rows)

@@ -1,0 +1,57 @@
+"""Log-bucketed sketches of durations: counts per bucket that add up across partitions, from which quantiles and
+histograms are read within a known relative error.
+
+A value v is counted in bucket key(v) = sign(v) * ceil(log_gamma(|v|)) with gamma = (1 + a) / (1 - a),
+a = RELATIVE_ACCURACY; the bucket's value 2 gamma^k / (gamma + 1) lies within a (relative) of every value in the
+bucket, so a quantile read from the counts is within a of the value at its rank. Values under MIN_NS in magnitude
+share bucket 0 (value 0): a duration is never known that finely.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+RELATIVE_ACCURACY = 0.005
+MIN_NS = 1.0
+_GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
+_LOG_GAMMA = np.log(_GAMMA)
+
+
+def keys(values: np.ndarray) -> np.ndarray:
+    """The bucket of each value (int32)."""
+    magnitude = np.abs(values)
+    small = ~(magnitude >= MIN_NS)
+    k = np.ceil(np.log(np.where(small, 1.0, magnitude)) / _LOG_GAMMA) + 1  # + 1: bucket 0 is kept for small values
+    return np.where(small, 0, np.sign(values) * k).astype(np.int32)
+
+
+def values(bucket_keys) -> np.ndarray:
+    """The value each bucket stands for."""
+    k = np.asarray(bucket_keys, dtype=np.float64)
+    magnitude = 2 * _GAMMA ** (np.abs(k) - 1) / (_GAMMA + 1)
+    return np.where(k == 0, 0.0, np.sign(k) * magnitude)
+
+
+def count_keys(values_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket keys, counts) of `values_`, one entry per bucket met."""
+    return np.unique(keys(values_), return_counts=True)
+
+
+def quantiles(buckets: pd.DataFrame, qs) -> list:
+    """Quantiles of the values counted in `buckets` (columns key, count; a key may repeat): per q, the value of
+    the bucket holding the value of rank ceil(q * n) (numpy's inverted_cdf); None for no values."""
+    summed = buckets.groupby("key")["count"].sum().sort_index()
+    total = int(summed.sum())
+    if total == 0:
+        return [None] * len(qs)
+    cumulative = np.cumsum(summed.to_numpy())
+    ranks = np.maximum(np.ceil(np.asarray(qs, dtype=float) * total), 1)
+    positions = np.searchsorted(cumulative, ranks, side="left")
+    return [float(v) for v in values(summed.index.to_numpy()[positions])]
+
+
+def rebin(buckets: pd.DataFrame, edges: np.ndarray) -> np.ndarray:
+    """Counts of `buckets` (key, count) in the histogram bins between consecutive `edges` (a bucket falls in the bin
+    that holds its value; below the first edge: the first bin, above the last: the last)."""
+    index = np.clip(np.searchsorted(edges, values(buckets["key"].to_numpy()), side="right") - 1, 0, len(edges) - 2)
+    return np.bincount(index, weights=buckets["count"].to_numpy(dtype=float), minlength=len(edges) - 1).astype(np.int64)
