@@ -199,3 +199,34 @@ def test_every_true_task_duration_lies_inside_its_bound_and_the_straggler_is_nam
     assert np.all(np.abs(tasks["duration_ns"].to_numpy() - true) <= tasks["err_ns"].to_numpy())
     worst = analysed.stragglers().first()
     assert worst["task_attempt_id"] == made.straggler_task and worst["partition"] == SPEC.straggler.partition
+
+
+def test_the_pipelines_one_pass_counts_what_the_join_of_a_hop_gives(analysed):
+    rows = analysed.latency("parse", "join").select("latency_ns", "err_ns", "remote").toPandas()
+    hop = analysed.pipeline(["parse", "join"]).where("hop = 0").first()
+    assert (hop["count"], hop["remote_count"], hop["unbounded_count"]) == (len(rows), rows["remote"].sum(), 0)
+    assert (hop["min_ns"], hop["max_ns"], hop["err_max_ns"]) == (
+        rows["latency_ns"].min(), rows["latency_ns"].max(), rows["err_ns"].max())
+    assert hop["mean_ns"] == pytest.approx(rows["latency_ns"].mean(), rel=1e-9)
+
+
+def test_health_counts_the_values_outside_the_calibrated_span_as_a_pass_over_them_does(made, tmp_path):
+    import shutil
+
+    from cloudprofiler.analysis import open_application
+    from pyspark.sql import functions as F
+
+    copy = tmp_path / made.path.name
+    shutil.copytree(made.path, copy)
+    probes = _table(copy / "calibration.arrows")
+    early = probes.filter(pc.less_equal(probes.column("round"), 2))
+    with pa.ipc.new_file(copy / "calibration.arrows", probes.schema) as writer:  # rounds after the first job lost
+        writer.write_table(early)
+    app = open_application(str(copy))
+    health = app.health().where("kind = 'extrapolated'").toPandas().set_index("subject")["count"].to_dict()
+    counted = {}
+    for frame in (app.records(), app.counters()):
+        for r in frame.groupBy("channel").agg(F.sum(F.col("extrapolated").cast("long")).alias("n")).collect():
+            if r["n"]:
+                counted[r["channel"]] = r["n"]
+    assert counted and health == counted

@@ -6,6 +6,8 @@ from collections import Counter
 
 from pyspark.sql import functions as F
 
+from . import reader
+
 HEALTH_DDL = "kind string, severity string, subject string, count long, message string"
 
 
@@ -69,25 +71,44 @@ def _calibration_rows(app) -> list:
     return rows
 
 
-def _value_rows(app) -> list:
-    """Values outside the calibrated span or without any bound, per channel (one pass over the records)."""
-    rows = []
-    for kind in ("records", "counters"):
-        channels = app.catalog.channels(kind)
-        if not channels:
+def _value_counts(app) -> dict:
+    """channel -> [values, extrapolated, unbounded]. A domain is bounded or not as a whole, and its calibrated span
+    is one interval of its ticks, so a file whose first and last values lie inside it has no value outside: only the
+    files that reach beyond it are read, to count theirs."""
+    counts, beyond = {}, []
+    for f in app.catalog.logs:
+        n = counts.setdefault(f.channel, [0, 0, 0])
+        n[0] += f.rows
+        if not f.rows:
             continue
-        counts = app.log_frame(channels, kind, ["channel", "extrapolated", "unbounded"]).groupBy("channel").agg(
-            F.sum(F.col("extrapolated").cast("long")).alias("extrapolated"),
-            F.sum(F.col("unbounded").cast("long")).alias("unbounded"), F.count(F.lit(1)).alias("n")).collect()
-        for r in sorted(counts, key=lambda r: r["channel"]):
-            if r["extrapolated"]:
-                rows.append(_row("extrapolated", "warning", r["channel"], r["extrapolated"], (
-                    f"{r['extrapolated']} of {r['n']} values of channel {r['channel']} lie outside the span between "
-                    "two calibration rounds: their bounds grow with the distance")))
-            if r["unbounded"]:
-                rows.append(_row("unbounded", "warning", r["channel"], r["unbounded"], (
-                    f"{r['unbounded']} of {r['n']} values of channel {r['channel']} are in a TSC domain no "
-                    "calibration relates to the reference: t_ns NaN, err_ns inf")))
+        _, _, extrapolated, unbounded = app.timebase.translate(f.domain, [f.min_tsc, f.max_tsc])
+        if unbounded.all():
+            n[2] += f.rows
+        elif extrapolated.any():
+            beyond.append(f)
+    for kind in ("records", "counters"):
+        files = [f for f in beyond if f.kind == kind]
+        if files:
+            schema = reader.project(reader.RECORD_SCHEMA if kind == "records" else reader.COUNTER_SCHEMA,
+                                    ["channel", "extrapolated"])
+            for r in reader.log_frame(app.spark, files, app.timebase, schema).groupBy("channel").agg(
+                    F.sum(F.col("extrapolated").cast("long")).alias("extrapolated")).collect():
+                counts[r["channel"]][1] += r["extrapolated"]
+    return counts
+
+
+def _value_rows(app) -> list:
+    """Values outside the calibrated span or without any bound, per channel."""
+    rows = []
+    for channel, (n, extrapolated, unbounded) in sorted(_value_counts(app).items()):
+        if extrapolated:
+            rows.append(_row("extrapolated", "warning", channel, extrapolated, (
+                f"{extrapolated} of {n} values of channel {channel} lie outside the span between two calibration "
+                "rounds: their bounds grow with the distance")))
+        if unbounded:
+            rows.append(_row("unbounded", "warning", channel, unbounded, (
+                f"{unbounded} of {n} values of channel {channel} are in a TSC domain no calibration relates to the "
+                "reference: t_ns NaN, err_ns inf")))
     return rows
 
 
