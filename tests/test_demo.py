@@ -110,3 +110,20 @@ def test_the_handler_table_is_still_there(tmp_path):
     assert done.returncode == 0, done.stderr
     for handler in ("buffered", "xoy", "null"):
         assert re.search(rf"^{handler} +20,000 ", done.stdout, re.M), handler
+
+
+def test_the_cluster_demo_measures_latencies_across_its_hosts_within_bounds(tmp_path):
+    from cloudprofiler.analysis import open_application
+
+    log_dir, output = tmp_path / "logs", tmp_path / "report.html"
+    done = subprocess.run([*CLI, "demo", "--quick", "--cluster", "--log-dir", str(log_dir), "-o", str(output)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert re.search(r"^\[ *\d+\.\d s\] cluster: done in \d+\.\d s$", done.stdout, re.M), done.stdout
+    [app] = [p for p in log_dir.iterdir() if p.is_dir() and p.name.startswith("app-")]
+    analysed = open_application(str(app))
+    assert analysed.tasks().select("host").distinct().count() == 2  # one executor on each worker
+    hop = analysed.pipeline(["batch.map", "batch.reduce"]).where("hop = 0").first()
+    # the shuffle sends about half the rows to the other worker's executor, in another TSC domain
+    assert 0.3 * hop["count"] < hop["remote_count"] < 0.7 * hop["count"] and hop["unbounded_count"] == 0
+    assert 0 < hop["err_p99_ns"] < 100e3 and output.stat().st_size > 0
