@@ -233,7 +233,9 @@ typedef struct cp_channel_stats {
 } cp_channel_stats;
 
 CP_EXPORT int cp_channel_stats_get(const cp_channel *channel, cp_channel_stats *out, cp_error *error);
-/* The channel's file path; lives as long as the channel handle. */
+/* The handler the channel logs with now (a channel opened by rules: that of its current segment). */
+CP_EXPORT cp_handler cp_channel_handler(const cp_channel *channel);
+/* The channel's file path (opened by rules: its current segment's); lives as long as the channel handle. */
 CP_EXPORT const char *cp_channel_path(const cp_channel *channel);
 
 typedef struct cp_library_stats {

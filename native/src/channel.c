@@ -244,6 +244,13 @@ static void discard(cp_channel *ch) {
   free(ch);
 }
 
+void cp__channel_list_add(cp_channel *ch) {
+  pthread_mutex_lock(&cp__lib.mutex);
+  ch->next_all = cp__lib.channels;
+  cp__lib.channels = ch;
+  pthread_mutex_unlock(&cp__lib.mutex);
+}
+
 cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                                cp_error *error) {
@@ -288,10 +295,7 @@ cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, co
     discard(ch);
     return NULL;
   }
-  pthread_mutex_lock(&cp__lib.mutex);
-  ch->next_all = cp__lib.channels;
-  cp__lib.channels = ch;
-  pthread_mutex_unlock(&cp__lib.mutex);
+  cp__channel_list_add(ch);
   if (kind->sample) cp__timer_kick();
   return ch;
 }
@@ -411,6 +415,7 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
       out->logged += s.logged, out->kept += s.kept, out->written += s.written, out->dropped += s.dropped;
       out->after_close += s.after_close, out->bytes_written += s.bytes_written;
     }
+    out->after_close += atomic_load(&ch->after_close);
     return 0;
   }
   uint64_t w_logged = 0, w_dropped = 0, w_kept = 0;
@@ -430,6 +435,10 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
   out->after_close = atomic_load(&ch->after_close);
   out->bytes_written = atomic_load(&ch->bytes_written);
   return 0;
+}
+
+cp_handler cp_channel_handler(const cp_channel *ch) {
+  return valid(ch) ? atomic_load(&ch->current)->handler : CP_HANDLER_NULL;
 }
 
 const char *cp_channel_path(const cp_channel *ch) { return valid(ch) ? atomic_load(&ch->current)->path : NULL; }

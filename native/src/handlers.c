@@ -247,20 +247,20 @@ static inline __attribute__((always_inline)) void log_one_tsc(cp_channel *ch, in
 
 static inline void log_one(cp_channel *ch, int64_t id) { log_one_tsc(ch, id, false, 0); }
 
-/* The channel that takes n records now: the handle's current one (one load: a handle opened by rules switches by
- * storing its next segment, which is complete before the store); NULL, counting them, where none does (a NULL
- * handle, a closed channel). */
+/* The channel that takes n records now: the handle's current one (a handle opened by rules switches by storing its
+ * next segment, complete before the store; its old segment stays open a grace period for the calls that loaded
+ * it); NULL, counting them, where none does (a NULL handle, a closed one). Two independent loads, as for a channel
+ * that never switches. */
 static inline cp_channel *accepting(cp_channel *handle, size_t n) {
   if (CP_UNLIKELY(!handle)) {
     atomic_fetch_add_explicit(&cp__lib.null_handle_logs, n, memory_order_relaxed);
     return NULL;
   }
-  cp_channel *ch = atomic_load_explicit(&handle->current, memory_order_acquire);
-  if (CP_UNLIKELY(!atomic_load_explicit(&ch->open, memory_order_relaxed))) {
-    atomic_fetch_add_explicit(&ch->after_close, n, memory_order_relaxed);
+  if (CP_UNLIKELY(!atomic_load_explicit(&handle->open, memory_order_relaxed))) {
+    atomic_fetch_add_explicit(&handle->after_close, n, memory_order_relaxed);
     return NULL;
   }
-  return ch;
+  return atomic_load_explicit(&handle->current, memory_order_acquire);
 }
 
 void cp_log(cp_channel *handle, int64_t tuple_id) {

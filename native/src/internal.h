@@ -237,7 +237,7 @@ struct cp_channel {
   uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
   _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
-  /* rules: a handle over segments (not in the library's list), or a segment: the one before it; a segment's
+  /* rules: a handle over segments, or a segment: the one before it; a segment's
    * switch time once a newer one took its place, after which the timer thread closes it */
   bool by_rules;
   struct cp_channel *previous_segment;
@@ -290,6 +290,9 @@ CP_INTERNAL void cp__channel_set_meta(cp_channel *ch, const char *key, const cha
 CP_INTERNAL cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                                            cp_error *error);
+/* Into the library's list, which cp_stop closes, a fork marks closed, and the timer thread walks (it skips handles
+ * opened by rules, whose segments are in the list too). */
+CP_INTERNAL void cp__channel_list_add(cp_channel *ch);
 /* 0, or EBADF naming `what` when the handle is no channel or a closed one. */
 CP_INTERNAL int cp__channel_check_open(const cp_channel *ch, const char *what, cp_error *error);
 /* Rewrites the schema message in place with the metadata of now (padded values keep its length). */

@@ -166,6 +166,7 @@ static void *timer_main(void *arg) {
     if (next_flush < next) next = next_flush;
     pthread_mutex_lock(&g->mutex);
     for (cp_channel *ch = g->channels; ch; ch = ch->next_all) {
+      if (ch->by_rules) continue; /* its segments are in the list */
       if (!atomic_load(&ch->open)) {
         uint64_t closed = atomic_load(&ch->closed_tsc);
         if (closed && now - closed > grace_ticks) {
@@ -390,6 +391,7 @@ void cp_library_stats_get(cp_library_stats *out) {
   pthread_mutex_lock(&cp__lib.mutex);
   out->channels_opened = cp__lib.channels_opened;
   for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) {
+    if (ch->by_rules) continue; /* its segments are in the list */
     cp_channel_stats s;
     cp_channel_stats_get(ch, &s, NULL);
     out->channels_open += atomic_load(&ch->open) != 0;

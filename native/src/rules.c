@@ -270,6 +270,7 @@ cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_k
       atomic_store(&handle->current, first);
       atomic_store(&handle->open, 1);
       R.handles[R.n_handles++] = handle;
+      cp__channel_list_add(handle);
     }
   } else {
     cp__fail(error, ENOMEM, "out of memory");
