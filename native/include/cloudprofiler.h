@@ -272,9 +272,10 @@ CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
  *                    "null" for segment 0
  *   switch.out       the clock of the switch that ended it: calls after it log to the next segment; "null"
  *                    while it is current. A call under way at that moment may still land here.
- * The handle works with every channel function: flush, close and stats cover all its segments, the path is the
- * current segment's, cp_channel_parameterize changes the current segment (until the next switch). Segments are
- * kept (a few hundred bytes each, plus one writer per logging thread) until the process ends.
+ * The handle works with every channel function: flush, close and stats cover all its segments (cp_stop closes it
+ * like any channel), the path and cp_channel_handler are the current segment's, cp_channel_parameterize changes
+ * the current segment (until the next switch). Segment memory is kept (a few hundred bytes each, plus a writer per
+ * logging thread; the blocks are freed after the close) until the process ends, like every channel's.
  *
  * A process follows a rules file when the environment variable CLOUDPROFILER_RULES names one: it is read when the
  * library starts and again within about 250 ms of every change (its modification time, size or inode). A file
@@ -289,7 +290,8 @@ CP_EXPORT int cp_rules_set(const char *text, cp_error *error);
  * NUL-terminated; returns the length of the whole text (as snprintf: call again with a larger buffer when it is
  * >= cap). */
 CP_EXPORT size_t cp_rules_get(char *out, size_t cap);
-/* Opens a channel whose handler the rules in force choose; NULL on error (as cp_channel_open). */
+/* Opens a channel whose handler the rules in force choose; NULL on error (as cp_channel_open, with at most 59
+ * metadata pairs of the caller's: each segment adds 5). */
 CP_EXPORT cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_keys,
                                                const char *const *meta_values, size_t n_meta, cp_error *error);
 
