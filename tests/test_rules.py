@@ -80,6 +80,7 @@ def test_switches_racing_four_threads_lose_no_record(log_dir):
         ids.append(table["tuple_id"].to_numpy())
     ids = np.sort(np.concatenate(ids))
     assert np.array_equal(ids, np.arange(4 * per_thread))
+    cp.set_rules("")
 
 
 FOLLOWER = """
@@ -118,16 +119,18 @@ def test_a_process_follows_its_rules_file(tmp_path):
     hz = files[0][0]["tsc.hz"]
     for number, (meta, table) in enumerate(files):
         tscs = table["tsc"].to_pylist()
-        if number:  # switched within a second of the file's change; its records were all taken after the switch
+        if number:  # its records were all taken after the switch, which came within a second of the file's change
             switch_in = meta["switch.in"]
-            assert 0 <= switch_in["realtime_ns"] - changes[number - 1] < 1e9
             assert all(t >= switch_in["tsc"] for t in tscs)
-            if tscs:  # logging resumed at once (a call every 0.2 ms or so)
-                assert min(tscs) - switch_in["tsc"] < 0.1 * hz
-        if number + 1 < len(files):  # logged up to its switch (nothing missing), none after it
-            switch_out = meta["switch.out"]
-            if tscs:
-                assert switch_out["tsc"] - max(tscs) < 0.1 * hz
-                assert max(tscs) <= switch_out["tsc"]
-        assert table.num_rows == (0 if meta["handler"] == "null" else meta["records.written"])
-    assert files[1][1].num_rows == 0 and files[1][0]["records.logged"] > 1000  # null: calls counted, none kept
+            since_change = (switch_in["realtime_ns"] - changes[number - 1]) / 1e9
+            assert 0 <= since_change < 1
+            if tscs:  # logging resumed within a second of the change
+                assert since_change + (min(tscs) - switch_in["tsc"]) / hz < 1
+        if number + 1 < len(files) and tscs:  # none after its switch (but a call under way at it)
+            assert max(tscs) <= meta["switch.out"]["tsc"] + 0.001 * hz
+    # nothing lost at a switch: the ids (one per call, counting up) go on from one file to the next
+    (_, first), (null, _), (_, again), (_, sampled) = files
+    first, again, sampled = (t["tuple_id"].to_pylist() for t in (first, again, sampled))
+    assert first == list(range(len(first))) and again == list(range(again[0], again[0] + len(again)))
+    assert null["records.logged"] > 1000 and again[0] == len(first) + null["records.logged"]
+    assert sampled == list(range(again[-1] + 1, again[-1] + 1 + 4 * len(sampled), 4))
