@@ -237,8 +237,9 @@ struct cp_channel {
   uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
   _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
-  /* rules: a handle over segments, or a segment: the one before it; a segment's
-   * switch time once a newer one took its place, after which the timer thread closes it */
+  /* rules: a handle over segments (no kind and no file: its handler and params are its current segment's rule,
+   * its number counts its switches), or a segment: the one before it; a segment's switch time once a newer one
+   * took its place, after which the timer thread closes it */
   bool by_rules;
   struct cp_channel *previous_segment;
   _Atomic uint64_t retired_tsc;
