@@ -83,6 +83,22 @@ def test_switches_racing_four_threads_lose_no_record(log_dir):
     cp.set_rules("")
 
 
+def test_a_counter_switched_to_records_keeps_its_count(log_dir):
+    """The counter's file ends with every call it counted, in periods that start before its switch; the records
+    go to the next file, with the other schema."""
+    cp.set_rules("cnt=mpc:1000000")
+    with cp.Channel.by_rules("cnt") as channel:
+        channel.log_many(np.arange(1000))
+        cp.set_rules("cnt=buffered")
+        channel.log_many(np.arange(1000, 1500))
+    cp.set_rules("")
+    (counted, periods), (recorded, records) = segments(log_dir, "cnt")
+    assert periods.column_names == ["period_start_tsc", "count"] and records.column_names == ["tuple_id", "tsc"]
+    assert sum(periods["count"].to_pylist()) == counted["records.logged"] == 1000
+    assert max(periods["period_start_tsc"].to_pylist()) < counted["switch.out"]["tsc"]
+    assert recorded["switch.previous"] == "mpc:1000000" and records["tuple_id"].to_pylist() == list(range(1000, 1500))
+
+
 FOLLOWER = """
 import sys, time
 import cloudprofiler as cp
@@ -108,8 +124,8 @@ def test_a_process_follows_its_rules_file(tmp_path):
     changes = []
     for text in ["trace=null\n", "trace=buffered\n", "trace=downsample:4\n", "trace=nosuch\n"]:
         time.sleep(1.0)
+        changes.append(time.time_ns())  # before the write: the switch cannot come earlier
         rules_file.write_text(text)
-        changes.append(time.time_ns())
     _, stderr = child.communicate(timeout=60)
     assert child.returncode == 0, stderr
     assert stderr.count(f"rules file {rules_file} refused") == 1 and "unknown handler 'nosuch'" in stderr

@@ -271,16 +271,17 @@ CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
  *   switch.in        the clock (as open.clock) of the switch that opened it: its records were taken after it;
  *                    "null" for segment 0
  *   switch.out       the clock of the switch that ended it: calls after it log to the next segment; "null"
- *                    while it is current. A call under way at that moment may still land here.
+ *                    while it is current. A call under way at that moment may still land here; a counter's last
+ *                    period starts before it and runs on to the close, so that it holds those calls too.
  * The handle works with every channel function: flush, close and stats cover all its segments (cp_stop closes it
  * like any channel), the path and cp_channel_handler are the current segment's, cp_channel_parameterize changes
  * the current segment (until the next switch). Segment memory is kept (a few hundred bytes each, plus a writer per
  * logging thread; the blocks are freed after the close) until the process ends, like every channel's.
  *
  * A process follows a rules file when the environment variable CLOUDPROFILER_RULES names one: it is read when the
- * library starts and again within about 250 ms of every change (its modification time, size or inode). A file
- * that cannot be read or holds a bad rule is refused with one message on stderr naming it; the rules in force
- * stay. */
+ * library starts and again after every change (its modification time, size or inode), once the file has stayed
+ * the same for 250 ms (a file caught half-written is not applied): within about half a second. A file that cannot
+ * be read or holds a bad rule is refused with one message on stderr naming it; the rules in force stay. */
 #define CP_RULES_MAX 256
 
 /* Replaces the rules in force and switches every open channel opened by rules whose handler or parameters

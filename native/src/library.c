@@ -160,7 +160,7 @@ static void *timer_main(void *arg) {
   pthread_mutex_lock(&g->queue_mutex);
   while (!g->stopping) {
     pthread_mutex_unlock(&g->queue_mutex);
-    if (cp__rules_file_poll()) wake_ns = 250e6; /* a change takes effect within a quarter of a second */
+    if (cp__rules_file_poll()) wake_ns = 250e6; /* a change takes effect within about half a second */
     uint64_t now = cp_tsc();
     uint64_t next = close_retired(now, grace_ticks);
     if (next_flush < next) next = next_flush;
@@ -175,6 +175,7 @@ static void *timer_main(void *arg) {
         }
         continue;
       }
+      if (atomic_load(&ch->retired_tsc)) continue; /* a counter's last period runs on to its close */
       if (ch->kind->sample) {
         uint64_t deadline = ch->kind->sample(ch, now);
         if (deadline < next) next = deadline;

@@ -300,9 +300,17 @@ static char *read_text(const char *path, int *code) {
   return text;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b) {
+  return a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_size == b->st_size && a->st_ino == b->st_ino;
+}
+
+/* A changed file is read once it has stayed the same for one poll, so that one caught half-written (truncated,
+ * not yet filled) is not applied; the first read, at the library's start, takes it as it is. */
 bool cp__rules_file_poll(void) {
   static const char *path;
-  static struct stat seen; /* of the last version read (or refused) */
+  static struct stat seen, changed; /* the version read last (or refused); a newer one waiting to settle */
+  static bool read_once, waiting;
   static int stat_error;
   if (!path) path = getenv("CLOUDPROFILER_RULES");
   if (!path || !*path) return false;
@@ -315,10 +323,10 @@ bool cp__rules_file_poll(void) {
     return true;
   }
   stat_error = 0;
-  if (now.st_mtim.tv_sec == seen.st_mtim.tv_sec && now.st_mtim.tv_nsec == seen.st_mtim.tv_nsec &&
-      now.st_size == seen.st_size && now.st_ino == seen.st_ino)
-    return true;
+  if (read_once && same_file(&now, &seen)) return waiting = false, true;
+  if (read_once && !(waiting && same_file(&now, &changed))) return changed = now, waiting = true, true;
   seen = now;
+  read_once = true, waiting = false;
   int code;
   char *text = read_text(path, &code);
   cp_error error = {0};
