@@ -233,7 +233,9 @@ typedef struct cp_channel_stats {
 } cp_channel_stats;
 
 CP_EXPORT int cp_channel_stats_get(const cp_channel *channel, cp_channel_stats *out, cp_error *error);
-/* The channel's file path; lives as long as the channel handle. */
+/* The handler the channel logs with now (a channel opened by rules: that of its current segment). */
+CP_EXPORT cp_handler cp_channel_handler(const cp_channel *channel);
+/* The channel's file path (opened by rules: its current segment's); lives as long as the channel handle. */
 CP_EXPORT const char *cp_channel_path(const cp_channel *channel);
 
 typedef struct cp_library_stats {
@@ -245,6 +247,54 @@ typedef struct cp_library_stats {
 } cp_library_stats;
 
 CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
+
+/* ==== Rules: a channel's handler chosen by its name, changed while it runs ================================
+ * Rules map channel names to handlers, one rule a line:
+ *   <pattern>=<handler>[:<param>[:<param>...]]      e.g.  ysb.*=downsample:64   *=buffered
+ * The pattern is a shell glob (fnmatch(3): *, ?, [...]; '*' also matches dots). The first rule whose pattern
+ * matches a channel's name wins; a name no rule matches gets buffered. Blank lines and lines starting with '#' are
+ * skipped; spaces around the parts are ignored. ret_start and ret_end are refused (they need a peer of their own).
+ *
+ * cp_rules_set checks every rule before it applies any: an unknown handler, a wrong number of parameters or one
+ * out of range (cp_handler_check), a malformed pattern or line is refused with EINVAL and a message naming the
+ * rule (its line number and text); the rules in force stay. At most CP_RULES_MAX rules.
+ *
+ * A channel opened by rules (cp_channel_open_by_rules) is a handle over a series of files, its segments. When
+ * new rules give it another handler or other parameters, it switches at once: the next segment opens (a new file,
+ * the next channel number) and later calls log to it; the calls of every thread go on meanwhile (cp_log reads the
+ * channel's current segment with one atomic load). The previous segment closes about a second later, when no
+ * call that started before the switch can still be logging to it; nothing logged to it is lost. A segment's
+ * schema metadata adds:
+ *   rules.rule       the rule that chose its handler, e.g. "ysb.*=downsample:64" ("*=buffered" for no match)
+ *   rules.segment    0 for the channel's first file, then 1, 2, ...
+ *   switch.previous  the handler and parameters of the segment before, e.g. "buffered" ("" for segment 0)
+ *   switch.in        the clock (as open.clock) of the switch that opened it: its records were taken after it;
+ *                    "null" for segment 0
+ *   switch.out       the clock of the switch that ended it: calls after it log to the next segment; "null"
+ *                    while it is current. A call under way at that moment may still land here; a counter's last
+ *                    period starts before it and runs on to the close, so that it holds those calls too.
+ * The handle works with every channel function: flush, close and stats cover all its segments (cp_stop closes it
+ * like any channel), the path and cp_channel_handler are the current segment's, cp_channel_parameterize changes
+ * the current segment (until the next switch). Segment memory is kept (a few hundred bytes each, plus a writer per
+ * logging thread; the blocks are freed after the close) until the process ends, like every channel's.
+ *
+ * A process follows a rules file when the environment variable CLOUDPROFILER_RULES names one: it is read when the
+ * library starts and again after every change (its modification time, size or inode), once the file has stayed
+ * the same for 250 ms (a file caught half-written is not applied): within about half a second. A file that cannot
+ * be read or holds a bad rule is refused with one message on stderr naming it; the rules in force stay. */
+#define CP_RULES_MAX 256
+
+/* Replaces the rules in force and switches every open channel opened by rules whose handler or parameters
+ * change. A channel that cannot switch (its new file cannot be created) keeps its segment, reported on stderr. */
+CP_EXPORT int cp_rules_set(const char *text, cp_error *error);
+/* The rules in force, one a line as cp_rules_set took them (comments and blank lines left out), into out[0..cap)
+ * NUL-terminated; returns the length of the whole text (as snprintf: call again with a larger buffer when it is
+ * >= cap). */
+CP_EXPORT size_t cp_rules_get(char *out, size_t cap);
+/* Opens a channel whose handler the rules in force choose; NULL on error (as cp_channel_open, with at most 59
+ * metadata pairs of the caller's: each segment adds 5). */
+CP_EXPORT cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_keys,
+                                               const char *const *meta_values, size_t n_meta, cp_error *error);
 
 /* ==== Return-trip (ReT) handlers: the paper's baseline ====================================================
  * ret_start (params: UDP port to listen on, 0 = any free port; key) logs like buffered and opens the companion

@@ -24,7 +24,7 @@ static void safe_name(char *out, size_t cap, const char *in) {
   if (!i || out[0] == '.') out[0] = '_', out[i ? i : 1] = '\0';
 }
 
-static void clock_json(char *out, size_t cap, const cp_clock_reading *r) {
+void cp__clock_json(char *out, size_t cap, const cp_clock_reading *r) {
   snprintf(out, cap,
            "{\"tsc\": %" PRIu64 ", \"monotonic_raw_ns\": %" PRId64 ", \"realtime_ns\": %" PRId64
            ", \"uncertainty_ticks\": %" PRIu64 "}",
@@ -72,8 +72,8 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
                                atomic_load(&ch->live_params[i]));
   snprintf(m->params + used, sizeof m->params - used, "]");
   padded(m->params_padded, 48, m->params, pad);
-  clock_json(m->open_clock, sizeof m->open_clock, &ch->open_clock);
-  if (ch->has_close_clock) clock_json(m->raw, sizeof m->raw, &ch->close_clock);
+  cp__clock_json(m->open_clock, sizeof m->open_clock, &ch->open_clock);
+  if (ch->has_close_clock) cp__clock_json(m->raw, sizeof m->raw, &ch->close_clock);
   else snprintf(m->raw, sizeof m->raw, "null");
   padded(m->close_clock, 160, m->raw, pad); /* the longest reading (four 20-digit numbers) is 151 bytes */
   u64_padded(m->logged, s.logged, pad);
@@ -109,6 +109,13 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
     m->keys[m->n] = ch->meta_keys[i];
     m->values[m->n] = ch->meta_values[i];
   }
+}
+
+void cp__channel_set_meta(cp_channel *ch, const char *key, const char *value) {
+  pthread_mutex_lock(&ch->file_mutex);
+  for (size_t i = 0; i < ch->n_meta; i++)
+    if (strcmp(ch->meta_keys[i], key) == 0) padded(ch->meta_values[i], strlen(ch->meta_values[i]), value, true);
+  pthread_mutex_unlock(&ch->file_mutex);
 }
 
 static int encode_header(cp_channel *ch, cp_buf *out) {
@@ -237,12 +244,20 @@ static void discard(cp_channel *ch) {
   free(ch);
 }
 
+void cp__channel_list_add(cp_channel *ch) {
+  pthread_mutex_lock(&cp__lib.mutex);
+  ch->next_all = cp__lib.channels;
+  cp__lib.channels = ch;
+  pthread_mutex_unlock(&cp__lib.mutex);
+}
+
 cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                                cp_error *error) {
   cp_channel *ch = calloc(1, sizeof *ch);
   if (!ch) return cp__fail(error, ENOMEM, "out of memory"), NULL;
   ch->magic = CP_CHANNEL_MAGIC;
+  atomic_store(&ch->current, ch);
   ch->handler = kind->handler;
   ch->kind = kind;
   ch->fd = -1;
@@ -280,10 +295,7 @@ cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, co
     discard(ch);
     return NULL;
   }
-  pthread_mutex_lock(&cp__lib.mutex);
-  ch->next_all = cp__lib.channels;
-  cp__lib.channels = ch;
-  pthread_mutex_unlock(&cp__lib.mutex);
+  cp__channel_list_add(ch);
   if (kind->sample) cp__timer_kick();
   return ch;
 }
@@ -298,9 +310,25 @@ static int io_failure(const cp_channel *ch, int code, cp_error *error) {
   return cp__fail(error, code, "writing %s failed: %s", ch->path, strerror(code));
 }
 
+/* A handle opened by rules: flush or close each segment still open, newest first, under the handle's mutex (which
+ * a switch holds); the first error other than a segment closed meanwhile (by cp_stop or the timer thread). */
+static int each_segment(cp_channel *handle, int (*op)(cp_channel *, cp_error *), cp_error *error) {
+  int rc = 0;
+  pthread_mutex_lock(&handle->mutex);
+  for (cp_channel *s = atomic_load(&handle->current); s; s = s->previous_segment) {
+    if (!atomic_load(&s->open)) continue;
+    cp_error e;
+    int r = op(s, &e);
+    if (r && r != EBADF && !rc) rc = cp__fail(error, r, "%s", e.message);
+  }
+  pthread_mutex_unlock(&handle->mutex);
+  return rc;
+}
+
 int cp_channel_flush(cp_channel *ch, cp_error *error) {
   int rc = cp__channel_check_open(ch, "cp_channel_flush", error);
   if (rc) return rc;
+  if (ch->by_rules) return each_segment(ch, cp_channel_flush, error);
   if (ch->kind->blocks) {
     cp__channel_submit_writers(ch);
     wait_written(ch);
@@ -342,6 +370,7 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (!valid(ch)) return cp__fail(error, EBADF, "cp_channel_close: not a channel handle");
   if (!atomic_exchange(&ch->open, 0))
     return cp__fail(error, EBADF, "cp_channel_close: channel '%s' is already closed", ch->name);
+  if (ch->by_rules) return each_segment(ch, cp_channel_close, error);
   cp_clock_reading close_clock;
   bool have_clock = cp_clock_read(&close_clock, NULL) == 0;
   pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
@@ -379,6 +408,16 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
   if (!valid(ch_const) || !out) return cp__fail(error, EBADF, "cp_channel_stats_get: not a channel handle");
   cp_channel *ch = (cp_channel *)ch_const;
   memset(out, 0, sizeof *out);
+  if (ch->by_rules) {
+    for (cp_channel *seg = atomic_load(&ch->current); seg; seg = seg->previous_segment) {
+      cp_channel_stats s;
+      cp_channel_stats_get(seg, &s, NULL);
+      out->logged += s.logged, out->kept += s.kept, out->written += s.written, out->dropped += s.dropped;
+      out->after_close += s.after_close, out->bytes_written += s.bytes_written;
+    }
+    out->after_close += atomic_load(&ch->after_close);
+    return 0;
+  }
   uint64_t w_logged = 0, w_dropped = 0, w_kept = 0;
   for (cp_writer *w = cp__writers_head(ch); w; w = w->next) {
     w_logged += atomic_load_explicit(&w->logged, memory_order_relaxed);
@@ -398,4 +437,8 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
   return 0;
 }
 
-const char *cp_channel_path(const cp_channel *ch) { return valid(ch) ? ch->path : NULL; }
+cp_handler cp_channel_handler(const cp_channel *ch) {
+  return valid(ch) ? atomic_load(&ch->current)->handler : CP_HANDLER_NULL;
+}
+
+const char *cp_channel_path(const cp_channel *ch) { return valid(ch) ? atomic_load(&ch->current)->path : NULL; }

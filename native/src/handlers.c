@@ -46,6 +46,8 @@ static const cp_handler_kind kinds[CP_HANDLER_COUNT_] = {
 
 static bool known(cp_handler h) { return (int)h >= 0 && h < CP_HANDLER_COUNT_; }
 
+const cp_handler_kind *cp__handler_kind(cp_handler h) { return known(h) ? &kinds[h] : NULL; }
+
 const char *cp_handler_name(cp_handler h) { return known(h) ? kinds[h].name : "unknown"; }
 
 int cp_handler_param_count(cp_handler h) { return known(h) ? kinds[h].n_params : -1; }
@@ -91,22 +93,28 @@ int cp_handler_check(cp_handler h, const int64_t *params, size_t n_params, cp_er
   return 0;
 }
 
+int cp__channel_args_check(const char *name, const char *const *meta_keys, const char *const *meta_values,
+                           size_t n_meta, size_t max_meta, cp_error *error) {
+  if (!name) return cp__fail(error, EINVAL, "channel name is NULL");
+  if (n_meta > max_meta) return cp__fail(error, EINVAL, "%zu metadata pairs given: at most %zu", n_meta, max_meta);
+  for (size_t i = 0; i < n_meta; i++)
+    if (!meta_keys[i] || !meta_values[i]) return cp__fail(error, EINVAL, "metadata pair %zu is NULL", i);
+  return 0;
+}
+
 cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t *params, size_t n_params,
                             const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                             cp_error *error) {
-  if (!name) return cp__fail(error, EINVAL, "channel name is NULL"), NULL;
-  if (cp_handler_check(handler, params, n_params, error)) return NULL;
-  if (n_meta > CP_META_MAX)
-    return cp__fail(error, EINVAL, "%zu metadata pairs given: at most %d", n_meta, CP_META_MAX), NULL;
-  for (size_t i = 0; i < n_meta; i++)
-    if (!meta_keys[i] || !meta_values[i]) return cp__fail(error, EINVAL, "metadata pair %zu is NULL", i), NULL;
-  if (cp__ensure_started(error)) return NULL;
+  if (cp__channel_args_check(name, meta_keys, meta_values, n_meta, CP_META_MAX, error) ||
+      cp_handler_check(handler, params, n_params, error) || cp__ensure_started(error))
+    return NULL;
   return cp__channel_create(name, &kinds[handler], params, meta_keys, meta_values, n_meta, error);
 }
 
 int cp_channel_parameterize(cp_channel *ch, uint32_t index, int64_t value, cp_error *error) {
   int rc = cp__channel_check_open(ch, "cp_channel_parameterize", error);
   if (rc) return rc;
+  if (ch->by_rules) ch = atomic_load(&ch->current); /* until the next switch */
   const cp_handler_kind *k = ch->kind;
   if (index >= (uint32_t)k->n_params)
     return cp__fail(error, EINVAL, "handler %s has %d parameter(s): index %u is out of range", k->name, k->n_params,
@@ -239,29 +247,35 @@ static inline __attribute__((always_inline)) void log_one_tsc(cp_channel *ch, in
 
 static inline void log_one(cp_channel *ch, int64_t id) { log_one_tsc(ch, id, false, 0); }
 
-/* Whether a channel takes n records now; counts them where it does not (a NULL handle, a closed channel). */
-static inline bool accepts(cp_channel *ch, size_t n) {
-  if (CP_UNLIKELY(!ch)) {
+/* The channel that takes n records now: the handle's current one (a handle opened by rules switches by storing its
+ * next segment, complete before the store; its old segment stays open a grace period for the calls that loaded
+ * it); NULL, counting them, where none does (a NULL handle, a closed one). Two independent loads, as for a channel
+ * that never switches. */
+static inline cp_channel *accepting(cp_channel *handle, size_t n) {
+  if (CP_UNLIKELY(!handle)) {
     atomic_fetch_add_explicit(&cp__lib.null_handle_logs, n, memory_order_relaxed);
-    return false;
+    return NULL;
   }
-  if (CP_UNLIKELY(!atomic_load_explicit(&ch->open, memory_order_relaxed))) {
-    atomic_fetch_add_explicit(&ch->after_close, n, memory_order_relaxed);
-    return false;
+  if (CP_UNLIKELY(!atomic_load_explicit(&handle->open, memory_order_relaxed))) {
+    atomic_fetch_add_explicit(&handle->after_close, n, memory_order_relaxed);
+    return NULL;
   }
-  return true;
+  return atomic_load_explicit(&handle->current, memory_order_acquire);
 }
 
-void cp_log(cp_channel *ch, int64_t tuple_id) {
-  if (accepts(ch, 1)) log_one(ch, tuple_id);
+void cp_log(cp_channel *handle, int64_t tuple_id) {
+  cp_channel *ch = accepting(handle, 1);
+  if (ch) log_one(ch, tuple_id);
 }
 
-void cp_log_at(cp_channel *ch, int64_t tuple_id, uint64_t tsc) {
-  if (accepts(ch, 1)) log_one_tsc(ch, tuple_id, true, tsc);
+void cp_log_at(cp_channel *handle, int64_t tuple_id, uint64_t tsc) {
+  cp_channel *ch = accepting(handle, 1);
+  if (ch) log_one_tsc(ch, tuple_id, true, tsc);
 }
 
-void cp_log_many(cp_channel *ch, const int64_t *ids, size_t n) {
-  if (!accepts(ch, n)) return;
+void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) {
+  cp_channel *ch = accepting(handle, n);
+  if (!ch) return;
   if (ch->handler == CP_HANDLER_BUFFERED) {
     cp_writer *w = cp__writer_of(ch);
     if (CP_UNLIKELY(!w)) {

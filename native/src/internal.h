@@ -1,6 +1,7 @@
 /* Internal declarations shared by the library's source files. Nothing here is public API.
  *
- * Each file calls only files below it:
+ * Each file calls only files below it (but library.c's timer thread polls the rules file through cp_rules_set):
+ *   rules.c                        the rules, channels opened by them and their switches, the rules file
  *   handlers.c                     the handler table, cp_channel_open, the hot path
  *   library.c, counters.c, ret.c   start, the background threads, stop; the hooks of spc/mpc and of ReT
  *   channel.c, probe.c             a channel's file, flush, close and counts; the calibration probes
@@ -183,6 +184,9 @@ typedef struct cp_writer {
 
 struct cp_channel {
   uint32_t magic;
+  /* What cp_log logs to, with the one atomic load of each call: the channel itself, or for a handle opened by
+   * rules its current segment (rules.c stores the next one at a switch). */
+  _Atomic(struct cp_channel *) current;
   _Atomic int open;
   cp_handler handler;          /* what the hot path dispatches on */
   const cp_handler_kind *kind; /* everything else about the handler */
@@ -233,6 +237,13 @@ struct cp_channel {
   uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
   _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
+  /* rules: a handle over segments (no kind and no file: its handler and params are its current segment's rule,
+   * its number counts its switches), or a segment: the one before it; a segment's switch time once a newer one
+   * took its place, after which the timer thread closes it */
+  bool by_rules;
+  struct cp_channel *previous_segment;
+  _Atomic uint64_t retired_tsc;
+
   struct cp_channel *next_all;
   struct cp_ret *ret; /* ret_start/ret_end: the socket (and the start side's listener) */
 };
@@ -272,10 +283,17 @@ CP_INTERNAL void cp__timer_kick(void);    /* a sampled channel opened or changed
 CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
 
 /* ---- channel.c ---- */
+CP_INTERNAL void cp__clock_json(char *out, size_t cap, const cp_clock_reading *r);
+/* Replaces the value of the caller's metadata key `key` with `value`, padded with spaces to the old value's length
+ * (the key was opened with a padded placeholder), so that header rewrites keep their length. */
+CP_INTERNAL void cp__channel_set_meta(cp_channel *ch, const char *key, const char *value);
 /* A channel of this handler with its file; the library has started and the parameters passed the handler's check. */
 CP_INTERNAL cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                                            cp_error *error);
+/* Into the library's list, which cp_stop closes, a fork marks closed, and the timer thread walks (it skips handles
+ * opened by rules, whose segments are in the list too). */
+CP_INTERNAL void cp__channel_list_add(cp_channel *ch);
 /* 0, or EBADF naming `what` when the handle is no channel or a closed one. */
 CP_INTERNAL int cp__channel_check_open(const cp_channel *ch, const char *what, cp_error *error);
 /* Rewrites the schema message in place with the metadata of now (padded values keep its length). */
@@ -298,6 +316,17 @@ CP_INTERNAL int cp__ret_open(cp_channel *ch, cp_error *error);
 CP_INTERNAL void cp__ret_send(cp_channel *ch, int64_t tuple_id);
 CP_INTERNAL void cp__ret_start_close(cp_channel *ch);
 CP_INTERNAL void cp__ret_end_release(cp_channel *ch); /* closes ret_end's socket */
+
+/* ---- handlers.c ---- */
+CP_INTERNAL const cp_handler_kind *cp__handler_kind(cp_handler handler);
+/* cp_channel_open's checks of a name and its metadata pairs (at most `max_meta`) */
+CP_INTERNAL int cp__channel_args_check(const char *name, const char *const *meta_keys, const char *const *meta_values,
+                                       size_t n_meta, size_t max_meta, cp_error *error);
+
+/* ---- rules.c ---- */
+/* Reads the file CLOUDPROFILER_RULES names when it changed since the last call (the library's start, then the
+ * timer thread); returns whether a file is followed. */
+CP_INTERNAL bool cp__rules_file_poll(void);
 
 /* ---- library.c ---- */
 CP_INTERNAL int cp__ensure_started(cp_error *error);

@@ -124,21 +124,49 @@ static void *io_main(void *arg) {
   return NULL;
 }
 
-/* Samples counter channels at their period boundaries, hands off partial blocks every flush interval and
- * releases what closed channels held; sleeps in between. */
+/* Closes the segments that a switch retired a grace period ago (calls that loaded one before its switch have left
+ * it by then), a few at a time, outside the library mutex; returns when the next one is due. */
+static uint64_t close_retired(uint64_t now, uint64_t grace_ticks) {
+  cp_channel *retired[16];
+  size_t n = 0;
+  uint64_t next = UINT64_MAX;
+  pthread_mutex_lock(&cp__lib.mutex);
+  for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) {
+    uint64_t at = atomic_load(&ch->retired_tsc);
+    if (!at || !atomic_load(&ch->open)) continue;
+    uint64_t due = at + grace_ticks;
+    if (now > due && n < 16) retired[n++] = ch;
+    else if (due < next) next = due;
+  }
+  pthread_mutex_unlock(&cp__lib.mutex);
+  for (size_t i = 0; i < n; i++) {
+    cp_error error;
+    int rc = cp_channel_close(retired[i], &error);
+    if (rc && rc != EBADF)
+      fprintf(stderr, "cloudprofiler: closing a segment of '%s': %s\n", retired[i]->name, error.message);
+  }
+  return next;
+}
+
+/* Samples counter channels at their period boundaries, hands off partial blocks every flush interval, closes
+ * retired segments, releases what closed channels held and follows the rules file; sleeps in between. */
 static void *timer_main(void *arg) {
   (void)arg;
   cp_library *g = &cp__lib;
   uint64_t flush_ticks = cp__ns_to_ticks((uint64_t)g->options.flush_interval_ms * 1000000ull);
   uint64_t next_flush = flush_ticks ? cp_tsc() + flush_ticks : UINT64_MAX;
   uint64_t grace_ticks = cp__ns_to_ticks(1000000000ull);
+  double wake_ns = 1e9; /* wake at least every second to free closed channels' blocks */
   pthread_mutex_lock(&g->queue_mutex);
   while (!g->stopping) {
     pthread_mutex_unlock(&g->queue_mutex);
+    if (cp__rules_file_poll()) wake_ns = 250e6; /* a change takes effect within about half a second */
     uint64_t now = cp_tsc();
-    uint64_t next = next_flush;
+    uint64_t next = close_retired(now, grace_ticks);
+    if (next_flush < next) next = next_flush;
     pthread_mutex_lock(&g->mutex);
     for (cp_channel *ch = g->channels; ch; ch = ch->next_all) {
+      if (ch->by_rules) continue; /* its segments are in the list */
       if (!atomic_load(&ch->open)) {
         uint64_t closed = atomic_load(&ch->closed_tsc);
         if (closed && now - closed > grace_ticks) {
@@ -147,6 +175,7 @@ static void *timer_main(void *arg) {
         }
         continue;
       }
+      if (atomic_load(&ch->retired_tsc)) continue; /* a counter's last period runs on to its close */
       if (ch->kind->sample) {
         uint64_t deadline = ch->kind->sample(ch, now);
         if (deadline < next) next = deadline;
@@ -164,7 +193,7 @@ static void *timer_main(void *arg) {
       now = cp_tsc();
       if (next > now) {
         double ns = (double)(next - now) * 1e9 / g->frequency.hz;
-        if (ns > 1e9) ns = 1e9; /* wake at least every second to free closed channels' blocks */
+        if (ns > wake_ns) ns = wake_ns;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t total = (uint64_t)ts.tv_nsec + (uint64_t)ns;
@@ -245,6 +274,7 @@ static int start_locked(const cp_options *options, cp_error *error) {
   g->options = o;
   cp__tsc_unordered = o.tsc_read == CP_TSC_UNORDERED;
   read_identity(g);
+  cp__rules_file_poll(); /* before any channel opens by rules (none can be open yet: no switch runs here) */
   g->stopping = false;
   /* The timer waits against CLOCK_MONOTONIC: deadlines stay right when the wall clock steps. */
   pthread_condattr_t attr;
@@ -362,6 +392,7 @@ void cp_library_stats_get(cp_library_stats *out) {
   pthread_mutex_lock(&cp__lib.mutex);
   out->channels_opened = cp__lib.channels_opened;
   for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) {
+    if (ch->by_rules) continue; /* its segments are in the list */
     cp_channel_stats s;
     cp_channel_stats_get(ch, &s, NULL);
     out->channels_open += atomic_load(&ch->open) != 0;

@@ -105,19 +105,29 @@ class Channel:
         params: Iterable[int] = (),
         metadata: Mapping[str, str] | None = None,
     ):
-        self.name = str(name)
-        self.handler = Handler.parse(handler)
+        handler = Handler.parse(handler)
         params = [int(p) for p in params]
-        metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         c_params = ffi.new("int64_t[]", params or [0])
+        self._open(name, metadata, lambda *meta: lib.cp_channel_open(str(name).encode(), handler, c_params,
+                                                                     len(params), *meta))
+
+    @classmethod
+    def by_rules(cls, name: str, metadata: Mapping[str, str] | None = None) -> "Channel":
+        """A channel whose handler the rules in force choose by its name (`cloudprofiler.set_rules`), switching to
+        a new file whenever new rules give it another handler."""
+        channel = cls.__new__(cls)
+        channel._open(name, metadata, lambda *meta: lib.cp_channel_open_by_rules(str(name).encode(), *meta))
+        return channel
+
+    def _open(self, name, metadata, open_handle) -> None:
+        self.name = str(name)
+        metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         keys = [ffi.new("char[]", k.encode()) for k in metadata]
         values = [ffi.new("char[]", v.encode()) for v in metadata.values()]
         c_keys = ffi.new("char *[]", keys or [ffi.NULL])
         c_values = ffi.new("char *[]", values or [ffi.NULL])
         error = ffi.new("cp_error *")
-        handle = lib.cp_channel_open(
-            self.name.encode(), self.handler, c_params, len(params), c_keys, c_values, len(metadata), error
-        )
+        handle = open_handle(c_keys, c_values, len(metadata), error)
         if handle == ffi.NULL:
             from .native import check
 
@@ -126,7 +136,16 @@ class Channel:
         self._closed = False
         # Per record: one C call that keeps the GIL (see _log_call.c), without a Python frame.
         self.log = _log_call.bind(int(ffi.cast("uintptr_t", handle)))
-        self.path = ffi.string(lib.cp_channel_path(handle)).decode()
+
+    @property
+    def handler(self) -> Handler:
+        """The handler it logs with now (opened by rules: the one the rules chose last)."""
+        return Handler(lib.cp_channel_handler(self._handle))
+
+    @property
+    def path(self) -> str:
+        """Its file (opened by rules: the file of its current handler)."""
+        return ffi.string(lib.cp_channel_path(self._handle)).decode()
 
     def log(self, tuple_id: int) -> None:  # replaced per instance by a C function bound to the channel
         lib.cp_log(self._handle, tuple_id)

@@ -55,7 +55,13 @@ typedef struct cp_channel_stats {
   uint64_t logged; uint64_t kept; uint64_t written; uint64_t dropped; uint64_t after_close; uint64_t bytes_written;
 } cp_channel_stats;
 int cp_channel_stats_get(const cp_channel *channel, cp_channel_stats *out, cp_error *error);
+cp_handler cp_channel_handler(const cp_channel *channel);
 const char *cp_channel_path(const cp_channel *channel);
+#define CP_RULES_MAX 256
+int cp_rules_set(const char *text, cp_error *error);
+size_t cp_rules_get(char *out, size_t cap);
+cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_keys, const char *const *meta_values,
+                                     size_t n_meta, cp_error *error);
 typedef struct cp_library_stats {
   uint64_t channels_opened; uint64_t channels_open; uint64_t null_handle_logs; uint64_t dropped; uint64_t bytes_written;
 } cp_library_stats;

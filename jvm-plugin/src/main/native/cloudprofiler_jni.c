@@ -65,6 +65,49 @@ jstring JNI_FN(logDir)(JNIEnv *env, jclass cls) {
   return dir ? (*env)->NewStringUTF(env, dir) : NULL;
 }
 
+/* A channel's name and metadata pairs as C strings, held while a channel opens. */
+typedef struct jni_names {
+  jstring name;
+  const char *c_name;
+  jsize n_meta;
+  const char **k, **v;
+  jstring *ks, *vs;
+} jni_names;
+
+/* 0, or throws (and returns its code) */
+static int names_get(JNIEnv *env, jstring name, jobjectArray keys, jobjectArray values, jni_names *m) {
+  memset(m, 0, sizeof *m);
+  m->n_meta = keys ? (*env)->GetArrayLength(env, keys) : 0;
+  if (values && (*env)->GetArrayLength(env, values) != m->n_meta)
+    return fail(env, EINVAL, "metadata keys and values differ in length");
+  m->k = calloc((size_t)m->n_meta + 1, sizeof *m->k), m->v = calloc((size_t)m->n_meta + 1, sizeof *m->v);
+  m->ks = calloc((size_t)m->n_meta + 1, sizeof *m->ks), m->vs = calloc((size_t)m->n_meta + 1, sizeof *m->vs);
+  m->name = name;
+  m->c_name = (*env)->GetStringUTFChars(env, name, NULL);
+  if (!m->k || !m->v || !m->ks || !m->vs || !m->c_name) return fail(env, ENOMEM, "out of memory");
+  for (jsize i = 0; i < m->n_meta; i++) {
+    m->ks[i] = (jstring)(*env)->GetObjectArrayElement(env, keys, i);
+    m->vs[i] = (jstring)(*env)->GetObjectArrayElement(env, values, i);
+    m->k[i] = (*env)->GetStringUTFChars(env, m->ks[i], NULL);
+    m->v[i] = (*env)->GetStringUTFChars(env, m->vs[i], NULL);
+  }
+  return 0;
+}
+
+static void names_release(JNIEnv *env, jni_names *m) {
+  for (jsize i = 0; m->k && m->v && m->ks && m->vs && i < m->n_meta; i++) {
+    if (m->k[i]) (*env)->ReleaseStringUTFChars(env, m->ks[i], m->k[i]);
+    if (m->v[i]) (*env)->ReleaseStringUTFChars(env, m->vs[i], m->v[i]);
+  }
+  if (m->c_name) (*env)->ReleaseStringUTFChars(env, m->name, m->c_name);
+  free(m->k), free(m->v), free(m->ks), free(m->vs);
+}
+
+static jlong opened(JNIEnv *env, cp_channel *ch, const cp_error *error) {
+  if (!ch) check(env, error->code ? error->code : EIO, error);
+  return (jlong)(intptr_t)ch;
+}
+
 /* long openChannel(String name, String handler, long[] params, String[] keys, String[] values) */
 jlong JNI_FN(openChannel)(JNIEnv *env, jclass cls, jstring name, jstring handler_name, jlongArray params,
                           jobjectArray keys, jobjectArray values) {
@@ -78,32 +121,59 @@ jlong JNI_FN(openChannel)(JNIEnv *env, jclass cls, jstring name, jstring handler
   int64_t p[MAX_PARAMS] = {0};
   jsize n_params;
   if (params_of(env, params, p, &n_params)) return 0;
-  jsize n_meta = keys ? (*env)->GetArrayLength(env, keys) : 0;
-  if (values && (*env)->GetArrayLength(env, values) != n_meta)
-    return fail(env, EINVAL, "metadata keys and values differ in length"), 0;
-  const char **k = calloc((size_t)n_meta + 1, sizeof *k), **v = calloc((size_t)n_meta + 1, sizeof *v);
-  jstring *ks = calloc((size_t)n_meta + 1, sizeof *ks), *vs = calloc((size_t)n_meta + 1, sizeof *vs);
-  const char *c_name = (*env)->GetStringUTFChars(env, name, NULL);
-  cp_channel *ch = NULL;
-  if (k && v && ks && vs && c_name) {
-    for (jsize i = 0; i < n_meta; i++) {
-      ks[i] = (jstring)(*env)->GetObjectArrayElement(env, keys, i);
-      vs[i] = (jstring)(*env)->GetObjectArrayElement(env, values, i);
-      k[i] = (*env)->GetStringUTFChars(env, ks[i], NULL);
-      v[i] = (*env)->GetStringUTFChars(env, vs[i], NULL);
-    }
-    ch = cp_channel_open(c_name, handler, p, (size_t)n_params, k, v, (size_t)n_meta, &error);
-    for (jsize i = 0; i < n_meta; i++) {
-      (*env)->ReleaseStringUTFChars(env, ks[i], k[i]);
-      (*env)->ReleaseStringUTFChars(env, vs[i], v[i]);
-    }
-    if (!ch) check(env, error.code ? error.code : EIO, &error);
-  } else {
-    fail(env, ENOMEM, "out of memory");
+  jni_names m;
+  jlong ch = 0;
+  if (!names_get(env, name, keys, values, &m))
+    ch = opened(env, cp_channel_open(m.c_name, handler, p, (size_t)n_params, m.k, m.v, (size_t)m.n_meta, &error),
+                &error);
+  names_release(env, &m);
+  return ch;
+}
+
+/* long openByRules(String name, String[] keys, String[] values) */
+jlong JNI_FN(openByRules)(JNIEnv *env, jclass cls, jstring name, jobjectArray keys, jobjectArray values) {
+  (void)cls;
+  cp_error error;
+  jni_names m;
+  jlong ch = 0;
+  if (!names_get(env, name, keys, values, &m))
+    ch = opened(env, cp_channel_open_by_rules(m.c_name, m.k, m.v, (size_t)m.n_meta, &error), &error);
+  names_release(env, &m);
+  return ch;
+}
+
+/* void setRules(String rules) */
+void JNI_FN(setRules)(JNIEnv *env, jclass cls, jstring rules) {
+  (void)cls;
+  if (!rules) {
+    fail(env, EINVAL, "rules text is null");
+    return;
   }
-  if (c_name) (*env)->ReleaseStringUTFChars(env, name, c_name);
-  free(k), free(v), free(ks), free(vs);
-  return (jlong)(intptr_t)ch;
+  const char *text = (*env)->GetStringUTFChars(env, rules, NULL);
+  if (!text) return; /* OutOfMemoryError pending */
+  cp_error error;
+  int rc = cp_rules_set(text, &error);
+  (*env)->ReleaseStringUTFChars(env, rules, text);
+  check(env, rc, &error);
+}
+
+/* String rules() */
+jstring JNI_FN(rules)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  for (size_t cap = 4096;; cap *= 2) {
+    char *text = malloc(cap);
+    if (!text) return fail(env, ENOMEM, "out of memory"), NULL;
+    size_t len = cp_rules_get(text, cap);
+    jstring out = len < cap ? (*env)->NewStringUTF(env, text) : NULL;
+    free(text);
+    if (len < cap) return out;
+  }
+}
+
+/* int channelHandler(long channel) */
+jint JNI_FN(channelHandler)(JNIEnv *env, jclass cls, jlong channel) {
+  (void)env, (void)cls;
+  return (jint)cp_channel_handler(as_channel(channel));
 }
 
 /* int handlerFromName(String name) */

@@ -35,6 +35,20 @@ public final class CloudProfiler {
   public static native long openChannel(
       String name, String handler, long[] params, String[] metaKeys, String[] metaValues);
 
+  /** Replaces the rules in force (cp_rules_set): one rule a line, {@code pattern=handler[:param...]}, the first
+   * match wins. Throws, naming the bad rule, and the rules in force stay. Open channels opened by rules whose
+   * handler changes switch to a new file. */
+  public static native void setRules(String rules);
+
+  /** The rules in force, one a line (cp_rules_get). */
+  public static native String rules();
+
+  /** A channel whose handler the rules in force choose by its name (cp_channel_open_by_rules). */
+  public static native long openByRules(String name, String[] metaKeys, String[] metaValues);
+
+  /** The handler the channel logs with now, as its number (cp_channel_handler). */
+  public static native int channelHandler(long channel);
+
   public static native void log(long channel, long tupleId);
 
   public static native void logMany(long channel, long[] tupleIds);
