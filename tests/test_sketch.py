@@ -29,7 +29,7 @@ def test_quantiles_lie_within_the_relative_accuracy_of_the_value_at_their_rank()
 
 
 def test_every_value_is_within_the_accuracy_of_its_buckets_value():
-    values = np.geomspace(1.0, 1e12, 100_001)
+    values = np.geomspace(sketch.MIN_NS, 1e12, 100_001)
     represented = sketch.values(sketch.keys(values))
     assert np.all(np.abs(represented - values) <= sketch.RELATIVE_ACCURACY * values * (1 + 1e-12))
     assert np.all(np.diff(sketch.keys(values)) >= 0)  # buckets keep the order of values

@@ -1,10 +1,10 @@
 """Log-bucketed sketches of durations: counts per bucket that add up across partitions, from which quantiles and
 histograms are read within a known relative error.
 
-A value v is counted in bucket key(v) = sign(v) * ceil(log_gamma(|v|)) with gamma = (1 + a) / (1 - a),
-a = RELATIVE_ACCURACY; the bucket's value 2 gamma^k / (gamma + 1) lies within a (relative) of every value in the
-bucket, so a quantile read from the counts is within a of the value at its rank. Values under MIN_NS in magnitude
-share bucket 0 (value 0): a duration is never known that finely.
+A value v is counted in bucket key(v) = sign(v) * (ceil(log_gamma(|v| / MIN_NS)) + 1) with
+gamma = (1 + a) / (1 - a), a = RELATIVE_ACCURACY; the bucket's value MIN_NS * 2 gamma^(|k| - 1) / (gamma + 1) lies
+within a (relative) of every value in the bucket, so a quantile read from the counts is within a of the value at
+its rank. Values under MIN_NS in magnitude share bucket 0 (value 0).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 RELATIVE_ACCURACY = 0.005
-MIN_NS = 1.0
+MIN_NS = 0.001  # 1 ps: only a true zero (a duration within one TSC domain, read twice) falls below
 _GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
 _LOG_GAMMA = np.log(_GAMMA)
 
@@ -21,14 +21,14 @@ def keys(values: np.ndarray) -> np.ndarray:
     """The bucket of each value (int32)."""
     magnitude = np.abs(values)
     small = ~(magnitude >= MIN_NS)
-    k = np.ceil(np.log(np.where(small, 1.0, magnitude)) / _LOG_GAMMA) + 1  # + 1: bucket 0 is kept for small values
+    k = np.ceil(np.log(np.where(small, MIN_NS, magnitude) / MIN_NS) / _LOG_GAMMA) + 1  # + 1: bucket 0 is zero
     return np.where(small, 0, np.sign(values) * k).astype(np.int32)
 
 
 def values(bucket_keys) -> np.ndarray:
     """The value each bucket stands for."""
     k = np.asarray(bucket_keys, dtype=np.float64)
-    magnitude = 2 * _GAMMA ** (np.abs(k) - 1) / (_GAMMA + 1)
+    magnitude = MIN_NS * 2 * _GAMMA ** (np.abs(k) - 1) / (_GAMMA + 1)
     return np.where(k == 0, 0.0, np.sign(k) * magnitude)
 
 
