@@ -15,6 +15,7 @@
 #include "cloudprofiler.h"
 #include "failing_fd.h"
 #include "ipc_read.h"
+#include "start.h"
 
 enum { IDS = 5000, KEY = 0x2545F491 };
 
@@ -58,12 +59,8 @@ static void open_on_busy_port(const char *dir) {
 
 int main(void) {
   char dir[] = "/tmp/cp_test_ret.XXXXXX";
-  CHECK(mkdtemp(dir));
-  cp_options o;
-  cp_options_init(&o);
-  o.log_dir = dir;
+  start_in_new_folder(dir);
   cp_error err;
-  CHECK(cp_start(&o, &err) == 0);
 
   int64_t start_params[2] = {0, KEY};
   cp_channel *start = cp_channel_open("ret", CP_HANDLER_RET_START, start_params, 2, NULL, NULL, 0, &err);

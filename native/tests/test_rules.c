@@ -11,6 +11,7 @@
 #include "check.h"
 #include "cloudprofiler.h"
 #include "ipc_read.h"
+#include "start.h"
 
 enum { THREADS = 4, PER_THREAD = 300000, SEGMENTS_MAX = 64 };
 
@@ -177,12 +178,7 @@ static void switch_under_load(const char *dir) {
 
 int main(void) {
   char dir[] = "/tmp/cp_test_rules_XXXXXX";
-  CHECK(mkdtemp(dir));
-  cp_options o;
-  cp_options_init(&o);
-  o.log_dir = dir;
-  cp_error err;
-  CHECK(cp_start(&o, &err) == 0);
+  start_in_new_folder(dir);
   bad_rules();
   switch_under_load(dir);
   CHECK(cp_stop() == 0);
