@@ -66,7 +66,7 @@ native: deps
 $(SPARK35_STAMP): $(STAMP)
 	[ -x $(SPARK35)/bin/python ] || $(PYTHON) -m venv $(SPARK35)
 	$(PY) -m pip freeze | grep -iE '^(cffi|numpy|pyarrow|pandas)==' > $(SPARK35)/constraints.txt
-	$(SPARK35)/bin/python -m pip install -q 'pyspark>=3.5,<3.6' 'setuptools>=70.1' cffi numpy pyarrow pandas \
+	$(SPARK35)/bin/python -m pip install -q 'pyspark>=3.5,<3.6' 'setuptools>=77' cffi numpy pyarrow pandas \
 	  -c $(SPARK35)/constraints.txt
 	touch $@
 
