@@ -230,3 +230,15 @@ def test_health_counts_the_values_outside_the_calibrated_span_as_a_pass_over_the
             if r["n"]:
                 counted[r["channel"]] = r["n"]
     assert counted and health == counted
+
+
+def test_a_phase_that_stalls_is_cancelled_and_reported_and_the_next_one_runs(analysed, monkeypatch):
+    from cloudprofiler.harness.bench import analysis as bench
+
+    monkeypatch.setattr(bench, "PHASE_TIMEOUT_S", 3.0)
+    phases = []
+    endless = analysed.spark.range(10**11).selectExpr("sum(id % 7)")  # a minute or more, if not cancelled
+    bench._timed(phases, "stalls", endless.collect, spark=analysed.spark)
+    assert bench._timed(phases, "next", lambda: analysed.spark.range(10).count(), spark=analysed.spark) == 10
+    assert phases[0].error == "cancelled after 3 s" and phases[0].seconds < 30
+    assert phases[1].error is None

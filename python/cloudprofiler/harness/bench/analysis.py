@@ -15,11 +15,13 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 GOAL_REPORT_S = 180.0
+PHASE_TIMEOUT_S = 900.0  # five times the report's goal
 REPORT = "report"
 
 
@@ -86,11 +88,21 @@ def _timed(phases: list[Phase], name: str, work, heap: "_Heap | None" = None, sp
     if heap is not None:
         heap.reset()
     began, result, error = time.monotonic(), None, None
+    # a phase that stalls (seen once: a Python worker's socket to its JVM stuck in TCP retransmission) is cancelled
+    # and reported, and the next phases still run
+    timer = None if spark is None else threading.Timer(PHASE_TIMEOUT_S, spark.sparkContext.cancelAllJobs)
+    if timer is not None:
+        timer.start()
     try:
         result = work()
     except Exception as exc:  # a failed phase is a result: the next ones still run
         first_line = (str(exc).strip().splitlines() or [""])[0]
         error = f"{type(exc).__name__}: {first_line}"[:300]
+        if timer is not None and not timer.is_alive():
+            error = f"cancelled after {PHASE_TIMEOUT_S:.0f} s"
+    finally:
+        if timer is not None:
+            timer.cancel()
     phases.append(Phase(name, time.monotonic() - began, heap.peak() if heap is not None else None, error,
                         reads_records))
     print(f"  {name}: {phases[-1].seconds:.1f} s" + (f" ({error})" if error else ""), file=sys.stderr, flush=True)
