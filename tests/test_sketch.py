@@ -79,3 +79,11 @@ def test_a_hops_bounds_and_their_distribution_per_remote_from_two_partitions():
     assert statistics["q"][0] == pytest.approx(8.0, rel=sketch.RELATIVE_ACCURACY)
     histogram = hops.histogram(0, 4)
     assert histogram["count"].sum() == 7 and histogram.groupby("remote")["count"].sum().to_dict() == {False: 3, True: 4}
+
+
+def test_pairings_past_the_limit_name_the_id_repeated_most():
+    left, right = np.sort(np.r_[np.arange(10), [7] * 50]), np.sort(np.r_[np.arange(10), [7] * 40])
+    assert len(pairs(left, right)[0]) == 9 + 51 * 41
+    with pytest.raises(ValueError, match=r"2,100 pairings of 60 and 50 records \(each record of tuple id 7 pairs "
+                                         r"with 51\)"):
+        pairs(left, right, max_pairs=1000)

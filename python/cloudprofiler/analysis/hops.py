@@ -31,6 +31,7 @@ SKETCH_SCHEMA = pa.schema([
 # shuffle writes one file per partition without sorting)
 ROWS_PER_PARTITION = 2_000_000
 MAX_PARTITIONS = 200
+MAX_PAIRS_PER_PARTITION = 10 * ROWS_PER_PARTITION  # what one Python worker pairs in memory
 COLUMNS = ("tuple_id", "tsc", "domain_id", "channel_id")  # channel_id: the position along the pipeline
 
 
@@ -40,10 +41,15 @@ def hops_of(channels: list) -> list[tuple[int, int, int]]:
     return hops + [(-1, 0, len(channels) - 1)] if len(channels) > 2 else hops
 
 
-def pairs(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs (i, j) with left[i] == right[j], for sorted id arrays: every pairing of a repeated id."""
+def pairs(left: np.ndarray, right: np.ndarray, max_pairs: "int | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) with left[i] == right[j], for sorted id arrays: every pairing of a repeated id. More than
+    `max_pairs` pairings is a ValueError naming the id repeated most."""
     low, high = np.searchsorted(left, right, "left"), np.searchsorted(left, right, "right")
     counts = high - low
+    if max_pairs is not None and counts.sum() > max_pairs:
+        worst = int(np.argmax(counts))
+        raise ValueError(f"{int(counts.sum()):,} pairings of {len(left):,} and {len(right):,} records (each record of "
+                         f"tuple id {right[worst]} pairs with {int(counts[worst]):,})")
     j = np.repeat(np.arange(len(right)), counts)
     offsets = np.arange(len(j)) - np.repeat(np.cumsum(counts) - counts, counts)
     return np.repeat(low, counts) + offsets, j
@@ -69,8 +75,8 @@ def _hop_rows(hop: int, value, error, unbounded, remote) -> list[dict]:
     return rows
 
 
-def _sketch_partition(batches, timebase, hops, channels: int):
-    """mapInArrow over one tuple-id partition of the records of `channels` trace points: its sketch rows."""
+def _sketch_partition(batches, timebase, hops, channels: list):
+    """mapInArrow over one tuple-id partition of the records of the trace points `channels`: its sketch rows."""
     table = pa.Table.from_batches(list(batches), schema=reader.project(reader.RECORD_SCHEMA, COLUMNS))
     if table.num_rows == 0:
         return
@@ -79,11 +85,15 @@ def _sketch_partition(batches, timebase, hops, channels: int):
     domain = table.column("domain_id").to_numpy()
     order = np.lexsort((tuple_id, position))
     position, tuple_id, tsc, domain = position[order], tuple_id[order], tsc[order], domain[order]
-    bounds = np.searchsorted(position, np.arange(channels + 1))
+    bounds = np.searchsorted(position, np.arange(len(channels) + 1))
     rows = []
     for hop, a, b in hops:
         first, second = slice(bounds[a], bounds[a + 1]), slice(bounds[b], bounds[b + 1])
-        i, j = pairs(tuple_id[first], tuple_id[second])
+        try:
+            i, j = pairs(tuple_id[first], tuple_id[second], MAX_PAIRS_PER_PARTITION)
+        except ValueError as exc:
+            raise ValueError(f"hop {channels[a]} -> {channels[b]}: {exc}; ids that repeat this often name no tuple "
+                             "each, so the hop has no latency") from None
         start_domain, end_domain = domain[first][i], domain[second][j]
         value, error, _, _, unbounded = durations_of(timebase, start_domain, tsc[first][i], end_domain,
                                                      tsc[second][j])
@@ -172,7 +182,7 @@ def hop_sketches(app, channels: list) -> HopSketches:
     frame = reader.log_frame(app.spark, files, app.timebase, schema, {c: i for i, c in enumerate(channels)})
     partitions = max(1, min(MAX_PARTITIONS, math.ceil(sum(f.rows for f in files) / ROWS_PER_PARTITION)))
     compute = functools.partial(_sketch_partition, timebase=app.timebase, hops=hops_of(channels),
-                                channels=len(channels))
+                                channels=list(channels))
     sketched = frame.repartition(partitions, "tuple_id").mapInArrow(compute, reader.spark_schema(SKETCH_SCHEMA))
     rows = sketched.groupBy("hop", "remote", "measure", "key").agg(
         F.sum("count").alias("count"), F.sum("unbounded").alias("unbounded"), F.sum("exact").alias("exact"),
