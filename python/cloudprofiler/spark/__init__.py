@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from .jar import channel_key, default, jar_path, options
+from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"

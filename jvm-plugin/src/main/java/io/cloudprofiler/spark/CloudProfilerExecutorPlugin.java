@@ -65,6 +65,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private Thread shutdownHook;
   private long responder;
   private ProbeControl control;
+  private RulesFollower rules;
 
   private PluginContext ctx;
   private Options options;
@@ -149,6 +150,14 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       active = false;
       return;
     }
+    try {
+      CloudProfiler.setRules(options.rules()); // checked by the driver; also replaces an earlier application's
+    } catch (RuntimeException e) {
+      LOG.warn("cloudprofiler: executor {} keeps no rules of {}: {}", ctx.executorID(), Config.RULES.name,
+          e.getMessage());
+    }
+    rules = new RulesFollower(ctx.executorID(),
+        () -> (Messages.RulesNow) ask(new Messages.CurrentRules()));
     collector = new LogCollector(local, options.logDir() + "/" + leaf);
     try {
       collector.nameTarget();
@@ -410,6 +419,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     if (collector == null) return; // never started
     active = false;
     if (collectTimer != null) collectTimer.shutdown(); // a collection under way ends first: collectAll waits for it
+    if (rules != null) rules.stop();
     if (control != null) lastCalibration();
     if (control != null) control.close();
     control = null;
