@@ -14,18 +14,15 @@ def set_rules(spark, rules) -> int:
     of them, `pattern=handler[:param...]`, the first match wins. The driver checks them first: a bad rule raises
     `cloudprofiler.InvalidArgumentError` naming it, and the rules in force stay. The executors apply them within
     about a second. Returns the rules' new version (1, 2, ...; 0 is `spark.cloudprofiler.rules`)."""
-    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import IllegalArgumentException  # what PySpark makes of the driver's refusal
 
     from ..errors import InvalidArgumentError
 
     text = rules if isinstance(rules, str) else "\n".join(rules)
     try:
         return int(_rule_changes(spark).setRules(text))
-    except Py4JJavaError as e:
-        error = e.java_exception
-        if error.getClass().getName() == "java.lang.IllegalArgumentException":
-            raise InvalidArgumentError(22, error.getMessage()) from None  # 22: EINVAL, as the library's own
-        raise
+    except IllegalArgumentException as e:
+        raise InvalidArgumentError(22, str(e).splitlines()[0]) from None  # 22: EINVAL, as the library's own
 
 
 def rules(spark) -> list[str]:

@@ -1,0 +1,110 @@
+"""Rules in Spark: a cp_trace channel of running jobs switched from buffered to null, back, and to downsample:4 with
+cps.set_rules; bad rules refused on the driver while the old ones stay; every accepted change in
+rules-changes.arrows."""
+import re
+import threading
+import time
+
+import pyarrow.ipc as ipc
+import pytest
+
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+
+PHASES = ["sqlr=null", "sqlr=buffered", "sqlr=downsample:4"]
+PHASE_SECONDS = 1.5
+SWITCH_SECONDS = 1.0  # records stop and resume within this of a change
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Jobs with a cp_trace point run back to back in a thread while the rules change; logs read after stop()."""
+    log_dir = tmp_path_factory.mktemp("spark-logs")
+    spark = (
+        cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("spark-local")),
+                    rules="other=null;sqlr=buffered")
+        .master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    stop = threading.Event()
+    jobs = []
+
+    def loop():
+        while not stop.is_set():
+            jobs.append(spark.sql("select sum(t) from (select cp_trace('sqlr', id) as t from range(0, 2000, 1, 2))")
+                        .collect()[0][0])
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    try:
+        while not jobs and worker.is_alive():  # the first job opens the channel (and compiles the query)
+            time.sleep(0.05)
+        time.sleep(PHASE_SECONDS)
+        started = cps.rules(spark)
+        changes, refused = [], []
+        for rule in PHASES:
+            before = cp.tsc()
+            version = cps.set_rules(spark, rule)
+            changes.append((rule, version, before, cp.tsc()))
+            if rule == PHASES[0]:
+                for bad in ("sqlr=nosuch", "sqlr=buffered;sqlr=xoy:1"):
+                    with pytest.raises(cp.InvalidArgumentError) as error:
+                        cps.set_rules(spark, bad)
+                    refused.append((str(error.value), cps.rules(spark)))
+            time.sleep(PHASE_SECONDS)
+    finally:
+        stop.set()
+        worker.join()
+        folder = cps.log_folder(spark)
+        spark.stop()
+    files = [p for p in cp.log_files(folder) if p.name.startswith("sqlr.")]
+    segments = sorted(((cp.log_metadata(t), t) for t in map(cp.read_log, files)), key=lambda mt: mt[0]["rules.segment"])
+    return dict(folder=folder, started=started, changes=changes, refused=refused, segments=segments, jobs=jobs)
+
+
+def test_the_rules_at_start_come_from_the_option(run):
+    assert run["started"] == ["other=null", "sqlr=buffered"]
+    assert run["jobs"] and all(total == sum(range(2000)) for total in run["jobs"])  # traced ids unchanged
+
+
+def test_bad_rules_are_refused_naming_them_and_the_old_ones_stay(run):
+    (first, rules_after_first), (second, rules_after_second) = run["refused"]
+    assert "line 1 'sqlr=nosuch': unknown handler 'nosuch'" in first
+    assert re.search(r"line 2 'sqlr=xoy:1'.*takes 2 parameter", second)
+    assert rules_after_first == rules_after_second == ["sqlr=null"]
+
+
+def test_each_change_switches_the_running_channel_within_a_second(run):
+    hz = cp.tsc_frequency().hz
+    segments = run["segments"]
+    assert [meta["rules.rule"] for meta, _ in segments] == ["sqlr=buffered", *PHASES]
+    for number, (meta, table) in enumerate(segments):
+        assert meta["closed"] and meta["records.logged"] > 0  # jobs ran in every phase
+        tscs = table["tsc"].to_pylist()
+        if number:
+            _, version, before, after = run["changes"][number - 1]
+            assert version == number
+            assert before <= meta["switch.in"]["tsc"] <= after + SWITCH_SECONDS * hz  # the switch followed the call
+            assert all(t >= meta["switch.in"]["tsc"] for t in tscs)  # nothing of the handler before
+        if number < len(segments) - 1:
+            _, _, before, after = run["changes"][number]
+            assert meta["switch.out"]["tsc"] <= after + SWITCH_SECONDS * hz
+        handler = meta["rules.rule"].split("=")[1]
+        if handler == "null":
+            assert tscs == []  # records stopped
+        elif handler == "buffered":
+            assert len(tscs) == meta["records.logged"] > 0  # and resumed, every one kept
+            if number:
+                assert min(tscs) - meta["switch.in"]["tsc"] <= SWITCH_SECONDS * hz
+        else:
+            assert 0 < len(tscs) <= meta["records.logged"] // 4 + 2
+
+
+def test_every_accepted_change_is_recorded_in_the_application_folder(run):
+    with ipc.open_file(f"{run['folder']}/rules-changes.arrows") as reader:
+        table = reader.read_all()
+    assert table["version"].to_pylist() == [0, 1, 2, 3]
+    assert table["rules"].to_pylist() == ["other=null\nsqlr=buffered", *PHASES]
+    times = table["realtime_ns"].to_pylist()
+    assert times == sorted(times) and times[-1] - times[0] >= (len(PHASES) - 1) * PHASE_SECONDS * 1e9
