@@ -1,6 +1,6 @@
 """Rules in Spark: a cp_trace channel of running jobs switched from buffered to null, back, and to downsample:4 with
-cps.set_rules; bad rules refused on the driver while the old ones stay; every accepted change in
-rules-changes.arrows."""
+cps.set_rules, and the channels of a Python trace point with it; bad rules refused on the driver while the old ones
+stay; every accepted change in rules-changes.arrows."""
 import re
 import threading
 import time
@@ -11,9 +11,11 @@ import pytest
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 
-PHASES = ["sqlr=null", "sqlr=buffered", "sqlr=downsample:4"]
-PHASE_SECONDS = 1.5
+PHASES = ["sqlr=null;pyr=null", "sqlr=buffered;pyr=buffered", "sqlr=downsample:4;pyr=downsample:4"]
+PHASE_SECONDS = 2.5
 SWITCH_SECONDS = 1.0  # records stop and resume within this of a change
+# Python workers: the executor learns the change, writes its rules file, the workers' library reads it
+PYTHON_SWITCH_SECONDS = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,7 @@ def run(tmp_path_factory):
         while not stop.is_set():
             jobs.append(spark.sql("select sum(t) from (select cp_trace('sqlr', id) as t from range(0, 2000, 1, 2))")
                         .collect()[0][0])
+            cps.trace(spark.range(0, 2000, numPartitions=2), "pyr", "id").count()
 
     worker = threading.Thread(target=loop)
     worker.start()
@@ -60,7 +63,9 @@ def run(tmp_path_factory):
         spark.stop()
     files = [p for p in cp.log_files(folder) if p.name.startswith("sqlr.")]
     segments = sorted(((cp.log_metadata(t), t) for t in map(cp.read_log, files)), key=lambda mt: mt[0]["rules.segment"])
-    return dict(folder=folder, started=started, changes=changes, refused=refused, segments=segments, jobs=jobs)
+    python = [cp.log_metadata(cp.read_log(p)) for p in cp.log_files(folder) if p.name.startswith("pyr.")]
+    return dict(folder=folder, started=started, changes=changes, refused=refused, segments=segments, jobs=jobs,
+                python=python)
 
 
 def test_the_rules_at_start_come_from_the_option(run):
@@ -72,13 +77,13 @@ def test_bad_rules_are_refused_naming_them_and_the_old_ones_stay(run):
     (first, rules_after_first), (second, rules_after_second) = run["refused"]
     assert "line 1 'sqlr=nosuch': unknown handler 'nosuch'" in first
     assert re.search(r"line 2 'sqlr=xoy:1'.*takes 2 parameter", second)
-    assert rules_after_first == rules_after_second == ["sqlr=null"]
+    assert rules_after_first == rules_after_second == ["sqlr=null", "pyr=null"]
 
 
 def test_each_change_switches_the_running_channel_within_a_second(run):
     hz = cp.tsc_frequency().hz
     segments = run["segments"]
-    assert [meta["rules.rule"] for meta, _ in segments] == ["sqlr=buffered", *PHASES]
+    assert [meta["rules.rule"] for meta, _ in segments] == ["sqlr=buffered", *(p.split(";")[0] for p in PHASES)]
     for number, (meta, table) in enumerate(segments):
         assert meta["closed"] and meta["records.logged"] > 0  # jobs ran in every phase
         tscs = table["tsc"].to_pylist()
@@ -105,6 +110,23 @@ def test_every_accepted_change_is_recorded_in_the_application_folder(run):
     with ipc.open_file(f"{run['folder']}/rules-changes.arrows") as reader:
         table = reader.read_all()
     assert table["version"].to_pylist() == [0, 1, 2, 3]
-    assert table["rules"].to_pylist() == ["other=null\nsqlr=buffered", *PHASES]
+    assert table["rules"].to_pylist() == ["other=null\nsqlr=buffered", *(p.replace(";", "\n") for p in PHASES)]
     times = table["realtime_ns"].to_pylist()
     assert times == sorted(times) and times[-1] - times[0] >= (len(PHASES) - 1) * PHASE_SECONDS * 1e9
+
+
+def test_python_trace_points_follow_the_executors_rules(run):
+    """Each task's channel takes the rule in force in its worker as it opens: that of the last change once the
+    executor and the worker's library have learnt it."""
+    hz = cp.tsc_frequency().hz
+    starts = [before for _, _, before, _ in run["changes"]]
+    seen = set()
+    for meta in run["python"]:
+        opened = meta["open.clock"]["tsc"]
+        phase = sum(start <= opened for start in starts)  # 0: before the first change
+        if phase and opened - starts[phase - 1] > PYTHON_SWITCH_SECONDS * hz:
+            assert meta["rules.rule"] == PHASES[phase - 1].split(";")[1]
+            seen.add(phase)
+        elif not phase:
+            assert meta["rules.rule"] == "*=buffered"  # no rule for pyr at start
+    assert seen == {1, 2, 3}

@@ -158,6 +158,8 @@ public final class Config {
   /** Under localDir: the folder where each executor names its own folder for its Python workers, in a file named
    * after its process id ({@code <localDir>/executors/<pid>}). */
   static final String EXECUTOR_FOLDERS = "executors";
+  /** Beside an executor's name of its folder: the rules it follows, for its Python workers. */
+  static final String RULES_FILE_SUFFIX = ".rules";
 
   private Config() {}
 
@@ -261,7 +263,8 @@ public final class Config {
     return out.append("\n],\n\"tmp\": ").append(quote(TMP))
         .append(",\n\"channel_handler\": ").append(quote(CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX))
         .append(",\n\"channel_params\": ").append(quote(CHANNEL_PREFIX + "<name>" + PARAMS_SUFFIX))
-        .append(",\n\"executor_folders\": ").append(quote(EXECUTOR_FOLDERS)).append("\n}\n").toString();
+        .append(",\n\"executor_folders\": ").append(quote(EXECUTOR_FOLDERS))
+        .append(",\n\"rules_file_suffix\": ").append(quote(RULES_FILE_SUFFIX)).append("\n}\n").toString();
   }
 
   private static String quote(String text) {

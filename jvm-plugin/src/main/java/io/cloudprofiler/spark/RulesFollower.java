@@ -9,6 +9,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -24,6 +25,7 @@ final class RulesFollower {
 
   private final String executorId;
   private final Callable<Messages.RulesNow> driver;
+  private final Consumer<String> applied;
   private final ScheduledExecutorService timer = daemon("cloudprofiler-rules");
   private final ExecutorService asker = daemon("cloudprofiler-rules-ask");
   private Future<Messages.RulesNow> pending;
@@ -31,10 +33,12 @@ final class RulesFollower {
   private long version;
   private boolean unreachable;
 
-  /** {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a bounded time). */
-  RulesFollower(String executorId, Callable<Messages.RulesNow> driver) {
+  /** {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a bounded time);
+   * {@code applied}: told each rules text applied. */
+  RulesFollower(String executorId, Callable<Messages.RulesNow> driver, Consumer<String> applied) {
     this.executorId = executorId;
     this.driver = driver;
+    this.applied = applied;
     timer.scheduleWithFixedDelay(this::poll, 0, INTERVAL_MS, TimeUnit.MILLISECONDS);
   }
 
@@ -68,6 +72,7 @@ final class RulesFollower {
     if (now == null || now.version() == version) return;
     try {
       CloudProfiler.setRules(now.text());
+      applied.accept(now.text());
       LOG.info("cloudprofiler: executor {} follows rules version {}: {}", executorId, now.version(),
           now.text().replace('\n', ';'));
     } catch (RuntimeException | LinkageError e) { // the driver checked them: this library differs; not retried
