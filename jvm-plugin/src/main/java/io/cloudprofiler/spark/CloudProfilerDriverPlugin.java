@@ -115,9 +115,13 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     publisher.scheduleWithFixedDelay(() -> {
       try {
         listener.publishTable(appFolder() + "/spark-tasks.arrows");
-        rules.publish(appFolder() + "/" + RULES_TABLE);
       } catch (Exception e) {
         LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
+      }
+      try {
+        rules.publish(appFolder() + "/" + RULES_TABLE);
+      } catch (Exception e) {
+        LOG.warn("cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
       }
     }, seconds, seconds, TimeUnit.SECONDS);
   }

@@ -17,7 +17,7 @@ import org.slf4j.LoggerFactory;
  * An executor's copy of the driver's rules ({@link RuleChanges}): asks the driver every {@link #INTERVAL_MS} for
  * the rules' version and applies a new one with {@link CloudProfiler#setRules}, so that the trace channels opened by
  * rules switch within about a second of a change. At most one question is under way; while the driver does not
- * answer, the executor keeps the rules it has and says so once in its log.
+ * answer, the executor keeps the rules it has (and says so, the first time, in its log).
  */
 final class RulesFollower {
   private static final Logger LOG = LoggerFactory.getLogger(RulesFollower.class);
@@ -31,7 +31,7 @@ final class RulesFollower {
   private Future<Messages.RulesNow> pending;
   /** The version applied: 0, that of spark.cloudprofiler.rules, which the executor set as it started. */
   private long version;
-  private boolean unreachable;
+  private boolean warned;
 
   /** {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a bounded time);
    * {@code applied}: told each rules text applied. */
@@ -67,8 +67,6 @@ final class RulesFollower {
       Thread.currentThread().interrupt();
       return;
     }
-    if (unreachable) LOG.info("cloudprofiler: executor {} reaches the driver for its rules again", executorId);
-    unreachable = false;
     if (now == null || now.version() == version) return;
     try {
       CloudProfiler.setRules(now.text());
@@ -82,12 +80,13 @@ final class RulesFollower {
     version = now.version();
   }
 
+  /** Said once: a driver that answers late now and then would otherwise fill the log. */
   private void unreachable(String why) {
-    if (!unreachable) {
-      LOG.warn("cloudprofiler: executor {} keeps its rules (version {}): the driver does not answer ({})",
-          executorId, version, why);
+    if (!warned) {
+      LOG.warn("cloudprofiler: executor {} keeps its rules (version {}) while the driver does not answer ({}); "
+          + "said once", executorId, version, why);
     }
-    unreachable = true;
+    warned = true;
   }
 
   void stop() {
