@@ -12,7 +12,7 @@ import cloudprofiler as cp
 import cloudprofiler.spark as cps
 
 PHASES = ["sqlr=null;pyr=null", "sqlr=buffered;pyr=buffered", "sqlr=downsample:4;pyr=downsample:4"]
-PHASE_SECONDS = 2.5
+PHASE_SECONDS = 3.0
 SWITCH_SECONDS = 1.0  # records stop and resume within this of a change
 # Python workers: the executor learns the change, writes its rules file, the workers' library reads it
 PYTHON_SWITCH_SECONDS = 1.5
@@ -20,7 +20,7 @@ PYTHON_SWITCH_SECONDS = 1.5
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """Jobs with a cp_trace point run back to back in a thread while the rules change; logs read after stop()."""
+    """SQL and Python trace jobs run back to back, each in a thread, while the rules change; logs read after stop()."""
     log_dir = tmp_path_factory.mktemp("spark-logs")
     spark = (
         cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("spark-local")),
@@ -32,16 +32,20 @@ def run(tmp_path_factory):
     stop = threading.Event()
     jobs = []
 
-    def loop():
+    def sql_loop():
         while not stop.is_set():
             jobs.append(spark.sql("select sum(t) from (select cp_trace('sqlr', id) as t from range(0, 2000, 1, 2))")
                         .collect()[0][0])
+
+    def python_loop():  # a loop of its own: its jobs take longer, and must not leave gaps in the SQL one
+        while not stop.is_set():
             cps.trace(spark.range(0, 2000, numPartitions=2), "pyr", "id").count()
 
-    worker = threading.Thread(target=loop)
-    worker.start()
+    workers = [threading.Thread(target=sql_loop), threading.Thread(target=python_loop)]
+    for worker in workers:
+        worker.start()
     try:
-        while not jobs and worker.is_alive():  # the first job opens the channel (and compiles the query)
+        while not jobs and workers[0].is_alive():  # the first job opens the channel (and compiles the query)
             time.sleep(0.05)
         time.sleep(PHASE_SECONDS)
         started = cps.rules(spark)
@@ -58,7 +62,8 @@ def run(tmp_path_factory):
             time.sleep(PHASE_SECONDS)
     finally:
         stop.set()
-        worker.join()
+        for worker in workers:
+            worker.join()
         folder = cps.log_folder(spark)
         spark.stop()
     files = [p for p in cp.log_files(folder) if p.name.startswith("sqlr.")]
