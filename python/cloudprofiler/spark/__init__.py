@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from .jar import channel_key, default, jar_path, options
+from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
@@ -166,8 +167,9 @@ def builder(channels=None, **values):
 def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()):
     """Pass `df` through unchanged, logging the ids of `id_col` to `channel` in each Python worker.
 
-    The handler is the one configured for the channel (`channels=` of `builder`, i.e.
-    `spark.cloudprofiler.channel.<name>.handler` / `.params`), else buffered, unless `handler` is given."""
+    The handler is `handler` if given, else the one configured for the channel (`channels=` of `builder`, i.e.
+    `spark.cloudprofiler.channel.<name>.handler` / `.params`), else the one the rules of the executor choose
+    (`rules=`, `set_rules`; buffered where none matches)."""
     from .python_trace import trace_dataframe
 
     return trace_dataframe(df, channel, id_col, handler, params)

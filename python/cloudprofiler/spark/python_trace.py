@@ -4,14 +4,15 @@ from __future__ import annotations
 from .jar import channel_key, options
 
 
-def task_channel(name: str, handler: str = "buffered", params: tuple = (), local_dir: "str | None" = None):
+def task_channel(name: str, handler: "str | None" = "buffered", params: tuple = (), local_dir: "str | None" = None):
     """A channel of its own for the task this Python worker runs, in the folder of the executor that started the
     worker (see worker.py); the caller closes it at the end of the task's partition.
 
     A file per task rather than per worker: the executor collects its folder while its workers still live (a
     worker is reused across tasks and killed without running atexit), so only a channel closed at the end of
     its task leaves a file with its footer, which polars, pyarrow.dataset and DuckDB read, and whose
-    `spark.task_attempt_id` names the one task that wrote it."""
+    `spark.task_attempt_id` names the one task that wrote it. `handler` None: the channel follows the rules of the
+    executor (`cps.set_rules`)."""
     import cloudprofiler as cp
     from pyspark import TaskContext
 
@@ -23,16 +24,18 @@ def task_channel(name: str, handler: str = "buffered", params: tuple = (), local
     if ctx is not None:
         meta.update({"spark.task_attempt_id": str(ctx.taskAttemptId()), "spark.stage_id": str(ctx.stageId()),
                      "spark.partition_id": str(ctx.partitionId())})
+    if handler is None:
+        return cp.Channel.by_rules(name, metadata=meta)
     return cp.Channel(name, handler, params, metadata=meta)
 
 
-def configured_handler(conf, channel: str) -> tuple[str, tuple]:
+def configured_handler(conf, channel: str) -> tuple["str | None", tuple]:
     """The handler and parameters of `channel` in a Spark configuration (`spark.cloudprofiler.channel.<name>.*`,
-    checked by the plugin at start), else buffered."""
+    checked by the plugin at start), else None: the rules choose."""
     handler = conf.get(channel_key(channel, "handler"), None)
     params = conf.get(channel_key(channel, "params"), None) or ""
     if handler is None:
-        return "buffered", ()
+        return None, ()
     return handler.strip(), tuple(int(p) for p in params.split(",") if p.strip())
 
 
@@ -47,7 +50,8 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
     import cloudprofiler as cp
 
     try:  # a bad handler fails here, on the driver, not in a worker
-        cp.Handler.parse(handler).check(params)
+        if handler is not None:
+            cp.Handler.parse(handler).check(params)
     except cp.InvalidArgumentError as e:
         raise ValueError(f"trace({channel!r}): {e}") from None
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from .jar import default, option_table, options
 
 LOCAL_DIR_ENV = "CLOUDPROFILER_LOCAL_DIR"
+RULES_ENV = "CLOUDPROFILER_RULES"  # read by the library as it starts
 _ANCESTORS = 4  # worker -> daemon -> executor JVM, with room for a wrapping shell
 
 
@@ -20,11 +21,8 @@ def _parent(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-def executor_folder(local_dir: "str | None" = None) -> "str | None":
-    """The local folder of the executor that started this Python worker, or None outside such a worker (or where
-    the executor's plugin is not running, or this install has no plugin jar, whose option table says where
-    executors name their folders). `local_dir`: the plugin's localDir, else CLOUDPROFILER_LOCAL_DIR, else the
-    plugin's default."""
+def _executor_name(local_dir: "str | None") -> "tuple[Path, str] | None":
+    """The file in which the executor that started this Python worker names its folder, and that folder."""
     try:
         local_dir = Path(local_dir or os.environ.get(LOCAL_DIR_ENV) or default(options()["local_dir"]))
         names = local_dir / option_table()["executor_folders"]
@@ -34,7 +32,9 @@ def executor_folder(local_dir: "str | None" = None) -> "str | None":
     for _ in range(_ANCESTORS):
         try:
             pid = _parent(pid)
-            return (names / str(pid)).read_text().strip() or None
+            name = names / str(pid)
+            folder = name.read_text().strip()
+            return (name, folder) if folder else None
         except FileNotFoundError:
             continue
         except (OSError, ValueError, IndexError):
@@ -42,14 +42,27 @@ def executor_folder(local_dir: "str | None" = None) -> "str | None":
     return None
 
 
+def executor_folder(local_dir: "str | None" = None) -> "str | None":
+    """The local folder of the executor that started this Python worker, or None outside such a worker (or where
+    the executor's plugin is not running, or this install has no plugin jar, whose option table says where
+    executors name their folders). `local_dir`: the plugin's localDir, else CLOUDPROFILER_LOCAL_DIR, else the
+    plugin's default."""
+    found = _executor_name(local_dir)
+    return found[1] if found else None
+
+
 def start_in_executor_folder(local_dir: "str | None" = None) -> "str | None":
     """Start this process's library in its executor's folder, unless it has started already; returns the folder
     it logs to (None before the library starts, e.g. outside a Spark Python worker). Call it in a UDF before
-    opening a `Channel`, so that the channel's file is collected with the executor's logs."""
+    opening a `Channel`, so that the channel's file is collected with the executor's logs. The library follows
+    the rules of its executor (the file the executor writes beside its folder's name), unless CLOUDPROFILER_RULES
+    names another file."""
     import cloudprofiler as cp
 
     if cp.log_dir() is None:
-        folder = executor_folder(local_dir)
-        if folder is not None:
+        found = _executor_name(local_dir)
+        if found is not None:
+            name, folder = found
+            os.environ.setdefault(RULES_ENV, str(name) + option_table()["rules_file_suffix"])
             cp.start(folder)
     return cp.log_dir()

@@ -1,6 +1,7 @@
 package io.cloudprofiler.spark;
 
 import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.CloudProfilerException;
 import io.cloudprofiler.NativeLoader;
 import java.util.Map;
 import java.util.concurrent.Executors;
@@ -21,7 +22,10 @@ import org.slf4j.LoggerFactory;
  * writable from the driver. */
 public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
+  /** Beside the task table: every rules text accepted while the application ran, with its wall time. */
+  static final String RULES_TABLE = "rules-changes.arrows";
   private TaskListener listener;
+  private RuleChanges rules;
   private CalibrationCoordinator calibration;
   private SparkContext sc;
   private String logDir;
@@ -43,10 +47,17 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     String failure = NativeLoader.load(options.nativePath());
     if (failure == null) {
       for (Config.HandlerOption handler : options.handlers()) handler.check(); // a bad one stops the application
+      try {
+        CloudProfiler.setRules(options.rules());
+      } catch (CloudProfilerException e) {
+        throw Config.invalid(Config.RULES.name, Config.RULES.text(sc.getConf()), e.getMessage());
+      }
     } else {
       LOG.warn("cloudprofiler: the driver checks no handler parameters (each executor checks them as it opens its "
           + "channels) and calibrates nothing: {}", failure);
     }
+    rules = new RuleChanges(options.rules());
+    RuleChanges.run(rules);
     listener = new TaskListener(failure == null ? startClock() : Map.of());
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
     if (options.calibrationEnabled()) {
@@ -107,6 +118,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       } catch (Exception e) {
         LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
       }
+      try {
+        rules.publish(appFolder() + "/" + RULES_TABLE);
+      } catch (Exception e) {
+        LOG.warn("cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
+      }
     }, seconds, seconds, TimeUnit.SECONDS);
   }
 
@@ -114,21 +130,29 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     return logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
   }
 
-  /** Executors find their TSC domain and register their probe responders here. */
+  /** Executors find their TSC domain, register their probe responders and learn the rules here. */
   @Override
   public Object receive(Object message) {
-    return calibration != null ? Messages.toWire(calibration.receive(Messages.fromWire(message))) : null;
+    Object question = Messages.fromWire(message);
+    if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
+    return calibration != null ? Messages.toWire(calibration.receive(question)) : null;
   }
 
   @Override
   public void shutdown() {
     if (publisher != null) publisher.shutdown();
     if (calibration != null) calibration.shutdown();
+    RuleChanges.run(null);
     String appFolder = appFolder();
     try {
       listener.writeTable(appFolder + "/spark-tasks.arrows");
     } catch (Exception e) {
       LOG.warn("cloudprofiler: could not write the task table to " + appFolder, e);
+    }
+    try {
+      rules.publish(appFolder + "/" + RULES_TABLE);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the rules' changes to " + appFolder, e);
     }
   }
 }

@@ -65,6 +65,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private Thread shutdownHook;
   private long responder;
   private ProbeControl control;
+  private RulesFollower rules;
+  private File rulesFile;
 
   private PluginContext ctx;
   private Options options;
@@ -149,6 +151,17 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       active = false;
       return;
     }
+    try {
+      CloudProfiler.setRules(options.rules()); // checked by the driver; also replaces an earlier application's
+    } catch (RuntimeException e) {
+      LOG.warn("cloudprofiler: executor {} keeps no rules of {}: {}", ctx.executorID(), Config.RULES.name,
+          e.getMessage());
+    }
+    rulesFile = new File(new File(options.localDir(), Config.EXECUTOR_FOLDERS),
+        ProcessHandle.current().pid() + Config.RULES_FILE_SUFFIX);
+    writeRulesFile(options.rules());
+    rules = new RulesFollower(ctx.executorID(),
+        () -> (Messages.RulesNow) ask(new Messages.CurrentRules()), this::writeRulesFile);
     collector = new LogCollector(local, options.logDir() + "/" + leaf);
     try {
       collector.nameTarget();
@@ -198,20 +211,37 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   /** Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python workers it starts
-   * (their parent or grandparent is this process); renamed into place, so a worker never reads half a name. */
+   * (their parent or grandparent is this process). */
   private File pointTo(File local) {
-    File folder = new File(options.localDir(), Config.EXECUTOR_FOLDERS);
-    File target = new File(folder, String.valueOf(ProcessHandle.current().pid()));
+    File target = new File(new File(options.localDir(), Config.EXECUTOR_FOLDERS),
+        String.valueOf(ProcessHandle.current().pid()));
     try {
-      folder.mkdirs();
-      File aside = new File(folder, "." + target.getName() + ".tmp");
-      Files.writeString(aside.toPath(), local.getAbsolutePath());
-      Files.move(aside.toPath(), target.toPath(), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+      writeInPlace(target, local.getAbsolutePath());
       return target;
     } catch (Exception e) { // Python workers then log where CLOUDPROFILER_LOG_DIR says, uncollected
       LOG.warn("cloudprofiler: executor {} could not name its folder for Python workers in {}: {}", ctx.executorID(),
           target, e.toString());
       return null;
+    }
+  }
+
+  /** Writes {@code text} to {@code target}, renamed into place, so that a reader never reads half of it. */
+  private static void writeInPlace(File target, String text) throws Exception {
+    File folder = target.getParentFile();
+    folder.mkdirs();
+    File aside = new File(folder, "." + target.getName() + ".tmp");
+    Files.writeString(aside.toPath(), text);
+    Files.move(aside.toPath(), target.toPath(), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  /** The rules this executor follows, in {@code <localDir>/executors/<pid>.rules}: its Python workers follow that
+   * file (CLOUDPROFILER_RULES, set by cloudprofiler.spark.worker). */
+  private void writeRulesFile(String text) {
+    try {
+      writeInPlace(rulesFile, text);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: executor {} could not write its rules for Python workers to {}: {}", ctx.executorID(),
+          rulesFile, e.toString());
     }
   }
 
@@ -410,6 +440,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     if (collector == null) return; // never started
     active = false;
     if (collectTimer != null) collectTimer.shutdown(); // a collection under way ends first: collectAll waits for it
+    if (rules != null) rules.stop();
     if (control != null) lastCalibration();
     if (control != null) control.close();
     control = null;
@@ -420,6 +451,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     TraceExpression.forgetChannels();
     collector.collectAll(false);
     if (pointer != null) pointer.delete(); // after the copy: a process killed during it leaves its folder named
+    rulesFile.delete();
     collector = null;
   }
 

@@ -141,7 +141,12 @@ public final class Config {
   public static final Key<String> NATIVE_PATH = text("spark.cloudprofiler.native.path", "",
       "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path");
 
-  public static final List<Key<?>> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS,
+  public static final Key<String> RULES = text("spark.cloudprofiler.rules", "",
+      "Rules that choose the handler of each trace channel whose channel.<name>.handler is unset: "
+          + "pattern=handler[:param...], separated by new lines or ';', the first match wins (buffered where none "
+          + "does)");
+
+  public static final List<Key<?>> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS, RULES,
       COMPRESSION, TSC_READ, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_FORCE,
       CALIBRATION_INTERVAL, CALIBRATION_PROBES, CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
 
@@ -153,6 +158,8 @@ public final class Config {
   /** Under localDir: the folder where each executor names its own folder for its Python workers, in a file named
    * after its process id ({@code <localDir>/executors/<pid>}). */
   static final String EXECUTOR_FOLDERS = "executors";
+  /** Beside an executor's name of its folder: the rules it follows, for its Python workers. */
+  static final String RULES_FILE_SUFFIX = ".rules";
 
   private Config() {}
 
@@ -169,6 +176,11 @@ public final class Config {
       return null;
     }
     return out.stream().mapToLong(Long::longValue).toArray();
+  }
+
+  /** Rules as the native library takes them, one a line: {@code text} with its ';' separators made new lines. */
+  static String rulesText(String text) {
+    return text.replace(';', '\n');
   }
 
   /** A channel's handler and its parameters. */
@@ -251,7 +263,8 @@ public final class Config {
     return out.append("\n],\n\"tmp\": ").append(quote(TMP))
         .append(",\n\"channel_handler\": ").append(quote(CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX))
         .append(",\n\"channel_params\": ").append(quote(CHANNEL_PREFIX + "<name>" + PARAMS_SUFFIX))
-        .append(",\n\"executor_folders\": ").append(quote(EXECUTOR_FOLDERS)).append("\n}\n").toString();
+        .append(",\n\"executor_folders\": ").append(quote(EXECUTOR_FOLDERS))
+        .append(",\n\"rules_file_suffix\": ").append(quote(RULES_FILE_SUFFIX)).append("\n}\n").toString();
   }
 
   private static String quote(String text) {
@@ -276,6 +289,7 @@ public final class Config {
     HandlerOption task = new HandlerOption(TASK_HANDLER.name, TASK_PARAMS.name, TASK_PARAMS.text(conf),
         new Handler(TASK_HANDLER.read(conf), TASK_PARAMS.read(conf)));
     return new Options(LOG_DIR.read(conf), LOCAL_DIR.read(conf), TASK_ENABLED.read(conf), task, channels,
+        rulesText(RULES.read(conf)),
         COMPRESSION.read(conf), TSC_READ.read(conf), CHANNEL_BLOCKS.read(conf), COLLECT_INTERVAL.read(conf),
         CALIBRATION_ENABLED.read(conf), CALIBRATION_FORCE.read(conf), CALIBRATION_INTERVAL.read(conf),
         CALIBRATION_PROBES.read(conf), CALIBRATION_TIMEOUT.read(conf), CALIBRATION_PEERS.read(conf),

@@ -5,8 +5,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * What an executor's plugin asks the driver's ({@code PluginContext.ask}) to find its TSC domain and to be
- * calibrated a last time, and the driver's answers. See {@link CalibrationCoordinator}.
+ * What an executor's plugin asks the driver's ({@code PluginContext.ask}) to find its TSC domain, to be
+ * calibrated a last time and to learn the rules of the trace channels, and the driver's answers. See
+ * {@link CalibrationCoordinator} and {@link RuleChanges}.
  *
  * <p>On the wire a message is JDK values only ({@link #toWire}): Spark deserializes an answer on an executor with
  * a class loader that does not see the plugin's jar, and a class it cannot find there ends the executor.
@@ -40,8 +41,14 @@ final class Messages {
    * Answer: {@link Candidates}, one per process. */
   record Responders() {}
 
+  /** An executor asks for the rules of the trace channels, about once a second. Answer: {@link RulesNow}. */
+  record CurrentRules() {}
+
+  /** The rules in force on the driver, one a line, and their version (0 for those at start, then 1, 2, ...). */
+  record RulesNow(long version, String text) {}
+
   private static final List<Class<? extends Record>> TYPES = List.of(Hello.class, Candidate.class, Candidates.class,
-      Join.class, Joined.class, Last.class, Responders.class);
+      Join.class, Joined.class, Last.class, Responders.class, CurrentRules.class, RulesNow.class);
 
   /** A record as an Object[] of its name and its components, lists element by element; other values as they are. */
   static Object toWire(Object value) {

@@ -5,10 +5,11 @@ import java.util.stream.Stream;
 
 /**
  * The spark.cloudprofiler.* options of one process, read and checked once by {@link Config#read}: each field typed,
- * each default filled in. {@code channelHandlers} holds the trace channels' handlers that the configuration names.
+ * each default filled in. {@code channelHandlers} holds the trace channels' handlers that the configuration names;
+ * {@code rules} the rules for the others, one a line.
  */
 public record Options(String logDir, String localDir, boolean taskEnabled, Config.HandlerOption taskHandler,
-    List<Config.HandlerOption> channelHandlers, Config.Compression compression, Config.TscRead tscRead,
+    List<Config.HandlerOption> channelHandlers, String rules, Config.Compression compression, Config.TscRead tscRead,
     int channelBlocks, int collectIntervalSeconds, boolean calibrationEnabled, boolean calibrationForce,
     int calibrationIntervalSeconds, int calibrationProbes, int calibrationTimeoutMs, int calibrationPeers,
     String nativePath) {

@@ -28,8 +28,10 @@ import scala.collection.Seq; // the supertype of Spark's argument lists in Scala
  * (id, TSC) to a channel of this executor, per row, through JNI. {@code cp_trace('channel', id, x, y)} logs only
  * the ids with {@code id mod y < x} (the paper's XoY: the same ids on every channel, to a channel of handler
  * xoy(x, y)), and decides that in the generated code, so that an id left out costs no JNI call. The channel's
- * handler is buffered (xoy(x, y) for the sampled form) unless {@code spark.cloudprofiler.channel.<name>.handler}
- * names another: a trace point is switched to counting, downsampling or nothing by configuration alone.
+ * handler is the one {@code spark.cloudprofiler.channel.<name>.handler} names, else xoy(x, y) for the sampled form,
+ * else the one the rules in force choose by its name ({@code spark.cloudprofiler.rules}, changed while the
+ * application runs with cps.set_rules; buffered where no rule matches): a trace point is switched to counting,
+ * downsampling or nothing by configuration alone.
  *
  * <p>The generated code resolves the channel handle once per partition (when the generated class initializes its
  * state) and calls {@link CloudProfiler#log} per row; interpreted evaluation resolves it on the first row.
@@ -119,7 +121,7 @@ public final class TraceExpression extends SingleChildExpression implements Seri
   }
 
   /** The handle of this process's channel {@code name}, opened on first use with the handler configured for it
-   * ({@code spark.cloudprofiler.channel.<name>.handler}), else xoy(x, y), or buffered when y is 0; 0 when the
+   * ({@code spark.cloudprofiler.channel.<name>.handler}), else xoy(x, y), or by the rules when y is 0; 0 when the
    * native library cannot load or the channel cannot open (which disables the function), so that the query still
    * runs: nothing logs to handle 0. Called by the generated code once per partition. */
   public static long channel(String name, long x, long y) {
@@ -147,10 +149,12 @@ public final class TraceExpression extends SingleChildExpression implements Seri
     if (NativeLoader.load(env == null ? null : Config.NATIVE_PATH.text(env.conf())) != null) return 0;
     Config.HandlerOption configured = env == null ? null : Config.channelHandler(env.conf(), name);
     Config.Handler handler = configured != null ? configured.handler()
-        : y == 0 ? new Config.Handler("buffered", new long[0]) : new Config.Handler("xoy", new long[] {x, y});
+        : y == 0 ? null : new Config.Handler("xoy", new long[] {x, y});
+    String[] keys = {"spark.event"};
+    String[] values = {"sql_trace"};
     try {
-      return CloudProfiler.openChannel(name, handler.name(), handler.params(), new String[] {"spark.event"},
-          new String[] {"sql_trace"});
+      return handler == null ? CloudProfiler.openByRules(name, keys, values)
+          : CloudProfiler.openChannel(name, handler.name(), handler.params(), keys, values);
     } catch (CloudProfilerException e) {
       throw new CloudProfilerException(e.code(), NAME + ": cannot open channel '" + name + "': " + e.getMessage());
     }

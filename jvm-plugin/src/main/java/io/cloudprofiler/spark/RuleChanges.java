@@ -1,0 +1,80 @@
+package io.cloudprofiler.spark;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.CloudProfilerException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The driver's rules for the trace channels of its application, which change while it runs: the rules text and
+ * its version (0 for {@code spark.cloudprofiler.rules}, then one more per accepted change). Executors ask for them
+ * about once a second ({@link Messages.CurrentRules}) and apply a new version. Python reaches the one of the running
+ * application through {@link #setRules} and {@link #rules} (py4j, cps.set_rules and cps.rules).
+ *
+ * <p>New rules are checked with the native library's own check (they are set in the driver's process, whose channels
+ * follow them too); a bad rule is refused with the library's message naming it, and the rules in force stay.
+ * Every accepted rules text is kept with its wall time, for the application's {@code rules-changes.arrows}.
+ */
+public final class RuleChanges {
+  private static volatile RuleChanges running;
+
+  private final List<Object[]> changes = new ArrayList<>();
+  private long version;
+  private String text;
+
+  /** The rules at start, one a line (checked by the caller). */
+  RuleChanges(String text) {
+    this.text = text;
+    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, 0L, text});
+  }
+
+  /** Makes these the rules that {@link #setRules} changes (null: the application has stopped). */
+  static void run(RuleChanges rules) {
+    running = rules;
+  }
+
+  /** Replaces the rules of the running application ({@code ;} or new lines between rules) and returns their new
+   * version; throws naming the bad rule, and the rules in force stay. */
+  public static long setRules(String text) {
+    return current().set(Config.rulesText(text));
+  }
+
+  /** The rules in force in the running application, one a line. */
+  public static String rules() {
+    return current().now().text();
+  }
+
+  private static RuleChanges current() {
+    RuleChanges rules = running;
+    if (rules == null) throw new IllegalStateException("the cloudprofiler plugin runs in no application here");
+    return rules;
+  }
+
+  synchronized long set(String newText) {
+    try {
+      CloudProfiler.setRules(newText);
+    } catch (CloudProfilerException e) {
+      throw new IllegalArgumentException("rules refused, the rules in force stay: " + e.getMessage(), e);
+    } catch (LinkageError e) {
+      throw new IllegalStateException("rules cannot be checked: the driver could not load the native library", e);
+    }
+    text = newText;
+    version++;
+    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, version, text});
+    return version;
+  }
+
+  synchronized Messages.RulesNow now() {
+    return new Messages.RulesNow(version, text);
+  }
+
+  /** Writes every accepted rules text (when, version, text) to {@code target}. */
+  void publish(String target) throws Exception {
+    List<Object[]> rows;
+    synchronized (this) {
+      rows = new ArrayList<>(changes);
+    }
+    ArrowTables.writeRows(target, Map.of(), List.of("realtime_ns", "version", "rules"), rows);
+  }
+}
