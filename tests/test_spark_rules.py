@@ -1,6 +1,7 @@
-"""Rules in Spark: a cp_trace channel of running jobs switched from buffered to null, back, and to downsample:4 with
-cps.set_rules, and the channels of a Python trace point with it; bad rules refused on the driver while the old ones
-stay; every accepted change in rules-changes.arrows."""
+"""Rules in Spark, in local mode and with two executor processes (local-cluster): a cp_trace channel of running jobs
+switched from buffered to null, back, and to downsample:4 with cps.set_rules in every executor, and the channels of a
+Python trace point with it; bad rules refused on the driver while the old ones stay; every accepted change in
+rules-changes.arrows."""
 import re
 import threading
 import time
@@ -18,14 +19,16 @@ SWITCH_SECONDS = 1.0  # records stop and resume within this of a change
 PYTHON_SWITCH_SECONDS = 1.5
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+# local mode shares the driver's library with its executor; local-cluster runs two executor processes, each of which
+# must learn the change from the driver
+@pytest.fixture(scope="module", params=["local[2]", "local-cluster[2,1,1024]"])
+def run(request, tmp_path_factory):
     """SQL and Python trace jobs run back to back, each in a thread, while the rules change; logs read after stop()."""
     log_dir = tmp_path_factory.mktemp("spark-logs")
     spark = (
         cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("spark-local")),
                     rules="other=null;sqlr=buffered")
-        .master("local[2]")
+        .master(request.param)
         .config("spark.ui.enabled", "false")
         .getOrCreate()
     )
@@ -67,7 +70,10 @@ def run(tmp_path_factory):
         folder = cps.log_folder(spark)
         spark.stop()
     files = [p for p in cp.log_files(folder) if p.name.startswith("sqlr.")]
-    segments = sorted(((cp.log_metadata(t), t) for t in map(cp.read_log, files)), key=lambda mt: mt[0]["rules.segment"])
+    processes = {}  # each executor process switches its own series of files
+    for table in map(cp.read_log, files):
+        processes.setdefault(cp.log_metadata(table)["pid"], []).append((cp.log_metadata(table), table))
+    segments = [sorted(series, key=lambda mt: mt[0]["rules.segment"]) for series in processes.values()]
     python = [cp.log_metadata(cp.read_log(p)) for p in cp.log_files(folder) if p.name.startswith("pyr.")]
     return dict(folder=folder, started=started, changes=changes, refused=refused, segments=segments, jobs=jobs,
                 python=python)
@@ -85,9 +91,15 @@ def test_bad_rules_are_refused_naming_them_and_the_old_ones_stay(run):
     assert rules_after_first == rules_after_second == ["sqlr=null", "pyr=null"]
 
 
-def test_each_change_switches_the_running_channel_within_a_second(run):
+def test_each_change_switches_the_running_channel_within_a_second(run, request):
+    executors = 2 if request.node.callspec.params["run"].startswith("local-cluster") else 1
+    assert len(run["segments"]) == executors
+    for segments in run["segments"]:
+        _switched_within_a_second(run, segments)
+
+
+def _switched_within_a_second(run, segments):
     hz = cp.tsc_frequency().hz
-    segments = run["segments"]
     assert [meta["rules.rule"] for meta, _ in segments] == ["sqlr=buffered", *(p.split(";")[0] for p in PHASES)]
     for number, (meta, table) in enumerate(segments):
         assert meta["closed"] and meta["records.logged"] > 0  # jobs ran in every phase
