@@ -88,9 +88,7 @@ class Application:
         wanted = known if channel is None else [channel] if isinstance(channel, str) else list(channel)
         if required:
             self.check_channels(wanted, known)
-        schema = reader.RECORD_SCHEMA if kind == "records" else reader.COUNTER_SCHEMA
-        if columns is not None:
-            schema = reader.project(schema, columns)
+        schema = reader.kind_schema(kind, columns)
         return reader.log_frame(self.spark, self.catalog.files_of(wanted, kind), self.timebase, schema)
 
     # -- tables of the folder ----------------------------------------------------------------------------------

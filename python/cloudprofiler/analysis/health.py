@@ -89,8 +89,7 @@ def _value_counts(app) -> dict:
     for kind in ("records", "counters"):
         files = [f for f in beyond if f.kind == kind]
         if files:
-            schema = reader.project(reader.RECORD_SCHEMA if kind == "records" else reader.COUNTER_SCHEMA,
-                                    ["channel", "extrapolated"])
+            schema = reader.kind_schema(kind, ["channel", "extrapolated"])
             for r in reader.log_frame(app.spark, files, app.timebase, schema).groupBy("channel").agg(
                     F.sum(F.col("extrapolated").cast("long")).alias("extrapolated")).collect():
                 counts[r["channel"]][1] += r["extrapolated"]

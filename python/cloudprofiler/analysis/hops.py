@@ -157,9 +157,8 @@ class HopSketches:
         low, high = totals["min_ns"].min(), totals["max_ns"].max()
         if pd.isna(low):
             return pd.DataFrame(columns=["remote", "bin", "lo_ns", "hi_ns", "count"])
-        low = max(low, 1.0)
-        high = max(high, low * (1 + 1e-9))
-        edges = low * np.exp(np.arange(bins + 1) * math.log(high / low) / bins)
+        first, step = sketch.log_bins(low, high, bins)
+        edges = first * np.exp(np.arange(bins + 1) * step)
         frames = []
         for remote, buckets in self._of(hop, LATENCY).groupby("remote"):
             counts = sketch.rebin(buckets, edges)

@@ -1,11 +1,10 @@
 """Latency between two trace points: per tuple id logged on both channels, with its bound, and its distribution."""
 from __future__ import annotations
 
-import math
-
 from pyspark.sql import functions as F
 
 from .joins import merge_join, with_durations
+from .sketch import log_bins
 
 LATENCY_COLUMNS = ["tuple_id", "from_channel", "to_channel", "start_t_ns", "end_t_ns", "latency_ns", "err_ns",
                    "path", "remote", "start_host", "end_host", "extrapolated", "unbounded"]
@@ -44,9 +43,7 @@ def latency_histogram(latencies, bins: int = 60):
     spark = latencies.sparkSession
     if low is None:
         return spark.createDataFrame([], "remote boolean, bin int, lo_ns double, hi_ns double, count long")
-    low = max(low, 1.0)
-    high = max(high, low * (1 + 1e-9))
-    step = math.log(high / low) / bins
+    low, step = log_bins(low, high, bins)
     index = F.least(F.lit(bins - 1), F.greatest(F.lit(0), F.floor(
         F.log(F.greatest(F.col("latency_ns"), F.lit(low)) / low) / step))).cast("int")
     counts = bounded.groupBy("remote", index.alias("bin")).agg(F.count(F.lit(1)).alias("count"))

@@ -160,6 +160,12 @@ def log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dic
     return binary_files(spark, attributes).select("path", "content").mapInArrow(decode, spark_schema(schema))
 
 
+def kind_schema(kind: str, columns=None) -> pa.Schema:
+    """RECORD_SCHEMA or COUNTER_SCHEMA for `kind` ("records", "counters"), projected on `columns` (None: all)."""
+    schema = RECORD_SCHEMA if kind == "records" else COUNTER_SCHEMA
+    return schema if columns is None else project(schema, columns)
+
+
 def project(schema: pa.Schema, names) -> pa.Schema:
     """The fields of `schema` (and INTERNAL_FIELDS) named in `names`, in schema order."""
     return pa.schema([f for f in list(schema) + INTERNAL_FIELDS if f.name in set(names)])

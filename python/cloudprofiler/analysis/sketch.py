@@ -8,6 +8,8 @@ its rank. Values under MIN_NS in magnitude share bucket 0 (value 0).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -48,6 +50,14 @@ def quantiles(buckets: pd.DataFrame, qs) -> list:
     ranks = np.maximum(np.ceil(np.asarray(qs, dtype=float) * total), 1)
     positions = np.searchsorted(cumulative, ranks, side="left")
     return [float(v) for v in values(summed.index.to_numpy()[positions])]
+
+
+def log_bins(low: float, high: float, bins: int) -> tuple[float, float]:
+    """(first edge, log step) of `bins` log-spaced bins over [low, high] of latencies: edge k is
+    first * exp(k * step); the range starts at 1 ns at least and is never empty."""
+    low = max(low, 1.0)
+    high = max(high, low * (1 + 1e-9))
+    return low, math.log(high / low) / bins
 
 
 def rebin(buckets: pd.DataFrame, edges: np.ndarray) -> np.ndarray:
