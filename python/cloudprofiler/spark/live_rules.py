@@ -1,6 +1,7 @@
 """The rules of a running application's trace channels, changed from the driver: the plugin's RuleChanges."""
 from __future__ import annotations
 
+import errno
 
 
 def _rule_changes(spark):
@@ -22,7 +23,7 @@ def set_rules(spark, rules) -> int:
     try:
         return int(_rule_changes(spark).setRules(text))
     except IllegalArgumentException as e:
-        raise InvalidArgumentError(22, str(e).splitlines()[0]) from None  # 22: EINVAL, as the library's own
+        raise InvalidArgumentError(errno.EINVAL, str(e).splitlines()[0]) from None  # as the library's own
 
 
 def rules(spark) -> list[str]:

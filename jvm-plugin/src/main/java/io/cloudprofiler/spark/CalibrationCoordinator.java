@@ -99,11 +99,7 @@ final class CalibrationCoordinator {
     this.count = count;
     this.timeoutMs = timeoutMs;
     this.peers = peers;
-    rounds = new ScheduledThreadPoolExecutor(1, r -> {
-      Thread t = new Thread(r, "cloudprofiler-calibration");
-      t.setDaemon(true);
-      return t;
-    });
+    rounds = new ScheduledThreadPoolExecutor(1, DaemonThreads.named("cloudprofiler-calibration"));
     rounds.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
     lastRoundStartNanos = System.nanoTime() - TimeUnit.SECONDS.toNanos(1);
     rounds.scheduleWithFixedDelay(this::round, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);

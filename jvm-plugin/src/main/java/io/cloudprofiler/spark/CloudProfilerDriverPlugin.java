@@ -107,11 +107,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
 
   /** Publishes the task table every {@code seconds}, so that a running application's folder holds it. */
   private void publishEvery(int seconds) {
-    publisher = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "cloudprofiler-publish");
-      t.setDaemon(true);
-      return t;
-    });
+    publisher = Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-publish"));
     publisher.scheduleWithFixedDelay(() -> {
       try {
         listener.publishTable(appFolder() + "/spark-tasks.arrows");

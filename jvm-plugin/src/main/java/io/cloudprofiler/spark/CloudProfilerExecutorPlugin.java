@@ -172,11 +172,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     LostExecutors.collectInBackground(options.localDir());
     int interval = options.collectIntervalSeconds();
     if (interval > 0) {
-      collectTimer = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "cloudprofiler-collect");
-        t.setDaemon(true);
-        return t;
-      });
+      collectTimer = Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-collect"));
       collectTimer.scheduleWithFixedDelay(this::collect, interval, interval, TimeUnit.SECONDS);
     }
     pointer = pointTo(local);

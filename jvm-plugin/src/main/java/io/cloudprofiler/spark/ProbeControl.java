@@ -69,11 +69,8 @@ final class ProbeControl implements AutoCloseable {
     token = HexFormat.of().formatHex(secret);
     server = new ServerSocket();
     server.bind(new InetSocketAddress(bindAddress, 0), QUEUED);
-    workers = new ThreadPoolExecutor(WORKERS, WORKERS, 30, TimeUnit.SECONDS, new ArrayBlockingQueue<>(QUEUED), r -> {
-      Thread t = new Thread(r, "cloudprofiler-probe-control-worker");
-      t.setDaemon(true);
-      return t;
-    });
+    workers = new ThreadPoolExecutor(WORKERS, WORKERS, 30, TimeUnit.SECONDS, new ArrayBlockingQueue<>(QUEUED),
+        DaemonThreads.named("cloudprofiler-probe-control-worker"));
     workers.allowCoreThreadTimeOut(true);
     Thread thread = new Thread(this::serve, "cloudprofiler-probe-control");
     thread.setDaemon(true);

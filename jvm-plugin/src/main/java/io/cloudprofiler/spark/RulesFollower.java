@@ -26,8 +26,10 @@ final class RulesFollower {
   private final String executorId;
   private final Callable<Messages.RulesNow> driver;
   private final Consumer<String> applied;
-  private final ScheduledExecutorService timer = daemon("cloudprofiler-rules");
-  private final ExecutorService asker = daemon("cloudprofiler-rules-ask");
+  private final ScheduledExecutorService timer =
+      Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-rules"));
+  private final ExecutorService asker =
+      Executors.newSingleThreadExecutor(DaemonThreads.named("cloudprofiler-rules-ask"));
   private Future<Messages.RulesNow> pending;
   /** The version applied: 0, that of spark.cloudprofiler.rules, which the executor set as it started. */
   private long version;
@@ -40,14 +42,6 @@ final class RulesFollower {
     this.driver = driver;
     this.applied = applied;
     timer.scheduleWithFixedDelay(this::poll, 0, INTERVAL_MS, TimeUnit.MILLISECONDS);
-  }
-
-  private static ScheduledExecutorService daemon(String name) {
-    return Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, name);
-      t.setDaemon(true);
-      return t;
-    });
   }
 
   private void poll() {
