@@ -76,7 +76,9 @@ def _stage_frames(tasks: pd.DataFrame):
                        "tasks": len(all_attempts), "failed": int((all_attempts["status"] != "SUCCESS").sum()),
                        "p50_ns": median, "p90_ns": d.quantile(0.9), "p99_ns": d.quantile(0.99), "max_ns": d.max(),
                        "mean_ns": d.mean(), "skew": d.max() / median, "stragglers": len(slow), "start_t_ns": start,
-                       "end_t_ns": end, "gap_before_ns": None if previous_end is None else start - previous_end})
+                       "end_t_ns": end, "gap_before_ns": None if previous_end is None else start - previous_end,
+                       **{m: float("nan") for m in ("input_records", "shuffle_read_records", "shuffle_write_bytes",
+                                            "disk_spilled_bytes", "jvm_gc_time_ms", "executor_run_time_ms")}})
         previous_end = end
         for r in slow.itertuples():
             stragglers.append({"stage_id": stage, "stage_attempt": 0, "task_attempt_id": r.task_attempt_id,

@@ -75,8 +75,9 @@ def run(tmp_path_factory):
     assert skewed.selectExpr("sum(k)").first()[0] == sum(range(0, 20_000, 8))  # 7 rows in 8 to one partition
     sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status store has seen every task's end
     api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
-    rest = {"jobs": _get(f"{api}/jobs"), "sql": _get(f"{api}/sql?details=false"), "tasks": []}
-    for stage in _get(f"{api}/stages"):
+    rest = {"jobs": _get(f"{api}/jobs"), "sql": _get(f"{api}/sql?details=false"), "tasks": [],
+            "stages": _get(f"{api}/stages")}
+    for stage in rest["stages"]:
         rest["tasks"] += [{**t, "stageId": stage["stageId"], "stageAttemptId": stage["attemptId"]} for t in _get(
             f"{api}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?length=100000")]
     app_id = sc.applicationId
@@ -111,6 +112,35 @@ def test_every_attempt_has_sparks_own_figures(run):
     assert sum(r["disk_spilled_bytes"] for r in rows) > 0 and sum(r["memory_spilled_bytes"] for r in rows) > 0
     assert sum(r["shuffle_write_records"] for r in rows) == sum(r["shuffle_read_records"] for r in rows) > 0
     assert all(r["executor_cpu_time_ns"] > 0 for r in rows if r["status"] == "SUCCESS")
+
+
+# REST stage field -> task table column it sums, for the metrics a stage of the REST API carries
+REST_STAGE_SUMS = {
+    "executorRunTime": "executor_run_time_ms", "executorCpuTime": "executor_cpu_time_ns",
+    "executorDeserializeTime": "executor_deserialize_time_ms",
+    "executorDeserializeCpuTime": "executor_deserialize_cpu_time_ns", "resultSize": "result_size_bytes",
+    "jvmGcTime": "jvm_gc_time_ms", "resultSerializationTime": "result_serialization_time_ms",
+    "memoryBytesSpilled": "memory_spilled_bytes", "diskBytesSpilled": "disk_spilled_bytes",
+    "inputBytes": "input_bytes", "inputRecords": "input_records", "outputBytes": "output_bytes",
+    "outputRecords": "output_records", "shuffleRemoteBlocksFetched": "shuffle_remote_blocks",
+    "shuffleLocalBlocksFetched": "shuffle_local_blocks", "shuffleFetchWaitTime": "shuffle_fetch_wait_ms",
+    "shuffleRemoteBytesRead": "shuffle_remote_bytes", "shuffleRemoteBytesReadToDisk": "shuffle_remote_bytes_to_disk",
+    "shuffleLocalBytesRead": "shuffle_local_bytes", "shuffleReadRecords": "shuffle_read_records",
+    "shuffleWriteBytes": "shuffle_write_bytes", "shuffleWriteTime": "shuffle_write_time_ns",
+    "shuffleWriteRecords": "shuffle_write_records",
+}
+
+
+def test_every_stage_sums_its_attempts_metrics_as_sparks_stage_page_does(run):
+    app, rest = run
+    ours = {(r["stage_id"], r["stage_attempt"]): r for r in app.stages().toPandas().to_dict("records")}
+    run_stages = [s for s in rest["stages"] if s["status"] != "SKIPPED"]  # a skipped stage ran no task
+    assert set(ours) == {(s["stageId"], s["attemptId"]) for s in run_stages}
+    for stage in run_stages:
+        row = ours[stage["stageId"], stage["attemptId"]]
+        assert {c: row[c] for c in REST_STAGE_SUMS.values()} == {c: stage[f] for f, c in REST_STAGE_SUMS.items()}
+        assert row["tasks"] == stage["numCompleteTasks"] + stage["numFailedTasks"]
+    assert sum(r["disk_spilled_bytes"] for r in ours.values()) > 0  # the job exercises the sums
 
 
 def test_every_attempt_has_its_jobs_group_description_tags_and_sql_execution(run):

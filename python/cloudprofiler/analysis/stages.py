@@ -6,13 +6,15 @@ import bisect
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from .reader import TASK_METRICS
+
 # A straggler takes longer than STRAGGLER_RATIO x its stage's median: Spark's own threshold for launching a
 # speculative copy of a task (spark.speculation.multiplier, default 1.5).
 STRAGGLER_RATIO = 1.5
 STAGE = ["stage_id", "stage_attempt"]
 STAGES_DDL = ("stage_id int, stage_attempt int, job_id int, tasks long, failed long, p50_ns double, p90_ns double, "
               "p99_ns double, max_ns double, mean_ns double, skew double, stragglers long, start_t_ns double, "
-              "end_t_ns double, gap_before_ns double")
+              "end_t_ns double, gap_before_ns double, " + ", ".join(f"{m} long" for m in TASK_METRICS))
 
 
 def finite(column):
@@ -50,8 +52,9 @@ def stragglers(tasks, ratio: float = STRAGGLER_RATIO):
 def stages(tasks, ratio: float = STRAGGLER_RATIO):
     """One row per stage attempt (STAGES_DDL): job, attempts, failed attempts, percentiles, max and mean of the
     successful attempts' durations, skew (max / median), stragglers (over `ratio` x median), first start and last
-    end, and the gap since the latest end of a stage that ended before this one started (null for none).
-    One pass over the tasks; the stage rows (small) are gathered to compute the gaps."""
+    end, the gap since the latest end of a stage that ended before this one started (null for none), and each of
+    Spark's task metrics (TASK_METRICS) summed over every attempt, failed ones included, as Spark's stage page sums
+    them (null where no attempt has it). One pass over the tasks; the stage rows (small) are gathered to compute the gaps."""
     timed = F.when(F.col("timed"), F.col("duration_ns"))
     rows = _with_medians(tasks).groupBy(*STAGE).agg(
         F.min("job_id").alias("job_id"), F.count(F.lit(1)).alias("tasks"),
@@ -60,14 +63,14 @@ def stages(tasks, ratio: float = STRAGGLER_RATIO):
         F.mean(timed).alias("mean_ns"),
         F.sum((F.col("timed") & (F.col("duration_ns") > ratio * F.col("median_ns"))).cast("long")).alias("slow"),
         F.min(finite(F.col("start_t_ns"))).alias("start_t_ns"),
-        F.max(finite(F.col("end_t_ns"))).alias("end_t_ns")).collect()
+        F.max(finite(F.col("end_t_ns"))).alias("end_t_ns"), *[F.sum(m).alias(m) for m in TASK_METRICS]).collect()
     ends = sorted(r["end_t_ns"] for r in rows if r["end_t_ns"] is not None)
     out = []
     for r in rows:
         q = r["q"] or [None] * 3
         before = bisect.bisect_left(ends, r["start_t_ns"]) if r["start_t_ns"] is not None else 0
         out.append({**{k: r[k] for k in (*STAGE, "job_id", "tasks", "failed", "max_ns", "mean_ns", "start_t_ns",
-                                          "end_t_ns")},
+                                          "end_t_ns", *TASK_METRICS)},
                     "p50_ns": q[0], "p90_ns": q[1], "p99_ns": q[2], "stragglers": r["slow"] or 0,
                     "skew": r["max_ns"] / q[0] if q[0] else None,
                     "gap_before_ns": r["start_t_ns"] - ends[before - 1] if before else None})

@@ -70,16 +70,30 @@ def _n(value) -> Cell:
     return Cell(fmt.count(value), None if value is None or value != value else float(value))
 
 
+def _bytes(value) -> Cell:
+    return Cell("-" if value is None or value != value else fmt.size(value),
+                None if value is None or value != value else float(value))
+
+
+def _share(part, whole) -> Cell:
+    share = part / whole if whole and part == part and whole == whole else None
+    return Cell(fmt.percent(share), share)
+
+
 def stages(data: ReportData) -> Table:
+    """A row per stage attempt: its durations, and Spark's metrics summed over its attempts that say where its time
+    went (records read from input and shuffle, shuffle written, spilled to disk, GC's share of run time)."""
     table = Table("stages", ["stage", "job", "tasks", "failed", "p50", "p90", "p99", "max", "skew (max/p50)",
-                             "stragglers", "gap before"])
+                             "stragglers", "gap before", "records read", "shuffle written", "spilled", "GC"])
     if data.stages.empty:
         return table
     for r in data.stages.sort_values(["stage_id", "stage_attempt"]).itertuples():
         table.rows.append([Cell(fmt.stage(r.stage_id, r.stage_attempt).removeprefix("stage "), float(r.stage_id)),
                            _n(r.job_id), _n(r.tasks), _n(r.failed), _ns(r.p50_ns), _ns(r.p90_ns), _ns(r.p99_ns),
                            _ns(r.max_ns), Cell("-" if r.skew != r.skew else f"{r.skew:.1f}x", r.skew),
-                           _n(r.stragglers), _ns(r.gap_before_ns)])
+                           _n(r.stragglers), _ns(r.gap_before_ns), _n(r.input_records + r.shuffle_read_records),
+                           _bytes(r.shuffle_write_bytes), _bytes(r.disk_spilled_bytes),
+                           _share(r.jvm_gc_time_ms, r.executor_run_time_ms)])
     return table
 
 
