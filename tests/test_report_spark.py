@@ -3,6 +3,7 @@
 page passes the browser check and shows the numbers the Application computes."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,35 @@ def test_trace_points_on_other_ids_are_a_pipeline_of_their_own(page):
     assert [(hop, name, float(tuples)) for hop, name, tuples in rows] == [
         ("-1", "end to end: source -&gt; sink", 60_000), ("0", "source -&gt; shuffled", 60_000),
         ("1", "shuffled -&gt; sink", 60_000), ("0", "other.a -&gt; other.b", 1000)]
+
+
+# Two trace channels whose one id repeats 5,000 times on each: 25 M pairings, past what one worker pairs
+REPEATED = r"""
+import sys
+import cloudprofiler as cp
+
+cp.start(sys.argv[1])
+with cp.Channel("repeated.a") as a, cp.Channel("repeated.b") as b:
+    for _ in range(5000):
+        a.log(7)
+        b.log(7)
+"""
+
+
+def test_a_section_that_fails_is_named_and_the_others_are_shown(app_folder, tmp_path):
+    folder = Path(shutil.copytree(app_folder[0], tmp_path / app_folder[0].name))
+    logged = run_python(f"import sys; sys.argv = ['log', {str(tmp_path / 'repeated')!r}]\n" + REPEATED)
+    assert logged.returncode == 0, logged.stderr
+    for file in (tmp_path / "repeated").rglob("*.arrows"):
+        shutil.copy(file, folder / file.name)
+    out = tmp_path / "report.html"
+    run = subprocess.run([sys.executable, "-m", "cloudprofiler.cli", "report", str(folder), "-o", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = [line for line in run.stderr.splitlines() if line.startswith("cloudprofiler report: ")]
+    assert len(said) == 1 and "the pipeline section is left out: ValueError: hop repeated.a -> repeated.b" in said[0]
+    assert "id 7" in said[0]
+    findings = run.stdout.split("\n\n")[0]
+    assert "the report's pipeline section is left out" in findings
+    html = out.read_text()
+    assert '<table class="stages">' in html and "the report&#x27;s pipeline section is left out" in html

@@ -7,6 +7,8 @@ uniform sample of the others, and says so (`tasks_total` beside `len(tasks)`).
 from __future__ import annotations
 
 import math
+import re
+import sys
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -23,6 +25,7 @@ TRACE_CHANNELS_SKIPPED = ("spark.task.",)  # the plugin's task channels are no p
 TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
                 "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
                 "launch_t_ns", "finish_t_ns", "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "unbounded"]
+REASON_CHARS = 400  # a failed section's reason, as the report shows it
 STAGE_BOX_QUANTILES = {"p5_ns": 0.05, "p25_ns": 0.25, "p50_ns": 0.5, "p75_ns": 0.75, "p95_ns": 0.95}
 
 
@@ -61,37 +64,79 @@ class ReportData:
 
 
 def gather(app) -> ReportData:
-    """Ask the Application (cloudprofiler.analysis) for what the report shows."""
-    summary = dict(app.summary())
-    channels = app.channels().toPandas()
-    stages = app.stages().toPandas()
-    data = ReportData(
-        summary=summary,
-        channels=channels,
-        stages=stages,
-        stage_durations=_stage_durations(app.tasks()),
-        stragglers=app.stragglers().limit(STRAGGLERS_KEPT).toPandas(),
-        stragglers_total=int(stages["stragglers"].sum()) if not stages.empty else 0,
-        calibration=app.calibration().toPandas(),
-        health=app.health().toPandas(),
-    )
-    data.tasks, data.tasks_total = _timeline_tasks(app.tasks())
-    data.throughput_period_ms = throughput_period_ms(summary.get("span_ns") or 0.0)
-    data.throughput = app.throughput(period_ms=data.throughput_period_ms).toPandas()
-    trace = trace_channels(channels)
-    if len(trace) >= 2:
-        data.pipeline, sketches = _pipelines(app, trace)
-        bounds, errors, densities = [], [], []
-        for hop in hops_shown(data.pipeline).itertuples():  # with a single hop, end to end is that hop
-            hops = sketches[hop.pipeline]
-            bounds.append(hops.bounds(hop.hop).assign(pipeline=hop.pipeline, hop=hop.hop))
-            errors.append(hops.errors(hop.hop, ERROR_BINS_PER_DECADE).assign(pipeline=hop.pipeline, hop=hop.hop))
-            densities.append(hops.histogram(hop.hop, LATENCY_BINS).assign(pipeline=hop.pipeline, hop=hop.hop))
-        if bounds:
-            data.hop_bounds = pd.concat(bounds, ignore_index=True)
-            data.hop_errors = pd.concat(errors, ignore_index=True)
-            data.latency_histograms = pd.concat(densities, ignore_index=True)
+    """Ask the Application (cloudprofiler.analysis) for what the report shows. A section whose analysis fails (for
+    example a hop whose ids repeat past what can be paired) is left empty and named in the health table and on
+    stderr, and the other sections are still gathered."""
+    data = ReportData(summary=dict(app.summary()))
+    failed = []
+    for name, fill in SECTIONS:
+        try:
+            fill(app, data)
+        except Exception as exc:  # any failure of one section leaves the others to show
+            reason = failure_reason(exc)
+            print(f"cloudprofiler report: the {name} section is left out: {reason}", file=sys.stderr)
+            failed.append({"kind": "report_section", "severity": "error", "subject": name, "count": 0,
+                           "message": f"the report's {name} section is left out: {reason}"})
+    if failed:
+        data.health = pd.concat([data.health, pd.DataFrame(failed)], ignore_index=True)
     return data
+
+
+def failure_reason(exc: Exception) -> str:
+    """What a failed analysis says, in one line: a Python worker's exception (its last 'SomeError: ...' line) or the
+    first line of any other."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
+    reason = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    return reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 3] + "..."
+
+
+def _health(app, data: ReportData) -> None:
+    data.health = app.health().toPandas()
+
+
+def _channels(app, data: ReportData) -> None:
+    data.channels = app.channels().toPandas()
+
+
+def _stages(app, data: ReportData) -> None:
+    data.stages = app.stages().toPandas()
+    data.stage_durations = _stage_durations(app.tasks())
+    data.stragglers = app.stragglers().limit(STRAGGLERS_KEPT).toPandas()
+    data.stragglers_total = int(data.stages["stragglers"].sum()) if not data.stages.empty else 0
+    data.tasks, data.tasks_total = _timeline_tasks(app.tasks())
+
+
+def _calibration(app, data: ReportData) -> None:
+    data.calibration = app.calibration().toPandas()
+
+
+def _throughput(app, data: ReportData) -> None:
+    data.throughput_period_ms = throughput_period_ms(data.summary.get("span_ns") or 0.0)
+    data.throughput = app.throughput(period_ms=data.throughput_period_ms).toPandas()
+
+
+def _pipeline(app, data: ReportData) -> None:
+    trace = trace_channels(data.channels)
+    if len(trace) < 2:
+        return
+    pipeline, sketches = _pipelines(app, trace)
+    bounds, errors, densities = [], [], []
+    for hop in hops_shown(pipeline).itertuples():  # with a single hop, end to end is that hop
+        hops = sketches[hop.pipeline]
+        bounds.append(hops.bounds(hop.hop).assign(pipeline=hop.pipeline, hop=hop.hop))
+        errors.append(hops.errors(hop.hop, ERROR_BINS_PER_DECADE).assign(pipeline=hop.pipeline, hop=hop.hop))
+        densities.append(hops.histogram(hop.hop, LATENCY_BINS).assign(pipeline=hop.pipeline, hop=hop.hop))
+    data.pipeline = pipeline
+    if bounds:
+        data.hop_bounds = pd.concat(bounds, ignore_index=True)
+        data.hop_errors = pd.concat(errors, ignore_index=True)
+        data.latency_histograms = pd.concat(densities, ignore_index=True)
+
+
+# The report's sections, gathered in this order (the pipeline's trace channels come from `channels`)
+SECTIONS = [("health", _health), ("channels", _channels), ("stages", _stages), ("calibration", _calibration),
+            ("throughput", _throughput), ("pipeline", _pipeline)]
 
 
 def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:
