@@ -30,7 +30,7 @@ def server(tmp_path_factory):
 
     log_dir = tmp_path_factory.mktemp("connect-logs")
     port = _free_port()
-    conf = cps.spark_conf(log_dir=str(log_dir), calibration_enabled=False)
+    conf = cps.spark_conf(log_dir=str(log_dir), calibration_enabled=False, collect_interval_seconds=1)
     command = [os.path.join(pyspark.__path__[0], "bin", "spark-submit"), "--class", SERVER_CLASS,
                "--master", "local[2]", "--jars", conf.pop("spark.jars"),
                *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
@@ -64,6 +64,11 @@ def sessions(server):
         app_id = traced.conf.get("spark.app.id")
         log_dir = traced.conf.get("spark.cloudprofiler.logDir")
         folder = cps.log_folder(quiet)
+        deadline = time.monotonic() + 60  # the task table of the jobs so far, published within an interval
+        while not (server["log_dir"] / app_id / "spark-tasks.arrows").exists():
+            assert time.monotonic() < deadline, server["log"].read_text()[-5000:]
+            time.sleep(0.5)
+        page = cps.report(traced, output=server["log_dir"].parent / "connect-report.html")
         ids = traced.session_id, quiet.session_id
         traced.stop()
         quiet.stop()
@@ -71,7 +76,7 @@ def sessions(server):
     assert server["process"].wait(timeout=120) is not None
     assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
     return {"ids": ids, "said": [str(w.message) for w in said], "categories": [w.category for w in said],
-            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder}
+            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page}
 
 
 def test_the_helper_says_once_what_the_server_needs(sessions, server):
@@ -83,6 +88,15 @@ def test_the_helper_says_once_what_the_server_needs(sessions, server):
     assert not [text for text in sessions["said"] if "modify" in text.lower()], sessions["said"]
     assert sessions["log_dir"] == str(server["log_dir"])  # the server's, not the client's "/not/on/the/server"
     assert sessions["folder"] == str(sessions["app"])
+
+
+def test_cps_report_of_a_running_connect_application(sessions):
+    """cps.report on a Connect session while the server runs: the server's folder so far, analysed here."""
+    html = sessions["page"].read_text()
+    assert f"<h1>Cloudprofiler report: {sessions['app'].name}</h1>" in html
+    stages = html.split('<table class="stages">')[1].split("</table>")[0]
+    assert stages.count("<tr>") >= 3  # the header and the jobs' stages so far
+    assert "report_section" not in html
 
 
 def test_each_sessions_tasks_are_told_apart(sessions):
