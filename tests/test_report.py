@@ -194,3 +194,22 @@ def test_other_health_warnings_become_findings_in_their_own_words():
     assert _texts(data, "uncalibrated") == [
         "TSC domain c-boot#1 has no calibration: its 1200 records are unbounded (and 1 more like it)"]
     assert _texts(data, "open_file") == []
+
+
+def test_figures_use_no_math_text(monkeypatch):
+    """matplotlib's default log-axis labels are math text, drawn with math fonts that a stale font cache may lack
+    (then every report warns about each missing font): the report's own labels need none."""
+    import matplotlib.mathtext
+
+    from cloudprofiler.analysis.report.plots import all_plots
+
+    def refuse(self, text, *args, **kwargs):
+        raise AssertionError(f"math text drawn: {text!r}")
+
+    monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse", refuse)
+    for data in (report_sample.sample(), report_sample.with_problems()):
+        busiest = data.throughput["channel"] == data.throughput["channel"].iloc[0]
+        assert not busiest.all()
+        data.throughput.loc[busiest, "records"] *= 1000  # channels far apart: a log-scale throughput axis
+        assert [plot.key for plot in all_plots(data) if plot.svg] == [
+            "timeline", "stages", "pipeline", "densities", "throughput", "calibration"]

@@ -372,12 +372,13 @@ def throughput(data: ReportData) -> Plot:
         ax.plot(part["period_start_t_ns"] / 1e9, part["records"] / period_s, drawstyle="steps-post", lw=1.3,
                 label=channel)
     means = rows[rows["channel"].isin(shown)].groupby("channel")["records"].mean()
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     if means.max() > 50 * max(means.min(), 1e-9):
         ax.set_yscale("log")
-    else:
-        from matplotlib.ticker import FuncFormatter
-
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    # plain numbers: matplotlib's default log labels are math text, which needs its math fonts
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:.2g}"))
     ax.set_xlabel("seconds since the application's start (reference clock)")
     ax.set_ylabel("records / s")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
