@@ -13,7 +13,7 @@ import pytest
 import browser
 from conftest import run_python
 
-SCREENSHOT = "CLOUDPROFILER_REPORT_SCREENSHOT"  # where to save the page's screenshot (docs/report.png was made so)
+SCREENSHOT = "CLOUDPROFILER_REPORT_SCREENSHOT"  # where to save the page's screenshot, when set
 SLOW_PARTITION = 5
 
 # The application, in its own process: a Spark driver loads the plugin only from a JVM started with its jar, and
