@@ -134,6 +134,8 @@ def test_cps_report_after_the_run(app_folder):
     html = cps_page.read_text()
     assert f"<h1>Cloudprofiler report: {folder.name}</h1>" in html
     assert html.count('<figure class="plot"') >= 5
+    # the analysis's own session, built after the profiled one in the same process, is not profiled
+    assert [p.name for p in folder.parent.iterdir() if p.is_dir()] == [folder.name]
 
 
 def test_a_folder_that_is_no_application_is_named(app_folder, tmp_path):

@@ -5,6 +5,9 @@ import os
 import sys
 
 _session = None
+# The profiler's JVM classes (plugin, SQL extensions) share this prefix. PySpark's builders share one set of options
+# per process, so a session built after a profiled application's would be profiled too: not the analysis's own.
+PROFILER_CLASSES = "io.cloudprofiler."
 
 
 def _driver_memory() -> str:
@@ -14,10 +17,20 @@ def _driver_memory() -> str:
     return f"{max(1, min(8, total // 4 >> 30))}g"
 
 
+def _without_profiler(key: str) -> str:
+    """The class list `key` (spark.plugins, spark.sql.extensions) as this process's builders hold it, without the
+    profiler's classes."""
+    from pyspark.sql import SparkSession
+
+    held = getattr(SparkSession.Builder, "_options", {}).get(key) or ""
+    return ",".join(c.strip() for c in held.split(",") if c.strip() and not c.strip().startswith(PROFILER_CLASSES))
+
+
 def local_session():
     """A local Spark session on every core (local[*]), Spark's UI off and its logging quiet, started on first use
-    and reused (a stopped one is replaced). Python workers run this interpreter, which has cloudprofiler. Where a
-    session is already active in this process, Spark hands that one out and its settings stay as they are."""
+    and reused (a stopped one is replaced), without the profiler's plugin. Python workers run this interpreter,
+    which has cloudprofiler. Where a session is already active in this process, Spark hands that one out and its
+    settings stay as they are."""
     global _session
     from pyspark.sql import SparkSession
 
@@ -28,6 +41,8 @@ def local_session():
     _session = (SparkSession.builder.master("local[*]").appName("cloudprofiler-analysis")
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.plugins", _without_profiler("spark.plugins"))
+                .config("spark.sql.extensions", _without_profiler("spark.sql.extensions"))
                 .config("spark.driver.memory", _driver_memory())
                 # a log file travels whole through the JVM into Python: an Arrow batch of file contents holds a
                 # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)

@@ -54,7 +54,8 @@ def stages(tasks, ratio: float = STRAGGLER_RATIO):
     successful attempts' durations, skew (max / median), stragglers (over `ratio` x median), first start and last
     end, the gap since the latest end of a stage that ended before this one started (null for none), and each of
     Spark's task metrics (TASK_METRICS) summed over every attempt, failed ones included, as Spark's stage page sums
-    them (null where no attempt has it). One pass over the tasks; the stage rows (small) are gathered to compute the gaps."""
+    them (null where no attempt has it). One pass over the tasks; the stage rows (small) are gathered to compute
+    the gaps."""
     timed = F.when(F.col("timed"), F.col("duration_ns"))
     rows = _with_medians(tasks).groupBy(*STAGE).agg(
         F.min("job_id").alias("job_id"), F.count(F.lit(1)).alias("tasks"),
