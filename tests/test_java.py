@@ -1,7 +1,8 @@
-"""The plugin's JVM functions (calibration pairs, the TSC domain check, options, messages, the probe control, the task
-records), tested in Java:
+"""The plugin's JVM functions (calibration pairs, probe runs in bursts and retaken when delayed, the TSC domain check,
+options, messages, the probe control, the task records), tested in Java:
 jvm-plugin/src/test compiled with javac against the plugin jar and Spark's jars, and run."""
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -24,4 +25,15 @@ def test_the_jvm_side_s_unit_tests_pass(tmp_path):
                           os.pathsep.join([str(tmp_path), classpath]), "io.cloudprofiler.spark.JvmTests"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    assert run.stdout.count("ok test") == 13, run.stdout
+    written = sum(source.count("public static void test") for source in map(Path.read_text, map(Path, sources)))
+    assert run.stdout.count("ok test") == written > 0, run.stdout
+
+
+def test_probe_runs_are_taken_as_the_python_prober_takes_its_rounds():
+    from cloudprofiler.calibration import probe
+
+    source = (ROOT / "jvm-plugin/src/main/java/io/cloudprofiler/spark/ProbeRuns.java").read_text()
+    java = {name: float(value.replace("_", "")) for name, value in
+            re.findall(r"static final (?:int|long|double) (\w+) = ([\d_.]+);", source)}
+    assert java == {"BURSTS": probe.BURSTS, "BURST_GAP_NANOS": round(probe.BURST_GAP_S * 1e9),
+                    "RETRY_FACTOR": probe.RETRY_FACTOR, "RETRIES": probe.RETRIES}

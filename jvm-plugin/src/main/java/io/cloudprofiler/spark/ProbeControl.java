@@ -165,12 +165,14 @@ final class ProbeControl implements AutoCloseable {
 
   /**
    * A probe run from this process: {@link #FIRST_PROBES} probes (an unreachable peer fails after their timeouts,
-   * not after count of them), then the rest; (send, remote, recv) triples, recv 0 where unanswered.
+   * not after count of them), then the rest in bursts ({@link ProbeRuns#inBursts}); (send, remote, recv) triples,
+   * recv 0 where unanswered.
    */
   static long[] probe(String address, int port, int count, int timeoutMs, byte[] secret) {
     long[] first = CloudProfiler.probePeer(address, port, Math.min(count, FIRST_PROBES), timeoutMs, secret);
     if (count <= FIRST_PROBES) return first;
-    long[] rest = CloudProfiler.probePeer(address, port, count - FIRST_PROBES, timeoutMs, secret);
+    long[] rest = ProbeRuns.inBursts(count - FIRST_PROBES,
+        size -> CloudProfiler.probePeer(address, port, size, timeoutMs, secret));
     long[] all = java.util.Arrays.copyOf(first, first.length + rest.length);
     System.arraycopy(rest, 0, all, first.length, rest.length);
     return all;

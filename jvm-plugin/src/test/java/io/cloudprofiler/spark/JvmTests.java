@@ -118,6 +118,48 @@ public final class JvmTests {
         .endsWith("did you mean spark.cloudprofiler.channelBlocks?"), () -> "no suggestion");
   }
 
+  /** A run of one answered probe whose round trip is `rtt`, and one unanswered. */
+  static long[] runOf(long rtt) {
+    return new long[] {1000, 5, 1000 + rtt, 2000, 6, 0};
+  }
+
+  public static void testARunGoesInEvenBurstsWithTheirTriplesInOrder() {
+    equal("[10, 10, 10, 10, 10, 10, 10, 10, 10, 10]", Arrays.toString(ProbeRuns.burstSizes(100)));
+    equal("[10, 10, 10, 10, 10, 10, 10, 10, 9, 9]", Arrays.toString(ProbeRuns.burstSizes(98)));
+    equal("[1, 1, 1]", Arrays.toString(ProbeRuns.burstSizes(3)));
+    List<Integer> sizes = new ArrayList<>();
+    long[] sent = {0};
+    long start = System.nanoTime();
+    long[] run = ProbeRuns.inBursts(23, size -> {
+      sizes.add(size);
+      long[] part = new long[3 * size];
+      for (int i = 0; i < part.length; i++) part[i] = sent[0]++;
+      return part;
+    });
+    long tookNanos = System.nanoTime() - start;
+    equal(List.of(3, 3, 3, 2, 2, 2, 2, 2, 2, 2), sizes);
+    for (int i = 0; i < run.length; i++) equal((long) i, run[i]);
+    check(tookNanos >= 9 * ProbeRuns.BURST_GAP_NANOS, () -> "bursts only " + tookNanos + " ns apart in all");
+  }
+
+  public static void testADelayedRunIsTakenAgainAndTheBestKept() throws Exception {
+    equal(50L, ProbeRuns.minRtt(new long[] {0, 1, 80, 100, 1, 150, 200, 1, 0}));
+    equal(Long.MAX_VALUE, ProbeRuns.minRtt(new long[] {0, 1, 0}));
+    long[][] runs = {runOf(1000), runOf(500), runOf(300), runOf(50)};
+    int[] taken = {0};
+    ProbeRuns.Run take = () -> runs[taken[0]++];
+    equal(300L, ProbeRuns.minRtt(ProbeRuns.retaken(take, 100))); // within 4 x 100 at the third run: kept
+    equal(3, taken[0]);
+    taken[0] = 0;
+    equal(1000L, ProbeRuns.minRtt(ProbeRuns.retaken(take, Long.MAX_VALUE))); // nothing seen yet: taken once
+    equal(1, taken[0]);
+    long[][] late = {runOf(1000), runOf(50), runOf(500), runOf(300)};
+    taken[0] = 0;
+    long[] kept = ProbeRuns.retaken(() -> late[taken[0]++], 10); // never within 4 x 10: RETRIES more
+    equal(50L, ProbeRuns.minRtt(kept)); // the best, not the last
+    equal(1 + ProbeRuns.RETRIES, taken[0]);
+  }
+
   /** Only JDK classes on the wire: an executor cannot load the plugin's. */
   static void jdkOnly(Object wire) {
     if (wire instanceof Object[] fields) for (Object f : fields) jdkOnly(f);
