@@ -90,7 +90,9 @@ $(GJF_JAR):
 	mv $@.part $@
 
 # the Java sources formatted in place; format-check lists the files it would change (JAVA_FILES=... for others)
+# twice: the first pass can leave a trailing comment that the second moves
 format: $(GJF_JAR)
+	$(GJF) --replace $(JAVA_FILES)
 	$(GJF) --replace $(JAVA_FILES)
 
 format-check: $(GJF_JAR)
