@@ -1,12 +1,16 @@
 """The `bench` commands run end to end at small sizes and print the figures they promise with --json: a row per
-handler and caller, and per Spark case an overhead against the same job without it. Timing goals live in the
+handler and caller, and per Spark case an overhead against the same job without it, whose runs logged what they must
+(the bench's own check, shown here to catch a run without the plugin that logged). Timing goals live in the
 benchmarks themselves, not here."""
 import json
 import math
 import subprocess
 import sys
 
+import cloudprofiler as cp
 from cloudprofiler.harness.bench.handlers import HANDLERS
+from cloudprofiler.harness.bench.spark import ONE_JOB_APP, plugin_conf, submit
+from cloudprofiler.harness.bench.spark_logs import TASK_TABLE, record_problems, run_problems, task_problems
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
 
@@ -47,8 +51,35 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
         (case,) = [c for name, c in cases.items() if name.startswith(prefix)]
         assert finite_positive(case["seconds_without"]) and finite_positive(case["seconds_with"]), case
         assert math.isclose(case["overhead_ratio"], case["seconds_with"] / case["seconds_without"] - 1), case
+        assert case["log_problems"] == [] and case["logs"] == "as expected", case
     (application,) = [c for name, c in cases.items() if name.startswith("one-job application by spark-submit")]
     assert all(finite_positive(application[k]) for k in ("median_without", "median_with", "fastest_without",
                                                          "fastest_with", "cpu_median_without", "cpu_median_with")), \
         application
     assert math.isclose(application["added_median"], application["median_with"] - application["median_without"])
+    assert application["log_problems"] == [], application
+
+
+def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_by_mistake(tmp_path):
+    """Known answers on one real application: the bench's one-job application given the plugin where the bench
+    runs it without (the mistake), and an empty folder, checked as either side."""
+    logs, empty = tmp_path / "logs", tmp_path / "empty"
+    submit(ONE_JOB_APP, plugin_conf(True, logs), tmp_path)
+    assert run_problems(logs, plugin=True) == []  # the run with the plugin: every task logged
+    (problem,) = run_problems(logs, plugin=False)
+    assert problem.startswith(f"{logs}: the run without the plugin logged ") and "files" in problem
+    assert run_problems(empty, plugin=False) == []
+    assert run_problems(empty, plugin=True) == [f"{empty}: the run with the plugin left 0 application folders with "
+                                                f"{TASK_TABLE}, expected 1"]
+    (app,) = {p.parent for p in logs.rglob(TASK_TABLE)}
+    tasks = cp.read_log(app / TASK_TABLE).num_rows
+    # its jobs logged their tasks: checked as jobs with task logging off, each task channel is found out
+    problems = task_problems(app, {None: False})
+    assert len(problems) == 2 and all(f"of the {tasks} tasks of the jobs without a group (task logging off) have 1"
+                                      in p for p in problems), problems
+    assert task_problems(app, {"no-such-group": True}) == [f"{app}: {TASK_TABLE} has no task of the jobs of group "
+                                                           "no-such-group"]
+    # no trace channel: a trace point that should have logged 10 records is missing, and none is unexpected
+    assert record_problems(app, {}) == {}
+    assert record_problems(app, {"bench-sql": (10, 10)}) == {
+        "bench-sql": f"{app}: channel bench-sql holds 0 records, expected 10"}

@@ -6,7 +6,7 @@ import pytest
 
 from cloudprofiler.harness.generator.consumer import consume
 from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
-from cloudprofiler.harness.generator.workloads import make_buckets
+from cloudprofiler.harness.generator.workloads import YSB_ADS, ZIPF_EXPONENT, make_buckets
 
 
 def free_port() -> int:
@@ -93,7 +93,45 @@ def test_key_distributions_have_their_shapes():
     keys = {d: make_buckets("ysb", 20_000, 1, seed=3, distribution=d)[0].column("ad_id").to_numpy()
             for d in ("uniform", "normal", "zipf")}
     share_of_key_0 = {d: float(np.mean(k == 0)) for d, k in keys.items()}
-    assert share_of_key_0["zipf"] > 0.12 > 0.01 > share_of_key_0["uniform"]  # Zipf(1.2): P(0) = 1/zeta(1.2), 18%
+    assert share_of_key_0["zipf"] > 0.12 > 0.01 > share_of_key_0["uniform"]  # Zipf(1.2) on 1000 keys: P(0) = 23%
     assert abs(np.mean(keys["uniform"]) - 499.5) < 15 and np.std(keys["uniform"]) > 250
     middle = float(np.mean(np.abs(keys["normal"] - 500) < 250))
     assert middle > 0.6 and middle > float(np.mean(np.abs(keys["uniform"] - 500) < 250)) + 0.1
+
+
+def zipf_shares(n: int, s: float) -> np.ndarray:
+    """Zipf's law on n keys: key k (0-based) has share (k + 1)^-s / H(n, s)."""
+    weights = np.arange(1, n + 1, dtype=np.float64) ** -s
+    return weights / weights.sum()
+
+
+def chi_square(keys: np.ndarray, shares: np.ndarray) -> float:
+    """Pearson's statistic of the keys' counts against the shares they should follow."""
+    expected = shares * keys.size
+    assert expected.min() >= 5, "too few samples for the chi-square approximation"
+    counts = np.bincount(keys, minlength=shares.size)
+    return float(np.sum((counts - expected) ** 2 / expected))
+
+
+def chi_square_critical(df: int, z: float = 5.0) -> float:
+    """The chi-square quantile z standard deviations into the upper tail (Wilson-Hilferty): a right distribution
+    exceeds it with probability 3e-7."""
+    return df * (1 - 2 / (9 * df) + z * (2 / (9 * df)) ** 0.5) ** 3
+
+
+def test_uniform_and_zipf_keys_follow_their_own_law_and_not_the_other():
+    """Known answers on 1000 ads: uniform gives every key 1/1000, Zipf(s) the top key 1/H(1000, s) (23% for
+    s = 1.2); a chi-square over all keys accepts each distribution's own law and rejects the other's."""
+    samples = 200_000
+    keys = {d: make_buckets("ysb", samples, 1, seed=11, distribution=d)[0].column("ad_id").to_numpy()
+            for d in ("uniform", "zipf")}
+    shares = {"uniform": np.full(YSB_ADS, 1 / YSB_ADS), "zipf": zipf_shares(YSB_ADS, ZIPF_EXPONENT)}
+    assert 0.22 < shares["zipf"][0] < 0.24
+    for d in keys:
+        top = shares[d][0]
+        sigma = (top * (1 - top) / samples) ** 0.5
+        assert abs(np.mean(keys[d] == 0) - top) < 5 * sigma, d
+    critical = chi_square_critical(YSB_ADS - 1)
+    for d, other in (("uniform", "zipf"), ("zipf", "uniform")):
+        assert chi_square(keys[d], shares[d]) < critical, d
+        assert chi_square(keys[d], shares[other]) > 10 * critical, (d, other)

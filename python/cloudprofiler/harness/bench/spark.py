@@ -1,6 +1,8 @@
 """`cloudprofiler bench spark`: JNI cost per handler, what the plugin adds to a one-job application start to stop,
 and the overhead of the plugin and trace points on Spark jobs, each measured against the same job without them in
-the same run (alternating, the fastest runs)."""
+the same run (alternating, the fastest runs). Every case checks what its runs logged (`spark_logs`): nothing without
+the plugin, task logging or trace point, every task and traced row with them; a case that logged otherwise fails
+the bench."""
 from __future__ import annotations
 
 import json
@@ -12,6 +14,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .spark_logs import record_problems, run_problems, task_problems
 
 
 def add_arguments(parser) -> None:
@@ -26,6 +30,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+WARMUPS = 2  # rounds of each side before the timed ones of a case in one application
+SIDES = {False: "without", True: "with"}
 BENCH_JAR = "cloudprofiler-bench.jar"  # the JNI benchmark, built beside the plugin jar (jvm-plugin/src/bench)
 
 
@@ -68,35 +74,44 @@ def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str 
     return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def application_overhead(runs: int, log_dir: str) -> dict:
-    """A one-job application (`spark.range(1000).count()`, local[2]) by spark-submit, with and without the plugin
-    (calibration on, the defaults), alternating: what a short application pays, start to stop."""
+def plugin_conf(plugin: bool, log_dir: "str | Path") -> dict[str, str]:
+    """The plugin's configuration with `log_dir` as its logDir (the defaults otherwise, calibration on); without the
+    plugin the same options without the jar, the plugin and the SQL extension, so that a plugin loaded all the same
+    (by spark-defaults.conf, say) logs where `run_problems` looks."""
     from ... import spark as cps
 
-    conf = cps.spark_conf(log_dir=log_dir, local_dir=os.path.join(log_dir, "local"))
-    runs_of = {False: [], True: []}
+    conf = cps.spark_conf(log_dir=str(log_dir), local_dir=os.path.join(log_dir, "local"))
+    return conf if plugin else {key: value for key, value in conf.items() if key not in cps.LIST_KEYS}
+
+
+def application_overhead(runs: int, log_dir: str) -> dict:
+    """A one-job application (`spark.range(1000).count()`, local[2]) by spark-submit, with and without the plugin
+    (calibration on, the defaults), alternating: what a short application pays, start to stop. Each run logs into
+    a folder of its own, checked after it."""
+    runs_of, problems = {False: [], True: []}, []
     with tempfile.TemporaryDirectory(prefix="cp-bench-app-") as folder:
-        for _ in range(runs):
+        for i in range(runs):
             for plugin in (False, True):
-                runs_of[plugin].append(submit(ONE_JOB_APP, conf if plugin else {}, folder))
+                logs = Path(log_dir) / f"application-{i}-{SIDES[plugin]}"
+                runs_of[plugin].append(submit(ONE_JOB_APP, plugin_conf(plugin, logs), folder))
+                problems += run_problems(logs, plugin)
     (off, cpu_off), (on, cpu_on) = (list(zip(*runs_of[side])) for side in (False, True))
     median = statistics.median
     return {"case": f"one-job application by spark-submit, local[2], {runs} runs each",
             "median_without": median(off), "median_with": median(on), "added_median": median(on) - median(off),
             "fastest_without": min(off), "fastest_with": min(on), "added_fastest": min(on) - min(off),
             "cpu_median_without": median(cpu_off), "cpu_median_with": median(cpu_on),
-            "cpu_added_median": median(cpu_on) - median(cpu_off)}
+            "cpu_added_median": median(cpu_on) - median(cpu_off), "log_problems": problems}
 
 
 def _session(plugin: bool, log_dir: str):
     from pyspark.sql import SparkSession
 
-    from ... import spark as cps
-
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
     builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
-    if plugin:
-        builder = cps.configure(builder, log_dir=log_dir)
+    for key, value in plugin_conf(plugin, log_dir).items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
@@ -120,20 +135,23 @@ spark.stop()
 
 def task_overhead(tasks: int, repeats: int, log_dir: str) -> dict:
     """The same job of `tasks` one-row JVM tasks with and without the plugin, each run its own application and JVM
-    (a JVM loads plugin classes only at start)."""
-    times = {False: [], True: []}
-    for _ in range(repeats):
+    (a JVM loads plugin classes only at start) and its own log folder, checked after it."""
+    times, problems = {False: [], True: []}, []
+    for i in range(repeats):
         for plugin in (False, True):
-            code = _TASK_JOB.format(plugin=plugin, log_dir=log_dir, tasks=tasks)
+            logs = Path(log_dir) / f"tasks-{i}-{SIDES[plugin]}"
+            code = _TASK_JOB.format(plugin=plugin, log_dir=str(logs), tasks=tasks)
             out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
             times[plugin].append(float(out.stdout.split("seconds")[-1]))
-    return _compared(f"plugin loaded or not, {tasks} tasks, a JVM per run", times[False], times[True], tasks, "task")
+            problems += run_problems(logs, plugin)
+    row = _compared(f"plugin loaded or not, {tasks} tasks, a JVM per run", times[False], times[True], tasks, "task")
+    return {**row, "log_problems": problems}
 
 
 def _alternating(name: str, plain, traced, repeats: int, count: int, unit: str) -> dict:
     """`plain` and `traced` run alternately, after two warm-up rounds (the JIT compiles a query's generated code
     over its first runs)."""
-    for _ in range(2):
+    for _ in range(WARMUPS):
         plain(), traced()
     off, on = [], []
     for _ in range(repeats):
@@ -152,26 +170,35 @@ def _compared(name: str, off: list[float], on: list[float], count: int, unit: st
             "noise_ratio": (max(off) - a) / a if len(off) > 1 else None}
 
 
+TASK_SWITCH_GROUPS = {False: "cloudprofiler-bench-task-logging-off", True: "cloudprofiler-bench-task-logging-on"}
+
+
 def task_switch_overhead(spark, tasks: int, repeats: int) -> dict:
     """The same job with task logging switched off and on per job (the local property), in one application: the
-    cost of the records alone, without the noise of comparing two JVMs."""
+    cost of the records alone, without the noise of comparing two JVMs. Each side's jobs run in a job group of
+    their own (`TASK_SWITCH_GROUPS`), so that the task table tells which tasks must have records."""
     sc = spark.sparkContext
 
-    def job(enabled: str):
+    def job(enabled: bool):
         def run():
-            sc.setLocalProperty("spark.cloudprofiler.task.enabled", enabled)
+            sc.setLocalProperty("spark.cloudprofiler.task.enabled", str(enabled).lower())
+            sc.setLocalProperty("spark.jobGroup.id", TASK_SWITCH_GROUPS[enabled])
             spark.range(0, tasks, 1, tasks).selectExpr("sum(id)").collect()
         return run
 
-    out = _alternating(f"per-task logging switched on per job, {tasks} tasks", job("false"), job("true"), repeats,
+    out = _alternating(f"per-task logging switched on per job, {tasks} tasks", job(False), job(True), repeats,
                        tasks, "task")
-    sc.setLocalProperty("spark.cloudprofiler.task.enabled", None)
+    for key in ("spark.cloudprofiler.task.enabled", "spark.jobGroup.id"):
+        sc.setLocalProperty(key, None)
     return out
 
 
 def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
     """SQL and Python trace points against the same query without them, alternating in one application; the
-    YSB query is the streaming benchmark's own pipeline (`cloudprofiler.harness.pipelines.ysb`) run as a batch."""
+    YSB query is the streaming benchmark's own pipeline (`cloudprofiler.harness.pipelines.ysb`) run as a batch.
+    Each row names, as `channels`, the (least, most) records one traced run logs per channel."""
+    from pyspark.sql import functions as F
+
     from ... import spark as cps
     from ..pipelines import ysb, ysb_events
 
@@ -184,38 +211,70 @@ def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
     plain_grouped, traced_grouped = grouped.format("id"), grouped.format("cp_trace('bench-agg', id)")
     df = spark.range(0, rows, numPartitions=4)
     events = ysb_events(spark, rows)
+    # what a traced run logs: every row, or the ids below `rows` that 1 in 1024 keeps (id % 1024 < 1); on YSB
+    # every view passes the filter and the join (every ad has a campaign), and each window is logged
+    every, sampled = (rows, rows), (-(-rows // 1024),) * 2
+    views, windows = ysb(events).agg(F.sum("events"), F.count("*")).first()
+    ysb_windows = {"ysb.window": (windows, windows)}
     cases = {
         "sql trace point, every row": (lambda: spark.sql(plain_sql).collect(),
-                                       lambda: spark.sql(traced_sql).collect()),
+                                       lambda: spark.sql(traced_sql).collect(), {"bench-sql": every}),
         "sql trace point, 1 row in 1024 (xoy)": (lambda: spark.sql(plain_sql).collect(),
-                                                 lambda: spark.sql(sampled_sql).collect()),
+                                                 lambda: spark.sql(sampled_sql).collect(), {"bench-xoy": sampled}),
         "sql trace point before a group-by": (lambda: spark.sql(plain_grouped).collect(),
-                                              lambda: spark.sql(traced_grouped).collect()),
-        "ysb query, trace points after filter, join and window": (lambda: ysb(events).collect(),
-                                                                  lambda: ysb(events, trace=True).collect()),
-        "ysb query, the same points on 1 id in 1024 (xoy)": (lambda: ysb(events).collect(),
-                                                             lambda: ysb(events, trace=(1, 1024)).collect()),
+                                              lambda: spark.sql(traced_grouped).collect(), {"bench-agg": every}),
+        "ysb query, trace points after filter, join and window": (
+            lambda: ysb(events).collect(), lambda: ysb(events, trace=True).collect(),
+            {"ysb.filter": (views, views), "ysb.join": (views, views), **ysb_windows}),
+        "ysb query, the same points on 1 id in 1024 (xoy)": (
+            lambda: ysb(events).collect(), lambda: ysb(events, trace=(1, 1024)).collect(),
+            {"ysb.filter": (0, sampled[1]), "ysb.join": (0, sampled[1]), **ysb_windows}),
         "python trace point": (lambda: df.mapInArrow(lambda batches: batches, df.schema).count(),
-                               lambda: cps.trace(df, "bench-py", "id").count()),
+                               lambda: cps.trace(df, "bench-py", "id").count(), {"bench-py": every}),
     }
-    return [_alternating(f"{name}, {rows} rows", plain, traced, repeats, rows, "row")
-            for name, (plain, traced) in cases.items()]
+    return [{**_alternating(f"{name}, {rows} rows", plain, traced, repeats, rows, "row"), "channels": channels}
+            for name, (plain, traced, channels) in cases.items()]
+
+
+def check_session_logs(app: Path, task_switch: dict, traces: list[dict], runs: int) -> None:
+    """Sets `log_problems` of the cases run in one application (its folder `app`): the task switch's jobs with
+    task logging off have no task record and those with it on all of theirs; the trace channels hold what the
+    `runs` traced runs of each case log (a query without trace points adding a record to them is found)."""
+    task_switch["log_problems"] = task_problems(app, {TASK_SWITCH_GROUPS[on]: on for on in (False, True)})
+    expected: dict[str, tuple[int, int]] = {}
+    for row in traces:
+        for channel, (least, most) in row["channels"].items():
+            before = expected.get(channel, (0, 0))
+            expected[channel] = (before[0] + runs * least, before[1] + runs * most)
+    problems = record_problems(app, expected)
+    unnamed = [problem for channel, problem in problems.items() if channel not in expected]
+    for row in traces:
+        row["log_problems"] = [problems[c] for c in row["channels"] if c in problems] + unnamed
 
 
 def run(args) -> int:
     if args.quick:
         args.jni_iterations, args.tasks, args.rows, args.repeats, args.app_runs = 1_000_000, 500, 200_000, 1, 1
     rows = jni_rows(args.jni_iterations)
+    from ... import spark as cps
+
     with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as log_dir:
         application = application_overhead(args.app_runs, log_dir)
         overheads = [task_overhead(args.tasks, args.repeats, log_dir)]
-        spark = _session(True, log_dir)
-        overheads.append(task_switch_overhead(spark, args.tasks, args.repeats))
-        overheads += trace_overheads(spark, args.rows, args.repeats)
+        spark = _session(True, os.path.join(log_dir, "session"))
+        task_switch = task_switch_overhead(spark, args.tasks, args.repeats)
+        traces = trace_overheads(spark, args.rows, args.repeats)
         spark.stop()
+        check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, WARMUPS + args.repeats)
+        overheads += [task_switch, *traces]
+    problems = [p for row in [application, *overheads] for p in row["log_problems"]]
+    for row in [application, *overheads]:
+        row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
+    for problem in problems:
+        print(f"bench spark: logged otherwise than it must: {problem}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows + [application] + overheads, indent=1))
-        return 0
+        return 1 if problems else 0
     from ...console import print_table
 
     print_table(rows, [("handler", "handler", ""), ("caller", "caller", ""), ("tsc_read", "tsc read", ""),
@@ -226,10 +285,11 @@ def run(args) -> int:
                                 ("median_with", "median with (s)", ".2f"), ("added_median", "added (s)", "+.2f"),
                                 ("fastest_without", "fastest without (s)", ".2f"),
                                 ("fastest_with", "fastest with (s)", ".2f"), ("added_fastest", "added (s)", "+.2f"),
-                                ("cpu_added_median", "CPU added (s)", "+.2f")])
+                                ("cpu_added_median", "CPU added (s)", "+.2f"), ("logs", "logs", "")])
     print()
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
                             ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
                             ("added_ns_per_row", "ns/row added", ".1f"),
-                            ("added_ns_per_task", "ns/task added", ".0f"), ("noise_ratio", "noise", ".1%")])
-    return 0
+                            ("added_ns_per_task", "ns/task added", ".0f"), ("noise_ratio", "noise", ".1%"),
+                            ("logs", "logs", "")])
+    return 1 if problems else 0

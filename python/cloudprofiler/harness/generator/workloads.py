@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 DISTRIBUTIONS = ("uniform", "normal", "zipf")
+ZIPF_EXPONENT = 1.2  # zipf: key k of n has the share (k + 1)^-1.2 / H(n, 1.2), so 23% of 1000 ads go to ad 0
 
 # YSB: 1000 ads in 100 campaigns; string fields travel as small integer codes (dictionaries in the schema metadata).
 YSB_ADS = 1000
@@ -30,8 +31,9 @@ def draw_keys(n: int, cardinality: int, rng: np.random.Generator, distribution: 
     if distribution == "normal":
         keys = np.rint(rng.normal(cardinality / 2, cardinality / 8, n)).astype(np.int64)
         return np.clip(keys, 0, cardinality - 1)
-    if distribution == "zipf":
-        return (rng.zipf(1.2, n) - 1) % cardinality
+    if distribution == "zipf":  # Zipf's law bounded to the keys, not numpy's unbounded zipf folded onto them
+        weights = np.arange(1, cardinality + 1, dtype=np.float64) ** -ZIPF_EXPONENT
+        return rng.choice(cardinality, n, p=weights / weights.sum())
     raise ValueError(f"unknown key distribution {distribution!r}; expected one of {', '.join(DISTRIBUTIONS)}")
 
 

@@ -46,6 +46,10 @@ import org.slf4j.LoggerFactory;
 final class CalibrationCoordinator {
   /** How long the driver's shutdown waits for executors' last runs (an executor that was killed never asks). */
   static final long LAST_WAIT_MS = 5000;
+  /** A round after a job ends starts at least this long after the previous round started. */
+  static final long JOB_END_SPACING_NANOS = TimeUnit.SECONDS.toNanos(1);
+  /** A pair that keeps failing is tried again every this many rounds at most. */
+  static final int RETRY_MAX_ROUNDS = 16;
   private static final Logger LOG = LoggerFactory.getLogger(CalibrationCoordinator.class);
 
   /** A process with a probe responder: the driver (control port 0: it probes by itself) or an executor. */
@@ -104,7 +108,7 @@ final class CalibrationCoordinator {
     this.peers = peers;
     rounds = new ScheduledThreadPoolExecutor(1, DaemonThreads.named("cloudprofiler-calibration"));
     rounds.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
-    lastRoundStartNanos = System.nanoTime() - TimeUnit.SECONDS.toNanos(1);
+    lastRoundStartNanos = System.nanoTime() - JOB_END_SPACING_NANOS;
     rounds.scheduleWithFixedDelay(this::round, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);
   }
 
@@ -231,10 +235,34 @@ final class CalibrationCoordinator {
     return out;
   }
 
-  /** A job ended: a round soon, so that its records end before an anchor. */
+  /**
+   * The pairs of a round among n domains, domain 0 the reference: the reference with every other domain, then
+   * the {@link #hostPairs} of the others.
+   */
+  static List<int[]> roundPairs(int n, int peers) {
+    List<int[]> out = new ArrayList<>();
+    for (int d = 1; d < n; d++) out.add(new int[] {0, d});
+    for (int[] p : hostPairs(Math.max(0, n - 1), peers)) out.add(new int[] {p[0] + 1, p[1] + 1});
+    return out;
+  }
+
+  /** A job ended: a round soon, so that its records end before an anchor (one waits at most). */
   void jobEnded() {
     long sinceLast = System.nanoTime() - lastRoundStartNanos;
-    if (roundPending.compareAndSet(false, true)) schedule(Math.max(0, TimeUnit.SECONDS.toNanos(1) - sinceLast));
+    if (roundPending.compareAndSet(false, true)) schedule(jobEndDelayNanos(sinceLast));
+  }
+
+  /** How long a job-end round waits, the previous round having started this long ago: rounds stay spaced. */
+  static long jobEndDelayNanos(long sinceLastRoundStartNanos) {
+    return Math.max(0, JOB_END_SPACING_NANOS - sinceLastRoundStartNanos);
+  }
+
+  /**
+   * The round in which a pair that failed {@code failures} times in a row, the last time in round {@code now}, is
+   * tried again: 2, 4, 8, then every 16 rounds later.
+   */
+  static int retryRound(int now, int failures) {
+    return now + Math.min(RETRY_MAX_ROUNDS, 1 << Math.min(failures, 30));
   }
 
   private void schedule(long delayNanos) {
@@ -257,10 +285,10 @@ final class CalibrationCoordinator {
         if (reference == null || domains.size() < 2) return;
         now = ++round;
         lastRoundStartNanos = System.nanoTime();
-        List<Domain> others = new ArrayList<>(domains.values());
-        others.remove(reference);
-        for (Domain d : others) pairs.add(new Domain[] {reference, d});
-        for (int[] p : hostPairs(others.size(), peers)) pairs.add(new Domain[] {others.get(p[0]), others.get(p[1])});
+        List<Domain> all = new ArrayList<>(domains.values());
+        all.remove(reference);
+        all.add(0, reference);
+        for (int[] p : roundPairs(all.size(), peers)) pairs.add(new Domain[] {all.get(p[0]), all.get(p[1])});
       }
       for (Domain[] p : pairs) {
         if (stopping) break;
@@ -326,7 +354,7 @@ final class CalibrationCoordinator {
       }
       Failure f = failures.computeIfAbsent(pair, k -> new Failure());
       if (!handedOver) f.count++;
-      f.next = handedOver ? now + 1 : now + Math.min(16, 1 << f.count);
+      f.next = handedOver ? now + 1 : retryRound(now, f.count);
       LOG.warn("cloudprofiler: calibration round {} of {} failed ({}); next try in round {}", now, pair,
           e.getMessage(), f.next);
     }

@@ -83,6 +83,61 @@ public final class JvmTests {
     }
   }
 
+  public static void testARoundPairsTheReferenceWithEveryDomainAndTheOthersInOneConnectedRing() {
+    equal(List.of(), CalibrationCoordinator.roundPairs(1, 8));
+    for (int n : new int[] {2, 3, 9, 10, 50, 1000}) {
+      List<int[]> round = CalibrationCoordinator.roundPairs(n, 8);
+      Set<String> seen = new HashSet<>();
+      int[] parent = new int[n]; // union-find over the host-to-host pairs alone
+      for (int d = 0; d < n; d++) parent[d] = d;
+      Set<Integer> withReference = new HashSet<>();
+      for (int[] p : round) {
+        check(p[0] < p[1] && p[1] < n && seen.add(p[0] + "-" + p[1]), () -> n + " domains: " + Arrays.toString(p));
+        if (p[0] == 0) withReference.add(p[1]);
+        else parent[root(parent, p[0])] = root(parent, p[1]);
+      }
+      equal(n - 1, withReference.size());
+      // host pairs: all of them up to 9 domains besides the reference, else 8 partners each: 4 (n - 1) pairs
+      int hostPairs = n - 1 <= 9 ? (n - 1) * (n - 2) / 2 : 4 * (n - 1);
+      equal(n - 1 + hostPairs, round.size());
+      Set<Integer> components = new HashSet<>();
+      for (int d = 1; d < n; d++) components.add(root(parent, d));
+      check(components.size() <= 1, () -> n + " domains: the host pairs leave " + components.size() + " groups");
+    }
+  }
+
+  static int root(int[] parent, int d) {
+    while (parent[d] != d) d = parent[d];
+    return d;
+  }
+
+  public static void testAFailingPairIsRetriedAfter2Then4Then8ThenEvery16Rounds() {
+    List<Integer> tried = new ArrayList<>();
+    int next = 0, failures = 0;
+    for (int round = 1; round <= 80; round++) {
+      if (round < next) continue;
+      tried.add(round); // and it fails again
+      next = CalibrationCoordinator.retryRound(round, ++failures);
+    }
+    equal(List.of(1, 3, 7, 15, 31, 47, 63, 79), tried);
+    for (int many : new int[] {31, 32, 1000}) { // a pair failing for hours: still every 16 rounds
+      equal(100 + 16, CalibrationCoordinator.retryRound(100, many));
+    }
+  }
+
+  public static void testAJobEndRoundStartsAtLeastASecondAfterThePreviousRound() {
+    long second = 1_000_000_000L;
+    equal(second, CalibrationCoordinator.JOB_END_SPACING_NANOS);
+    equal(second, CalibrationCoordinator.jobEndDelayNanos(0));
+    equal(700_000_000L, CalibrationCoordinator.jobEndDelayNanos(300_000_000L));
+    equal(0L, CalibrationCoordinator.jobEndDelayNanos(second));
+    equal(0L, CalibrationCoordinator.jobEndDelayNanos(60 * second));
+    for (long since = 0; since < 2 * second; since += 7_919_113) {
+      long delay = CalibrationCoordinator.jobEndDelayNanos(since);
+      check(delay >= 0 && since + delay >= second, () -> "a round " + delay + " ns after a job end");
+    }
+  }
+
   public static void testTscCheckAgreesOnlyWithinHalfTheSmallestRoundTrip() {
     // (send, remote, recv): one TSC read by both sides, the remote value inside every round trip
     check(TscDomain.check(new long[] {100, 150, 200, 300, 305, 310}).agrees, () -> "one TSC disagrees");
