@@ -24,7 +24,7 @@ JAVA_FILES = $(shell find jvm-plugin/src -name '*.java')
 demo: build
 	$(VENV)/bin/cloudprofiler demo
 
-test: build
+test: build $(GJF_JAR)
 	make -C native test --no-print-directory
 	$(PY) -m pytest tests --durations=15 -p no:cacheprovider
 
@@ -99,7 +99,7 @@ format-check: $(GJF_JAR)
 	@$(GJF) --dry-run --set-exit-if-changed $(JAVA_FILES)
 
 # the package build also compiles the plugin jar for .venv's pyspark (Scala 2.13) and carries the Scala 2.12 one
-build: $(STAMP) native $(JAR_2_12) $(GJF_JAR)
+build: $(STAMP) native $(JAR_2_12)
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	$(SPARK35)/bin/python -m pip install -q --no-build-isolation --no-deps -e .
 
