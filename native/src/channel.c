@@ -50,7 +50,7 @@ enum { FIXED_KEYS = 21 };
 
 /* A channel's metadata pairs and the text of its values. */
 typedef struct metadata {
-  const char *keys[FIXED_KEYS + CP_META_MAX], *values[FIXED_KEYS + CP_META_MAX];
+  const char *keys[FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS], *values[FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS];
   size_t n;
   char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160], close_clock[200],
       logged[24], written[24], dropped[24], closed[8], raw[192];
@@ -105,7 +105,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("records.dropped", m->dropped);
   KV("closed", m->closed);
 #undef KV
-  for (size_t i = 0; i < ch->n_meta && m->n < FIXED_KEYS + CP_META_MAX; i++, m->n++) {
+  for (size_t i = 0; i < ch->n_meta && m->n < FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS; i++, m->n++) {
     m->keys[m->n] = ch->meta_keys[i];
     m->values[m->n] = ch->meta_values[i];
   }
@@ -139,7 +139,8 @@ static int write_bytes(cp_channel *ch, const uint8_t *data, size_t len) {
     }
     done += (size_t)w;
   }
-  atomic_fetch_add(&ch->bytes_written, len);
+  uint64_t before = atomic_fetch_add(&ch->bytes_written, len), roll = (uint64_t)cp__lib.options.roll_bytes;
+  if (roll && before < roll && before + len >= roll) cp__timer_kick(); /* which rolls the channel's handle */
   return 0;
 }
 
@@ -310,7 +311,7 @@ static int io_failure(const cp_channel *ch, int code, cp_error *error) {
   return cp__fail(error, code, "writing %s failed: %s", ch->path, strerror(code));
 }
 
-/* A handle opened by rules: flush or close each segment still open, newest first, under the handle's mutex (which
+/* A handle over segments: flush or close each segment still open, newest first, under the handle's mutex (which
  * a switch holds); the first error other than a segment closed meanwhile (by cp_stop or the timer thread). */
 static int each_segment(cp_channel *handle, int (*op)(cp_channel *, cp_error *), cp_error *error) {
   int rc = 0;
@@ -328,7 +329,7 @@ static int each_segment(cp_channel *handle, int (*op)(cp_channel *, cp_error *),
 int cp_channel_flush(cp_channel *ch, cp_error *error) {
   int rc = cp__channel_check_open(ch, "cp_channel_flush", error);
   if (rc) return rc;
-  if (ch->by_rules) return each_segment(ch, cp_channel_flush, error);
+  if (ch->segmented) return each_segment(ch, cp_channel_flush, error);
   if (ch->kind->blocks) {
     cp__channel_submit_writers(ch);
     wait_written(ch);
@@ -370,7 +371,7 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (!valid(ch)) return cp__fail(error, EBADF, "cp_channel_close: not a channel handle");
   if (!atomic_exchange(&ch->open, 0))
     return cp__fail(error, EBADF, "cp_channel_close: channel '%s' is already closed", ch->name);
-  if (ch->by_rules) return each_segment(ch, cp_channel_close, error);
+  if (ch->segmented) return each_segment(ch, cp_channel_close, error);
   cp_clock_reading close_clock;
   bool have_clock = cp_clock_read(&close_clock, NULL) == 0;
   pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
@@ -408,7 +409,7 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
   if (!valid(ch_const) || !out) return cp__fail(error, EBADF, "cp_channel_stats_get: not a channel handle");
   cp_channel *ch = (cp_channel *)ch_const;
   memset(out, 0, sizeof *out);
-  if (ch->by_rules) {
+  if (ch->segmented) {
     for (cp_channel *seg = atomic_load(&ch->current); seg; seg = seg->previous_segment) {
       cp_channel_stats s;
       cp_channel_stats_get(seg, &s, NULL);

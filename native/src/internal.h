@@ -237,10 +237,11 @@ struct cp_channel {
   uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
   _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
-  /* rules: a handle over segments (no kind and no file: its handler and params are its current segment's rule,
-   * its number counts its switches), or a segment: the one before it; a segment's switch time once a newer one
-   * took its place, after which the timer thread closes it */
-  bool by_rules;
+  /* segments.c: a handle over segments (no kind and no file: its handler and params are its rule's, or those it
+   * was opened with; its number counts its switches), or a segment: the one before it; a segment's switch time
+   * once a newer one took its place, after which the timer thread closes it */
+  bool segmented;
+  bool roll_failed; /* said on stderr once, until a roll succeeds */
   struct cp_channel *previous_segment;
   _Atomic uint64_t retired_tsc;
 
@@ -249,7 +250,8 @@ struct cp_channel {
 };
 
 #define CP_CHANNEL_MAGIC 0xC10DFACEu
-#define CP_META_MAX 64 /* the caller's metadata pairs of one channel */
+#define CP_META_MAX 64    /* the caller's metadata pairs of one channel */
+#define CP_SEGMENT_KEYS 6 /* the most a segment adds to them (rules.*, switch.*) */
 
 /* ---- state.c ---- */
 typedef struct cp_library {
@@ -322,6 +324,23 @@ CP_INTERNAL const cp_handler_kind *cp__handler_kind(cp_handler handler);
 /* cp_channel_open's checks of a name and its metadata pairs (at most `max_meta`) */
 CP_INTERNAL int cp__channel_args_check(const char *name, const char *const *meta_keys, const char *const *meta_values,
                                        size_t n_meta, size_t max_meta, cp_error *error);
+
+/* ---- segments.c ---- */
+/* A handle over segments and its first one, of this handler; `rule`: the rule that chose it (NULL for
+ * cp_channel_open). Into the library's list; NULL with nothing left behind on failure. */
+CP_INTERNAL cp_channel *cp__handle_open(const char *name, const cp_handler_kind *kind, const int64_t *params,
+                                        const char *rule, const char *const *meta_keys, const char *const *meta_values,
+                                        size_t n_meta, cp_error *error);
+/* Points the handle at a new segment of this handler (handle->mutex held): every record of the new segment is taken
+ * after its switch.in, every call that starts after the old one's switch.out logs to the new one. The old segment
+ * stays open a grace period for calls still inside it (the timer thread closes it). 0, or the error of the new
+ * file (the handle then keeps its segment). */
+CP_INTERNAL int cp__handle_switch(cp_channel *handle, const cp_handler_kind *kind, const int64_t *params,
+                                  const char *rule, const char *reason, cp_error *error);
+/* Whether the handle's current segment has passed cp_options.roll_bytes (the timer thread asks, without locks). */
+CP_INTERNAL bool cp__handle_roll_due(const cp_channel *handle);
+/* Switches the handle to a new segment of the same handler and parameters if it is still due (the timer thread). */
+CP_INTERNAL void cp__handle_roll(cp_channel *handle);
 
 /* ---- rules.c ---- */
 /* Reads the file CLOUDPROFILER_RULES names when it changed since the last call (the library's start, then the

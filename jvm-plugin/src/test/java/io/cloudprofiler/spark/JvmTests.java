@@ -313,7 +313,7 @@ public final class JvmTests {
     loadNative();
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("cp-task-records");
     CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
-        CloudProfiler.TSC_ORDERED);
+        CloudProfiler.TSC_ORDERED, -1);
     try {
       TaskRecords tasks = new TaskRecords();
       equal(0, tasks.channels().length);
