@@ -46,15 +46,23 @@ static void u64_padded(char *out, uint64_t v, bool pad) {
   padded(out, 20, tmp, pad);
 }
 
-enum { FIXED_KEYS = 21 };
+enum { FIXED_KEYS = 21, MAX_KEYS = FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS };
 
 /* A channel's metadata pairs and the text of its values. */
 typedef struct metadata {
-  const char *keys[FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS], *values[FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS];
+  const char *keys[MAX_KEYS], *values[MAX_KEYS];
   size_t n;
   char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160], close_clock[200],
-      logged[24], written[24], dropped[24], closed[8], raw[192];
+      logged[24], written[24], dropped[24], closed[8], switch_clocks[2][200];
 } metadata;
+
+/* A clock reading that may come later ("null" until then), padded to the width of the longest one (four 20-digit
+ * numbers: 151 bytes). */
+static void clock_padded(char *out, const cp_clock_reading *r, bool has, bool pad) {
+  char raw[192] = "null";
+  if (has) cp__clock_json(raw, sizeof raw, r);
+  padded(out, 160, raw, pad);
+}
 
 /* Takes ch->mutex for the counts: never call it with that mutex held. */
 static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
@@ -73,9 +81,8 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   snprintf(m->params + used, sizeof m->params - used, "]");
   padded(m->params_padded, 48, m->params, pad);
   cp__clock_json(m->open_clock, sizeof m->open_clock, &ch->open_clock);
-  if (ch->has_close_clock) cp__clock_json(m->raw, sizeof m->raw, &ch->close_clock);
-  else snprintf(m->raw, sizeof m->raw, "null");
-  padded(m->close_clock, 160, m->raw, pad); /* the longest reading (four 20-digit numbers) is 151 bytes */
+  clock_padded(m->close_clock, &ch->close_clock, ch->has_close_clock, pad);
+  for (int i = 0; i < 2; i++) clock_padded(m->switch_clocks[i], &ch->switch_clocks[i], ch->has_switch_clock[i], pad);
   u64_padded(m->logged, s.logged, pad);
   u64_padded(m->written, s.written, pad);
   u64_padded(m->dropped, s.dropped, pad);
@@ -104,17 +111,20 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("records.written", m->written);
   KV("records.dropped", m->dropped);
   KV("closed", m->closed);
+  if (ch->segment) KV("switch.in", m->switch_clocks[0]), KV("switch.out", m->switch_clocks[1]);
 #undef KV
-  for (size_t i = 0; i < ch->n_meta && m->n < FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS; i++, m->n++) {
+  for (size_t i = 0; i < ch->n_meta && m->n < MAX_KEYS; i++, m->n++) {
     m->keys[m->n] = ch->meta_keys[i];
     m->values[m->n] = ch->meta_values[i];
   }
 }
 
-void cp__channel_set_meta(cp_channel *ch, const char *key, const char *value) {
-  pthread_mutex_lock(&ch->file_mutex);
-  for (size_t i = 0; i < ch->n_meta; i++)
-    if (strcmp(ch->meta_keys[i], key) == 0) padded(ch->meta_values[i], strlen(ch->meta_values[i]), value, true);
+void cp__channel_set_switch_clock(cp_channel *ch, int which) {
+  cp_clock_reading clock;
+  bool have = cp_clock_read(&clock, NULL) == 0;
+  pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
+  ch->switch_clocks[which] = clock;
+  ch->has_switch_clock[which] = have;
   pthread_mutex_unlock(&ch->file_mutex);
 }
 
@@ -254,10 +264,11 @@ void cp__channel_list_add(cp_channel *ch) {
 
 cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
-                               cp_error *error) {
+                               bool segment, cp_error *error) {
   cp_channel *ch = calloc(1, sizeof *ch);
   if (!ch) return cp__fail(error, ENOMEM, "out of memory"), NULL;
   ch->magic = CP_CHANNEL_MAGIC;
+  ch->segment = segment;
   atomic_store(&ch->current, ch);
   ch->handler = kind->handler;
   ch->kind = kind;

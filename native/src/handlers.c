@@ -109,7 +109,7 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
       cp_handler_check(handler, params, n_params, error) || cp__ensure_started(error))
     return NULL;
   if (handler == CP_HANDLER_RET_START || handler == CP_HANDLER_RET_END) /* a socket of their own: they never roll */
-    return cp__channel_create(name, &kinds[handler], params, meta_keys, meta_values, n_meta, error);
+    return cp__channel_create(name, &kinds[handler], params, meta_keys, meta_values, n_meta, false, error);
   return cp__handle_open(name, &kinds[handler], params, NULL, meta_keys, meta_values, n_meta, error);
 }
 

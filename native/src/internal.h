@@ -242,6 +242,9 @@ struct cp_channel {
    * once a newer one took its place, after which the timer thread closes it */
   bool segmented;
   bool roll_failed; /* said on stderr once, until a roll succeeds */
+  bool segment;
+  cp_clock_reading switch_clocks[2]; /* switch.in, switch.out (under file_mutex) */
+  bool has_switch_clock[2];
   struct cp_channel *previous_segment;
   _Atomic uint64_t retired_tsc;
 
@@ -286,13 +289,13 @@ CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
 
 /* ---- channel.c ---- */
 CP_INTERNAL void cp__clock_json(char *out, size_t cap, const cp_clock_reading *r);
-/* Replaces the value of the caller's metadata key `key` with `value`, padded with spaces to the old value's length
- * (the key was opened with a padded placeholder), so that header rewrites keep their length. */
-CP_INTERNAL void cp__channel_set_meta(cp_channel *ch, const char *key, const char *value);
-/* A channel of this handler with its file; the library has started and the parameters passed the handler's check. */
+/* A segment's switch.in (which 0) or switch.out (1): the clock of now. */
+CP_INTERNAL void cp__channel_set_switch_clock(cp_channel *ch, int which);
+/* A channel of this handler with its file; the library has started and the parameters passed the handler's check.
+ * `segment`: a handle's segment, whose metadata has switch.in and switch.out. */
 CP_INTERNAL cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
-                                           cp_error *error);
+                                           bool segment, cp_error *error);
 /* Into the library's list, which cp_stop closes, a fork marks closed, and the timer thread walks (it skips handles
  * opened by rules, whose segments are in the list too). */
 CP_INTERNAL void cp__channel_list_add(cp_channel *ch);

@@ -11,8 +11,6 @@
 
 #include "internal.h"
 
-enum { CLOCK_WIDTH = 160 };
-
 static const char *meta_of(const cp_channel *ch, const char *key) {
   for (size_t i = 0; i < ch->n_meta; i++)
     if (strcmp(ch->meta_keys[i], key) == 0) return ch->meta_values[i];
@@ -30,22 +28,17 @@ static void handler_text(char *out, size_t cap, const cp_channel *segment) {
  * channel not opened by rules), `reason`: why it opens ("open", "rules" or "roll"). */
 static cp_channel *open_segment(cp_channel *handle, const cp_handler_kind *kind, const int64_t *params,
                                 const char *rule, const char *reason, uint64_t number, cp_error *error) {
-  char segment[24], previous[128] = "", clock_slot[CLOCK_WIDTH + 1];
+  char segment[24], previous[128] = "";
   snprintf(segment, sizeof segment, "%" PRIu64, number);
   if (number) handler_text(previous, sizeof previous, atomic_load(&handle->current));
-  memset(clock_slot, ' ', CLOCK_WIDTH);
-  memcpy(clock_slot, "null", 4);
-  clock_slot[CLOCK_WIDTH] = '\0';
   const char *keys[CP_META_MAX + CP_SEGMENT_KEYS], *values[CP_META_MAX + CP_SEGMENT_KEYS];
   size_t n = 0;
 #define KV(k, v) (keys[n] = (k), values[n] = (v), n++)
   for (size_t i = 0; i < handle->n_meta; i++) KV(handle->meta_keys[i], handle->meta_values[i]);
   if (rule) KV("rules.rule", rule), KV("rules.segment", segment), KV("switch.previous", previous);
-  KV("switch.reason", reason);
-  KV("switch.in", clock_slot);
-  KV("switch.out", clock_slot);
+  KV("switch.reason", reason); /* switch.in and switch.out: the channel's own (cp__channel_set_switch_clock) */
 #undef KV
-  return cp__channel_create(handle->name, kind, params, keys, values, n, error);
+  return cp__channel_create(handle->name, kind, params, keys, values, n, true, error);
 }
 
 cp_channel *cp__handle_open(const char *name, const cp_handler_kind *kind, const int64_t *params, const char *rule,
@@ -81,23 +74,15 @@ cp_channel *cp__handle_open(const char *name, const cp_handler_kind *kind, const
   return NULL;
 }
 
-static void set_clock(cp_channel *segment, const char *key) {
-  cp_clock_reading clock;
-  char json[CLOCK_WIDTH];
-  if (cp_clock_read(&clock, NULL) == 0) cp__clock_json(json, sizeof json, &clock);
-  else snprintf(json, sizeof json, "null");
-  cp__channel_set_meta(segment, key, json);
-}
-
 int cp__handle_switch(cp_channel *handle, const cp_handler_kind *kind, const int64_t *params, const char *rule,
                       const char *reason, cp_error *error) {
   cp_channel *old = atomic_load(&handle->current);
   cp_channel *next = open_segment(handle, kind, params, rule, reason, handle->number + 1, error);
   if (!next) return error ? error->code : EIO;
   next->previous_segment = old;
-  set_clock(next, "switch.in");
+  cp__channel_set_switch_clock(next, 0);
   atomic_store_explicit(&handle->current, next, memory_order_release);
-  set_clock(old, "switch.out");
+  cp__channel_set_switch_clock(old, 1);
   atomic_store(&old->retired_tsc, cp_tsc());
   cp__timer_kick(); /* its close is due a grace period from now */
   handle->number++;
