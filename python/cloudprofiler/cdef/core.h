@@ -26,6 +26,7 @@ typedef struct cp_options {
   cp_compression compression; int zstd_level; cp_full_policy full_policy; uint32_t flush_interval_ms;
   cp_tsc_read tsc_read; int64_t roll_bytes;
 } cp_options;
+#define CP_ROLL_BYTES_DEFAULT ...
 void cp_options_init(cp_options *options);
 int cp_start(const cp_options *options, cp_error *error);
 const char *cp_log_dir(void);

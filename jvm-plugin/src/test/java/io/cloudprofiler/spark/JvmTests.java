@@ -104,6 +104,7 @@ public final class JvmTests {
     equal("spark.cloudprofiler.channel.a.b.handler", o.channelHandlers().get(0).handlerKey());
     equal(System.getProperty("java.io.tmpdir") + "/cloudprofiler-local", o.localDir());
     equal(100, o.calibrationProbes());
+    equal(64L << 20, o.rollBytes());
     check(o.taskEnabled() && o.calibrationEnabled() && !o.calibrationForce(), o::toString);
   }
 
@@ -112,6 +113,9 @@ public final class JvmTests {
         thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.calibration.probes", "0"))));
     equal("spark.cloudprofiler.task.enabled=yes is invalid: expected true or false",
         thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.task.enabled", "yes"))));
+    equal("spark.cloudprofiler.roll.bytes=1000 is invalid: expected 0 (never) or a number of bytes from 65536",
+        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "1000"))));
+    equal(0L, Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "0")).rollBytes());
     equal("spark.cloudprofiler.compression=lz4 is invalid: expected none or zstd",
         thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.compression", "lz4"))));
     check(thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.channelblocks", "4")))
