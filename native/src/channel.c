@@ -111,7 +111,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("records.written", m->written);
   KV("records.dropped", m->dropped);
   KV("closed", m->closed);
-  if (ch->segment) KV("switch.in", m->switch_clocks[0]), KV("switch.out", m->switch_clocks[1]);
+  if (ch->is_segment) KV("switch.in", m->switch_clocks[0]), KV("switch.out", m->switch_clocks[1]);
 #undef KV
   for (size_t i = 0; i < ch->n_meta && m->n < MAX_KEYS; i++, m->n++) {
     m->keys[m->n] = ch->meta_keys[i];
@@ -268,7 +268,7 @@ cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, co
   cp_channel *ch = calloc(1, sizeof *ch);
   if (!ch) return cp__fail(error, ENOMEM, "out of memory"), NULL;
   ch->magic = CP_CHANNEL_MAGIC;
-  ch->segment = segment;
+  ch->is_segment = segment;
   atomic_store(&ch->current, ch);
   ch->handler = kind->handler;
   ch->kind = kind;
@@ -340,7 +340,7 @@ static int each_segment(cp_channel *handle, int (*op)(cp_channel *, cp_error *),
 int cp_channel_flush(cp_channel *ch, cp_error *error) {
   int rc = cp__channel_check_open(ch, "cp_channel_flush", error);
   if (rc) return rc;
-  if (ch->segmented) return each_segment(ch, cp_channel_flush, error);
+  if (ch->over_segments) return each_segment(ch, cp_channel_flush, error);
   if (ch->kind->blocks) {
     cp__channel_submit_writers(ch);
     wait_written(ch);
@@ -382,7 +382,7 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (!valid(ch)) return cp__fail(error, EBADF, "cp_channel_close: not a channel handle");
   if (!atomic_exchange(&ch->open, 0))
     return cp__fail(error, EBADF, "cp_channel_close: channel '%s' is already closed", ch->name);
-  if (ch->segmented) return each_segment(ch, cp_channel_close, error);
+  if (ch->over_segments) return each_segment(ch, cp_channel_close, error);
   cp_clock_reading close_clock;
   bool have_clock = cp_clock_read(&close_clock, NULL) == 0;
   pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
@@ -420,7 +420,7 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
   if (!valid(ch_const) || !out) return cp__fail(error, EBADF, "cp_channel_stats_get: not a channel handle");
   cp_channel *ch = (cp_channel *)ch_const;
   memset(out, 0, sizeof *out);
-  if (ch->segmented) {
+  if (ch->over_segments) {
     for (cp_channel *seg = atomic_load(&ch->current); seg; seg = seg->previous_segment) {
       cp_channel_stats s;
       cp_channel_stats_get(seg, &s, NULL);

@@ -116,7 +116,7 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
 int cp_channel_parameterize(cp_channel *ch, uint32_t index, int64_t value, cp_error *error) {
   int rc = cp__channel_check_open(ch, "cp_channel_parameterize", error);
   if (rc) return rc;
-  if (ch->segmented) ch = atomic_load(&ch->current); /* until the next switch */
+  if (ch->over_segments) ch = atomic_load(&ch->current); /* until the next switch */
   const cp_handler_kind *k = ch->kind;
   if (index >= (uint32_t)k->n_params)
     return cp__fail(error, EINVAL, "handler %s has %d parameter(s): index %u is out of range", k->name, k->n_params,

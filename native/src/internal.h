@@ -238,12 +238,12 @@ struct cp_channel {
   _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
   /* segments.c: a handle over segments (no kind and no file: its handler and params are its rule's, or those it
-   * was opened with; its number counts its switches), or a segment: the one before it; a segment's switch time
-   * once a newer one took its place, after which the timer thread closes it */
-  bool segmented;
-  bool roll_failed; /* said on stderr once, until a roll succeeds */
-  bool segment;
-  cp_clock_reading switch_clocks[2]; /* switch.in, switch.out (under file_mutex) */
+   * was opened with; its number counts its switches; a failed roll is said once, until one succeeds), or a segment:
+   * its switch.in and switch.out clocks (under file_mutex), the one before it, and its switch time once a newer one
+   * took its place, after which the timer thread closes it */
+  bool over_segments, roll_failed;
+  bool is_segment;
+  cp_clock_reading switch_clocks[2];
   bool has_switch_clock[2];
   struct cp_channel *previous_segment;
   _Atomic uint64_t retired_tsc;

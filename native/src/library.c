@@ -191,7 +191,7 @@ static void *timer_main(void *arg) {
     size_t n_rolls = 0;
     pthread_mutex_lock(&g->mutex);
     for (cp_channel *ch = g->channels; ch; ch = ch->next_all) {
-      if (ch->segmented) { /* its segments are in the list */
+      if (ch->over_segments) { /* its segments are in the list */
         if (n_rolls < ROLLS_PER_WAKE && cp__handle_roll_due(ch)) rolls[n_rolls++] = ch;
         continue;
       }
@@ -423,7 +423,7 @@ void cp_library_stats_get(cp_library_stats *out) {
   pthread_mutex_lock(&cp__lib.mutex);
   out->channels_opened = cp__lib.channels_opened;
   for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) {
-    if (ch->segmented) continue; /* its segments are in the list */
+    if (ch->over_segments) continue; /* its segments are in the list */
     cp_channel_stats s;
     cp_channel_stats_get(ch, &s, NULL);
     out->channels_open += atomic_load(&ch->open) != 0;

@@ -52,7 +52,7 @@ cp_channel *cp__handle_open(const char *name, const cp_handler_kind *kind, const
   cp_channel *first = NULL;
   if (copied) {
     handle->magic = CP_CHANNEL_MAGIC;
-    handle->segmented = true;
+    handle->over_segments = true;
     handle->handler = kind->handler;
     for (int i = 0; i < kind->n_params; i++) handle->params[i] = params[i];
     handle->meta_keys = keys, handle->meta_values = values, handle->n_meta = n_meta;
