@@ -14,7 +14,7 @@ from cloudprofiler.analysis import open_application
 ROLL = 256 << 10
 BATCH = 1 << 20  # the library's block (65,536 records of 16 bytes): a segment ends with the batch that passes ROLL
 IDS = 120_000  # per job
-JOBS = 6
+JOBS = 4
 
 
 def _snapshot(folder: Path) -> dict:
@@ -57,7 +57,7 @@ def run(tmp_path_factory):
             # one task: more than a block (65,536 records), which the worker's file passes ROLL with
             cps.trace(spark.range(job * IDS, (job + 1) * IDS, numPartitions=1), "pyroll", "id").count()
             time.sleep(0.5)
-        time.sleep(2.5)  # a last collection while the application runs
+        time.sleep(2)  # a last collection while the application runs
     finally:
         done.set()
         watcher.join()
