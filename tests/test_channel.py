@@ -20,7 +20,7 @@ def test_eight_threads_log_eight_million_records_each_once(log_dir):
     for w in workers:
         w.join()
     ch.close()
-    ids = cp.read_log(ch.path).column("tuple_id").to_numpy()
+    ids = cp.read_log_dir(log_dir, channel="eight threads").column("tuple_id").to_numpy()  # 128 MB: rolled
     assert ids.size == 8 * per_thread
     assert np.array_equal(np.sort(ids), np.arange(8 * per_thread))
     assert ch.stats.written == ch.stats.logged == 8 * per_thread

@@ -29,7 +29,7 @@ import io.cloudprofiler.NativeLoader;
 public class RulesFromJava {
   public static void main(String[] args) {
     NativeLoader.load(null);
-    CloudProfiler.start(args[0], 0, 0, 0, 0, 0);
+    CloudProfiler.start(args[0], 0, 0, 0, 0, 0, -1);
     CloudProfiler.setRules("jvm.*=downsample:2\\n*=null");
     System.out.println("rules " + CloudProfiler.rules().replace("\\n", "|"));
     try {

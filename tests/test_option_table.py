@@ -53,3 +53,23 @@ def test_the_channel_blocks_range_is_the_native_library_s():
             print(e)
         """)
     assert f"channel_blocks=1 is out of range: expected {blocks['min']} to {blocks['max']}" in result.stdout, result
+
+
+def test_the_roll_size_its_default_and_range_are_the_native_library_s():
+    (roll,) = [o for o in option_table()["options"] if o["key"] == "spark.cloudprofiler.roll.bytes"]
+    result = run_python("""
+        import os, tempfile, cloudprofiler as cp
+        from cloudprofiler.native import ffi, lib
+        print(lib.CP_ROLL_BYTES_DEFAULT)
+        for roll in (65535, None):
+            if roll is None:
+                os.environ["CLOUDPROFILER_ROLL_BYTES"] = "1e6"
+            try:
+                cp.start(tempfile.mkdtemp(), roll_bytes=roll)
+            except cp.InvalidArgumentError as e:
+                print(e)
+        """)
+    default, refused, from_environment = result.stdout.splitlines()
+    assert default == roll["default"]
+    assert refused.endswith(f"roll_bytes=65535 is out of range: expected {roll['expected']}"), refused
+    assert from_environment.endswith(f"CLOUDPROFILER_ROLL_BYTES='1e6' is invalid: expected {roll['expected']}")

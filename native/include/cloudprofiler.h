@@ -135,7 +135,13 @@ typedef struct cp_options {
   cp_full_policy full_policy;   /* default CP_FULL_BLOCK */
   uint32_t flush_interval_ms;   /* partial blocks older than this are written; default 1000, 0 = never */
   cp_tsc_read tsc_read;         /* default CP_TSC_ORDERED; files record it as metadata tsc.read */
+  int64_t roll_bytes;           /* a channel's file rolls into a new segment once it has passed this size (see
+                                   Channels); -1 (the default): $CLOUDPROFILER_ROLL_BYTES, else
+                                   CP_ROLL_BYTES_DEFAULT; 0: never; else at least CP_ROLL_BYTES_MIN */
 } cp_options;
+
+#define CP_ROLL_BYTES_DEFAULT (64 << 20)
+#define CP_ROLL_BYTES_MIN 65536
 
 CP_EXPORT void cp_options_init(cp_options *options);
 CP_EXPORT int cp_start(const cp_options *options, cp_error *error);
@@ -169,6 +175,14 @@ CP_EXPORT int cp_stop(void);
  * In the schema message the values that change (handler.params, close.clock, counts, closed) are padded with
  * spaces to a fixed width and rewritten in place at every flush and at close, so a file cut short by SIGKILL
  * still says what it held at its last flush. The footer's schema carries the final values without padding.
+ *
+ * Segments: a channel's file rolls into a new one when it has passed cp_options.roll_bytes (64 MiB by default),
+ * so that the files of a process that runs for days end (and get their footer) one after the other and none grows
+ * without bound. The new file, the channel's next segment, takes the next channel number; the old one closes
+ * about a second later, as at a switch of rules (see Rules, below: nothing is lost or doubled, every file counts
+ * what it holds). The file in which a batch passes the size ends with it: a segment holds up to roll_bytes plus
+ * one batch. Every segment adds to its metadata switch.reason ("open" for the first, "roll", "rules"), switch.in
+ * and switch.out (see Rules). ret_start and ret_end channels, and the ".ack" channel, never roll.
  *
  * Handles: a cp_channel pointer stays valid until the process ends (its memory is kept when it closes), so
  * logging to a closed channel is a counted no-op; NULL is also a counted no-op. */
@@ -233,9 +247,9 @@ typedef struct cp_channel_stats {
 } cp_channel_stats;
 
 CP_EXPORT int cp_channel_stats_get(const cp_channel *channel, cp_channel_stats *out, cp_error *error);
-/* The handler the channel logs with now (a channel opened by rules: that of its current segment). */
+/* The handler the channel logs with now: that of its current segment. */
 CP_EXPORT cp_handler cp_channel_handler(const cp_channel *channel);
-/* The channel's file path (opened by rules: its current segment's); lives as long as the channel handle. */
+/* The path of the channel's current segment's file; lives as long as the channel handle. */
 CP_EXPORT const char *cp_channel_path(const cp_channel *channel);
 
 typedef struct cp_library_stats {
@@ -268,6 +282,7 @@ CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
  *   rules.rule       the rule that chose its handler, e.g. "ysb.*=downsample:64" ("*=buffered" for no match)
  *   rules.segment    0 for the channel's first file, then 1, 2, ...
  *   switch.previous  the handler and parameters of the segment before, e.g. "buffered" ("" for segment 0)
+ *   switch.reason    "open" for segment 0, "rules" for a switch of handler, "roll" for a roll (see Channels)
  *   switch.in        the clock (as open.clock) of the switch that opened it: its records were taken after it;
  *                    "null" for segment 0
  *   switch.out       the clock of the switch that ended it: calls after it log to the next segment; "null"
@@ -291,8 +306,8 @@ CP_EXPORT int cp_rules_set(const char *text, cp_error *error);
  * NUL-terminated; returns the length of the whole text (as snprintf: call again with a larger buffer when it is
  * >= cap). */
 CP_EXPORT size_t cp_rules_get(char *out, size_t cap);
-/* Opens a channel whose handler the rules in force choose; NULL on error (as cp_channel_open, with at most 59
- * metadata pairs of the caller's: each segment adds 5). */
+/* Opens a channel whose handler the rules in force choose; NULL on error (as cp_channel_open, with at most 58
+ * metadata pairs of the caller's: each segment adds 6). */
 CP_EXPORT cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_keys,
                                                const char *const *meta_values, size_t n_meta, cp_error *error);
 

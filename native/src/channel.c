@@ -46,15 +46,23 @@ static void u64_padded(char *out, uint64_t v, bool pad) {
   padded(out, 20, tmp, pad);
 }
 
-enum { FIXED_KEYS = 21 };
+enum { FIXED_KEYS = 21, MAX_KEYS = FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS };
 
 /* A channel's metadata pairs and the text of its values. */
 typedef struct metadata {
-  const char *keys[FIXED_KEYS + CP_META_MAX], *values[FIXED_KEYS + CP_META_MAX];
+  const char *keys[MAX_KEYS], *values[MAX_KEYS];
   size_t n;
   char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160], close_clock[200],
-      logged[24], written[24], dropped[24], closed[8], raw[192];
+      logged[24], written[24], dropped[24], closed[8], switch_clocks[2][200];
 } metadata;
+
+/* A clock reading that may come later ("null" until then), padded to the width of the longest one (four 20-digit
+ * numbers: 151 bytes). */
+static void clock_padded(char *out, const cp_clock_reading *r, bool has, bool pad) {
+  char raw[192] = "null";
+  if (has) cp__clock_json(raw, sizeof raw, r);
+  padded(out, 160, raw, pad);
+}
 
 /* Takes ch->mutex for the counts: never call it with that mutex held. */
 static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
@@ -73,9 +81,8 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   snprintf(m->params + used, sizeof m->params - used, "]");
   padded(m->params_padded, 48, m->params, pad);
   cp__clock_json(m->open_clock, sizeof m->open_clock, &ch->open_clock);
-  if (ch->has_close_clock) cp__clock_json(m->raw, sizeof m->raw, &ch->close_clock);
-  else snprintf(m->raw, sizeof m->raw, "null");
-  padded(m->close_clock, 160, m->raw, pad); /* the longest reading (four 20-digit numbers) is 151 bytes */
+  clock_padded(m->close_clock, &ch->close_clock, ch->has_close_clock, pad);
+  for (int i = 0; i < 2; i++) clock_padded(m->switch_clocks[i], &ch->switch_clocks[i], ch->has_switch_clock[i], pad);
   u64_padded(m->logged, s.logged, pad);
   u64_padded(m->written, s.written, pad);
   u64_padded(m->dropped, s.dropped, pad);
@@ -104,17 +111,20 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("records.written", m->written);
   KV("records.dropped", m->dropped);
   KV("closed", m->closed);
+  if (ch->is_segment) KV("switch.in", m->switch_clocks[0]), KV("switch.out", m->switch_clocks[1]);
 #undef KV
-  for (size_t i = 0; i < ch->n_meta && m->n < FIXED_KEYS + CP_META_MAX; i++, m->n++) {
+  for (size_t i = 0; i < ch->n_meta && m->n < MAX_KEYS; i++, m->n++) {
     m->keys[m->n] = ch->meta_keys[i];
     m->values[m->n] = ch->meta_values[i];
   }
 }
 
-void cp__channel_set_meta(cp_channel *ch, const char *key, const char *value) {
-  pthread_mutex_lock(&ch->file_mutex);
-  for (size_t i = 0; i < ch->n_meta; i++)
-    if (strcmp(ch->meta_keys[i], key) == 0) padded(ch->meta_values[i], strlen(ch->meta_values[i]), value, true);
+void cp__channel_set_switch_clock(cp_channel *ch, int which) {
+  cp_clock_reading clock;
+  bool have = cp_clock_read(&clock, NULL) == 0;
+  pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
+  ch->switch_clocks[which] = clock;
+  ch->has_switch_clock[which] = have;
   pthread_mutex_unlock(&ch->file_mutex);
 }
 
@@ -139,7 +149,8 @@ static int write_bytes(cp_channel *ch, const uint8_t *data, size_t len) {
     }
     done += (size_t)w;
   }
-  atomic_fetch_add(&ch->bytes_written, len);
+  uint64_t before = atomic_fetch_add(&ch->bytes_written, len), roll = (uint64_t)cp__lib.options.roll_bytes;
+  if (roll && before < roll && before + len >= roll) cp__timer_kick(); /* which rolls the channel's handle */
   return 0;
 }
 
@@ -253,10 +264,11 @@ void cp__channel_list_add(cp_channel *ch) {
 
 cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
-                               cp_error *error) {
+                               bool segment, cp_error *error) {
   cp_channel *ch = calloc(1, sizeof *ch);
   if (!ch) return cp__fail(error, ENOMEM, "out of memory"), NULL;
   ch->magic = CP_CHANNEL_MAGIC;
+  ch->is_segment = segment;
   atomic_store(&ch->current, ch);
   ch->handler = kind->handler;
   ch->kind = kind;
@@ -310,7 +322,7 @@ static int io_failure(const cp_channel *ch, int code, cp_error *error) {
   return cp__fail(error, code, "writing %s failed: %s", ch->path, strerror(code));
 }
 
-/* A handle opened by rules: flush or close each segment still open, newest first, under the handle's mutex (which
+/* A handle over segments: flush or close each segment still open, newest first, under the handle's mutex (which
  * a switch holds); the first error other than a segment closed meanwhile (by cp_stop or the timer thread). */
 static int each_segment(cp_channel *handle, int (*op)(cp_channel *, cp_error *), cp_error *error) {
   int rc = 0;
@@ -328,7 +340,7 @@ static int each_segment(cp_channel *handle, int (*op)(cp_channel *, cp_error *),
 int cp_channel_flush(cp_channel *ch, cp_error *error) {
   int rc = cp__channel_check_open(ch, "cp_channel_flush", error);
   if (rc) return rc;
-  if (ch->by_rules) return each_segment(ch, cp_channel_flush, error);
+  if (ch->over_segments) return each_segment(ch, cp_channel_flush, error);
   if (ch->kind->blocks) {
     cp__channel_submit_writers(ch);
     wait_written(ch);
@@ -370,7 +382,7 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (!valid(ch)) return cp__fail(error, EBADF, "cp_channel_close: not a channel handle");
   if (!atomic_exchange(&ch->open, 0))
     return cp__fail(error, EBADF, "cp_channel_close: channel '%s' is already closed", ch->name);
-  if (ch->by_rules) return each_segment(ch, cp_channel_close, error);
+  if (ch->over_segments) return each_segment(ch, cp_channel_close, error);
   cp_clock_reading close_clock;
   bool have_clock = cp_clock_read(&close_clock, NULL) == 0;
   pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
@@ -408,7 +420,7 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
   if (!valid(ch_const) || !out) return cp__fail(error, EBADF, "cp_channel_stats_get: not a channel handle");
   cp_channel *ch = (cp_channel *)ch_const;
   memset(out, 0, sizeof *out);
-  if (ch->by_rules) {
+  if (ch->over_segments) {
     for (cp_channel *seg = atomic_load(&ch->current); seg; seg = seg->previous_segment) {
       cp_channel_stats s;
       cp_channel_stats_get(seg, &s, NULL);

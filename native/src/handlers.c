@@ -108,13 +108,15 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
   if (cp__channel_args_check(name, meta_keys, meta_values, n_meta, CP_META_MAX, error) ||
       cp_handler_check(handler, params, n_params, error) || cp__ensure_started(error))
     return NULL;
-  return cp__channel_create(name, &kinds[handler], params, meta_keys, meta_values, n_meta, error);
+  if (handler == CP_HANDLER_RET_START || handler == CP_HANDLER_RET_END) /* a socket of their own: they never roll */
+    return cp__channel_create(name, &kinds[handler], params, meta_keys, meta_values, n_meta, false, error);
+  return cp__handle_open(name, &kinds[handler], params, NULL, meta_keys, meta_values, n_meta, error);
 }
 
 int cp_channel_parameterize(cp_channel *ch, uint32_t index, int64_t value, cp_error *error) {
   int rc = cp__channel_check_open(ch, "cp_channel_parameterize", error);
   if (rc) return rc;
-  if (ch->by_rules) ch = atomic_load(&ch->current); /* until the next switch */
+  if (ch->over_segments) ch = atomic_load(&ch->current); /* until the next switch */
   const cp_handler_kind *k = ch->kind;
   if (index >= (uint32_t)k->n_params)
     return cp__fail(error, EINVAL, "handler %s has %d parameter(s): index %u is out of range", k->name, k->n_params,

@@ -237,10 +237,14 @@ struct cp_channel {
   uint64_t period_ticks, period_start_tsc, last_count, next_deadline_tsc;
   _Atomic uint64_t closed_tsc; /* set when close is done; block memory is freed a while after */
 
-  /* rules: a handle over segments (no kind and no file: its handler and params are its current segment's rule,
-   * its number counts its switches), or a segment: the one before it; a segment's switch time once a newer one
+  /* segments.c: a handle over segments (no kind and no file: its handler and params are its rule's, or those it
+   * was opened with; its number counts its switches; a failed roll is said once, until one succeeds), or a segment:
+   * its switch.in and switch.out clocks (under file_mutex), the one before it, and its switch time once a newer one
    * took its place, after which the timer thread closes it */
-  bool by_rules;
+  bool over_segments, roll_failed;
+  bool is_segment;
+  cp_clock_reading switch_clocks[2];
+  bool has_switch_clock[2];
   struct cp_channel *previous_segment;
   _Atomic uint64_t retired_tsc;
 
@@ -249,7 +253,8 @@ struct cp_channel {
 };
 
 #define CP_CHANNEL_MAGIC 0xC10DFACEu
-#define CP_META_MAX 64 /* the caller's metadata pairs of one channel */
+#define CP_META_MAX 64    /* the caller's metadata pairs of one channel */
+#define CP_SEGMENT_KEYS 6 /* the most a segment adds to them (rules.*, switch.*) */
 
 /* ---- state.c ---- */
 typedef struct cp_library {
@@ -284,13 +289,13 @@ CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
 
 /* ---- channel.c ---- */
 CP_INTERNAL void cp__clock_json(char *out, size_t cap, const cp_clock_reading *r);
-/* Replaces the value of the caller's metadata key `key` with `value`, padded with spaces to the old value's length
- * (the key was opened with a padded placeholder), so that header rewrites keep their length. */
-CP_INTERNAL void cp__channel_set_meta(cp_channel *ch, const char *key, const char *value);
-/* A channel of this handler with its file; the library has started and the parameters passed the handler's check. */
+/* A segment's switch.in (which 0) or switch.out (1): the clock of now. */
+CP_INTERNAL void cp__channel_set_switch_clock(cp_channel *ch, int which);
+/* A channel of this handler with its file; the library has started and the parameters passed the handler's check.
+ * `segment`: a handle's segment, whose metadata has switch.in and switch.out. */
 CP_INTERNAL cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, const int64_t *params,
                                            const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
-                                           cp_error *error);
+                                           bool segment, cp_error *error);
 /* Into the library's list, which cp_stop closes, a fork marks closed, and the timer thread walks (it skips handles
  * opened by rules, whose segments are in the list too). */
 CP_INTERNAL void cp__channel_list_add(cp_channel *ch);
@@ -322,6 +327,23 @@ CP_INTERNAL const cp_handler_kind *cp__handler_kind(cp_handler handler);
 /* cp_channel_open's checks of a name and its metadata pairs (at most `max_meta`) */
 CP_INTERNAL int cp__channel_args_check(const char *name, const char *const *meta_keys, const char *const *meta_values,
                                        size_t n_meta, size_t max_meta, cp_error *error);
+
+/* ---- segments.c ---- */
+/* A handle over segments and its first one, of this handler; `rule`: the rule that chose it (NULL for
+ * cp_channel_open). Into the library's list; NULL with nothing left behind on failure. */
+CP_INTERNAL cp_channel *cp__handle_open(const char *name, const cp_handler_kind *kind, const int64_t *params,
+                                        const char *rule, const char *const *meta_keys, const char *const *meta_values,
+                                        size_t n_meta, cp_error *error);
+/* Points the handle at a new segment of this handler (handle->mutex held): every record of the new segment is taken
+ * after its switch.in, every call that starts after the old one's switch.out logs to the new one. The old segment
+ * stays open a grace period for calls still inside it (the timer thread closes it). 0, or the error of the new
+ * file (the handle then keeps its segment). */
+CP_INTERNAL int cp__handle_switch(cp_channel *handle, const cp_handler_kind *kind, const int64_t *params,
+                                  const char *rule, const char *reason, cp_error *error);
+/* Whether the handle's current segment has passed cp_options.roll_bytes (the timer thread asks, without locks). */
+CP_INTERNAL bool cp__handle_roll_due(const cp_channel *handle);
+/* Switches the handle to a new segment of the same handler and parameters if it is still due (the timer thread). */
+CP_INTERNAL void cp__handle_roll(cp_channel *handle);
 
 /* ---- rules.c ---- */
 /* Reads the file CLOUDPROFILER_RULES names when it changed since the last call (the library's start, then the

@@ -18,6 +18,27 @@ void cp_options_init(cp_options *o) {
   o->zstd_level = 1;
   o->full_policy = CP_FULL_BLOCK;
   o->flush_interval_ms = 1000;
+  o->roll_bytes = -1;
+}
+
+/* cp_options.roll_bytes as given, else $CLOUDPROFILER_ROLL_BYTES, else the default; EINVAL naming a bad value. */
+static int roll_bytes(int64_t given, int64_t *out, cp_error *error) {
+  const char *expected = "expected 0 (never) or a number of bytes from 65536";
+  const char *text = getenv("CLOUDPROFILER_ROLL_BYTES");
+  if (given == -1 && text && *text) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (*end || errno || v < 0 || (v && v < CP_ROLL_BYTES_MIN))
+      return cp__fail(error, EINVAL, "CLOUDPROFILER_ROLL_BYTES='%.100s' is invalid: %s", text, expected);
+    given = v;
+  } else if (given == -1) {
+    given = CP_ROLL_BYTES_DEFAULT;
+  }
+  if (given < 0 || (given && given < CP_ROLL_BYTES_MIN))
+    return cp__fail(error, EINVAL, "roll_bytes=%lld is out of range: %s", (long long)given, expected);
+  *out = given;
+  return 0;
 }
 
 static int make_dirs(const char *path, cp_error *error) {
@@ -148,8 +169,9 @@ static uint64_t close_retired(uint64_t now, uint64_t grace_ticks) {
   return next;
 }
 
-/* Samples counter channels at their period boundaries, hands off partial blocks every flush interval, closes
- * retired segments, releases what closed channels held and follows the rules file; sleeps in between. */
+/* Samples counter channels at their period boundaries, hands off partial blocks every flush interval, rolls the
+ * channels whose file passed the roll size (a write that passes it wakes the thread), closes retired segments,
+ * releases what closed channels held and follows the rules file; sleeps in between. */
 static void *timer_main(void *arg) {
   (void)arg;
   cp_library *g = &cp__lib;
@@ -164,9 +186,15 @@ static void *timer_main(void *arg) {
     uint64_t now = cp_tsc();
     uint64_t next = close_retired(now, grace_ticks);
     if (next_flush < next) next = next_flush;
+    enum { ROLLS_PER_WAKE = 16 }; /* the rest at the next wake, which comes at once */
+    cp_channel *rolls[ROLLS_PER_WAKE];
+    size_t n_rolls = 0;
     pthread_mutex_lock(&g->mutex);
     for (cp_channel *ch = g->channels; ch; ch = ch->next_all) {
-      if (ch->by_rules) continue; /* its segments are in the list */
+      if (ch->over_segments) { /* its segments are in the list */
+        if (n_rolls < ROLLS_PER_WAKE && cp__handle_roll_due(ch)) rolls[n_rolls++] = ch;
+        continue;
+      }
       if (!atomic_load(&ch->open)) {
         uint64_t closed = atomic_load(&ch->closed_tsc);
         if (closed && now - closed > grace_ticks) {
@@ -184,6 +212,8 @@ static void *timer_main(void *arg) {
       }
     }
     pthread_mutex_unlock(&g->mutex);
+    for (size_t i = 0; i < n_rolls; i++) cp__handle_roll(rolls[i]); /* opens a file: outside the library mutex */
+    if (n_rolls == ROLLS_PER_WAKE) next = now;
     if (now >= next_flush) next_flush = now + flush_ticks;
     if (next_flush < next) next = next_flush;
 
@@ -256,6 +286,8 @@ static int start_locked(const cp_options *options, cp_error *error) {
     return cp__fail(error, EINVAL, "tsc_read=%d is unknown: expected 0 (ordered) or 1 (unordered)", (int)o.tsc_read);
   if (o.compression == CP_COMPRESSION_ZSTD && (o.zstd_level < -7 || o.zstd_level > 22))
     return cp__fail(error, EINVAL, "zstd_level=%d is out of range: expected -7 to 22", o.zstd_level);
+  int rc = roll_bytes(o.roll_bytes, &o.roll_bytes, error);
+  if (rc) return rc;
 
   char path[4096];
   const char *dir = o.log_dir;
@@ -265,8 +297,7 @@ static int start_locked(const cp_options *options, cp_error *error) {
     snprintf(path, sizeof path, "%s/cloudprofiler-logs", tmp && *tmp ? tmp : "/tmp");
     dir = path;
   }
-  int rc = make_dirs(dir, error);
-  if (rc) return rc;
+  if ((rc = make_dirs(dir, error))) return rc;
   if ((rc = cp_tsc_frequency_get(&g->frequency, error))) return rc;
   free(g->log_dir);
   g->log_dir = strdup(dir);
@@ -392,7 +423,7 @@ void cp_library_stats_get(cp_library_stats *out) {
   pthread_mutex_lock(&cp__lib.mutex);
   out->channels_opened = cp__lib.channels_opened;
   for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) {
-    if (ch->by_rules) continue; /* its segments are in the list */
+    if (ch->over_segments) continue; /* its segments are in the list */
     cp_channel_stats s;
     cp_channel_stats_get(ch, &s, NULL);
     out->channels_open += atomic_load(&ch->open) != 0;

@@ -111,7 +111,7 @@ int cp__ret_open(cp_channel *ch, cp_error *error) {
   snprintf(port, sizeof port, "%u", r->port);
   const char *keys[] = {"ret.start_channel", "ret.port"};
   const char *values[] = {ch->name, port};
-  r->acks = cp__channel_create(ack_name, ch->kind->companion, NULL, keys, values, 2, error);
+  r->acks = cp__channel_create(ack_name, ch->kind->companion, NULL, keys, values, 2, false, error);
   if (!r->acks) {
     close(r->fd);
     free(r);

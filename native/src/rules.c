@@ -1,5 +1,5 @@
 /* Rules (channel name pattern -> handler and parameters), the channels opened by them, their switches when the
- * rules change, and the rules file a process follows (CLOUDPROFILER_RULES). */
+ * rules change (segments.c makes them), and the rules file a process follows (CLOUDPROFILER_RULES). */
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -30,9 +30,6 @@ static struct {
   cp_channel **handles; /* channels opened by rules (closed ones are dropped at the next cp_rules_set) */
   size_t n_handles, handles_cap;
 } R = {.mutex = PTHREAD_MUTEX_INITIALIZER};
-
-/* The keys every segment adds to the caller's metadata; switch.in and switch.out are filled in at switches. */
-enum { SEGMENT_KEYS = 5, CLOCK_WIDTH = 160 };
 
 /* ---- parsing ---- */
 
@@ -144,65 +141,22 @@ static bool same_handler(const cp_channel *handle, const rule *r) {
   return true;
 }
 
-/* handler[:param...] of a handle's current segment, for switch.previous. */
-static void handler_text(char *out, size_t cap, const cp_channel *handle) {
-  int used = snprintf(out, cap, "%s", cp_handler_name(handle->handler));
-  for (int i = 0; i < cp_handler_param_count(handle->handler); i++)
-    used += snprintf(out + used, cap - (size_t)used, ":%" PRId64, handle->params[i]);
-}
-
-/* Segment `number` of the handle (0: its first), with the rule's handler. */
-static cp_channel *open_segment(cp_channel *handle, const rule *r, uint64_t number, cp_error *error) {
-  char segment[24], previous[128] = "", clock_slot[CLOCK_WIDTH + 1];
-  snprintf(segment, sizeof segment, "%" PRIu64, number);
-  if (number) handler_text(previous, sizeof previous, handle);
-  memset(clock_slot, ' ', CLOCK_WIDTH);
-  memcpy(clock_slot, "null", 4);
-  clock_slot[CLOCK_WIDTH] = '\0';
-  const char *keys[CP_META_MAX], *values[CP_META_MAX];
-  const char *own_keys[SEGMENT_KEYS] = {"rules.rule", "rules.segment", "switch.previous", "switch.in", "switch.out"};
-  const char *own_values[SEGMENT_KEYS] = {r->text, segment, previous, clock_slot, clock_slot};
-  size_t n = 0;
-  for (size_t i = 0; i < handle->n_meta; i++, n++) keys[n] = handle->meta_keys[i], values[n] = handle->meta_values[i];
-  for (size_t i = 0; i < SEGMENT_KEYS; i++, n++) keys[n] = own_keys[i], values[n] = own_values[i];
-  return cp__channel_create(handle->name, cp__handler_kind(r->handler), r->params, keys, values, n, error);
-}
-
 static void adopt(cp_channel *handle, const rule *r) {
   handle->handler = r->handler;
   memcpy(handle->params, r->params, sizeof handle->params);
 }
 
-static void set_clock(cp_channel *segment, const char *key) {
-  cp_clock_reading clock;
-  char json[CLOCK_WIDTH];
-  if (cp_clock_read(&clock, NULL) == 0) cp__clock_json(json, sizeof json, &clock);
-  else snprintf(json, sizeof json, "null");
-  cp__channel_set_meta(segment, key, json);
-}
-
-/* Points the handle at a new segment when the rule gives it another handler: every record of the new segment is
- * taken after its switch.in, every call that starts after the old one's switch.out logs to the new one. The old
- * segment stays open a grace period for calls still inside it (the timer thread closes it). */
+/* Switches the handle to a new segment (segments.c) when the rule gives it another handler. */
 static void switch_handle(cp_channel *handle, const rule *r) {
   pthread_mutex_lock(&handle->mutex);
   cp_channel *old = atomic_load(&handle->current);
   if (atomic_load(&handle->open) && atomic_load(&old->open) && !same_handler(handle, r)) {
     cp_error error;
-    cp_channel *next = open_segment(handle, r, handle->number + 1, &error);
-    if (next) {
-      next->previous_segment = old;
-      set_clock(next, "switch.in");
-      atomic_store_explicit(&handle->current, next, memory_order_release);
-      set_clock(old, "switch.out");
-      atomic_store(&old->retired_tsc, cp_tsc());
-      cp__timer_kick(); /* its close is due a grace period from now */
+    if (cp__handle_switch(handle, cp__handler_kind(r->handler), r->params, r->text, "rules", &error) == 0)
       adopt(handle, r);
-      handle->number++;
-    } else {
+    else
       fprintf(stderr, "cloudprofiler: channel '%s' keeps its handler %s, rule '%s' not applied: %s\n", handle->name,
               cp_handler_name(handle->handler), r->text, error.message);
-    }
   }
   pthread_mutex_unlock(&handle->mutex);
 }
@@ -243,45 +197,26 @@ size_t cp_rules_get(char *out, size_t cap) {
 
 cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_keys, const char *const *meta_values,
                                      size_t n_meta, cp_error *error) {
-  if (cp__channel_args_check(name, meta_keys, meta_values, n_meta, CP_META_MAX - SEGMENT_KEYS, error) ||
+  if (cp__channel_args_check(name, meta_keys, meta_values, n_meta, CP_META_MAX - CP_SEGMENT_KEYS, error) ||
       cp__ensure_started(error))
     return NULL;
-  cp_channel *handle = calloc(1, sizeof *handle);
-  char **keys = calloc(n_meta + 1, sizeof(char *)), **values = calloc(n_meta + 1, sizeof(char *));
-  bool copied = handle && keys && values && (handle->name = strdup(name));
-  for (size_t i = 0; copied && i < n_meta; i++)
-    copied = (keys[i] = strdup(meta_keys[i])) && (values[i] = strdup(meta_values[i]));
-  cp_channel **grown = NULL;
+  cp_channel *handle = NULL;
   pthread_mutex_lock(&R.mutex);
-  if (copied && R.n_handles == R.handles_cap) {
+  if (R.n_handles == R.handles_cap) {
     size_t cap = R.handles_cap ? 2 * R.handles_cap : 16;
-    if ((grown = realloc(R.handles, cap * sizeof *grown))) R.handles = grown, R.handles_cap = cap;
-    copied = grown != NULL;
+    cp_channel **grown = realloc(R.handles, cap * sizeof *grown);
+    if (grown) R.handles = grown, R.handles_cap = cap;
   }
-  cp_channel *first = NULL;
-  if (copied) {
-    handle->magic = CP_CHANNEL_MAGIC;
-    handle->by_rules = true;
-    handle->meta_keys = keys, handle->meta_values = values, handle->n_meta = n_meta;
-    pthread_mutex_init(&handle->mutex, NULL);
-    const rule *r = resolve(name);
-    if ((first = open_segment(handle, r, 0, error))) {
-      adopt(handle, r);
-      atomic_store(&handle->current, first);
-      atomic_store(&handle->open, 1);
-      R.handles[R.n_handles++] = handle;
-      cp__channel_list_add(handle);
-    }
-  } else {
+  if (R.n_handles == R.handles_cap) {
     cp__fail(error, ENOMEM, "out of memory");
+  } else {
+    const rule *r = resolve(name);
+    handle =
+        cp__handle_open(name, cp__handler_kind(r->handler), r->params, r->text, meta_keys, meta_values, n_meta, error);
+    if (handle) R.handles[R.n_handles++] = handle;
   }
   pthread_mutex_unlock(&R.mutex);
-  if (first) return handle;
-  for (size_t i = 0; i < n_meta && keys && values; i++) free(keys[i]), free(values[i]);
-  free(keys), free(values);
-  if (handle) free(handle->name);
-  free(handle);
-  return NULL;
+  return handle;
 }
 
 /* ---- the rules file ---- */

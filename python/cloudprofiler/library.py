@@ -26,10 +26,12 @@ def start(
     full_policy: str = "block",
     flush_interval_ms: int | None = None,
     tsc_read: str = "ordered",
+    roll_bytes: int | None = None,
 ) -> str:
     """Start the library with these options (optional: the first channel starts it with defaults).
 
-    Returns the log folder in use. Raises if the library has already started.
+    Returns the log folder in use. Raises if the library has already started. `roll_bytes`: a channel's file
+    rolls into a new segment once it has passed this size (None: $CLOUDPROFILER_ROLL_BYTES, else 64 MiB; 0: never).
     """
     options = ffi.new("cp_options *")
     lib.cp_options_init(options)
@@ -51,6 +53,10 @@ def start(
     options.compression = _choice("compression", compression, _COMPRESSION)
     options.full_policy = _choice("full_policy", full_policy, _FULL_POLICY)
     options.tsc_read = _choice("tsc_read", tsc_read, _TSC_READ)
+    if roll_bytes is not None:
+        if isinstance(roll_bytes, bool) or not isinstance(roll_bytes, int) or roll_bytes < 0:
+            raise ValueError(f"roll_bytes={roll_bytes!r} is not a valid size")
+        options.roll_bytes = roll_bytes
     call(lib.cp_start, options)
     return log_dir_in_use()
 

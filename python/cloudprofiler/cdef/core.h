@@ -24,8 +24,9 @@ typedef enum cp_tsc_read { CP_TSC_ORDERED = 0, CP_TSC_UNORDERED = 1 } cp_tsc_rea
 typedef struct cp_options {
   const char *log_dir; uint32_t block_records; uint32_t channel_blocks; uint32_t compression_threads;
   cp_compression compression; int zstd_level; cp_full_policy full_policy; uint32_t flush_interval_ms;
-  cp_tsc_read tsc_read;
+  cp_tsc_read tsc_read; int64_t roll_bytes;
 } cp_options;
+#define CP_ROLL_BYTES_DEFAULT ...
 void cp_options_init(cp_options *options);
 int cp_start(const cp_options *options, cp_error *error);
 const char *cp_log_dir(void);

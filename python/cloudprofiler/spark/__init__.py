@@ -69,6 +69,8 @@ def spark_conf(channels=None, **values) -> dict[str, str]:
     conf.update(channel_conf(channels or {}))
     if values.get("local_dir"):  # Python workers find their executor's folder through it (worker.py)
         conf["spark.executorEnv." + LOCAL_DIR_ENV] = str(values["local_dir"])
+    if values.get("roll_bytes") is not None:  # Python workers' libraries read it as they start
+        conf["spark.executorEnv.CLOUDPROFILER_ROLL_BYTES"] = str(values["roll_bytes"])
     if values.get("log_dir") and "://" not in str(values["log_dir"]):  # where workers write without an executor
         conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(values["log_dir"])
     return conf

@@ -39,9 +39,10 @@ jint JNI_FN(version)(JNIEnv *env, jclass cls) {
   return cp_version();
 }
 
-/* void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy, int tscRead) */
+/* void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy, int tscRead,
+ *            long rollBytes) */
 void JNI_FN(start)(JNIEnv *env, jclass cls, jstring log_dir, jint compression, jint channel_blocks, jint block_records,
-                   jint full_policy, jint tsc_read) {
+                   jint full_policy, jint tsc_read, jlong roll_bytes) {
   (void)cls;
   cp_options o;
   cp_options_init(&o);
@@ -52,6 +53,7 @@ void JNI_FN(start)(JNIEnv *env, jclass cls, jstring log_dir, jint compression, j
   o.block_records = (uint32_t)block_records;
   o.full_policy = (cp_full_policy)full_policy;
   o.tsc_read = (cp_tsc_read)tsc_read;
+  o.roll_bytes = roll_bytes;
   cp_error error;
   int rc = cp_start(&o, &error);
   if (dir) (*env)->ReleaseStringUTFChars(env, log_dir, dir);

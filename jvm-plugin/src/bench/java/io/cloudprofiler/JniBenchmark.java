@@ -32,12 +32,12 @@ public final class JniBenchmark {
         {"buffered", new long[0]}, {"xoy", new long[] {2, 1024}}, {"downsample", new long[] {64}},
         {"firstlast", new long[0]}};
     CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
-        CloudProfiler.TSC_ORDERED);
+        CloudProfiler.TSC_ORDERED, -1);
     for (Object[] c : cases) row((String) c[0], (long[]) c[1], "ordered", n);
     CloudProfiler.stop();
     // the buffered handler again with the unordered TSC read, side by side in this run
     CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
-        CloudProfiler.TSC_UNORDERED);
+        CloudProfiler.TSC_UNORDERED, -1);
     row("buffered", new long[0], "unordered", n);
     CloudProfiler.stop();
     try (var files = Files.list(dir)) {

@@ -19,9 +19,9 @@ public final class CloudProfiler {
 
   public static native int version();
 
-  /** Starts the library; 0 for blockRecords/channelBlocks means the library's default. */
+  /** Starts the library; 0 for blockRecords/channelBlocks and -1 for rollBytes mean the library's default. */
   public static native void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy,
-      int tscRead);
+      int tscRead, long rollBytes);
 
   public static native String logDir();
 

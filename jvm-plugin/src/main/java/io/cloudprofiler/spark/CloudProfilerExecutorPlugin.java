@@ -144,7 +144,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           options.compression() == Config.Compression.ZSTD ? CloudProfiler.COMPRESSION_ZSTD
               : CloudProfiler.COMPRESSION_NONE,
           options.channelBlocks(), 0, CloudProfiler.FULL_BLOCK,
-          options.tscRead() == Config.TscRead.UNORDERED ? CloudProfiler.TSC_UNORDERED : CloudProfiler.TSC_ORDERED);
+          options.tscRead() == Config.TscRead.UNORDERED ? CloudProfiler.TSC_UNORDERED : CloudProfiler.TSC_ORDERED,
+          options.rollBytes());
     } catch (RuntimeException e) {
       LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID() + " (" + Config.LOCAL_DIR.name + "="
           + options.localDir() + ")", e);

@@ -122,6 +122,18 @@ public final class Config {
           + "the CPU's out-of-order window early)");
   public static final Key<Integer> CHANNEL_BLOCKS = integer("spark.cloudprofiler.channelBlocks", 16, 2, 65536,
       "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound");
+  /** The native library's own range (cp_options.roll_bytes: CP_ROLL_BYTES_MIN, CP_ROLL_BYTES_DEFAULT). */
+  public static final Key<Long> ROLL_BYTES = new Key<>("spark.cloudprofiler.roll.bytes", String.valueOf(64L << 20),
+      "A channel's file rolls into a new segment (the next file of the channel) once it has passed this many bytes, "
+          + "so that collection copies a closed segment once and re-copies only the newest (0: never)",
+      "0 (never) or a number of bytes from 65536", v -> {
+        try {
+          long n = Long.parseLong(v);
+          return n == 0 || n >= 65536 ? n : null;
+        } catch (NumberFormatException e) {
+          return null;
+        }
+      });
   public static final Key<Integer> COLLECT_INTERVAL = integer("spark.cloudprofiler.collect.intervalSeconds", 15, 0,
       86400, "Copy what changed in executor logs to logDir, and publish the driver's task table, every this many "
           + "seconds (0: only at shutdown)");
@@ -147,7 +159,7 @@ public final class Config {
           + "does)");
 
   public static final List<Key<?>> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS, RULES,
-      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_FORCE,
+      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, ROLL_BYTES, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_FORCE,
       CALIBRATION_INTERVAL, CALIBRATION_PROBES, CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
 
   private static final String PREFIX = "spark.cloudprofiler.";
@@ -290,7 +302,8 @@ public final class Config {
         new Handler(TASK_HANDLER.read(conf), TASK_PARAMS.read(conf)));
     return new Options(LOG_DIR.read(conf), LOCAL_DIR.read(conf), TASK_ENABLED.read(conf), task, channels,
         rulesText(RULES.read(conf)),
-        COMPRESSION.read(conf), TSC_READ.read(conf), CHANNEL_BLOCKS.read(conf), COLLECT_INTERVAL.read(conf),
+        COMPRESSION.read(conf), TSC_READ.read(conf), CHANNEL_BLOCKS.read(conf), ROLL_BYTES.read(conf),
+        COLLECT_INTERVAL.read(conf),
         CALIBRATION_ENABLED.read(conf), CALIBRATION_FORCE.read(conf), CALIBRATION_INTERVAL.read(conf),
         CALIBRATION_PROBES.read(conf), CALIBRATION_TIMEOUT.read(conf), CALIBRATION_PEERS.read(conf),
         NATIVE_PATH.read(conf));

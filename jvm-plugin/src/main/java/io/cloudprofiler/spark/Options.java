@@ -10,7 +10,7 @@ import java.util.stream.Stream;
  */
 public record Options(String logDir, String localDir, boolean taskEnabled, Config.HandlerOption taskHandler,
     List<Config.HandlerOption> channelHandlers, String rules, Config.Compression compression, Config.TscRead tscRead,
-    int channelBlocks, int collectIntervalSeconds, boolean calibrationEnabled, boolean calibrationForce,
+    int channelBlocks, long rollBytes, int collectIntervalSeconds, boolean calibrationEnabled, boolean calibrationForce,
     int calibrationIntervalSeconds, int calibrationProbes, int calibrationTimeoutMs, int calibrationPeers,
     String nativePath) {
 

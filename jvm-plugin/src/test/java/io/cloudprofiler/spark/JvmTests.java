@@ -159,6 +159,7 @@ public final class JvmTests {
     equal("spark.cloudprofiler.channel.a.b.handler", o.channelHandlers().get(0).handlerKey());
     equal(System.getProperty("java.io.tmpdir") + "/cloudprofiler-local", o.localDir());
     equal(100, o.calibrationProbes());
+    equal(64L << 20, o.rollBytes());
     check(o.taskEnabled() && o.calibrationEnabled() && !o.calibrationForce(), o::toString);
   }
 
@@ -167,6 +168,9 @@ public final class JvmTests {
         thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.calibration.probes", "0"))));
     equal("spark.cloudprofiler.task.enabled=yes is invalid: expected true or false",
         thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.task.enabled", "yes"))));
+    equal("spark.cloudprofiler.roll.bytes=1000 is invalid: expected 0 (never) or a number of bytes from 65536",
+        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "1000"))));
+    equal(0L, Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "0")).rollBytes());
     equal("spark.cloudprofiler.compression=lz4 is invalid: expected none or zstd",
         thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.compression", "lz4"))));
     check(thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.channelblocks", "4")))
@@ -410,7 +414,7 @@ public final class JvmTests {
     loadNative();
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("cp-task-records");
     CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
-        CloudProfiler.TSC_ORDERED);
+        CloudProfiler.TSC_ORDERED, -1);
     try {
       TaskRecords tasks = new TaskRecords();
       equal(0, tasks.channels().length);
