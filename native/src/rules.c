@@ -165,7 +165,9 @@ static cp_channel *open_segment(cp_channel *handle, const rule *r, uint64_t numb
   size_t n = 0;
   for (size_t i = 0; i < handle->n_meta; i++, n++) keys[n] = handle->meta_keys[i], values[n] = handle->meta_values[i];
   for (size_t i = 0; i < SEGMENT_KEYS; i++, n++) keys[n] = own_keys[i], values[n] = own_values[i];
-  return cp__channel_create(handle->name, cp__handler_kind(r->handler), r->params, keys, values, n, error);
+  cp_channel *next = cp__channel_create(handle->name, cp__handler_kind(r->handler), r->params, keys, values, n, error);
+  if (next) next->handle = handle;
+  return next;
 }
 
 static void adopt(cp_channel *handle, const rule *r) {
