@@ -26,6 +26,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   static final String RULES_TABLE = "rules-changes.arrows";
   private TaskListener listener;
   private RuleChanges rules;
+  private RuleRequests ruleRequests;
   private CalibrationCoordinator calibration;
   private SparkContext sc;
   private String logDir;
@@ -58,6 +59,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     }
     rules = new RuleChanges(options.rules());
     RuleChanges.run(rules);
+    ruleRequests = new RuleRequests(rules, this::appFolder);
     listener = new TaskListener(failure == null ? startClock() : Map.of());
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
     if (options.calibrationEnabled()) {
@@ -139,6 +141,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     if (publisher != null) publisher.shutdown();
     if (calibration != null) calibration.shutdown();
     RuleChanges.run(null);
+    ruleRequests.stop();
     String appFolder = appFolder();
     try {
       listener.writeTable(appFolder + "/spark-tasks.arrows");
