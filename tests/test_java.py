@@ -1,5 +1,5 @@
-"""The plugin's JVM functions (calibration pairs, the TSC domain check, options, messages, the probe control, the task
-records), tested in Java:
+"""The plugin's JVM functions (calibration pairs, the TSC domain check, options, rules files, messages, the probe
+control, the task records), tested in Java:
 jvm-plugin/src/test compiled with javac against the plugin jar and Spark's jars, and run."""
 import os
 import subprocess
@@ -24,4 +24,4 @@ def test_the_jvm_side_s_unit_tests_pass(tmp_path):
                           os.pathsep.join([str(tmp_path), classpath]), "io.cloudprofiler.spark.JvmTests"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    assert run.stdout.count("ok test") == 13, run.stdout
+    assert run.stdout.count("ok test") == 14, run.stdout

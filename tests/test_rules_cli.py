@@ -1,5 +1,5 @@
 """`cloudprofiler config set|get --app <logDir>/<app id>` against a running local application: the real command in
-a subprocess switches a cp_trace channel of running jobs within a second or two of being run (the driver looks for
+a subprocess (rules at start from the option and a JSON rules file) switches a cp_trace channel of running jobs within a second or two of being run (the driver looks for
 the request in the application's folder once a second), takes a TOML rules file, refuses a bad rule with its message
 while the rules in force stay, and says so after a timeout, leaving no request behind, once the application ended."""
 import os
@@ -25,10 +25,12 @@ def config(*args):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    log_dir, rules_file = tmp_path_factory.mktemp("cli-logs"), tmp_path_factory.mktemp("cli") / "rules.toml"
+    log_dir, files = tmp_path_factory.mktemp("cli-logs"), tmp_path_factory.mktemp("cli")
+    rules_file, at_start = files / "rules.toml", files / "start.json"
     rules_file.write_text('[[rules]]\npattern = "cli"\nhandler = "downsample"\nparams = [4]\n')
+    at_start.write_text('{"rules": [{"pattern": "cli", "handler": "buffered"}]}')
     spark = (cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("cli-local")),
-                         rules="cli=buffered")
+                         rules="other=null", rules_file=str(at_start))
              .master("local[1]").config("spark.ui.enabled", "false").getOrCreate())
     folder = cps.log_folder(spark)
     stop, jobs = threading.Event(), []
@@ -62,7 +64,8 @@ def run(tmp_path_factory):
 
 
 def test_get_prints_the_version_and_the_rules_in_force(run):
-    assert run["said"]["get"] == (0, "version 0\ncli=buffered", "")
+    assert run["said"]["get"] == (0, "version 0\nother=null\ncli=buffered", "")  # spark.cloudprofiler.rules, then
+    # those of spark.cloudprofiler.rules.file
     assert run["said"]["get_after"] == (0, "version 2\ncli=downsample:4", "")
     assert run["said"]["rules"] == ["cli=downsample:4"]
 
