@@ -1,5 +1,6 @@
 """The plugin's JVM functions (the calibration schedule: pairs, retries and job-end spacing; probe runs in bursts and
-retaken when delayed; the TSC domain check, options, messages, the probe control, the task records), tested in Java:
+retaken when delayed; the TSC domain check, options, rules files, messages, the probe control, the task records),
+tested in Java:
 jvm-plugin/src/test compiled with javac against the plugin jar and Spark's jars, and run."""
 import os
 import re

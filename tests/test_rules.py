@@ -1,5 +1,6 @@
 """Rules from Python: set and read back, bad rules refused while the old ones stay, a channel opened by rules
-switching handler under four logging threads without losing a record, and a process following its rules file."""
+switching handler under four logging threads without losing a record, a process following its rules file, and rules
+files in JSON and TOML (a malformed one refused naming the file and the entry)."""
 import os
 import re
 import subprocess
@@ -19,6 +20,38 @@ def segments(folder, name):
     files = [p for p in cp.log_files(folder) if p.name.startswith(name + ".")]
     tables = [cp.read_log(p) for p in files]
     return sorted(((cp.log_metadata(t), t) for t in tables), key=lambda mt: mt[0]["rules.segment"])
+
+
+def test_rules_files_in_json_and_toml(log_dir, tmp_path):
+    toml = tmp_path / "rules.toml"
+    toml.write_text('[[rules]]\npattern = "f.*"\nhandler = "xoy"\nparams = [1, 4]\n\n'
+                    '[[rules]]\npattern = "*"\nhandler = "null"\n')
+    as_json = tmp_path / "rules.json"
+    as_json.write_text('{"rules": [{"pattern": "f.*", "handler": "xoy", "params": [1, 4]}, '
+                       '{"pattern": "*", "handler": "null"}]}')
+    assert cp.read_rules_file(toml) == cp.read_rules_file(str(as_json)) == ["f.*=xoy:1:4", "*=null"]
+    cp.set_rules(toml)
+    assert cp.rules() == ["f.*=xoy:1:4", "*=null"]
+    for name, text, message in [
+        ("broken.json", '{"rules": [', "broken.json: cannot be read as JSON"),
+        ("broken.toml", "[[rules]\n", "broken.toml: cannot be read as TOML"),
+        ("flat.json", '{"rule": []}', "expected a list 'rules' of tables"),
+        ("param.json", '{"rules": [{"pattern": "a", "handler": "null"}, {"pattern": "b", "handler": "downsample",'
+                       ' "params": ["64"]}]}', "rule 2 {\"pattern\": \"b\", "),
+        ("key.toml", '[[rules]]\npattern = "a"\nhandler = "null"\nparam = [1]\n', "rule 1 {\"pattern\": \"a\""),
+        ("eq.json", '{"rules": [{"pattern": "a=b", "handler": "null"}]}', "'pattern' must be a non-empty string"),
+    ]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(cp.InvalidArgumentError, match=re.escape(f"rules file {tmp_path / name}")) as error:
+            cp.set_rules(tmp_path / name)
+        assert message in str(error.value)
+        assert cp.rules() == ["f.*=xoy:1:4", "*=null"]
+    (tmp_path / "bad_handler.toml").write_text('[[rules]]\npattern = "a"\nhandler = "null"\n'
+                                               '[[rules]]\npattern = "b"\nhandler = "nosuch"\n')
+    with pytest.raises(cp.InvalidArgumentError, match=re.escape("line 2 'b=nosuch': unknown handler 'nosuch'")):
+        cp.set_rules(tmp_path / "bad_handler.toml")  # rule i of the file is line i of the library's message
+    assert cp.rules() == ["f.*=xoy:1:4", "*=null"]
+    cp.set_rules("")
 
 
 def test_rules_read_back_and_bad_rules_refused_naming_them(log_dir):

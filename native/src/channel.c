@@ -383,6 +383,7 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   if (!atomic_exchange(&ch->open, 0))
     return cp__fail(error, EBADF, "cp_channel_close: channel '%s' is already closed", ch->name);
   if (ch->over_segments) return each_segment(ch, cp_channel_close, error);
+  atomic_store(&ch->handler, CP__HANDLER_CLOSED);
   cp_clock_reading close_clock;
   bool have_clock = cp_clock_read(&close_clock, NULL) == 0;
   pthread_mutex_lock(&ch->file_mutex); /* the IO thread encodes the header under this mutex */
@@ -416,6 +417,13 @@ int cp_channel_close(cp_channel *ch, cp_error *error) {
   return ch->io_error || rc ? io_failure(ch, ch->io_error ? ch->io_error : rc, error) : 0;
 }
 
+void cp__closed_calls(cp_channel *ch, uint64_t n) {
+  cp_channel *handle = ch->handle;
+  cp_channel *current = handle && atomic_load(&handle->open) ? atomic_load(&handle->current) : NULL;
+  if (current && current != ch) atomic_fetch_add(&current->late, n);
+  else atomic_fetch_add(&ch->after_close, n);
+}
+
 int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_error *error) {
   if (!valid(ch_const) || !out) return cp__fail(error, EBADF, "cp_channel_stats_get: not a channel handle");
   cp_channel *ch = (cp_channel *)ch_const;
@@ -442,15 +450,17 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
     case CP_LOGGED_KEPT: out->logged = atomic_load(&ch->kept); break;
     case CP_LOGGED_WRITERS: out->logged = w_logged; break;
   }
+  uint64_t late = atomic_load(&ch->late);
+  out->logged += late;
   out->written = atomic_load(&ch->written);
-  out->dropped = atomic_load(&ch->dropped) + w_dropped;
+  out->dropped = atomic_load(&ch->dropped) + w_dropped + late;
   out->after_close = atomic_load(&ch->after_close);
   out->bytes_written = atomic_load(&ch->bytes_written);
   return 0;
 }
 
 cp_handler cp_channel_handler(const cp_channel *ch) {
-  return valid(ch) ? atomic_load(&ch->current)->handler : CP_HANDLER_NULL;
+  return valid(ch) ? atomic_load(&ch->current)->kind->handler : CP_HANDLER_NULL;
 }
 
 const char *cp_channel_path(const cp_channel *ch) { return valid(ch) ? atomic_load(&ch->current)->path : NULL; }

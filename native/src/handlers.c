@@ -176,13 +176,13 @@ static inline int64_t floor_mod(int64_t a, int64_t m) {
 /* Handlers that keep records: the TSC is read only for a record that is kept (`given`: the caller read it, see
  * cp_log_at). Inlined into both callers, so the hot path tests no flag. */
 #define RECORD_TSC (given ? given_tsc : cp__tsc())
-static inline __attribute__((always_inline)) void log_record_tsc(cp_channel *ch, int64_t id, bool given,
-                                                                 uint64_t given_tsc) {
-  if (ch->handler == CP_HANDLER_IDENTITY) {
+static inline __attribute__((always_inline)) void log_record_tsc(cp_channel *ch, cp_handler handler, int64_t id,
+                                                                 bool given, uint64_t given_tsc) {
+  if (handler == CP_HANDLER_IDENTITY) {
     identity_log(ch, id, RECORD_TSC);
     return;
   }
-  if (ch->handler == CP_HANDLER_DOWNSAMPLE) {
+  if (handler == CP_HANDLER_DOWNSAMPLE) {
     uint64_t call = atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed);
     if (call % (uint64_t)atomic_load_explicit(&ch->live_params[0], memory_order_relaxed)) return;
   }
@@ -191,7 +191,7 @@ static inline __attribute__((always_inline)) void log_record_tsc(cp_channel *ch,
     atomic_fetch_add(&ch->dropped, 1);
     return;
   }
-  switch (ch->handler) {
+  switch (handler) {
     case CP_HANDLER_DOWNSAMPLE: cp__writer_append(w, id, RECORD_TSC); return; /* logged counts the calls above */
     case CP_HANDLER_BUFFERED:
     case CP_HANDLER_RET_START:
@@ -228,11 +228,14 @@ static inline __attribute__((always_inline)) void log_record_tsc(cp_channel *ch,
 
 #undef RECORD_TSC
 
-static void log_record(cp_channel *ch, int64_t id) { log_record_tsc(ch, id, false, 0); }
+static void log_record(cp_channel *ch, cp_handler handler, int64_t id) { log_record_tsc(ch, handler, id, false, 0); }
 
-/* The counting handlers are dispatched first: a few instructions each, no TSC read, no stack frame. */
+/* The counting handlers are dispatched first: a few instructions each, no TSC read, no stack frame. The handler is
+ * loaded once: a channel's close stores CP__HANDLER_CLOSED in it, so that a call which took the channel before the
+ * close and reaches it after (a thread that stalled longer than a retired segment's grace) is counted, not lost. */
 static inline __attribute__((always_inline)) void log_one_tsc(cp_channel *ch, int64_t id, bool given, uint64_t tsc) {
-  switch (ch->handler) {
+  cp_handler handler = atomic_load_explicit(&ch->handler, memory_order_relaxed);
+  switch (handler) {
     case CP_HANDLER_SPC: cp__bump(&ch->calls); return;
     case CP_HANDLER_MPC: atomic_fetch_add_explicit(&ch->calls, 1, memory_order_relaxed); return;
     case CP_HANDLER_NULL: {
@@ -242,8 +245,9 @@ static inline __attribute__((always_inline)) void log_one_tsc(cp_channel *ch, in
       return;
     }
     default:
-      if (given) log_record_tsc(ch, id, true, tsc);
-      else log_record(ch, id);
+      if (CP_UNLIKELY(handler == CP__HANDLER_CLOSED)) cp__closed_calls(ch, 1);
+      else if (given) log_record_tsc(ch, handler, id, true, tsc);
+      else log_record(ch, handler, id);
   }
 }
 
@@ -278,7 +282,7 @@ void cp_log_at(cp_channel *handle, int64_t tuple_id, uint64_t tsc) {
 void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) {
   cp_channel *ch = accepting(handle, n);
   if (!ch) return;
-  if (ch->handler == CP_HANDLER_BUFFERED) {
+  if (atomic_load_explicit(&ch->handler, memory_order_relaxed) == CP_HANDLER_BUFFERED) {
     cp_writer *w = cp__writer_of(ch);
     if (CP_UNLIKELY(!w)) {
       atomic_fetch_add(&ch->dropped, n);

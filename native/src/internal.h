@@ -188,7 +188,7 @@ struct cp_channel {
    * rules its current segment (rules.c stores the next one at a switch). */
   _Atomic(struct cp_channel *) current;
   _Atomic int open;
-  cp_handler handler;          /* what the hot path dispatches on */
+  _Atomic cp_handler handler;  /* what the hot path dispatches on (CP__HANDLER_CLOSED once closed) */
   const cp_handler_kind *kind; /* everything else about the handler */
   uint64_t number;
   int64_t params[3];
@@ -228,6 +228,7 @@ struct cp_channel {
 
   _Atomic uint64_t calls; /* downsample calls; counter value for spc/mpc */
   _Atomic uint64_t after_close;
+  _Atomic uint64_t late; /* calls that reached a closed segment of this channel's handle: logged and dropped */
   _Atomic uint64_t dropped;
   _Atomic uint64_t kept; /* identity/counters/firstlast records kept */
   _Atomic uint64_t written;
@@ -246,6 +247,7 @@ struct cp_channel {
   cp_clock_reading switch_clocks[2];
   bool has_switch_clock[2];
   struct cp_channel *previous_segment;
+  struct cp_channel *handle; /* of a segment */
   _Atomic uint64_t retired_tsc;
 
   struct cp_channel *next_all;
@@ -253,8 +255,9 @@ struct cp_channel {
 };
 
 #define CP_CHANNEL_MAGIC 0xC10DFACEu
-#define CP_META_MAX 64    /* the caller's metadata pairs of one channel */
-#define CP_SEGMENT_KEYS 6 /* the most a segment adds to them (rules.*, switch.*) */
+#define CP__HANDLER_CLOSED ((cp_handler)CP_HANDLER_COUNT_) /* the dispatch value of a closed channel */
+#define CP_META_MAX 64                                     /* the caller's metadata pairs of one channel */
+#define CP_SEGMENT_KEYS 6                                  /* the most a segment adds to them (rules.*, switch.*) */
 
 /* ---- state.c ---- */
 typedef struct cp_library {
@@ -299,6 +302,9 @@ CP_INTERNAL cp_channel *cp__channel_create(const char *name, const cp_handler_ki
 /* Into the library's list, which cp_stop closes, a fork marks closed, and the timer thread walks (it skips handles
  * opened by rules, whose segments are in the list too). */
 CP_INTERNAL void cp__channel_list_add(cp_channel *ch);
+/* n calls that reached ch after its close: dropped records of its handle's current segment, whose file counts them,
+ * for a segment of a handle still open; otherwise calls after the close. */
+CP_INTERNAL void cp__closed_calls(cp_channel *ch, uint64_t n);
 /* 0, or EBADF naming `what` when the handle is no channel or a closed one. */
 CP_INTERNAL int cp__channel_check_open(const cp_channel *ch, const char *what, cp_error *error);
 /* Rewrites the schema message in place with the metadata of now (padded values keep its length). */

@@ -38,7 +38,9 @@ static cp_channel *open_segment(cp_channel *handle, const cp_handler_kind *kind,
   if (rule) KV("rules.rule", rule), KV("rules.segment", segment), KV("switch.previous", previous);
   KV("switch.reason", reason); /* switch.in and switch.out: the channel's own (cp__channel_set_switch_clock) */
 #undef KV
-  return cp__channel_create(handle->name, kind, params, keys, values, n, true, error);
+  cp_channel *next = cp__channel_create(handle->name, kind, params, keys, values, n, true, error);
+  if (next) next->handle = handle;
+  return next;
 }
 
 cp_channel *cp__handle_open(const char *name, const cp_handler_kind *kind, const int64_t *params, const char *rule,

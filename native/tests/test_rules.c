@@ -1,11 +1,15 @@
 /* Rules from C: bad rules are refused with a message naming them while the rules in force stay, and a channel
  * opened by rules switches handler under four logging threads without losing or doubling a record: every
- * segment file is whole, holds what it counts, and its records were taken after its switch. */
+ * segment file is whole, holds what it counts, and its records were taken after its switch. A thread that stalls
+ * inside a call past the switch's grace gets its records counted as dropped, never lost. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -176,11 +180,84 @@ static void switch_under_load(const char *dir) {
   printf("test_rules: %d switches under %d threads, %zu records, none lost\n", switches, THREADS, rows);
 }
 
+static uint64_t footer_count(const char *path, const char *key) {
+  ipc_file f;
+  CHECK(ipc_read(path, &f) == 0 && f.footer);
+  uint64_t v = strtoull(ipc_footer_meta(&f, key), NULL, 10);
+  ipc_free(&f);
+  return v;
+}
+
+/* The stalled thread: cp_log_many reads its ids from two pages, the second unreadable until the test lets it go.
+ * The fault stops the thread inside the call, between two records of a segment it has already taken. */
+enum { IDS_PER_PAGE = 512 };
+static int64_t *stall_ids;
+static _Atomic int stalled, stall_released;
+
+static void on_fault(int sig, siginfo_t *info, void *context) {
+  (void)sig, (void)context;
+  char *page = (char *)stall_ids + IDS_PER_PAGE * sizeof(int64_t);
+  if ((char *)info->si_addr < page || (char *)info->si_addr >= page + IDS_PER_PAGE * sizeof(int64_t)) abort();
+  atomic_store(&stalled, 1);
+  struct timespec tick = {0, 1000000};
+  while (!atomic_load(&stall_released)) nanosleep(&tick, NULL);
+  mprotect(page, IDS_PER_PAGE * sizeof(int64_t), PROT_READ | PROT_WRITE); /* the read is retried on return */
+}
+
+static void *log_stalling(void *handle) {
+  cp_log_many(handle, stall_ids, 2 * IDS_PER_PAGE);
+  return NULL;
+}
+
+static void stall_past_grace(const char *dir) {
+  size_t page = IDS_PER_PAGE * sizeof(int64_t);
+  CHECK((size_t)sysconf(_SC_PAGESIZE) <= page);
+  stall_ids = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(stall_ids != MAP_FAILED);
+  for (int64_t i = 0; i < 2 * IDS_PER_PAGE; i++) stall_ids[i] = i;
+  CHECK(mprotect((char *)stall_ids + page, page, PROT_NONE) == 0);
+  struct sigaction act = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO}, old;
+  CHECK(sigaction(SIGSEGV, &act, &old) == 0);
+
+  cp_error err;
+  CHECK(cp_rules_set("stall=identity", &err) == 0);
+  cp_channel *ch = cp_channel_open_by_rules("stall", NULL, NULL, 0, &err);
+  CHECK(ch);
+  char first[4096];
+  snprintf(first, sizeof first, "%s", cp_channel_path(ch));
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, log_stalling, ch) == 0);
+  while (!atomic_load(&stalled)) usleep(1000);
+  CHECK(cp_rules_set("stall=buffered", &err) == 0);
+  for (int waited = 0; !count_closed_files(dir, "stall."); waited++) {
+    CHECK(waited < 300);
+    usleep(10000);
+  }
+  atomic_store(&stall_released, 1); /* the rest of the call reaches the segment the timer thread closed */
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(sigaction(SIGSEGV, &old, NULL) == 0);
+
+  cp_channel_stats s;
+  CHECK(cp_channel_stats_get(ch, &s, &err) == 0);
+  CHECK(s.logged == 2 * IDS_PER_PAGE && s.dropped == IDS_PER_PAGE && s.after_close == 0);
+  CHECK(footer_count(first, "records.written") == IDS_PER_PAGE);
+  CHECK(footer_count(first, "records.logged") == IDS_PER_PAGE);
+  char second[4096];
+  snprintf(second, sizeof second, "%s", cp_channel_path(ch));
+  CHECK(cp_channel_close(ch, &err) == 0);
+  CHECK(footer_count(second, "records.logged") == IDS_PER_PAGE);
+  CHECK(footer_count(second, "records.dropped") == IDS_PER_PAGE);
+  CHECK(footer_count(second, "records.written") == 0);
+  munmap(stall_ids, 2 * page);
+  printf("test_rules: a call stalled past the grace: %d records counted as dropped\n", IDS_PER_PAGE);
+}
+
 int main(void) {
   char dir[] = "/tmp/cp_test_rules_XXXXXX";
   start_in_new_folder(dir);
   bad_rules();
   switch_under_load(dir);
+  stall_past_grace(dir);
   CHECK(cp_stop() == 0);
   printf("test_rules: ok\n");
   return 0;

@@ -22,7 +22,7 @@ from .errors import (
 from .library import flush_all, start, stop
 from .library import log_dir_in_use as log_dir
 from .logs import IncompleteLogWarning, log_files, log_metadata, read_log, read_log_dir
-from .rules import rules, set_rules
+from .rules import read_rules_file, rules, set_rules
 
 __version__ = _version("cloudprofiler")  # the VERSION file, through the package's metadata
 
@@ -31,5 +31,6 @@ __all__ = [
     "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
     "LogFolderNotFoundError", "LogFolderPermissionError", "PeerRefusedError", "PeerTimeoutError", "UnsupportedError",
     "flush_all", "start", "stop",
-    "log_dir", "IncompleteLogWarning", "log_files", "log_metadata", "read_log", "read_log_dir", "rules", "set_rules",
+    "log_dir", "IncompleteLogWarning", "log_files", "log_metadata", "read_log", "read_log_dir",
+    "read_rules_file", "rules", "set_rules",
 ]

@@ -17,6 +17,7 @@ COMMANDS = {
     "generate": ("cloudprofiler.harness.generator.cli", "emit tuples at a fixed rate over ZeroMQ"),
     "maxtput": ("cloudprofiler.harness.maxtput_cli", "maximum sustainable throughput search"),
     "report": ("cloudprofiler.analysis.report.cli", "findings, summary and plots of one application's logs (HTML)"),
+    "config": ("cloudprofiler.spark.config_cli", "show or change the rules of a running application's trace channels"),
 }
 
 # bench target -> (module, one-line help)

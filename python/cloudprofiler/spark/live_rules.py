@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import errno
 
+from ..rules import rules_text
+
 
 def _rule_changes(spark):
     """The plugin's io.cloudprofiler.spark.RuleChanges in the driver's JVM."""
@@ -11,15 +13,16 @@ def _rule_changes(spark):
 
 def set_rules(spark, rules) -> int:
     """Replace the rules of the trace channels of `spark`'s application (`cp_trace` channels whose handler no
-    `spark.cloudprofiler.channel.<name>.handler` fixes): one text of rules separated by new lines or ';', or a list
-    of them, `pattern=handler[:param...]`, the first match wins. The driver checks them first: a bad rule raises
+    `spark.cloudprofiler.channel.<name>.handler` fixes): one text of rules separated by new lines or ';', a list
+    of them, `pattern=handler[:param...]`, or the path of a rules file (`cloudprofiler.read_rules_file`); the first
+    match wins. The driver checks them first: a bad rule raises
     `cloudprofiler.InvalidArgumentError` naming it, and the rules in force stay. The executors apply them within
     about a second. Returns the rules' new version (1, 2, ...; 0 is `spark.cloudprofiler.rules`)."""
     from pyspark.errors import IllegalArgumentException  # what PySpark makes of the driver's refusal
 
     from ..errors import InvalidArgumentError
 
-    text = rules if isinstance(rules, str) else "\n".join(rules)
+    text = rules_text(rules)
     try:
         return int(_rule_changes(spark).setRules(text))
     except IllegalArgumentException as e:

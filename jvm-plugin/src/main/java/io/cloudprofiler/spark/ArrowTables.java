@@ -25,7 +25,7 @@ import org.apache.spark.SparkConf;
 final class ArrowTables {
   private ArrowTables() {}
 
-  private static Path path(String target) throws Exception {
+  static Path path(String target) throws Exception {
     return new Path(target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI());
   }
 
@@ -42,7 +42,7 @@ final class ArrowTables {
   }
 
   /** On the local disk the raw file system: Hadoop's default one writes a hidden .crc file beside each file. */
-  private static FileSystem fileSystem(Path path) throws Exception {
+  static FileSystem fileSystem(Path path) throws Exception {
     FileSystem fs = FileSystem.get(path.toUri(), hadoopSettings);
     return fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
   }
@@ -103,7 +103,7 @@ final class ArrowTables {
     });
   }
 
-  private interface Writer {
+  interface Writer {
     void write(FileSystem fs, Path path) throws Exception;
   }
 
@@ -113,7 +113,7 @@ final class ArrowTables {
    * step; where the file system does not rename over an existing file (HDFS, object stores), the old one is
    * deleted first, and a reader in between finds none (README, "Folder layout").
    */
-  private static void replace(String target, Writer writer) throws Exception {
+  static void replace(String target, Writer writer) throws Exception {
     Path path = path(target);
     FileSystem fs = fileSystem(path);
     fs.mkdirs(path.getParent());

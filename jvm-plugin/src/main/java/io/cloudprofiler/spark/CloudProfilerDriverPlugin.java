@@ -24,8 +24,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
   /** Beside the task table: every rules text accepted while the application ran, with its wall time. */
   static final String RULES_TABLE = "rules-changes.arrows";
+  /** To each executor: the rules at start (those of spark.cloudprofiler.rules and of the driver's rules file). */
+  static final String START_RULES = "rules";
   private TaskListener listener;
   private RuleChanges rules;
+  private RuleRequests ruleRequests;
   private CalibrationCoordinator calibration;
   private SparkContext sc;
   private String logDir;
@@ -44,20 +47,23 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       throw new IllegalArgumentException(Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there ("
           + e + ")", e);
     }
+    String rulesFile = Config.RULES_FILE.read(sc.getConf());
+    String fileRules = rulesFile.isEmpty() ? "" : RulesFile.read(rulesFile);
+    String startRules = options.rules().isEmpty() || fileRules.isEmpty() ? options.rules() + fileRules
+        : options.rules() + "\n" + fileRules;
     String failure = NativeLoader.load(options.nativePath());
     if (failure == null) {
       for (Config.HandlerOption handler : options.handlers()) handler.check(); // a bad one stops the application
-      try {
-        CloudProfiler.setRules(options.rules());
-      } catch (CloudProfilerException e) {
-        throw Config.invalid(Config.RULES.name, Config.RULES.text(sc.getConf()), e.getMessage());
-      }
+      checkRules(Config.RULES, sc, options.rules());
+      checkRules(Config.RULES_FILE, sc, fileRules);
+      CloudProfiler.setRules(startRules);
     } else {
       LOG.warn("cloudprofiler: the driver checks no handler parameters (each executor checks them as it opens its "
           + "channels) and calibrates nothing: {}", failure);
     }
-    rules = new RuleChanges(options.rules());
+    rules = new RuleChanges(startRules);
     RuleChanges.run(rules);
+    ruleRequests = new RuleRequests(rules, this::appFolder);
     listener = new TaskListener(failure == null ? startClock() : Map.of());
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
     if (options.calibrationEnabled()) {
@@ -70,7 +76,17 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     LostExecutors.collectInBackground(options.localDir()); // those of this host that earlier applications lost
     if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
-    return Map.of(); // executors read and validate the same options from their own configuration
+    // executors read and validate the same options from their own configuration; the rules file is the driver's
+    return Map.of(START_RULES, startRules);
+  }
+
+  /** The native library's check of the rules of one option; throws naming it. */
+  private static void checkRules(Config.Key<String> key, SparkContext sc, String text) {
+    try {
+      CloudProfiler.setRules(text);
+    } catch (CloudProfilerException e) {
+      throw Config.invalid(key.name, key.text(sc.getConf()), e.getMessage());
+    }
   }
 
   /**
@@ -139,6 +155,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     if (publisher != null) publisher.shutdown();
     if (calibration != null) calibration.shutdown();
     RuleChanges.run(null);
+    ruleRequests.stop();
     String appFolder = appFolder();
     try {
       listener.writeTable(appFolder + "/spark-tasks.arrows");

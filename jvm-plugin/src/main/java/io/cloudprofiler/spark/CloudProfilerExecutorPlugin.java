@@ -66,6 +66,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private long responder;
   private ProbeControl control;
   private RulesFollower rules;
+  /** The rules at start, as the driver has them (its rules file included). */
+  private String startRules;
   private File rulesFile;
 
   private PluginContext ctx;
@@ -79,6 +81,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   public void init(PluginContext ctx, Map<String, String> extraConf) {
     this.ctx = ctx;
     this.options = Config.read(ctx.conf());
+    startRules = extraConf.getOrDefault(CloudProfilerDriverPlugin.START_RULES, options.rules());
     ArrowTables.useHadoopSettingsOf(ctx.conf());
     String failure = NativeLoader.load(options.nativePath());
     if (failure != null) {
@@ -153,14 +156,14 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       return;
     }
     try {
-      CloudProfiler.setRules(options.rules()); // checked by the driver; also replaces an earlier application's
+      CloudProfiler.setRules(startRules); // checked by the driver; also replaces an earlier application's
     } catch (RuntimeException e) {
       LOG.warn("cloudprofiler: executor {} keeps no rules of {}: {}", ctx.executorID(), Config.RULES.name,
           e.getMessage());
     }
     rulesFile = new File(new File(options.localDir(), Config.EXECUTOR_FOLDERS),
         ProcessHandle.current().pid() + Config.RULES_FILE_SUFFIX);
-    writeRulesFile(options.rules());
+    writeRulesFile(startRules);
     rules = new RulesFollower(ctx.executorID(),
         () -> (Messages.RulesNow) ask(new Messages.CurrentRules()), this::writeRulesFile);
     collector = new LogCollector(local, options.logDir() + "/" + leaf);

@@ -157,9 +157,13 @@ public final class Config {
       "Rules that choose the handler of each trace channel whose channel.<name>.handler is unset: "
           + "pattern=handler[:param...], separated by new lines or ';', the first match wins (buffered where none "
           + "does)");
+  public static final Key<String> RULES_FILE = text("spark.cloudprofiler.rules.file", "",
+      "A rules file in JSON (any Hadoop-compatible URI), read by the driver at start: its rules follow those of "
+          + "spark.cloudprofiler.rules");
 
   public static final List<Key<?>> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS, RULES,
-      COMPRESSION, TSC_READ, CHANNEL_BLOCKS, ROLL_BYTES, COLLECT_INTERVAL, CALIBRATION_ENABLED, CALIBRATION_FORCE,
+      RULES_FILE, COMPRESSION, TSC_READ, CHANNEL_BLOCKS, ROLL_BYTES, COLLECT_INTERVAL, CALIBRATION_ENABLED,
+      CALIBRATION_FORCE,
       CALIBRATION_INTERVAL, CALIBRATION_PROBES, CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
 
   private static final String PREFIX = "spark.cloudprofiler.";

@@ -219,6 +219,27 @@ public final class JvmTests {
     equal(1 + ProbeRuns.RETRIES, taken[0]);
   }
 
+  public static void testARulesFileInJsonBecomesRulesTextOrIsRefusedNamingTheEntry() throws Exception {
+    Path dir = Files.createTempDirectory("rules-file");
+    Path good = Files.writeString(dir.resolve("good.json"), "{\"rules\": [{\"pattern\": \"ysb.*\", \"handler\": "
+        + "\"downsample\", \"params\": [64]}, {\"pattern\": \"*\", \"handler\": \"null\"}]}");
+    equal("ysb.*=downsample:64\n*=null", RulesFile.read(good.toString()));
+    String[][] bad = {
+        {"{\"rules\": [", "cannot be read as JSON"},
+        {"{\"rule\": []}", "expected a list 'rules' of tables"},
+        {"{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\"}, {\"pattern\": \"b\", \"handler\": \"xoy\", "
+            + "\"params\": [1, \"2\"]}]}", "rule 2 {\"pattern\":\"b\",\"handler\":\"xoy\",\"params\":[1,\"2\"]}: 'params'"},
+        {"{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\", \"param\": 1}]}", "unknown key param"},
+        {"{\"rules\": [{\"pattern\": \"a=b\", \"handler\": \"null\"}]}", "'pattern' must be a non-empty string"},
+    };
+    for (String[] entry : bad) {
+      Path file = Files.writeString(dir.resolve("bad.json"), entry[0]);
+      String message = thrown(() -> RulesFile.read(file.toString()));
+      check(message.startsWith("spark.cloudprofiler.rules.file=" + file + " is invalid: ")
+          && message.contains(entry[1]), () -> message);
+    }
+  }
+
   /** Only JDK classes on the wire: an executor cannot load the plugin's. */
   static void jdkOnly(Object wire) {
     if (wire instanceof Object[] fields) for (Object f : fields) jdkOnly(f);

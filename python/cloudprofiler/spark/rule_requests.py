@@ -1,0 +1,80 @@
+"""The rules of a running application from outside it, through its log folder: the client of the driver's
+RuleRequests (jvm-plugin). A request is written under another name and renamed to `rules-request.txt` in the
+application's folder; the driver looks for it once a second, applies or refuses it, and answers in
+`rules-result-<token>.txt`. Nothing listens on a port: only who can write the folder can change the rules."""
+from __future__ import annotations
+
+import errno
+import os
+import time
+import uuid
+
+from ..errors import CloudProfilerError, InvalidArgumentError
+
+REQUEST = "rules-request.txt"  # RuleRequests.REQUEST
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def set_app_rules(app_folder: str, text: str, timeout: float = DEFAULT_TIMEOUT_S) -> int:
+    """Replace the rules of the application whose folder (`<logDir>/<app id>`, a path or a Hadoop-compatible URI
+    that pyarrow opens) is `app_folder`; returns their new version. A bad rule raises InvalidArgumentError with the
+    driver's message naming it (the rules in force stay); no answer within `timeout` raises TimeoutError."""
+    kind, rest = _ask(app_folder, "set", text, timeout)
+    if kind == "refused":
+        raise InvalidArgumentError(errno.EINVAL, rest.strip())
+    return int(rest)
+
+
+def app_rules(app_folder: str, timeout: float = DEFAULT_TIMEOUT_S) -> tuple[int, list[str]]:
+    """The version and the rules in force of the running application whose folder is `app_folder`."""
+    _, rest = _ask(app_folder, "get", "", timeout)
+    version, _, text = rest.partition("\n")
+    return int(version), [line for line in text.splitlines() if line]
+
+
+def _ask(app_folder: str, kind: str, text: str, timeout: float) -> tuple[str, str]:
+    import pyarrow.fs as pafs
+
+    fs, folder = pafs.FileSystem.from_uri(app_folder if "://" in app_folder else os.path.abspath(app_folder))
+    if fs.get_file_info(folder).type != pafs.FileType.Directory:
+        raise CloudProfilerError(errno.ENOENT, f"{app_folder} is no application folder (<logDir>/<app id>)")
+    token = uuid.uuid4().hex
+    request, answer = f"{folder}/{REQUEST}", f"{folder}/rules-result-{token}.txt"
+    deadline = time.monotonic() + timeout
+    while fs.get_file_info(request).type != pafs.FileType.NotFound:  # another request waits for the driver
+        _wait_until(deadline, app_folder, timeout)
+    aside = f"{folder}/.rules-request-{token}.tmp"
+    with fs.open_output_stream(aside) as out:
+        out.write(f"cloudprofiler-rules-request {token} {kind}\n{text}".encode())
+    if isinstance(fs, pafs.LocalFileSystem):
+        os.chmod(aside, 0o600)
+    fs.move(aside, request)
+    try:
+        while fs.get_file_info(answer).type == pafs.FileType.NotFound:
+            _wait_until(deadline, app_folder, timeout)
+    except TimeoutError:
+        _delete_if_ours(fs, request, token)  # a driver that starts reading later must not apply it then
+        raise
+    with fs.open_input_stream(answer) as f:
+        reply = f.read().decode()
+    fs.delete_file(answer)
+    first, _, rest = reply.partition(" ")
+    return first, rest
+
+
+def _wait_until(deadline: float, app_folder: str, timeout: float) -> None:
+    if time.monotonic() > deadline:
+        raise TimeoutError(errno.ETIMEDOUT, f"no answer from the driver of {app_folder} within {timeout:g} s: the "
+                                            "application does not run (any more), or its driver runs without the "
+                                            "cloudprofiler plugin")
+    time.sleep(0.05)
+
+
+def _delete_if_ours(fs, request: str, token: str) -> None:
+    try:
+        with fs.open_input_stream(request) as f:
+            ours = f.read(200).decode(errors="replace").split("\n", 1)[0].split(" ")[1:2] == [token]
+        if ours:
+            fs.delete_file(request)
+    except (OSError, IndexError):  # the driver took it meanwhile
+        pass
