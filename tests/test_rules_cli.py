@@ -1,7 +1,8 @@
-"""`cloudprofiler config set|get --app <logDir>/<app id>` against a running local application: the real command in
-a subprocess (rules at start from the option and a JSON rules file) switches a cp_trace channel of running jobs within a second or two of being run (the driver looks for
-the request in the application's folder once a second), takes a TOML rules file, refuses a bad rule with its message
-while the rules in force stay, and says so after a timeout, leaving no request behind, once the application ended."""
+"""`cloudprofiler config set|get --app <logDir>/<app id>` against a running local application: the real command in a
+subprocess (rules at start from the option and a JSON rules file) switches a cp_trace channel of running jobs within
+a second or two of being run (the driver looks for the request in the application's folder once a second), takes a
+TOML rules file, refuses a bad rule with its message while the rules in force stay, and says so after a timeout,
+leaving no request behind, once the application ended."""
 import os
 import subprocess
 import sys
@@ -37,7 +38,8 @@ def run(tmp_path_factory):
 
     def sql_loop():
         while not stop.is_set():
-            jobs.append(spark.sql("select sum(t) from (select cp_trace('cli', id) as t from range(0, 2000, 1, 1))").collect()[0][0])
+            query = "select sum(t) from (select cp_trace('cli', id) as t from range(0, 2000, 1, 1))"
+            jobs.append(spark.sql(query).collect()[0][0])
 
     worker = threading.Thread(target=sql_loop)
     worker.start()
