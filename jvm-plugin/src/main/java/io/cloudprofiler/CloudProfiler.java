@@ -1,11 +1,15 @@
 package io.cloudprofiler;
 
 /**
- * The C API of libcloudprofiler, one method per function (see native/include/cloudprofiler.h). Channels are
- * {@code long} handles; logging to a closed handle is a counted no-op. Call {@link NativeLoader#load} first.
+ * The C API of libcloudprofiler, one method per function (see native/include/cloudprofiler.h).
+ * Channels are {@code long} handles; logging to a closed handle is a counted no-op. Call {@link
+ * NativeLoader#load} first.
  */
 public final class CloudProfiler {
-  /** The CP_VERSION_NUMBER this class was written for; the loader refuses another major/minor version. */
+  /**
+   * The CP_VERSION_NUMBER this class was written for; the loader refuses another major/minor
+   * version.
+   */
   public static final int VERSION_NUMBER = 100;
 
   public static final int COMPRESSION_NONE = 0;
@@ -19,25 +23,41 @@ public final class CloudProfiler {
 
   public static native int version();
 
-  /** Starts the library; 0 for blockRecords/channelBlocks and -1 for rollBytes mean the library's default. */
-  public static native void start(String logDir, int compression, int channelBlocks, int blockRecords, int fullPolicy,
-      int tscRead, long rollBytes);
+  /**
+   * Starts the library; 0 for blockRecords/channelBlocks and -1 for rollBytes mean the library's
+   * default.
+   */
+  public static native void start(
+      String logDir,
+      int compression,
+      int channelBlocks,
+      int blockRecords,
+      int fullPolicy,
+      int tscRead,
+      long rollBytes);
 
   public static native String logDir();
 
-  /** The library's number of a handler name (cp_handler_from_name); throws, naming the handlers, for an unknown one. */
+  /**
+   * The library's number of a handler name (cp_handler_from_name); throws, naming the handlers, for
+   * an unknown one.
+   */
   public static native int handlerFromName(String name);
 
-  /** Throws, naming the bad value, unless openChannel would accept these parameters for the handler
-   * (cp_handler_check): their number and their ranges. */
+  /**
+   * Throws, naming the bad value, unless openChannel would accept these parameters for the handler
+   * (cp_handler_check): their number and their ranges.
+   */
   public static native void checkHandler(int handler, long[] params);
 
   public static native long openChannel(
       String name, String handler, long[] params, String[] metaKeys, String[] metaValues);
 
-  /** Replaces the rules in force (cp_rules_set): one rule a line, {@code pattern=handler[:param...]}, the first
-   * match wins. Throws, naming the bad rule, and the rules in force stay. Open channels opened by rules whose
-   * handler changes switch to a new file. */
+  /**
+   * Replaces the rules in force (cp_rules_set): one rule a line, {@code
+   * pattern=handler[:param...]}, the first match wins. Throws, naming the bad rule, and the rules
+   * in force stay. Open channels opened by rules whose handler changes switch to a new file.
+   */
   public static native void setRules(String rules);
 
   /** The rules in force, one a line (cp_rules_get). */
@@ -53,7 +73,10 @@ public final class CloudProfiler {
 
   public static native void logMany(long channel, long[] tupleIds);
 
-  /** A record whose TSC was read earlier with {@link #tsc} (cp_log_at): for events before their channel opened. */
+  /**
+   * A record whose TSC was read earlier with {@link #tsc} (cp_log_at): for events before their
+   * channel opened.
+   */
   public static native void logAt(long channel, long tupleId, long tsc);
 
   public static native void parameterize(long channel, int index, long value);
@@ -76,11 +99,15 @@ public final class CloudProfiler {
   public static native double tscHz();
 
   /**
-   * Throws, with the reason, unless the CPU has an invariant TSC or {@code force} is set (cp_require_invariant_tsc).
+   * Throws, with the reason, unless the CPU has an invariant TSC or {@code force} is set
+   * (cp_require_invariant_tsc).
    */
   public static native void requireInvariantTsc(boolean force);
 
-  /** A paired reading (cp_clock_read): tsc, CLOCK_MONOTONIC_RAW ns, CLOCK_REALTIME ns, uncertainty in ticks, CPU id. */
+  /**
+   * A paired reading (cp_clock_read): tsc, CLOCK_MONOTONIC_RAW ns, CLOCK_REALTIME ns, uncertainty
+   * in ticks, CPU id.
+   */
   public static native long[] clockRead();
 
   /** Starts a MinRTT probe responder on address:port (0: any free port); returns its handle. */
@@ -91,5 +118,6 @@ public final class CloudProfiler {
   public static native void responderStop(long responder);
 
   /** Probes a responder: (send, remote, recv) TSCs per probe, recv 0 where unanswered. */
-  public static native long[] probePeer(String address, int port, int count, int timeoutMs, byte[] secret);
+  public static native long[] probePeer(
+      String address, int port, int count, int timeoutMs, byte[] secret);
 }

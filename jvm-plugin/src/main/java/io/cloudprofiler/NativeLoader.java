@@ -12,17 +12,21 @@ import java.util.Objects;
 
 /**
  * Loads libcloudprofiler_jni once per JVM, trying in this order:
+ *
  * <ol>
- *   <li>an explicit path (configuration {@code spark.cloudprofiler.native.path} or the system property
- *       {@code cloudprofiler.native.path});
- *   <li>the library bundled in this jar, extracted to a file named after the version and the process;
- *   <li>{@code SparkFiles.get("libcloudprofiler_jni.so")}: a library shipped with {@code --files} (when Spark is
- *       in this JVM);
+ *   <li>an explicit path (configuration {@code spark.cloudprofiler.native.path} or the system
+ *       property {@code cloudprofiler.native.path});
+ *   <li>the library bundled in this jar, extracted to a file named after the version and the
+ *       process;
+ *   <li>{@code SparkFiles.get("libcloudprofiler_jni.so")}: a library shipped with {@code --files}
+ *       (when Spark is in this JVM);
  *   <li>{@code System.loadLibrary("cloudprofiler_jni")} ({@code java.library.path}).
  * </ol>
- * The first that loads wins, then the version is checked. When none loads, the reason of every step is kept in
- * the one failure message, which later calls with the same explicit path return too; a call with another path
- * (the plugin's configured one, after a first call that had none) tries again.
+ *
+ * The first that loads wins, then the version is checked. When none loads, the reason of every step
+ * is kept in the one failure message, which later calls with the same explicit path return too; a
+ * call with another path (the plugin's configured one, after a first call that had none) tries
+ * again.
  */
 public final class NativeLoader {
   static final String FILE_NAME = "libcloudprofiler_jni.so";
@@ -30,43 +34,67 @@ public final class NativeLoader {
   private static boolean loaded;
   private static String source;
   private static String failure;
+
   /** The explicit path of the call that failed. */
   private static String failedPath;
 
   private NativeLoader() {}
 
-  /** One way to find the library: returns the path loaded, or throws with the reason it could not. */
+  /**
+   * One way to find the library: returns the path loaded, or throws with the reason it could not.
+   */
   private interface Step {
     String load() throws Exception;
   }
 
-  /** Loads the library; returns null on success, else the reason (also on later calls with the same path). */
+  /**
+   * Loads the library; returns null on success, else the reason (also on later calls with the same
+   * path).
+   */
   public static synchronized String load(String explicitPath) {
-    String configured = explicitPath != null && !explicitPath.isEmpty() ? explicitPath
-        : System.getProperty("cloudprofiler.native.path");
+    String configured =
+        explicitPath != null && !explicitPath.isEmpty()
+            ? explicitPath
+            : System.getProperty("cloudprofiler.native.path");
     if (loaded) return null;
     if (failure != null && Objects.equals(configured, failedPath)) return failure;
     failedPath = configured;
     List<String> reasons = new ArrayList<>();
     String[] names = {"configured path", "jar resource", "SparkFiles", "System.loadLibrary"};
-    Step[] steps = {() -> loadFile(configured), NativeLoader::loadResource, NativeLoader::loadSparkFile,
-        NativeLoader::loadFromLibraryPath};
+    Step[] steps = {
+      () -> loadFile(configured),
+      NativeLoader::loadResource,
+      NativeLoader::loadSparkFile,
+      NativeLoader::loadFromLibraryPath
+    };
     for (int i = 0; i < steps.length && source == null; i++) {
       try {
         source = names[i] + " " + steps[i].load();
-      } catch (Exception | UnsatisfiedLinkError e) { // the reason of this step; the next step is tried
+      } catch (Exception
+          | UnsatisfiedLinkError e) { // the reason of this step; the next step is tried
         reasons.add(names[i] + ": " + e.getMessage());
       }
     }
     if (source == null) {
-      failure = "cannot load libcloudprofiler_jni (" + String.join("; ", reasons) + "): set "
-          + "spark.cloudprofiler.native.path to a " + FILE_NAME + " built for this platform, or ship one with --files";
+      failure =
+          "cannot load libcloudprofiler_jni ("
+              + String.join("; ", reasons)
+              + "): set "
+              + "spark.cloudprofiler.native.path to a "
+              + FILE_NAME
+              + " built for this platform, or ship one with --files";
       return failure;
     }
     int version = CloudProfiler.version();
     if (version / 100 != CloudProfiler.VERSION_NUMBER / 100) {
-      failure = "libcloudprofiler version number " + version + " (" + source + ") does not match the plugin's "
-          + CloudProfiler.VERSION_NUMBER + ": use the jar and library of one build";
+      failure =
+          "libcloudprofiler version number "
+              + version
+              + " ("
+              + source
+              + ") does not match the plugin's "
+              + CloudProfiler.VERSION_NUMBER
+              + ": use the jar and library of one build";
       return failure;
     }
     loaded = true;
@@ -77,7 +105,10 @@ public final class NativeLoader {
     return loaded;
   }
 
-  /** Which step loaded the library and from where (for example "SparkFiles /tmp/.../libcloudprofiler_jni.so"). */
+  /**
+   * Which step loaded the library and from where (for example "SparkFiles
+   * /tmp/.../libcloudprofiler_jni.so").
+   */
   public static synchronized String source() {
     return source;
   }
@@ -93,10 +124,18 @@ public final class NativeLoader {
     if (NativeLoader.class.getResource(RESOURCE) == null) {
       throw new IllegalStateException("this jar has no " + RESOURCE);
     }
-    Path dir = Path.of(System.getProperty("java.io.tmpdir"), "cloudprofiler-" + System.getProperty("user.name"));
+    Path dir =
+        Path.of(
+            System.getProperty("java.io.tmpdir"),
+            "cloudprofiler-" + System.getProperty("user.name"));
     Files.createDirectories(dir);
-    Path target = dir.resolve(
-        "libcloudprofiler_jni-" + CloudProfiler.VERSION_NUMBER + "-" + ProcessHandle.current().pid() + ".so");
+    Path target =
+        dir.resolve(
+            "libcloudprofiler_jni-"
+                + CloudProfiler.VERSION_NUMBER
+                + "-"
+                + ProcessHandle.current().pid()
+                + ".so");
     try (InputStream in = NativeLoader.class.getResourceAsStream(RESOURCE)) {
       Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
     }
@@ -104,7 +143,10 @@ public final class NativeLoader {
     return loadFile(target.toString());
   }
 
-  /** SparkFiles through reflection: this class also runs where Spark is absent (the JNI benchmark, plain JVMs). */
+  /**
+   * SparkFiles through reflection: this class also runs where Spark is absent (the JNI benchmark,
+   * plain JVMs).
+   */
   private static String loadSparkFile() throws Exception {
     Class<?> sparkFiles;
     try {
@@ -118,7 +160,8 @@ public final class NativeLoader {
     } catch (InvocationTargetException e) { // no SparkEnv yet: SparkFiles has no folder
       throw new IllegalStateException("no SparkFiles folder in this JVM (" + e.getCause() + ")", e);
     }
-    if (!new File(path).isFile()) throw new IllegalStateException(path + " does not exist (not shipped with --files)");
+    if (!new File(path).isFile())
+      throw new IllegalStateException(path + " does not exist (not shipped with --files)");
     return loadFile(path);
   }
 

@@ -23,31 +23,37 @@ import org.apache.arrow.flatbuf.MessageHeader;
 import org.apache.arrow.flatbuf.MetadataVersion;
 import org.apache.arrow.flatbuf.Precision;
 import org.apache.arrow.flatbuf.RecordBatch;
-import org.apache.arrow.flatbuf.Schema;
 import org.apache.arrow.flatbuf.Type;
 import org.apache.arrow.flatbuf.Utf8;
 
 /**
- * The bytes of Arrow IPC messages and of the file's frame for the driver's tables, written with the format's
- * flatbuffers alone: Arrow Java's vectors need its allocator, whose start costs an application a good part of a
- * second, for tables of a few rows. Columns are int32 (Integer), int64 (Long), float64 (Double) or utf8 (anything
- * else, as its text), any value may be null; no compression (the Arrow columnar format, version 5).
+ * The bytes of Arrow IPC messages and of the file's frame for the driver's tables, written with the
+ * format's flatbuffers alone: Arrow Java's vectors need its allocator, whose start costs an
+ * application a good part of a second, for tables of a few rows. Columns are int32 (Integer), int64
+ * (Long), float64 (Double) or utf8 (anything else, as its text), any value may be null; no
+ * compression (the Arrow columnar format, version 5).
  */
 final class ArrowIpc {
   private ArrowIpc() {}
 
   static final byte[] MAGIC = "ARROW1\0\0".getBytes(StandardCharsets.US_ASCII);
+
   /** The end-of-stream marker: a continuation and a zero length. */
   static final byte[] END_OF_STREAM = {-1, -1, -1, -1, 0, 0, 0, 0};
 
-  /** The classes of {@code first}'s values (a null one: text), for a table whose first row it is. */
+  /**
+   * The classes of {@code first}'s values (a null one: text), for a table whose first row it is.
+   */
   static List<Class<?>> typesOf(Object[] first) {
     List<Class<?>> classes = new ArrayList<>();
     for (Object value : first) classes.add(value == null ? String.class : value.getClass());
     return classes;
   }
 
-  /** A table's columns: their names and types (by the class of their values), and the schema's metadata. */
+  /**
+   * A table's columns: their names and types (by the class of their values), and the schema's
+   * metadata.
+   */
   static final class Layout {
     private final List<String> names;
     private final byte[] types;
@@ -61,8 +67,10 @@ final class ArrowIpc {
       int32 = new boolean[names.size()];
       for (int c = 0; c < types.length; c++) {
         Class<?> k = classes.get(c);
-        types[c] = k == Long.class || k == Integer.class ? Type.Int
-            : k == Double.class ? Type.FloatingPoint : Type.Utf8;
+        types[c] =
+            k == Long.class || k == Integer.class
+                ? Type.Int
+                : k == Double.class ? Type.FloatingPoint : Type.Utf8;
         int32[c] = k == Integer.class;
       }
     }
@@ -92,7 +100,8 @@ final class ArrowIpc {
       int[] pairs = new int[metadata.size()];
       int i = 0;
       for (Map.Entry<String, String> e : metadata.entrySet()) {
-        pairs[i++] = KeyValue.createKeyValue(b, b.createString(e.getKey()), b.createString(e.getValue()));
+        pairs[i++] =
+            KeyValue.createKeyValue(b, b.createString(e.getKey()), b.createString(e.getValue()));
       }
       int meta = org.apache.arrow.flatbuf.Schema.createCustomMetadataVector(b, pairs);
       return org.apache.arrow.flatbuf.Schema.createSchema(b, (short) 0, fieldVector, meta, 0);
@@ -107,9 +116,9 @@ final class ArrowIpc {
     }
 
     /**
-     * A record batch of {@code rows}: {framed metadata, body}. Each column has a validity buffer (of length 0 when
-     * no value is null), then its values (utf8: offsets, then bytes; a null's slot is zero or empty), every buffer
-     * padded to 8 bytes.
+     * A record batch of {@code rows}: {framed metadata, body}. Each column has a validity buffer
+     * (of length 0 when no value is null), then its values (utf8: offsets, then bytes; a null's
+     * slot is zero or empty), every buffer padded to 8 bytes.
      */
     byte[][] batch(List<Object[]> rows) {
       int n = rows.size();
@@ -129,7 +138,8 @@ final class ArrowIpc {
           ByteArrayOutputStream data = new ByteArrayOutputStream();
           offsets.putInt(0);
           for (Object[] row : rows) {
-            if (row[c] != null) data.writeBytes(String.valueOf(row[c]).getBytes(StandardCharsets.UTF_8));
+            if (row[c] != null)
+              data.writeBytes(String.valueOf(row[c]).getBytes(StandardCharsets.UTF_8));
             offsets.putInt(data.size());
           }
           append(body, buffers, offsets.array());
@@ -139,7 +149,8 @@ final class ArrowIpc {
           for (Object[] row : rows) {
             Object v = row[c];
             if (int32(c)) values.putInt(v == null ? 0 : (Integer) v);
-            else if (types[c] == Type.Int) values.putLong(v == null ? 0L : ((Number) v).longValue());
+            else if (types[c] == Type.Int)
+              values.putLong(v == null ? 0L : ((Number) v).longValue());
             else values.putDouble(v == null ? 0.0 : (Double) v);
           }
           append(body, buffers, values.array());
@@ -150,19 +161,24 @@ final class ArrowIpc {
       for (int c = types.length - 1; c >= 0; c--) FieldNode.createFieldNode(b, n, nulls[c]);
       int nodes = b.endVector();
       RecordBatch.startBuffersVector(b, buffers.size());
-      for (int i = buffers.size() - 1; i >= 0; i--) Buffer.createBuffer(b, buffers.get(i)[0], buffers.get(i)[1]);
+      for (int i = buffers.size() - 1; i >= 0; i--)
+        Buffer.createBuffer(b, buffers.get(i)[0], buffers.get(i)[1]);
       int bufferVector = b.endVector();
       RecordBatch.startRecordBatch(b);
       RecordBatch.addLength(b, n);
       RecordBatch.addNodes(b, nodes);
       RecordBatch.addBuffers(b, bufferVector);
       int batch = RecordBatch.endRecordBatch(b);
-      b.finish(Message.createMessage(b, MetadataVersion.V5, MessageHeader.RecordBatch, batch, body.size(), 0));
+      b.finish(
+          Message.createMessage(
+              b, MetadataVersion.V5, MessageHeader.RecordBatch, batch, body.size(), 0));
       return new byte[][] {framed(b.sizedByteArray()), body.toByteArray()};
     }
 
-    /** The file's end: the end-of-stream marker, the footer that lists the batches ({offset in the file, framed
-     * metadata length, body length} each), its length and the magic. */
+    /**
+     * The file's end: the end-of-stream marker, the footer that lists the batches ({offset in the
+     * file, framed metadata length, body length} each), its length and the magic.
+     */
     byte[] end(List<long[]> blocks) {
       FlatBufferBuilder b = new FlatBufferBuilder(1024);
       int schema = write(b);
@@ -192,7 +208,10 @@ final class ArrowIpc {
     body.writeBytes(new byte[(8 - bytes.length % 8) % 8]);
   }
 
-  /** A message's flatbuffer framed: the continuation marker, its length (padded to 8 with the prefix), itself. */
+  /**
+   * A message's flatbuffer framed: the continuation marker, its length (padded to 8 with the
+   * prefix), itself.
+   */
   private static byte[] framed(byte[] flatbuffer) {
     int padded = (flatbuffer.length + 8 + 7) / 8 * 8 - 8;
     ByteBuffer out = little(8 + padded);
@@ -208,6 +227,8 @@ final class ArrowIpc {
     out.write(head);
     out.write(batch[0]);
     out.write(batch[1]);
-    out.write(layout.end(List.of(new long[] {MAGIC.length + head.length, batch[0].length, batch[1].length})));
+    out.write(
+        layout.end(
+            List.of(new long[] {MAGIC.length + head.length, batch[0].length, batch[1].length})));
   }
 }

@@ -8,12 +8,12 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A table that grows for as long as the application runs (every task attempt, every calibration probe): each
- * {@link #append} writes one record batch to an Arrow IPC stream in a local temporary file, so the driver's memory
- * holds one batch at most, and {@link #copyTo} publishes the batches so far to any Hadoop-compatible URI as an
- * Arrow IPC file (with its footer: readable by pyarrow, polars and DuckDB), rewritten whole at each publish and
- * renamed into place. {@link #finish} publishes it a last time and removes the local file. Rows are as in
- * {@link ArrowIpc}.
+ * A table that grows for as long as the application runs (every task attempt, every calibration
+ * probe): each {@link #append} writes one record batch to an Arrow IPC stream in a local temporary
+ * file, so the driver's memory holds one batch at most, and {@link #copyTo} publishes the batches
+ * so far to any Hadoop-compatible URI as an Arrow IPC file (with its footer: readable by pyarrow,
+ * polars and DuckDB), rewritten whole at each publish and renamed into place. {@link #finish}
+ * publishes it a last time and removes the local file. Rows are as in {@link ArrowIpc}.
  */
 final class ArrowSpool {
   private final String prefix;
@@ -21,12 +21,19 @@ final class ArrowSpool {
   private final Map<String, String> metadata;
   private final List<Class<?>> types; // null: those of the first row's values
   private ArrowIpc.Layout layout;
+
   /** Batches appended since the last {@link #copyTo}. */
   private boolean unpublished;
+
   private File file;
   private FileOutputStream out;
-  /** Bytes of the local stream so far, and each batch's {offset in the published file, metadata, body length}. */
+
+  /**
+   * Bytes of the local stream so far, and each batch's {offset in the published file, metadata,
+   * body length}.
+   */
   private long length;
+
   private final List<long[]> blocks = new ArrayList<>();
   private boolean finished;
 
@@ -35,7 +42,8 @@ final class ArrowSpool {
   }
 
   /** With the columns' types given (see {@link ArrowIpc}), so that any value may be null. */
-  ArrowSpool(String prefix, List<String> names, List<Class<?>> types, Map<String, String> metadata) {
+  ArrowSpool(
+      String prefix, List<String> names, List<Class<?>> types, Map<String, String> metadata) {
     this.prefix = prefix;
     this.names = names;
     this.types = types;
@@ -47,7 +55,9 @@ final class ArrowSpool {
     if (out == null) {
       file = File.createTempFile(prefix, ".arrows");
       file.deleteOnExit();
-      layout = new ArrowIpc.Layout(names, types != null ? types : ArrowIpc.typesOf(rows.get(0)), metadata);
+      layout =
+          new ArrowIpc.Layout(
+              names, types != null ? types : ArrowIpc.typesOf(rows.get(0)), metadata);
       out = new FileOutputStream(file);
       byte[] head = layout.message();
       out.write(head);
@@ -62,15 +72,20 @@ final class ArrowSpool {
     unpublished = true;
   }
 
-  /** Publishes the batches written so far to {@code target}; nothing before the first row, nor when no batch
-   * came since the last time. */
+  /**
+   * Publishes the batches written so far to {@code target}; nothing before the first row, nor when
+   * no batch came since the last time.
+   */
   synchronized void copyTo(String target) throws Exception {
     if (out == null || finished || !unpublished) return;
     ArrowTables.publishStream(file, length, layout.end(blocks), target);
     unpublished = false;
   }
 
-  /** Publishes the table to {@code target} a last time and removes the local file; later calls do nothing. */
+  /**
+   * Publishes the table to {@code target} a last time and removes the local file; later calls do
+   * nothing.
+   */
   synchronized void finish(String target) throws Exception {
     if (finished) return;
     finished = true;

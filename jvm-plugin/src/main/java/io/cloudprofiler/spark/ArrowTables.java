@@ -17,19 +17,23 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkConf;
 
 /**
- * Tables of rows as Arrow IPC files on any Hadoop-compatible URI (a plain path means the local disk), which
- * pyarrow, polars and DuckDB read with no project code. A row holds one value per column name, an Integer (int32),
- * Long (int64), Double (float64) or anything else (its text as utf8), or null; the types come from the first row,
- * or are given ({@link ArrowIpc}).
+ * Tables of rows as Arrow IPC files on any Hadoop-compatible URI (a plain path means the local
+ * disk), which pyarrow, polars and DuckDB read with no project code. A row holds one value per
+ * column name, an Integer (int32), Long (int64), Double (float64) or anything else (its text as
+ * utf8), or null; the types come from the first row, or are given ({@link ArrowIpc}).
  */
 final class ArrowTables {
   private ArrowTables() {}
 
   static Path path(String target) throws Exception {
-    return new Path(target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI());
+    return new Path(
+        target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI());
   }
 
-  /** Hadoop's settings for the application's file systems (credentials, endpoints): Spark's spark.hadoop.* keys. */
+  /**
+   * Hadoop's settings for the application's file systems (credentials, endpoints): Spark's
+   * spark.hadoop.* keys.
+   */
   private static volatile Configuration hadoopSettings = new Configuration();
 
   /** Takes the spark.hadoop.* keys of {@code conf}, as Spark does for its own reads and writes. */
@@ -41,50 +45,71 @@ final class ArrowTables {
     hadoopSettings = settings;
   }
 
-  /** On the local disk the raw file system: Hadoop's default one writes a hidden .crc file beside each file. */
+  /**
+   * On the local disk the raw file system: Hadoop's default one writes a hidden .crc file beside
+   * each file.
+   */
   static FileSystem fileSystem(Path path) throws Exception {
     FileSystem fs = FileSystem.get(path.toUri(), hadoopSettings);
     return fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
   }
 
-  /** Creates {@code folder} and a file in it, then removes the file; throws with the file system's reason. */
+  /**
+   * Creates {@code folder} and a file in it, then removes the file; throws with the file system's
+   * reason.
+   */
   static void checkWritable(String folder) throws Exception {
     Path probe = new Path(path(folder), ".cloudprofiler-write-check-" + UUID.randomUUID());
     FileSystem fs = fileSystem(probe);
-    if (!fs.mkdirs(probe.getParent())) throw new IOException("could not create " + probe.getParent());
+    if (!fs.mkdirs(probe.getParent()))
+      throw new IOException("could not create " + probe.getParent());
     fs.create(probe, false).close();
     fs.delete(probe, false);
   }
 
-  /** Replaces {@code target} with a table of {@code rows} in one record batch. Nothing is written for no rows. */
-  static void writeRows(String target, Map<String, String> metadata, List<String> names, List<Object[]> rows)
+  /**
+   * Replaces {@code target} with a table of {@code rows} in one record batch. Nothing is written
+   * for no rows.
+   */
+  static void writeRows(
+      String target, Map<String, String> metadata, List<String> names, List<Object[]> rows)
       throws Exception {
     if (rows.isEmpty()) return;
     ArrowIpc.Layout layout = new ArrowIpc.Layout(names, ArrowIpc.typesOf(rows.get(0)), metadata);
-    replace(target, (fs, path) -> {
-      try (OutputStream out = fs.create(path, true)) {
-        ArrowIpc.writeFile(out, layout, rows);
-      }
-    });
+    replace(
+        target,
+        (fs, path) -> {
+          try (OutputStream out = fs.create(path, true)) {
+            ArrowIpc.writeFile(out, layout, rows);
+          }
+        });
   }
 
   /**
-   * Replaces {@code target} with an Arrow IPC file: the magic, the first {@code length} bytes of the local Arrow
-   * IPC stream {@code stream} (its schema and batches, see {@link ArrowSpool}), then {@code end} (the footer).
+   * Replaces {@code target} with an Arrow IPC file: the magic, the first {@code length} bytes of
+   * the local Arrow IPC stream {@code stream} (its schema and batches, see {@link ArrowSpool}),
+   * then {@code end} (the footer).
    */
   static void publishStream(File stream, long length, byte[] end, String target) throws Exception {
-    replace(target, (fs, path) -> {
-      try (InputStream in = new FileInputStream(stream); OutputStream out = fs.create(path, true)) {
-        out.write(ArrowIpc.MAGIC);
-        copyPrefix(in, out, length, () -> stream + " ends before its " + length + " bytes");
-        out.write(end);
-      }
-    });
+    replace(
+        target,
+        (fs, path) -> {
+          try (InputStream in = new FileInputStream(stream);
+              OutputStream out = fs.create(path, true)) {
+            out.write(ArrowIpc.MAGIC);
+            copyPrefix(in, out, length, () -> stream + " ends before its " + length + " bytes");
+            out.write(end);
+          }
+        });
   }
 
-  /** Copies the first {@code length} bytes of {@code in} to {@code out}; throws with {@code shortMessage} if fewer. */
-  private static void copyPrefix(InputStream in, OutputStream out, long length,
-      Supplier<String> shortMessage) throws IOException {
+  /**
+   * Copies the first {@code length} bytes of {@code in} to {@code out}; throws with {@code
+   * shortMessage} if fewer.
+   */
+  private static void copyPrefix(
+      InputStream in, OutputStream out, long length, Supplier<String> shortMessage)
+      throws IOException {
     byte[] buffer = new byte[1 << 16];
     for (long left = length; left > 0; ) {
       int n = in.read(buffer, 0, (int) Math.min(buffer.length, left));
@@ -94,13 +119,20 @@ final class ArrowTables {
     }
   }
 
-  /** Replaces {@code target} with a copy of the first {@code length} bytes of the local file {@code local}. */
+  /**
+   * Replaces {@code target} with a copy of the first {@code length} bytes of the local file {@code
+   * local}.
+   */
   static void copy(File local, long length, String target) throws Exception {
-    replace(target, (fs, path) -> {
-      try (InputStream in = new FileInputStream(local); OutputStream out = fs.create(path, true)) {
-        copyPrefix(in, out, length, () -> local + " shrank below " + length + " bytes while copied");
-      }
-    });
+    replace(
+        target,
+        (fs, path) -> {
+          try (InputStream in = new FileInputStream(local);
+              OutputStream out = fs.create(path, true)) {
+            copyPrefix(
+                in, out, length, () -> local + " shrank below " + length + " bytes while copied");
+          }
+        });
   }
 
   interface Writer {
@@ -108,10 +140,11 @@ final class ArrowTables {
   }
 
   /**
-   * Writes a hidden sibling of {@code target} and renames it over the target, so that a reader (the analysis of
-   * a running application) never finds a part of a table. A local file system renames over the old table in one
-   * step; where the file system does not rename over an existing file (HDFS, object stores), the old one is
-   * deleted first, and a reader in between finds none (README, "Folder layout").
+   * Writes a hidden sibling of {@code target} and renames it over the target, so that a reader (the
+   * analysis of a running application) never finds a part of a table. A local file system renames
+   * over the old table in one step; where the file system does not rename over an existing file
+   * (HDFS, object stores), the old one is deleted first, and a reader in between finds none
+   * (README, "Folder layout").
    */
   static void replace(String target, Writer writer) throws Exception {
     Path path = path(target);

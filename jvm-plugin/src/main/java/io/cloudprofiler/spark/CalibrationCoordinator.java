@@ -21,38 +21,50 @@ import org.slf4j.LoggerFactory;
 /**
  * Driver side of the calibration; the driver's machine is the reference TSC domain.
  *
- * <p>Domains. An executor says {@link Messages.Hello} with its boot id and gets the domains of that boot id (a
- * member of each and its responder); it probes them (see {@link TscDomain#check}) and {@link Messages.Join}s the
- * first that agrees, or founds a new one. The first member of a domain is its representative; a representative
- * that stops answering is replaced by the next member.
+ * <p>Domains. An executor says {@link Messages.Hello} with its boot id and gets the domains of that
+ * boot id (a member of each and its responder); it probes them (see {@link TscDomain#check}) and
+ * {@link Messages.Join}s the first that agrees, or founds a new one. The first member of a domain
+ * is its representative; a representative that stops answering is replaced by the next member.
  *
- * <p>Rounds (when a domain appears, after a job ends, and every interval). For every calibrated pair: the reference
- * with every other domain, and host pairs among the other domains (all of them for up to peers + 1 domains, else
- * {@code peers} each, see {@link #hostPairs}), one probe run in each direction, one run at a time: the driver
- * probes itself or asks an executor through its {@link ProbeControl}. A pair that fails is retried after 2, 4, ...,
- * 16 rounds. The round after a job gives the job's last records an anchor after them while the executors are still
- * there; it waits until a second after the previous round began, and one such round at most is pending, so that
- * short jobs in a stream do not turn calibration into constant traffic.
+ * <p>Rounds (when a domain appears, after a job ends, and every interval). For every calibrated
+ * pair: the reference with every other domain, and host pairs among the other domains (all of them
+ * for up to peers + 1 domains, else {@code peers} each, see {@link #hostPairs}), one probe run in
+ * each direction, one run at a time: the driver probes itself or asks an executor through its
+ * {@link ProbeControl}. A pair that fails is retried after 2, 4, ..., 16 rounds. The round after a
+ * job gives the job's last records an anchor after them while the executors are still there; it
+ * waits until a second after the previous round began, and one such round at most is pending, so
+ * that short jobs in a stream do not turn calibration into constant traffic.
  *
- * <p>Last runs. By the time the driver plugin shuts down, the executors have been told to stop, so a round then
- * would find them gone. Instead each executor outside the reference domain asks for a {@link Messages.Last} run as
- * it shuts down, its responder still up: one run each way between it and the driver, which anchors every record it
- * logged. Shutdown waits up to {@link #LAST_WAIT_MS} for them (not for executors Spark already removed: lost ones
- * never ask), finishes the round under way (never interrupts it) and the tables.
+ * <p>Last runs. By the time the driver plugin shuts down, the executors have been told to stop, so
+ * a round then would find them gone. Instead each executor outside the reference domain asks for a
+ * {@link Messages.Last} run as it shuts down, its responder still up: one run each way between it
+ * and the driver, which anchors every record it logged. Shutdown waits up to {@link #LAST_WAIT_MS}
+ * for them (not for executors Spark already removed: lost ones never ask), finishes the round under
+ * way (never interrupts it) and the tables.
  *
  * <p>After each round {@code calibration.arrows} (every probe, with its pair and direction) and
- * {@code tsc-domains.arrows} (every process, its domain and the check that put it there) are rewritten.
+ * {@code tsc-domains.arrows} (every process, its domain and the check that put it there) are
+ * rewritten.
  */
 final class CalibrationCoordinator {
-  /** How long the driver's shutdown waits for executors' last runs (an executor that was killed never asks). */
+  /**
+   * How long the driver's shutdown waits for executors' last runs (an executor that was killed
+   * never asks).
+   */
   static final long LAST_WAIT_MS = 5000;
+
   /** A round after a job ends starts at least this long after the previous round started. */
   static final long JOB_END_SPACING_NANOS = TimeUnit.SECONDS.toNanos(1);
+
   /** A pair that keeps failing is tried again every this many rounds at most. */
   static final int RETRY_MAX_ROUNDS = 16;
+
   private static final Logger LOG = LoggerFactory.getLogger(CalibrationCoordinator.class);
 
-  /** A process with a probe responder: the driver (control port 0: it probes by itself) or an executor. */
+  /**
+   * A process with a probe responder: the driver (control port 0: it probes by itself) or an
+   * executor.
+   */
   private static final class Member {
     String domain, host, executorId, check;
     int responderPort, controlPort;
@@ -78,29 +90,40 @@ final class CalibrationCoordinator {
   private final int count, timeoutMs, peers;
   private final boolean force;
   private final Map<String, Domain> domains = new LinkedHashMap<>();
+
   /** Probes of the round under way; every round's go to the spool of calibration.arrows. */
   private final List<Object[]> probes = new ArrayList<>();
+
   private ArrowSpool spool;
   private final Map<String, Failure> failures = new HashMap<>();
-  /** Per pair and direction, the smallest round trip seen (prober ticks; under `probing`): runs far above it are
-   * taken again. */
+
+  /**
+   * Per pair and direction, the smallest round trip seen (prober ticks; under `probing`): runs far
+   * above it are taken again.
+   */
   private final Map<String, Long> bestRtt = new HashMap<>();
+
   private final ScheduledThreadPoolExecutor rounds;
   private final AtomicBoolean roundPending = new AtomicBoolean();
   private volatile long lastRoundStartNanos;
+
   /** Set at shutdown: the round under way skips its remaining pairs (the executors are gone). */
   private volatile boolean stopping;
+
   /** Held for every probe run that the driver clocks: rounds and last runs take turns. */
   private final Object probing = new Object();
+
   /** Executors outside the reference domain that have not had their last run. */
   private final Set<String> awaitingLast = new HashSet<>();
+
   private Domain reference;
   private byte[] secret;
   private String folder;
   private long driverResponder;
   private int round;
 
-  CalibrationCoordinator(String driverHost, int intervalSeconds, int count, int timeoutMs, int peers, boolean force) {
+  CalibrationCoordinator(
+      String driverHost, int intervalSeconds, int count, int timeoutMs, int peers, boolean force) {
     this.driverHost = driverHost;
     this.force = force;
     this.count = count;
@@ -142,7 +165,9 @@ final class CalibrationCoordinator {
     try {
       CloudProfiler.requireInvariantTsc(force);
     } catch (RuntimeException e) {
-      LOG.warn("cloudprofiler: no calibration ({}=true to calibrate anyway): {}", Config.CALIBRATION_FORCE.name,
+      LOG.warn(
+          "cloudprofiler: no calibration ({}=true to calibrate anyway): {}",
+          Config.CALIBRATION_FORCE.name,
           e.getMessage());
       return;
     }
@@ -154,7 +179,10 @@ final class CalibrationCoordinator {
     driver.pid = ProcessHandle.current().pid();
     driver.check = "reference";
     reference = add(new Domain(TscDomain.bootId(), TscDomain.bootId()), driver);
-    LOG.info("cloudprofiler: calibration reference domain {}, responder {}:{}", reference.key, driverHost,
+    LOG.info(
+        "cloudprofiler: calibration reference domain {}, responder {}:{}",
+        reference.key,
+        driverHost,
         driver.responderPort);
   }
 
@@ -175,12 +203,16 @@ final class CalibrationCoordinator {
     return new Messages.Candidates(out);
   }
 
-  /** {@link Messages.Joined}, or the candidates again when domains of this boot id appeared meanwhile. */
+  /**
+   * {@link Messages.Joined}, or the candidates again when domains of this boot id appeared
+   * meanwhile.
+   */
   private Object join(Messages.Join join) {
     Domain joined;
     synchronized (this) {
       String boot = join.bootId(), key = join.domain();
-      if (reference == null) return new Messages.Joined(boot + "#uncalibrated"); // the driver does not calibrate
+      if (reference == null)
+        return new Messages.Joined(boot + "#uncalibrated"); // the driver does not calibrate
       long ofBoot = domains.values().stream().filter(d -> d.boot.equals(boot)).count();
       if (!key.isEmpty() && !domains.containsKey(key) || key.isEmpty() && ofBoot > join.checked()) {
         return candidates(boot);
@@ -196,7 +228,12 @@ final class CalibrationCoordinator {
       m.check = join.check();
       joined = add(new Domain(key, boot), m);
       if (joined != reference) awaitingLast.add(m.executorId);
-      LOG.info("cloudprofiler: executor {} at {} is in TSC domain {} ({})", m.executorId, m.host, key, m.check);
+      LOG.info(
+          "cloudprofiler: executor {} at {} is in TSC domain {} ({})",
+          m.executorId,
+          m.host,
+          key,
+          m.check);
       publishDomains();
       if (!founds) return new Messages.Joined(key);
     }
@@ -204,7 +241,10 @@ final class CalibrationCoordinator {
     return new Messages.Joined(joined.key);
   }
 
-  /** tsc-domains.arrows rewritten on the calibration thread: an executor that joins does not wait for the file. */
+  /**
+   * tsc-domains.arrows rewritten on the calibration thread: an executor that joins does not wait
+   * for the file.
+   */
   private void publishDomains() {
     try {
       rounds.execute(this::writeDomains);
@@ -214,9 +254,9 @@ final class CalibrationCoordinator {
   }
 
   /**
-   * Pairs among n domains: none for peers = 0, all of them when n - 1 <= peers, else each domain with the
-   * max(1, peers / 2) next ones around a ring (a circulant graph: every domain has peers rounded down to an even
-   * number, at least 2, partners, and n times half that many pairs in all).
+   * Pairs among n domains: none for peers = 0, all of them when n - 1 <= peers, else each domain
+   * with the max(1, peers / 2) next ones around a ring (a circulant graph: every domain has peers
+   * rounded down to an even number, at least 2, partners, and n times half that many pairs in all).
    */
   static List<int[]> hostPairs(int n, int peers) {
     List<int[]> out = new ArrayList<>();
@@ -236,8 +276,8 @@ final class CalibrationCoordinator {
   }
 
   /**
-   * The pairs of a round among n domains, domain 0 the reference: the reference with every other domain, then
-   * the {@link #hostPairs} of the others.
+   * The pairs of a round among n domains, domain 0 the reference: the reference with every other
+   * domain, then the {@link #hostPairs} of the others.
    */
   static List<int[]> roundPairs(int n, int peers) {
     List<int[]> out = new ArrayList<>();
@@ -252,14 +292,17 @@ final class CalibrationCoordinator {
     if (roundPending.compareAndSet(false, true)) schedule(jobEndDelayNanos(sinceLast));
   }
 
-  /** How long a job-end round waits, the previous round having started this long ago: rounds stay spaced. */
+  /**
+   * How long a job-end round waits, the previous round having started this long ago: rounds stay
+   * spaced.
+   */
   static long jobEndDelayNanos(long sinceLastRoundStartNanos) {
     return Math.max(0, JOB_END_SPACING_NANOS - sinceLastRoundStartNanos);
   }
 
   /**
-   * The round in which a pair that failed {@code failures} times in a row, the last time in round {@code now}, is
-   * tried again: 2, 4, 8, then every 16 rounds later.
+   * The round in which a pair that failed {@code failures} times in a row, the last time in round
+   * {@code now}, is tried again: 2, 4, 8, then every 16 rounds later.
    */
   static int retryRound(int now, int failures) {
     return now + Math.min(RETRY_MAX_ROUNDS, 1 << Math.min(failures, 30));
@@ -267,10 +310,13 @@ final class CalibrationCoordinator {
 
   private void schedule(long delayNanos) {
     try {
-      rounds.schedule(() -> {
-        roundPending.set(false);
-        round();
-      }, delayNanos, TimeUnit.NANOSECONDS);
+      rounds.schedule(
+          () -> {
+            roundPending.set(false);
+            round();
+          },
+          delayNanos,
+          TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException shuttingDown) {
       // the application ends: the executors' last runs anchor their records
     }
@@ -288,7 +334,8 @@ final class CalibrationCoordinator {
         List<Domain> all = new ArrayList<>(domains.values());
         all.remove(reference);
         all.add(0, reference);
-        for (int[] p : roundPairs(all.size(), peers)) pairs.add(new Domain[] {all.get(p[0]), all.get(p[1])});
+        for (int[] p : roundPairs(all.size(), peers))
+          pairs.add(new Domain[] {all.get(p[0]), all.get(p[1])});
       }
       for (Domain[] p : pairs) {
         if (stopping) break;
@@ -298,12 +345,17 @@ final class CalibrationCoordinator {
     }
   }
 
-  /** An executor that is gone (lost, or stopped after its last run) is not waited for at shutdown. */
+  /**
+   * An executor that is gone (lost, or stopped after its last run) is not waited for at shutdown.
+   */
   synchronized void executorRemoved(String executorId) {
     if (awaitingLast.remove(executorId)) notifyAll();
   }
 
-  /** One run each way between the driver and this executor, which is shutting down; whether they ran. */
+  /**
+   * One run each way between the driver and this executor, which is shutting down; whether they
+   * ran.
+   */
   private boolean last(String executorId) {
     synchronized (probing) {
       Domain d;
@@ -313,7 +365,8 @@ final class CalibrationCoordinator {
         if (!awaitingLast.remove(executorId) || driverResponder == 0) return false;
         notifyAll();
         for (Domain candidate : domains.values()) {
-          for (Member member : candidate.members) if (member.executorId.equals(executorId)) m = member;
+          for (Member member : candidate.members)
+            if (member.executorId.equals(executorId)) m = member;
         }
         d = domains.get(m.domain);
         driver = reference.members.get(0);
@@ -323,7 +376,10 @@ final class CalibrationCoordinator {
         record(reference, d, driver, m, true, now, run(reference, driver, d, m));
         record(reference, d, driver, m, false, now, run(d, m, reference, driver));
       } catch (IOException | RuntimeException e) {
-        LOG.warn("cloudprofiler: the last calibration run of executor {} failed ({})", executorId, e.getMessage());
+        LOG.warn(
+            "cloudprofiler: the last calibration run of executor {} failed ({})",
+            executorId,
+            e.getMessage());
         return false;
       }
       write(false);
@@ -331,8 +387,10 @@ final class CalibrationCoordinator {
     }
   }
 
-  /** Both directions of one pair, a -> b first; a failure backs the pair off, unless a domain got a new
-   * representative from it (the next round tries that one). */
+  /**
+   * Both directions of one pair, a -> b first; a failure backs the pair off, unless a domain got a
+   * new representative from it (the next round tries that one).
+   */
   private void runPair(Domain a, Domain b, int now) {
     String pair = a.key + " <-> " + b.key;
     Failure failed = failures.get(pair);
@@ -355,19 +413,25 @@ final class CalibrationCoordinator {
       Failure f = failures.computeIfAbsent(pair, k -> new Failure());
       if (!handedOver) f.count++;
       f.next = handedOver ? now + 1 : retryRound(now, f.count);
-      LOG.warn("cloudprofiler: calibration round {} of {} failed ({}); next try in round {}", now, pair,
-          e.getMessage(), f.next);
+      LOG.warn(
+          "cloudprofiler: calibration round {} of {} failed ({}); next try in round {}",
+          now,
+          pair,
+          e.getMessage(),
+          f.next);
     }
   }
 
   /**
    * One probe run from `from` (of domain fd) to `to` (of domain td), taken again while delayed (see
-   * {@link ProbeRuns#retaken}). A process that the driver cannot reach, its control socket or (when the driver
-   * probes it) its responder, hands its domain on to the next member.
+   * {@link ProbeRuns#retaken}). A process that the driver cannot reach, its control socket or (when
+   * the driver probes it) its responder, hands its domain on to the next member.
    */
   private long[] run(Domain fd, Member from, Domain td, Member to) throws IOException {
     String path = fd.key + " -> " + td.key;
-    long[] r = ProbeRuns.retaken(() -> runOnce(fd, from, td, to), bestRtt.getOrDefault(path, Long.MAX_VALUE));
+    long[] r =
+        ProbeRuns.retaken(
+            () -> runOnce(fd, from, td, to), bestRtt.getOrDefault(path, Long.MAX_VALUE));
     bestRtt.merge(path, ProbeRuns.minRtt(r), Math::min);
     return r;
   }
@@ -382,7 +446,8 @@ final class CalibrationCoordinator {
       }
     }
     try {
-      return ProbeControl.request(from.host, from.controlPort, secret, to.host, to.responderPort, count, timeoutMs);
+      return ProbeControl.request(
+          from.host, from.controlPort, secret, to.host, to.responderPort, count, timeoutMs);
     } catch (ProbeControl.RunFailed e) {
       throw e; // the process answered: its probe run failed, not the process
     } catch (IOException e) {
@@ -396,23 +461,30 @@ final class CalibrationCoordinator {
     if (d.members.size() > 1 && d.members.get(0) == gone) {
       d.members.remove(0);
       d.members.add(gone);
-      LOG.warn("cloudprofiler: executor {} does not answer; executor {} now represents TSC domain {}",
-          gone.executorId, d.members.get(0).executorId, d.key);
+      LOG.warn(
+          "cloudprofiler: executor {} does not answer; executor {} now represents TSC domain {}",
+          gone.executorId,
+          d.members.get(0).executorId,
+          d.key);
     }
   }
 
-  private synchronized void record(Domain a, Domain b, Member ma, Member mb, boolean forward, int now, long[] r) {
+  private synchronized void record(
+      Domain a, Domain b, Member ma, Member mb, boolean forward, int now, long[] r) {
     for (int i = 0; i < r.length; i += 3) {
       if (r[i + 2] == 0) continue;
-      probes.add(new Object[] {a.key, b.key, forward ? "a->b" : "b->a", now, ma.host, mb.host, r[i], r[i + 1],
-          r[i + 2]});
+      probes.add(
+          new Object[] {
+            a.key, b.key, forward ? "a->b" : "b->a", now, ma.host, mb.host, r[i], r[i + 1], r[i + 2]
+          });
     }
   }
 
   /** The executors' last runs (waited for a while), then the tables. */
   void shutdown() {
     stopping = true;
-    rounds.shutdown(); // no interrupt: it would close the spool's file channel in the middle of a batch
+    rounds.shutdown(); // no interrupt: it would close the spool's file channel in the middle of a
+    // batch
     try {
       rounds.awaitTermination(30, TimeUnit.SECONDS);
       long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LAST_WAIT_MS);
@@ -421,8 +493,10 @@ final class CalibrationCoordinator {
           TimeUnit.NANOSECONDS.timedWait(this, left);
         }
         if (!awaitingLast.isEmpty()) {
-          LOG.warn("cloudprofiler: no last calibration run from executors {}: their last records may come out "
-              + "extrapolated", awaitingLast);
+          LOG.warn(
+              "cloudprofiler: no last calibration run from executors {}: their last records may"
+                  + " come out extrapolated",
+              awaitingLast);
         }
       }
     } catch (InterruptedException e) {
@@ -438,14 +512,28 @@ final class CalibrationCoordinator {
     }
   }
 
-  /** The round's probes appended to calibration.arrows, published with the domains; the last time, finished. */
+  /**
+   * The round's probes appended to calibration.arrows, published with the domains; the last time,
+   * finished.
+   */
   private synchronized void write(boolean last) {
     String target = folder + "/calibration.arrows";
     try {
       if (spool == null) {
-        spool = new ArrowSpool("cloudprofiler-calibration", List.of("domain_a", "domain_b", "direction", "round",
-            "host_a", "host_b", "send_tsc", "remote_tsc", "recv_tsc"),
-            Map.of("reference.domain", reference.key, "probes.per_run", String.valueOf(count)));
+        spool =
+            new ArrowSpool(
+                "cloudprofiler-calibration",
+                List.of(
+                    "domain_a",
+                    "domain_b",
+                    "direction",
+                    "round",
+                    "host_a",
+                    "host_b",
+                    "send_tsc",
+                    "remote_tsc",
+                    "recv_tsc"),
+                Map.of("reference.domain", reference.key, "probes.per_run", String.valueOf(count)));
       }
       spool.append(probes);
       if (last) spool.finish(target);
@@ -463,16 +551,38 @@ final class CalibrationCoordinator {
       for (int i = 0; i < d.members.size(); i++) {
         Member m = d.members.get(i);
         String role = d == reference && i == 0 ? "reference" : i == 0 ? "representative" : "member";
-        rows.add(new Object[] {d.key, d.boot, role,
-            m.host, m.executorId, m.pid, m.responderPort, m.controlPort, m.check});
+        rows.add(
+            new Object[] {
+              d.key,
+              d.boot,
+              role,
+              m.host,
+              m.executorId,
+              m.pid,
+              m.responderPort,
+              m.controlPort,
+              m.check
+            });
       }
     }
-    write("tsc-domains.arrows", Map.of("reference.domain", reference.key),
-        List.of("domain", "boot_id", "role", "host", "executor_id", "pid", "responder_port", "control_port", "check"),
+    write(
+        "tsc-domains.arrows",
+        Map.of("reference.domain", reference.key),
+        List.of(
+            "domain",
+            "boot_id",
+            "role",
+            "host",
+            "executor_id",
+            "pid",
+            "responder_port",
+            "control_port",
+            "check"),
         rows);
   }
 
-  private void write(String name, Map<String, String> meta, List<String> names, List<Object[]> rows) {
+  private void write(
+      String name, Map<String, String> meta, List<String> names, List<Object[]> rows) {
     try {
       ArrowTables.writeRows(folder + "/" + name, meta, names, rows);
     } catch (Exception e) {

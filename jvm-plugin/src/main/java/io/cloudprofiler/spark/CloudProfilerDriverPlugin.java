@@ -17,15 +17,25 @@ import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Validates the options (a bad one stops the application at start: the handlers' parameters with the native
- * library's own check), and records every task attempt through {@link TaskListener}. The log folder must be
- * writable from the driver. */
+/**
+ * Validates the options (a bad one stops the application at start: the handlers' parameters with
+ * the native library's own check), and records every task attempt through {@link TaskListener}. The
+ * log folder must be writable from the driver.
+ */
 public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
-  /** Beside the task table: every rules text accepted while the application ran, with its wall time. */
+
+  /**
+   * Beside the task table: every rules text accepted while the application ran, with its wall time.
+   */
   static final String RULES_TABLE = "rules-changes.arrows";
-  /** To each executor: the rules at start (those of spark.cloudprofiler.rules and of the driver's rules file). */
+
+  /**
+   * To each executor: the rules at start (those of spark.cloudprofiler.rules and of the driver's
+   * rules file).
+   */
   static final String START_RULES = "rules";
+
   private TaskListener listener;
   private RuleChanges rules;
   private RuleRequests ruleRequests;
@@ -37,29 +47,35 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext ctx) {
     Options options = Config.read(sc.getConf());
-    for (Config.Key<?> key : Config.ALL) LOG.info("cloudprofiler: {}={}", key.name, key.text(sc.getConf()));
+    for (Config.Key<?> key : Config.ALL)
+      LOG.info("cloudprofiler: {}={}", key.name, key.text(sc.getConf()));
     this.sc = sc;
     logDir = options.logDir();
     ArrowTables.useHadoopSettingsOf(sc.getConf());
     try { // found now, not when the application's tables and logs are lost at its end
       ArrowTables.checkWritable(logDir);
     } catch (Exception e) {
-      throw new IllegalArgumentException(Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there ("
-          + e + ")", e);
+      throw new IllegalArgumentException(
+          Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there (" + e + ")", e);
     }
     String rulesFile = Config.RULES_FILE.read(sc.getConf());
     String fileRules = rulesFile.isEmpty() ? "" : RulesFile.read(rulesFile);
-    String startRules = options.rules().isEmpty() || fileRules.isEmpty() ? options.rules() + fileRules
-        : options.rules() + "\n" + fileRules;
+    String startRules =
+        options.rules().isEmpty() || fileRules.isEmpty()
+            ? options.rules() + fileRules
+            : options.rules() + "\n" + fileRules;
     String failure = NativeLoader.load(options.nativePath());
     if (failure == null) {
-      for (Config.HandlerOption handler : options.handlers()) handler.check(); // a bad one stops the application
+      for (Config.HandlerOption handler : options.handlers())
+        handler.check(); // a bad one stops the application
       checkRules(Config.RULES, sc, options.rules());
       checkRules(Config.RULES_FILE, sc, fileRules);
       CloudProfiler.setRules(startRules);
     } else {
-      LOG.warn("cloudprofiler: the driver checks no handler parameters (each executor checks them as it opens its "
-          + "channels) and calibrates nothing: {}", failure);
+      LOG.warn(
+          "cloudprofiler: the driver checks no handler parameters (each executor checks them as it"
+              + " opens its channels) and calibrates nothing: {}",
+          failure);
     }
     rules = new RuleChanges(startRules);
     RuleChanges.run(rules);
@@ -67,16 +83,29 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     listener = new TaskListener(failure == null ? startClock() : Map.of());
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
     if (options.calibrationEnabled()) {
-      String host = sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
-      calibration = new CalibrationCoordinator(host, options.calibrationIntervalSeconds(), options.calibrationProbes(),
-          options.calibrationTimeoutMs(), options.calibrationPeers(), options.calibrationForce());
-      sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, new CalibrationEvents(calibration),
-          "the calibration's listener", null));
+      String host =
+          sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
+      calibration =
+          new CalibrationCoordinator(
+              host,
+              options.calibrationIntervalSeconds(),
+              options.calibrationProbes(),
+              options.calibrationTimeoutMs(),
+              options.calibrationPeers(),
+              options.calibrationForce());
+      sc.addSparkListener(
+          Guard.wrap(
+              SparkListenerInterface.class,
+              new CalibrationEvents(calibration),
+              "the calibration's listener",
+              null));
     }
-    LostExecutors.collectInBackground(options.localDir()); // those of this host that earlier applications lost
+    LostExecutors.collectInBackground(
+        options.localDir()); // those of this host that earlier applications lost
     if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
-    // executors read and validate the same options from their own configuration; the rules file is the driver's
+    // executors read and validate the same options from their own configuration; the rules file is
+    // the driver's
     return Map.of(START_RULES, startRules);
   }
 
@@ -90,16 +119,22 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   }
 
   /**
-   * The driver's TSC and clocks as the application starts, its TSC domain and frequency: the analysis's origin of
-   * time (t_ns = 0) and its pairing of TSC with wall clock, for Spark's millisecond times. Written with the task
-   * table (none where the native library cannot load).
+   * The driver's TSC and clocks as the application starts, its TSC domain and frequency: the
+   * analysis's origin of time (t_ns = 0) and its pairing of TSC with wall clock, for Spark's
+   * millisecond times. Written with the task table (none where the native library cannot load).
    */
   private static Map<String, String> startClock() {
     long[] c = CloudProfiler.clockRead();
-    return Map.of("application.start.clock", String.format(
-        "{\"tsc\": %d, \"monotonic_raw_ns\": %d, \"realtime_ns\": %d, \"uncertainty_ticks\": %d}",
-        c[0], c[1], c[2], c[3]),
-        "tsc.hz", String.valueOf(CloudProfiler.tscHz()), "tsc.domain", TscDomain.bootId());
+    return Map.of(
+        "application.start.clock",
+        String.format(
+            "{\"tsc\": %d, \"monotonic_raw_ns\": %d, \"realtime_ns\": %d, \"uncertainty_ticks\":"
+                + " %d}",
+            c[0], c[1], c[2], c[3]),
+        "tsc.hz",
+        String.valueOf(CloudProfiler.tscHz()),
+        "tsc.domain",
+        TscDomain.bootId());
   }
 
   /** What the calibration learns from the scheduler: jobs that end, executors that are gone. */
@@ -121,21 +156,29 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     }
   }
 
-  /** Publishes the task table every {@code seconds}, so that a running application's folder holds it. */
+  /**
+   * Publishes the task table every {@code seconds}, so that a running application's folder holds
+   * it.
+   */
   private void publishEvery(int seconds) {
-    publisher = Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-publish"));
-    publisher.scheduleWithFixedDelay(() -> {
-      try {
-        listener.publishTable(appFolder() + "/spark-tasks.arrows");
-      } catch (Exception e) {
-        LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
-      }
-      try {
-        rules.publish(appFolder() + "/" + RULES_TABLE);
-      } catch (Exception e) {
-        LOG.warn("cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
-      }
-    }, seconds, seconds, TimeUnit.SECONDS);
+    publisher =
+        Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-publish"));
+    publisher.scheduleWithFixedDelay(
+        () -> {
+          try {
+            listener.publishTable(appFolder() + "/spark-tasks.arrows");
+          } catch (Exception e) {
+            LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
+          }
+          try {
+            rules.publish(appFolder() + "/" + RULES_TABLE);
+          } catch (Exception e) {
+            LOG.warn("cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
+          }
+        },
+        seconds,
+        seconds,
+        TimeUnit.SECONDS);
   }
 
   private String appFolder() {

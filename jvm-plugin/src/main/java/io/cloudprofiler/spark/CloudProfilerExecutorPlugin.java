@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import com.codahale.metrics.Gauge;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.io.File;
@@ -21,61 +22,92 @@ import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import com.codahale.metrics.Gauge;
 
 /**
- * Loads the native library, opens the task channels and logs (task attempt id, TSC) at the start and at the
- * end of every task. A library that cannot load makes the plugin step aside with one log line.
+ * Loads the native library, opens the task channels and logs (task attempt id, TSC) at the start
+ * and at the end of every task. A library that cannot load makes the plugin step aside with one log
+ * line.
  *
- * <p>The one-time setup (the library's start, the TSC domain found with the driver, the task channels) runs in
- * the background from {@link #init}, so that no task pays for it: a task waits at most for the library's start
- * (its code may open cp_trace channels or start Python workers, which need the folder), and never for the domain
- * (see {@link TaskRecords}).
+ * <p>The one-time setup (the library's start, the TSC domain found with the driver, the task
+ * channels) runs in the background from {@link #init}, so that no task pays for it: a task waits at
+ * most for the library's start (its code may open cp_trace channels or start Python workers, which
+ * need the folder), and never for the domain (see {@link TaskRecords}).
  *
- * <p>Everything this process logs (task channels, cp_trace channels) goes to one local folder, and so do the
- * channels of the Python workers it starts: they find the folder through {@code <localDir>/executors/<pid>},
- * which names it (cloudprofiler.spark.worker). The folder is copied into logDir every collect interval and at
- * shutdown, then removed; the folders of killed executors on this host are collected when an executor starts.
+ * <p>Everything this process logs (task channels, cp_trace channels) goes to one local folder, and
+ * so do the channels of the Python workers it starts: they find the folder through {@code
+ * <localDir>/executors/<pid>}, which names it (cloudprofiler.spark.worker). The folder is copied
+ * into logDir every collect interval and at shutdown, then removed; the folders of killed executors
+ * on this host are collected when an executor starts.
  */
 public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerExecutorPlugin.class);
-  /** TaskContext is null in onTaskSucceeded/onTaskFailed: the attempt id is kept per task thread. */
+
+  /**
+   * TaskContext is null in onTaskSucceeded/onTaskFailed: the attempt id is kept per task thread.
+   */
   private static final ThreadLocal<Long> CURRENT_TASK = new ThreadLocal<>();
-  /** Short: a worker that stops an executor kills it 10 s later, and the logs must be copied before that. */
+
+  /**
+   * Short: a worker that stops an executor kills it 10 s later, and the logs must be copied before
+   * that.
+   */
   private static final long LAST_CALIBRATION_WAIT_SECONDS = 3;
+
   /** How long the probe control waits for the driver's list of probe responders. */
   private static final long RESPONDERS_WAIT_SECONDS = 5;
-  /** How long a task or the shutdown waits for the library's start, and the shutdown for the task channels. */
+
+  /**
+   * How long a task or the shutdown waits for the library's start, and the shutdown for the task
+   * channels.
+   */
   private static final long SETUP_WAIT_SECONDS = 2;
-  /** How long the setup waits for the application id (local mode sets it just after the executor starts). */
+
+  /**
+   * How long the setup waits for the application id (local mode sets it just after the executor
+   * starts).
+   */
   private static final long APPLICATION_ID_WAIT_SECONDS = 60;
 
-  /** The library loaded (and, once {@link #libraryStarted} opens, started in this executor's folder). */
+  /**
+   * The library loaded (and, once {@link #libraryStarted} opens, started in this executor's
+   * folder).
+   */
   private volatile boolean active;
+
   private volatile boolean taskLogging;
   private File pointer;
   private final TaskRecords tasks = new TaskRecords();
-  /** Open once the library has started (or failed to); {@link #setUp} once the task channels are open (or not). */
-  private final CountDownLatch libraryStarted = new CountDownLatch(1), setUp = new CountDownLatch(1);
+
+  /**
+   * Open once the library has started (or failed to); {@link #setUp} once the task channels are
+   * open (or not).
+   */
+  private final CountDownLatch libraryStarted = new CountDownLatch(1),
+      setUp = new CountDownLatch(1);
+
   private boolean finished;
+
   /** The counters as the library stopped, reported from then on. */
   private volatile long[] finalStats;
+
   private LogCollector collector;
   private ScheduledExecutorService collectTimer;
   private Thread shutdownHook;
   private long responder;
   private ProbeControl control;
   private RulesFollower rules;
+
   /** The rules at start, as the driver has them (its rules file included). */
   private String startRules;
+
   private File rulesFile;
 
   private PluginContext ctx;
   private Options options;
 
   /**
-   * Loads the library and starts the setup in the background. The options are read from the executor's own
-   * configuration: in local mode executors start before the application has its id.
+   * Loads the library and starts the setup in the background. The options are read from the
+   * executor's own configuration: in local mode executors start before the application has its id.
    */
   @Override
   public void init(PluginContext ctx, Map<String, String> extraConf) {
@@ -88,10 +120,15 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       LOG.warn("cloudprofiler: disabled on executor {}: {}", ctx.executorID(), failure);
       return;
     }
-    LOG.info("cloudprofiler: executor {} loaded libcloudprofiler_jni from {}", ctx.executorID(), NativeLoader.source());
+    LOG.info(
+        "cloudprofiler: executor {} loaded libcloudprofiler_jni from {}",
+        ctx.executorID(),
+        NativeLoader.source());
     active = true;
     taskLogging = options.taskEnabled();
-    registerMetrics(ctx); // now or never: Spark publishes a plugin's registry only if it holds metrics after init
+    registerMetrics(
+        ctx); // now or never: Spark publishes a plugin's registry only if it holds metrics after
+    // init
     shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
     Runtime.getRuntime().addShutdownHook(shutdownHook);
     Thread setup = new Thread(this::setUp, "cloudprofiler-setup");
@@ -99,8 +136,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     setup.start();
   }
 
-  /** The setup, in the background: the library's start (whether or not tasks are logged: cp_trace channels and
-   * Python workers need the folder too), then the TSC domain and the task channels. */
+  /**
+   * The setup, in the background: the library's start (whether or not tasks are logged: cp_trace
+   * channels and Python workers need the folder too), then the TSC domain and the task channels.
+   */
   private void setUp() {
     String appId = applicationId();
     try {
@@ -124,7 +163,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
   }
 
-  /** In local mode the executor starts just before the driver assigns the application id to the configuration. */
+  /**
+   * In local mode the executor starts just before the driver assigns the application id to the
+   * configuration.
+   */
   private String applicationId() {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(APPLICATION_ID_WAIT_SECONDS);
     while (!ctx.conf().contains("spark.app.id") && System.nanoTime() < deadline) {
@@ -143,44 +185,76 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     String leaf = appId + "/" + host + "-" + ctx.executorID();
     File local = new File(options.localDir(), leaf);
     try {
-      CloudProfiler.start(local.getPath(),
-          options.compression() == Config.Compression.ZSTD ? CloudProfiler.COMPRESSION_ZSTD
+      CloudProfiler.start(
+          local.getPath(),
+          options.compression() == Config.Compression.ZSTD
+              ? CloudProfiler.COMPRESSION_ZSTD
               : CloudProfiler.COMPRESSION_NONE,
-          options.channelBlocks(), 0, CloudProfiler.FULL_BLOCK,
-          options.tscRead() == Config.TscRead.UNORDERED ? CloudProfiler.TSC_UNORDERED : CloudProfiler.TSC_ORDERED,
+          options.channelBlocks(),
+          0,
+          CloudProfiler.FULL_BLOCK,
+          options.tscRead() == Config.TscRead.UNORDERED
+              ? CloudProfiler.TSC_UNORDERED
+              : CloudProfiler.TSC_ORDERED,
           options.rollBytes());
     } catch (RuntimeException e) {
-      LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID() + " (" + Config.LOCAL_DIR.name + "="
-          + options.localDir() + ")", e);
+      LOG.warn(
+          "cloudprofiler: disabled on executor "
+              + ctx.executorID()
+              + " ("
+              + Config.LOCAL_DIR.name
+              + "="
+              + options.localDir()
+              + ")",
+          e);
       active = false;
       return;
     }
     try {
-      CloudProfiler.setRules(startRules); // checked by the driver; also replaces an earlier application's
+      CloudProfiler.setRules(
+          startRules); // checked by the driver; also replaces an earlier application's
     } catch (RuntimeException e) {
-      LOG.warn("cloudprofiler: executor {} keeps no rules of {}: {}", ctx.executorID(), Config.RULES.name,
+      LOG.warn(
+          "cloudprofiler: executor {} keeps no rules of {}: {}",
+          ctx.executorID(),
+          Config.RULES.name,
           e.getMessage());
     }
-    rulesFile = new File(new File(options.localDir(), Config.EXECUTOR_FOLDERS),
-        ProcessHandle.current().pid() + Config.RULES_FILE_SUFFIX);
+    rulesFile =
+        new File(
+            new File(options.localDir(), Config.EXECUTOR_FOLDERS),
+            ProcessHandle.current().pid() + Config.RULES_FILE_SUFFIX);
     writeRulesFile(startRules);
-    rules = new RulesFollower(ctx.executorID(),
-        () -> (Messages.RulesNow) ask(new Messages.CurrentRules()), this::writeRulesFile);
+    rules =
+        new RulesFollower(
+            ctx.executorID(),
+            () -> (Messages.RulesNow) ask(new Messages.CurrentRules()),
+            this::writeRulesFile);
     collector = new LogCollector(local, options.logDir() + "/" + leaf);
     try {
       collector.nameTarget();
-    } catch (Exception e) { // collected at shutdown all the same; only a killed executor's files would stay
-      LOG.warn("cloudprofiler: executor {} could not name its collection target in {}: {}", ctx.executorID(), local,
+    } catch (
+        Exception
+            e) { // collected at shutdown all the same; only a killed executor's files would stay
+      LOG.warn(
+          "cloudprofiler: executor {} could not name its collection target in {}: {}",
+          ctx.executorID(),
+          local,
           e.toString());
     }
     LostExecutors.collectInBackground(options.localDir());
     int interval = options.collectIntervalSeconds();
     if (interval > 0) {
-      collectTimer = Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-collect"));
+      collectTimer =
+          Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-collect"));
       collectTimer.scheduleWithFixedDelay(this::collect, interval, interval, TimeUnit.SECONDS);
     }
     pointer = pointTo(local);
-    LOG.info("cloudprofiler: executor {} logs to {}, collected into {}", ctx.executorID(), local, collector.target());
+    LOG.info(
+        "cloudprofiler: executor {} logs to {}, collected into {}",
+        ctx.executorID(),
+        local,
+        collector.target());
   }
 
   /** Finds the TSC domain (when calibrating), then opens the task channels, which name it. */
@@ -191,71 +265,119 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       try {
         CloudProfiler.requireInvariantTsc(options.calibrationForce());
         domain = joinDomain(appId);
-      } catch (Exception e) { // task logging goes on; this process's durations stay unbounded, never wrong
-        LOG.warn("cloudprofiler: no calibration for executor {} ({} to calibrate anyway): {}", ctx.executorID(),
-            Config.CALIBRATION_FORCE.name + "=true", e.getMessage());
-        domain = new String[] {TscDomain.bootId() + "#unchecked-" + ctx.executorID(), "not checked: " + e.getMessage()};
+      } catch (
+          Exception
+              e) { // task logging goes on; this process's durations stay unbounded, never wrong
+        LOG.warn(
+            "cloudprofiler: no calibration for executor {} ({} to calibrate anyway): {}",
+            ctx.executorID(),
+            Config.CALIBRATION_FORCE.name + "=true",
+            e.getMessage());
+        domain =
+            new String[] {
+              TscDomain.bootId() + "#unchecked-" + ctx.executorID(),
+              "not checked: " + e.getMessage()
+            };
       }
     }
     String[] keys = {
-      "spark.app_id", "spark.executor_id", "spark.host", "spark.event", "tsc.domain", "tsc.domain.check"
+      "spark.app_id",
+      "spark.executor_id",
+      "spark.host",
+      "spark.event",
+      "tsc.domain",
+      "tsc.domain.check"
     };
     synchronized (this) {
       if (finished) return; // the executor stopped meanwhile: its records are counted as lost
-      long start = CloudProfiler.openChannel("spark.task.start", handler.name(), handler.params(), keys,
-          new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
-      long end = CloudProfiler.openChannel("spark.task.end", handler.name(), handler.params(), keys,
-          new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
+      long start =
+          CloudProfiler.openChannel(
+              "spark.task.start",
+              handler.name(),
+              handler.params(),
+              keys,
+              new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
+      long end =
+          CloudProfiler.openChannel(
+              "spark.task.end",
+              handler.name(),
+              handler.params(),
+              keys,
+              new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
       tasks.open(start, end);
     }
   }
 
-  /** Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python workers it starts
-   * (their parent or grandparent is this process). */
+  /**
+   * Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python
+   * workers it starts (their parent or grandparent is this process).
+   */
   private File pointTo(File local) {
-    File target = new File(new File(options.localDir(), Config.EXECUTOR_FOLDERS),
-        String.valueOf(ProcessHandle.current().pid()));
+    File target =
+        new File(
+            new File(options.localDir(), Config.EXECUTOR_FOLDERS),
+            String.valueOf(ProcessHandle.current().pid()));
     try {
       writeInPlace(target, local.getAbsolutePath());
       return target;
     } catch (Exception e) { // Python workers then log where CLOUDPROFILER_LOG_DIR says, uncollected
-      LOG.warn("cloudprofiler: executor {} could not name its folder for Python workers in {}: {}", ctx.executorID(),
-          target, e.toString());
+      LOG.warn(
+          "cloudprofiler: executor {} could not name its folder for Python workers in {}: {}",
+          ctx.executorID(),
+          target,
+          e.toString());
       return null;
     }
   }
 
-  /** Writes {@code text} to {@code target}, renamed into place, so that a reader never reads half of it. */
+  /**
+   * Writes {@code text} to {@code target}, renamed into place, so that a reader never reads half of
+   * it.
+   */
   private static void writeInPlace(File target, String text) throws Exception {
     File folder = target.getParentFile();
     folder.mkdirs();
     File aside = new File(folder, "." + target.getName() + ".tmp");
     Files.writeString(aside.toPath(), text);
-    Files.move(aside.toPath(), target.toPath(), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+    Files.move(
+        aside.toPath(),
+        target.toPath(),
+        StandardCopyOption.REPLACE_EXISTING,
+        StandardCopyOption.ATOMIC_MOVE);
   }
 
-  /** The rules this executor follows, in {@code <localDir>/executors/<pid>.rules}: its Python workers follow that
-   * file (CLOUDPROFILER_RULES, set by cloudprofiler.spark.worker). */
+  /**
+   * The rules this executor follows, in {@code <localDir>/executors/<pid>.rules}: its Python
+   * workers follow that file (CLOUDPROFILER_RULES, set by cloudprofiler.spark.worker).
+   */
   private void writeRulesFile(String text) {
     try {
       writeInPlace(rulesFile, text);
     } catch (Exception e) {
-      LOG.warn("cloudprofiler: executor {} could not write its rules for Python workers to {}: {}", ctx.executorID(),
-          rulesFile, e.toString());
+      LOG.warn(
+          "cloudprofiler: executor {} could not write its rules for Python workers to {}: {}",
+          ctx.executorID(),
+          rulesFile,
+          e.toString());
     }
   }
 
   /**
-   * Starts the probe responder and the probe control, then finds this process's TSC domain with the driver: probes
-   * a member of each domain of this boot id until one agrees (TscDomain.check), else founds a new domain.
-   * Returns {domain, what the check found}.
+   * Starts the probe responder and the probe control, then finds this process's TSC domain with the
+   * driver: probes a member of each domain of this boot id until one agrees (TscDomain.check), else
+   * founds a new domain. Returns {domain, what the check found}.
    */
   private String[] joinDomain(String appId) throws Exception {
     byte[] secret = TscDomain.secret(appId);
     String address = blockManagerHost(); // what the driver reaches
-    RegisteredResponders targets = new RegisteredResponders(
-        () -> ((Messages.Candidates) askWithin(new Messages.Responders(), RESPONDERS_WAIT_SECONDS)).domains());
-    synchronized (this) { // on the address where the driver reaches this executor, as Spark's own services
+    RegisteredResponders targets =
+        new RegisteredResponders(
+            () ->
+                ((Messages.Candidates)
+                        askWithin(new Messages.Responders(), RESPONDERS_WAIT_SECONDS))
+                    .domains());
+    synchronized (
+        this) { // on the address where the driver reaches this executor, as Spark's own services
       if (finished) throw new IllegalStateException("the executor stopped while it started");
       responder = CloudProfiler.responderStart(address, 0, secret);
       control = new ProbeControl(secret, address, targets);
@@ -266,41 +388,68 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     Object reply = ask(new Messages.Hello(boot, appId, options.logDir()));
     List<String> checks = new ArrayList<>();
     int checked = 0;
-    for (int attempt = 0; attempt < 10 && reply instanceof Messages.Candidates candidates; attempt++) {
+    for (int attempt = 0;
+        attempt < 10 && reply instanceof Messages.Candidates candidates;
+        attempt++) {
       String domain = "";
       List<Messages.Candidate> list = candidates.domains();
       for (int i = checked; i < list.size() && domain.isEmpty(); i++) {
         Messages.Candidate c = list.get(i);
         try {
-          TscDomain.Check result = TscDomain.check(ProbeControl.probe(c.host(), c.responderPort(), count, timeoutMs,
-              secret));
+          TscDomain.Check result =
+              TscDomain.check(
+                  ProbeControl.probe(c.host(), c.responderPort(), count, timeoutMs, secret));
           checks.add(result.describe(c.domain()));
           if (result.agrees) domain = c.domain();
         } catch (RuntimeException e) {
-          checks.add("could not probe " + c.domain() + " at " + c.host() + ":" + c.responderPort() + ": "
-              + e.getMessage());
+          checks.add(
+              "could not probe "
+                  + c.domain()
+                  + " at "
+                  + c.host()
+                  + ":"
+                  + c.responderPort()
+                  + ": "
+                  + e.getMessage());
         }
       }
       checked = Math.max(checked, list.size());
       if (domain.isEmpty()) checks.add("founds a domain");
       String check = String.join("; ", checks);
-      reply = ask(new Messages.Join(boot, domain, checked, address, CloudProfiler.responderPort(responder),
-          control.port(), ctx.executorID(), ProcessHandle.current().pid(), check));
+      reply =
+          ask(
+              new Messages.Join(
+                  boot,
+                  domain,
+                  checked,
+                  address,
+                  CloudProfiler.responderPort(responder),
+                  control.port(),
+                  ctx.executorID(),
+                  ProcessHandle.current().pid(),
+                  check));
       if (reply instanceof Messages.Joined joined) {
-        targets.refresh(); // the driver's responder among them: the last run, which the driver clocks, probes it
+        targets
+            .refresh(); // the driver's responder among them: the last run, which the driver clocks,
+        // probes it
         return new String[] {joined.domain(), check};
       }
       if (domain.isEmpty()) checks.remove(checks.size() - 1);
     }
-    throw new IllegalStateException("the driver did not assign a TSC domain (reply: " + reply + ")");
+    throw new IllegalStateException(
+        "the driver did not assign a TSC domain (reply: " + reply + ")");
   }
 
-  /** The host of this executor's block manager (in local mode it gets its id just after the application's). */
+  /**
+   * The host of this executor's block manager (in local mode it gets its id just after the
+   * application's).
+   */
   private static String blockManagerHost() throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(APPLICATION_ID_WAIT_SECONDS);
     org.apache.spark.storage.BlockManager manager = org.apache.spark.SparkEnv.get().blockManager();
     while (manager.blockManagerId() == null && System.nanoTime() < deadline) Thread.sleep(5);
-    if (manager.blockManagerId() == null) throw new IllegalStateException("the block manager has no address");
+    if (manager.blockManagerId() == null)
+      throw new IllegalStateException("the block manager has no address");
     return manager.blockManagerId().host();
   }
 
@@ -309,18 +458,25 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     return Messages.fromWire(ctx.ask(Messages.toWire(message)));
   }
 
-  /** {@link #ask}, waiting at most {@code seconds} (Spark's own timeout for an answer is minutes). */
+  /**
+   * {@link #ask}, waiting at most {@code seconds} (Spark's own timeout for an answer is minutes).
+   */
   private Object askWithin(Record message, long seconds) throws Exception {
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return ask(message);
-      } catch (Exception e) {
-        throw new CompletionException(e);
-      }
-    }).get(seconds, TimeUnit.SECONDS);
+    return CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return ask(message);
+              } catch (Exception e) {
+                throw new CompletionException(e);
+              }
+            })
+        .get(seconds, TimeUnit.SECONDS);
   }
 
-  /** PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has no address). */
+  /**
+   * PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has
+   * no address).
+   */
   private static String hostName() {
     try {
       return InetAddress.getLocalHost().getHostName();
@@ -340,8 +496,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     return (last != null ? last : totals())[index];
   }
 
-  /** The counters of {@link CloudProfiler#stats} summed over this process's channels: the task channels and the
-   * cp_trace channels. */
+  /**
+   * The counters of {@link CloudProfiler#stats} summed over this process's channels: the task
+   * channels and the cp_trace channels.
+   */
   private long[] totals() {
     long[] total = new long[6];
     if (libraryStarted.getCount() > 0) return total;
@@ -359,22 +517,29 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   @Override
   public void onTaskStart() {
     if (!active) return;
-    long early = libraryStarted.getCount() > 0 ? CloudProfiler.tsc() : 0; // the task started before the library
+    long early =
+        libraryStarted.getCount() > 0
+            ? CloudProfiler.tsc()
+            : 0; // the task started before the library
     if (early != 0) awaitLibrary();
     TaskContext task = TaskContext.get();
-    if (!taskLogging || "false".equals(task.getLocalProperty(Config.TASK_ENABLED.name))) return; // off for this job
+    if (!taskLogging || "false".equals(task.getLocalProperty(Config.TASK_ENABLED.name)))
+      return; // off for this job
     long id = task.taskAttemptId();
     CURRENT_TASK.set(id);
     if (early != 0) tasks.startAt(id, early);
     else tasks.start(id);
   }
 
-  /** A task's code may open cp_trace channels or start Python workers: the library must log to this executor's
-   * folder first. The start takes milliseconds; the wait is bounded all the same. */
+  /**
+   * A task's code may open cp_trace channels or start Python workers: the library must log to this
+   * executor's folder first. The start takes milliseconds; the wait is bounded all the same.
+   */
   private void awaitLibrary() {
     try {
       if (!libraryStarted.await(SETUP_WAIT_SECONDS, TimeUnit.SECONDS)) {
-        LOG.warn("cloudprofiler: executor {} runs a task before its library started", ctx.executorID());
+        LOG.warn(
+            "cloudprofiler: executor {} runs a task before its library started", ctx.executorID());
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -397,7 +562,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     CURRENT_TASK.remove();
   }
 
-  /** No flush here: the library writes partial blocks within a second by itself, and tasks never wait on this. */
+  /**
+   * No flush here: the library writes partial blocks within a second by itself, and tasks never
+   * wait on this.
+   */
   private void collect() {
     try {
       collector.copyChanged();
@@ -407,19 +575,25 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   /**
-   * While this process still answers probes, the driver runs a last calibration each way with it: the records it
-   * logged after the driver's last round then lie between two anchors. Waits a bounded time for the driver.
+   * While this process still answers probes, the driver runs a last calibration each way with it:
+   * the records it logged after the driver's last round then lie between two anchors. Waits a
+   * bounded time for the driver.
    */
   private void lastCalibration() {
     try {
       askWithin(new Messages.Last(ctx.executorID()), LAST_CALIBRATION_WAIT_SECONDS);
     } catch (Exception e) {
-      LOG.info("cloudprofiler: no last calibration run for executor {}: {}", ctx.executorID(), e.toString());
+      LOG.info(
+          "cloudprofiler: no last calibration run for executor {}: {}",
+          ctx.executorID(),
+          e.toString());
     }
   }
 
-  /** Flushes, closes and copies everything; runs once, from shutdown() or the JVM shutdown hook. Waits a bounded
-   * time for a setup under way (the task records that wait for their channels). */
+  /**
+   * Flushes, closes and copies everything; runs once, from shutdown() or the JVM shutdown hook.
+   * Waits a bounded time for a setup under way (the task records that wait for their channels).
+   */
   private void finish() {
     try {
       setUp.await(SETUP_WAIT_SECONDS, TimeUnit.SECONDS);
@@ -434,12 +608,15 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     finished = true;
     long lost = tasks.abandon();
     if (lost > 0) {
-      LOG.warn("cloudprofiler: executor {} lost {} task records: its task channels did not open in time",
-          ctx.executorID(), lost);
+      LOG.warn(
+          "cloudprofiler: executor {} lost {} task records: its task channels did not open in time",
+          ctx.executorID(),
+          lost);
     }
     if (collector == null) return; // never started
     active = false;
-    if (collectTimer != null) collectTimer.shutdown(); // a collection under way ends first: collectAll waits for it
+    if (collectTimer != null)
+      collectTimer.shutdown(); // a collection under way ends first: collectAll waits for it
     if (rules != null) rules.stop();
     if (control != null) lastCalibration();
     if (control != null) control.close();
@@ -450,7 +627,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     finalStats = totals(); // the metrics' last report may come after this
     TraceExpression.forgetChannels();
     collector.collectAll(false);
-    if (pointer != null) pointer.delete(); // after the copy: a process killed during it leaves its folder named
+    if (pointer != null)
+      pointer.delete(); // after the copy: a process killed during it leaves its folder named
     rulesFile.delete();
     collector = null;
   }

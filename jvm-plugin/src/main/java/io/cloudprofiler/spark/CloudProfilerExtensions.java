@@ -10,27 +10,37 @@ import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
 /**
- * Enable with {@code --conf spark.sql.extensions=io.cloudprofiler.spark.CloudProfilerExtensions}: adds the SQL
- * function {@code cp_trace('channel', id)}, see {@link TraceExpression}. Guarded: a failure here leaves the session
- * without the function, saying why in one log line, instead of failing the session.
+ * Enable with {@code --conf spark.sql.extensions=io.cloudprofiler.spark.CloudProfilerExtensions}:
+ * adds the SQL function {@code cp_trace('channel', id)}, see {@link TraceExpression}. Guarded: a
+ * failure here leaves the session without the function, saying why in one log line, instead of
+ * failing the session.
  */
 public class CloudProfilerExtensions implements Function1<SparkSessionExtensions, BoxedUnit> {
   private static final Guard GUARD = new Guard("the SQL extension (" + TraceExpression.NAME + ")");
 
   @Override
-  @SuppressWarnings({"unchecked", "rawtypes"}) // Spark's builder type names the Seq of its Scala version
+  @SuppressWarnings({
+    "unchecked",
+    "rawtypes"
+  }) // Spark's builder type names the Seq of its Scala version
   public BoxedUnit apply(SparkSessionExtensions extensions) {
     try {
-      extensions.injectFunction((Tuple3) new Tuple3<>(new FunctionIdentifier(TraceExpression.NAME),
-          new ExpressionInfo(TraceExpression.class.getName(), TraceExpression.NAME), new Builder()));
+      extensions.injectFunction(
+          (Tuple3)
+              new Tuple3<>(
+                  new FunctionIdentifier(TraceExpression.NAME),
+                  new ExpressionInfo(TraceExpression.class.getName(), TraceExpression.NAME),
+                  new Builder()));
     } catch (Throwable e) {
       GUARD.disable("injectFunction", e);
     }
     return BoxedUnit.UNIT;
   }
 
-  /** Takes its argument untyped, so that no cast to this jar's Seq type precedes the guard in {@link
-   * TraceExpression#build}. */
+  /**
+   * Takes its argument untyped, so that no cast to this jar's Seq type precedes the guard in {@link
+   * TraceExpression#build}.
+   */
   private static final class Builder extends AbstractFunction1<Object, Expression> {
     @Override
     public Expression apply(Object arguments) {

@@ -11,13 +11,15 @@ import java.nio.file.StandardOpenOption;
 import org.apache.arrow.flatbuf.Message;
 
 /**
- * How much of a log file a reader can use while its process still writes it: the file's leading magic and every
- * complete Arrow IPC message after it (the schema, then record batches), found from the messages' framing alone
- * (continuation marker, metadata length, the metadata's body length), never from the bodies.
+ * How much of a log file a reader can use while its process still writes it: the file's leading
+ * magic and every complete Arrow IPC message after it (the schema, then record batches), found from
+ * the messages' framing alone (continuation marker, metadata length, the metadata's body length),
+ * never from the bodies.
  */
 final class CompleteBatches {
   /** The first 8 bytes of an Arrow IPC file; a closed one ends with its first 6. */
   private static final byte[] MAGIC = "ARROW1\0\0".getBytes(StandardCharsets.US_ASCII);
+
   private static final int CONTINUATION = 0xFFFFFFFF;
 
   private CompleteBatches() {}
@@ -33,8 +35,9 @@ final class CompleteBatches {
   }
 
   /**
-   * The length of the file's part that ends with its last complete message, reading the framing from {@code from}
-   * (0, or a length this method returned before for the same growing file); 0 while not even the schema is whole.
+   * The length of the file's part that ends with its last complete message, reading the framing
+   * from {@code from} (0, or a length this method returned before for the same growing file); 0
+   * while not even the schema is whole.
    */
   static long length(Path file, long from) throws IOException {
     try (FileChannel in = FileChannel.open(file, StandardOpenOption.READ)) {
@@ -49,9 +52,12 @@ final class CompleteBatches {
         ByteBuffer head = read(in, offset, 8).order(ByteOrder.LITTLE_ENDIAN);
         int prefix = head.getInt(0) == CONTINUATION ? 8 : 4; // 4: the framing of Arrow before 0.15
         int metadataLength = head.getInt(prefix - 4);
-        if (metadataLength <= 0 || offset + prefix + metadataLength > size) break; // the end marker, or a part
-        ByteBuffer metadata = read(in, offset + prefix, metadataLength).order(ByteOrder.LITTLE_ENDIAN);
-        long end = offset + prefix + metadataLength + Message.getRootAsMessage(metadata).bodyLength();
+        if (metadataLength <= 0 || offset + prefix + metadataLength > size)
+          break; // the end marker, or a part
+        ByteBuffer metadata =
+            read(in, offset + prefix, metadataLength).order(ByteOrder.LITTLE_ENDIAN);
+        long end =
+            offset + prefix + metadataLength + Message.getRootAsMessage(metadata).bodyLength();
         if (end > size) break;
         offset = complete = end;
       }
@@ -62,7 +68,8 @@ final class CompleteBatches {
   private static ByteBuffer read(FileChannel in, long position, int length) throws IOException {
     ByteBuffer buffer = ByteBuffer.allocate(length);
     while (buffer.hasRemaining()) {
-      if (in.read(buffer, position + buffer.position()) < 0) throw new EOFException("file shrank while read");
+      if (in.read(buffer, position + buffer.position()) < 0)
+        throw new EOFException("file shrank while read");
     }
     return buffer.flip();
   }

@@ -2,7 +2,6 @@ package io.cloudprofiler.spark;
 
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.CloudProfilerException;
-import java.io.File;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -13,30 +12,48 @@ import java.util.function.Function;
 import org.apache.spark.SparkConf;
 
 /**
- * Every spark.cloudprofiler.* option, declared once: name, default, doc and the values it takes. {@link #read}
- * turns a configuration into typed {@link Options}, checked once, with messages that name the key and the value.
- * {@link #main} writes the table as JSON, which jvm-plugin/build.sh puts into the jar for the Python helper
- * (cloudprofiler.spark), so that neither side copies the other.
+ * Every spark.cloudprofiler.* option, declared once: name, default, doc and the values it takes.
+ * {@link #read} turns a configuration into typed {@link Options}, checked once, with messages that
+ * name the key and the value. {@link #main} writes the table as JSON, which jvm-plugin/build.sh
+ * puts into the jar for the Python helper (cloudprofiler.spark), so that neither side copies the
+ * other.
  */
 public final class Config {
-  /** One option; {@code parse} returns its typed value, or null when the text is not one of {@code expected}. */
+  /**
+   * One option; {@code parse} returns its typed value, or null when the text is not one of {@code
+   * expected}.
+   */
   public static final class Key<T> {
     public final String name;
-    /** As the README shows it: {@code <tmp>} stands for the temporary folder of the process that reads it. */
+
+    /**
+     * As the README shows it: {@code <tmp>} stands for the temporary folder of the process that
+     * reads it.
+     */
     public final String defaultValue;
+
     public final String doc;
+
     /** What the value may be, in words: "true or false", "an integer from 2 to 65536". */
     public final String expected;
+
     /** The range of an integer option, else null. */
     public final Integer min, max;
+
     private final Function<String, T> parse;
 
     Key(String name, String defaultValue, String doc, String expected, Function<String, T> parse) {
       this(name, defaultValue, doc, expected, parse, null, null);
     }
 
-    private Key(String name, String defaultValue, String doc, String expected, Function<String, T> parse,
-        Integer min, Integer max) {
+    private Key(
+        String name,
+        String defaultValue,
+        String doc,
+        String expected,
+        Function<String, T> parse,
+        Integer min,
+        Integer max) {
       this.name = name;
       this.defaultValue = defaultValue;
       this.doc = doc;
@@ -72,108 +89,236 @@ public final class Config {
   }
 
   static Key<Boolean> bool(String name, String defaultValue, String doc) {
-    return new Key<>(name, defaultValue, doc, "true or false",
+    return new Key<>(
+        name,
+        defaultValue,
+        doc,
+        "true or false",
         v -> v.equals("true") ? Boolean.TRUE : v.equals("false") ? Boolean.FALSE : null);
   }
 
   static Key<Integer> integer(String name, int defaultValue, int min, int max, String doc) {
-    return new Key<>(name, String.valueOf(defaultValue), doc, "an integer from " + min + " to " + max, v -> {
-      try {
-        int n = Integer.parseInt(v);
-        return n >= min && n <= max ? n : null;
-      } catch (NumberFormatException e) {
-        return null;
-      }
-    }, min, max);
+    return new Key<>(
+        name,
+        String.valueOf(defaultValue),
+        doc,
+        "an integer from " + min + " to " + max,
+        v -> {
+          try {
+            int n = Integer.parseInt(v);
+            return n >= min && n <= max ? n : null;
+          } catch (NumberFormatException e) {
+            return null;
+          }
+        },
+        min,
+        max);
   }
 
   /** One of the constants of {@code type}, written in lower case. */
   static <E extends Enum<E>> Key<E> choice(String name, E defaultValue, Class<E> type, String doc) {
     List<String> names = new ArrayList<>();
     for (E e : type.getEnumConstants()) names.add(e.name().toLowerCase(Locale.ROOT));
-    return new Key<>(name, defaultValue.name().toLowerCase(Locale.ROOT), doc, String.join(" or ", names), v -> {
-      int i = names.indexOf(v);
-      return i < 0 ? null : type.getEnumConstants()[i];
-    });
+    return new Key<>(
+        name,
+        defaultValue.name().toLowerCase(Locale.ROOT),
+        doc,
+        String.join(" or ", names),
+        v -> {
+          int i = names.indexOf(v);
+          return i < 0 ? null : type.getEnumConstants()[i];
+        });
   }
 
   static Key<long[]> integers(String name, String doc) {
     return new Key<>(name, "", doc, "comma-separated integers", Config::parseLongs);
   }
 
-  public enum Compression { NONE, ZSTD }
+  public enum Compression {
+    NONE,
+    ZSTD
+  }
 
-  public enum TscRead { ORDERED, UNORDERED }
+  public enum TscRead {
+    ORDERED,
+    UNORDERED
+  }
 
-  public static final Key<String> LOG_DIR = text("spark.cloudprofiler.logDir", TMP + "/cloudprofiler-logs",
-      "Folder (any Hadoop-compatible URI) that collects every executor's logs, one subfolder per application");
-  public static final Key<String> LOCAL_DIR = text("spark.cloudprofiler.localDir", TMP + "/cloudprofiler-local",
-      "Executor-local folder the native library writes to before collection");
-  public static final Key<Boolean> TASK_ENABLED = bool("spark.cloudprofiler.task.enabled", "true",
-      "Log a TSC record at the start and at the end of every task attempt");
-  public static final Key<String> TASK_HANDLER = new Key<>("spark.cloudprofiler.task.handler", "buffered",
-      "Handler of the task channels", "a handler of the native library, checked with its parameters", v -> v);
-  public static final Key<long[]> TASK_PARAMS = integers("spark.cloudprofiler.task.params",
-      "Comma-separated integer parameters of the task handler");
-  public static final Key<Compression> COMPRESSION = choice("spark.cloudprofiler.compression", Compression.NONE,
-      Compression.class, "Arrow body compression of the log files");
-  public static final Key<TscRead> TSC_READ = choice("spark.cloudprofiler.tsc.read", TscRead.ORDERED, TscRead.class,
-      "How records read the TSC: ordered (lfence; rdtsc) or unordered (rdtsc: about half the cost, may read up to "
-          + "the CPU's out-of-order window early)");
-  public static final Key<Integer> CHANNEL_BLOCKS = integer("spark.cloudprofiler.channelBlocks", 16, 2, 65536,
-      "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound");
-  /** The native library's own range (cp_options.roll_bytes: CP_ROLL_BYTES_MIN, CP_ROLL_BYTES_DEFAULT). */
-  public static final Key<Long> ROLL_BYTES = new Key<>("spark.cloudprofiler.roll.bytes", String.valueOf(64L << 20),
-      "A channel's file rolls into a new segment (the next file of the channel) once it has passed this many bytes, "
-          + "so that collection copies a closed segment once and re-copies only the newest (0: never)",
-      "0 (never) or a number of bytes from 65536", v -> {
-        try {
-          long n = Long.parseLong(v);
-          return n == 0 || n >= 65536 ? n : null;
-        } catch (NumberFormatException e) {
-          return null;
-        }
-      });
-  public static final Key<Integer> COLLECT_INTERVAL = integer("spark.cloudprofiler.collect.intervalSeconds", 15, 0,
-      86400, "Copy what changed in executor logs to logDir, and publish the driver's task table, every this many "
-          + "seconds (0: only at shutdown)");
-  public static final Key<Boolean> CALIBRATION_ENABLED = bool("spark.cloudprofiler.calibration.enabled", "true",
-      "Relate executor hosts' TSCs to the driver's and to each other's with MinRTT probe rounds in both directions");
-  public static final Key<Boolean> CALIBRATION_FORCE = bool("spark.cloudprofiler.calibration.force", "false",
-      "Calibrate even where the CPU does not report an invariant TSC (its durations may then be wrong)");
-  public static final Key<Integer> CALIBRATION_INTERVAL = integer("spark.cloudprofiler.calibration.interval", 60, 1,
-      86400, "Seconds between calibration rounds (also one when a host registers and one after each job)");
-  public static final Key<Integer> CALIBRATION_PROBES = integer("spark.cloudprofiler.calibration.probes", 100, 1,
-      10000, "Probes per direction, pair of hosts and round");
-  public static final Key<Integer> CALIBRATION_TIMEOUT = integer("spark.cloudprofiler.calibration.timeoutMs", 100, 1,
-      10000, "Wait for each probe's answer, in milliseconds (an unreachable host costs two of them per round)");
-  public static final Key<Integer> CALIBRATION_PEERS = integer("spark.cloudprofiler.calibration.peers", 8, 0, 1000,
-      "Host-to-host calibrations per executor host: every pair of hosts when there are at most peers + 1, else "
-          + "this many partners each (0: hosts are calibrated against the driver only)");
-  public static final Key<String> NATIVE_PATH = text("spark.cloudprofiler.native.path", "",
-      "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and java.library.path");
+  public static final Key<String> LOG_DIR =
+      text(
+          "spark.cloudprofiler.logDir",
+          TMP + "/cloudprofiler-logs",
+          "Folder (any Hadoop-compatible URI) that collects every executor's logs, one subfolder"
+              + " per application");
+  public static final Key<String> LOCAL_DIR =
+      text(
+          "spark.cloudprofiler.localDir",
+          TMP + "/cloudprofiler-local",
+          "Executor-local folder the native library writes to before collection");
+  public static final Key<Boolean> TASK_ENABLED =
+      bool(
+          "spark.cloudprofiler.task.enabled",
+          "true",
+          "Log a TSC record at the start and at the end of every task attempt");
+  public static final Key<String> TASK_HANDLER =
+      new Key<>(
+          "spark.cloudprofiler.task.handler",
+          "buffered",
+          "Handler of the task channels",
+          "a handler of the native library, checked with its parameters",
+          v -> v);
+  public static final Key<long[]> TASK_PARAMS =
+      integers(
+          "spark.cloudprofiler.task.params",
+          "Comma-separated integer parameters of the task handler");
+  public static final Key<Compression> COMPRESSION =
+      choice(
+          "spark.cloudprofiler.compression",
+          Compression.NONE,
+          Compression.class,
+          "Arrow body compression of the log files");
+  public static final Key<TscRead> TSC_READ =
+      choice(
+          "spark.cloudprofiler.tsc.read",
+          TscRead.ORDERED,
+          TscRead.class,
+          "How records read the TSC: ordered (lfence; rdtsc) or unordered (rdtsc: about half the"
+              + " cost, may read up to the CPU's out-of-order window early)");
+  public static final Key<Integer> CHANNEL_BLOCKS =
+      integer(
+          "spark.cloudprofiler.channelBlocks",
+          16,
+          2,
+          65536,
+          "Blocks of 65,536 records (1 MiB) one channel may hold: its memory bound");
 
-  public static final Key<String> RULES = text("spark.cloudprofiler.rules", "",
-      "Rules that choose the handler of each trace channel whose channel.<name>.handler is unset: "
-          + "pattern=handler[:param...], separated by new lines or ';', the first match wins (buffered where none "
-          + "does)");
-  public static final Key<String> RULES_FILE = text("spark.cloudprofiler.rules.file", "",
-      "A rules file in JSON (any Hadoop-compatible URI), read by the driver at start: its rules follow those of "
-          + "spark.cloudprofiler.rules");
+  /**
+   * The native library's own range (cp_options.roll_bytes: CP_ROLL_BYTES_MIN,
+   * CP_ROLL_BYTES_DEFAULT).
+   */
+  public static final Key<Long> ROLL_BYTES =
+      new Key<>(
+          "spark.cloudprofiler.roll.bytes",
+          String.valueOf(64L << 20),
+          "A channel's file rolls into a new segment (the next file of the channel) once it has"
+              + " passed this many bytes, so that collection copies a closed segment once and"
+              + " re-copies only the newest (0: never)",
+          "0 (never) or a number of bytes from 65536",
+          v -> {
+            try {
+              long n = Long.parseLong(v);
+              return n == 0 || n >= 65536 ? n : null;
+            } catch (NumberFormatException e) {
+              return null;
+            }
+          });
 
-  public static final List<Key<?>> ALL = List.of(LOG_DIR, LOCAL_DIR, TASK_ENABLED, TASK_HANDLER, TASK_PARAMS, RULES,
-      RULES_FILE, COMPRESSION, TSC_READ, CHANNEL_BLOCKS, ROLL_BYTES, COLLECT_INTERVAL, CALIBRATION_ENABLED,
-      CALIBRATION_FORCE,
-      CALIBRATION_INTERVAL, CALIBRATION_PROBES, CALIBRATION_TIMEOUT, CALIBRATION_PEERS, NATIVE_PATH);
+  public static final Key<Integer> COLLECT_INTERVAL =
+      integer(
+          "spark.cloudprofiler.collect.intervalSeconds",
+          15,
+          0,
+          86400,
+          "Copy what changed in executor logs to logDir, and publish the driver's task table, every"
+              + " this many seconds (0: only at shutdown)");
+  public static final Key<Boolean> CALIBRATION_ENABLED =
+      bool(
+          "spark.cloudprofiler.calibration.enabled",
+          "true",
+          "Relate executor hosts' TSCs to the driver's and to each other's with MinRTT probe rounds"
+              + " in both directions");
+  public static final Key<Boolean> CALIBRATION_FORCE =
+      bool(
+          "spark.cloudprofiler.calibration.force",
+          "false",
+          "Calibrate even where the CPU does not report an invariant TSC (its durations may then be"
+              + " wrong)");
+  public static final Key<Integer> CALIBRATION_INTERVAL =
+      integer(
+          "spark.cloudprofiler.calibration.interval",
+          60,
+          1,
+          86400,
+          "Seconds between calibration rounds (also one when a host registers and one after each"
+              + " job)");
+  public static final Key<Integer> CALIBRATION_PROBES =
+      integer(
+          "spark.cloudprofiler.calibration.probes",
+          100,
+          1,
+          10000,
+          "Probes per direction, pair of hosts and round");
+  public static final Key<Integer> CALIBRATION_TIMEOUT =
+      integer(
+          "spark.cloudprofiler.calibration.timeoutMs",
+          100,
+          1,
+          10000,
+          "Wait for each probe's answer, in milliseconds (an unreachable host costs two of them per"
+              + " round)");
+  public static final Key<Integer> CALIBRATION_PEERS =
+      integer(
+          "spark.cloudprofiler.calibration.peers",
+          8,
+          0,
+          1000,
+          "Host-to-host calibrations per executor host: every pair of hosts when there are at most"
+              + " peers + 1, else this many partners each (0: hosts are calibrated against the"
+              + " driver only)");
+  public static final Key<String> NATIVE_PATH =
+      text(
+          "spark.cloudprofiler.native.path",
+          "",
+          "Path of libcloudprofiler_jni.so to load before the one in the jar, SparkFiles and"
+              + " java.library.path");
+
+  public static final Key<String> RULES =
+      text(
+          "spark.cloudprofiler.rules",
+          "",
+          "Rules that choose the handler of each trace channel whose channel.<name>.handler is"
+              + " unset: pattern=handler[:param...], separated by new lines or ';', the first match"
+              + " wins (buffered where none does)");
+  public static final Key<String> RULES_FILE =
+      text(
+          "spark.cloudprofiler.rules.file",
+          "",
+          "A rules file in JSON (any Hadoop-compatible URI), read by the driver at start: its rules"
+              + " follow those of spark.cloudprofiler.rules");
+
+  public static final List<Key<?>> ALL =
+      List.of(
+          LOG_DIR,
+          LOCAL_DIR,
+          TASK_ENABLED,
+          TASK_HANDLER,
+          TASK_PARAMS,
+          RULES,
+          RULES_FILE,
+          COMPRESSION,
+          TSC_READ,
+          CHANNEL_BLOCKS,
+          ROLL_BYTES,
+          COLLECT_INTERVAL,
+          CALIBRATION_ENABLED,
+          CALIBRATION_FORCE,
+          CALIBRATION_INTERVAL,
+          CALIBRATION_PROBES,
+          CALIBRATION_TIMEOUT,
+          CALIBRATION_PEERS,
+          NATIVE_PATH);
 
   private static final String PREFIX = "spark.cloudprofiler.";
   private static final String CHANNEL_PREFIX = PREFIX + "channel.";
   private static final String HANDLER_SUFFIX = ".handler";
   private static final String PARAMS_SUFFIX = ".params";
 
-  /** Under localDir: the folder where each executor names its own folder for its Python workers, in a file named
-   * after its process id ({@code <localDir>/executors/<pid>}). */
+  /**
+   * Under localDir: the folder where each executor names its own folder for its Python workers, in
+   * a file named after its process id ({@code <localDir>/executors/<pid>}).
+   */
   static final String EXECUTOR_FOLDERS = "executors";
+
   /** Beside an executor's name of its folder: the rules it follows, for its Python workers. */
   static final String RULES_FILE_SUFFIX = ".rules";
 
@@ -187,14 +332,18 @@ public final class Config {
   static long[] parseLongs(String v) {
     List<Long> out = new ArrayList<>();
     try {
-      for (String part : v.split(",")) if (!part.trim().isEmpty()) out.add(Long.parseLong(part.trim()));
+      for (String part : v.split(","))
+        if (!part.trim().isEmpty()) out.add(Long.parseLong(part.trim()));
     } catch (NumberFormatException e) {
       return null;
     }
     return out.stream().mapToLong(Long::longValue).toArray();
   }
 
-  /** Rules as the native library takes them, one a line: {@code text} with its ';' separators made new lines. */
+  /**
+   * Rules as the native library takes them, one a line: {@code text} with its ';' separators made
+   * new lines.
+   */
   static String rulesText(String text) {
     return text.replace(';', '\n');
   }
@@ -203,10 +352,12 @@ public final class Config {
   public record Handler(String name, long[] params) {}
 
   /** A handler as configured: the keys that set it and the text of its parameters, for messages. */
-  public record HandlerOption(String handlerKey, String paramsKey, String paramsText, Handler handler) {
+  public record HandlerOption(
+      String handlerKey, String paramsKey, String paramsText, Handler handler) {
     /**
-     * The native library's own check of the handler and its parameters (their number and ranges), the one
-     * {@link CloudProfiler#openChannel} makes; throws naming the key at fault. The library must be loaded.
+     * The native library's own check of the handler and its parameters (their number and ranges),
+     * the one {@link CloudProfiler#openChannel} makes; throws naming the key at fault. The library
+     * must be loaded.
      */
     public void check() {
       int number;
@@ -224,24 +375,29 @@ public final class Config {
   }
 
   /**
-   * The handler configured for trace channel {@code channel} ({@code spark.cloudprofiler.channel.<name>.handler}
-   * and {@code .params}), or null when none is; throws naming the key and the bad value.
+   * The handler configured for trace channel {@code channel} ({@code
+   * spark.cloudprofiler.channel.<name>.handler} and {@code .params}), or null when none is; throws
+   * naming the key and the bad value.
    */
   public static HandlerOption channelHandler(SparkConf conf, String channel) {
     String handlerKey = CHANNEL_PREFIX + channel + HANDLER_SUFFIX;
     String paramsKey = CHANNEL_PREFIX + channel + PARAMS_SUFFIX;
     if (!conf.contains(handlerKey)) {
-      if (conf.contains(paramsKey)) throw invalid(paramsKey, conf.get(paramsKey), handlerKey + " is not set");
+      if (conf.contains(paramsKey))
+        throw invalid(paramsKey, conf.get(paramsKey), handlerKey + " is not set");
       return null;
     }
     Key<long[]> params = integers(paramsKey, "");
-    return new HandlerOption(handlerKey, paramsKey, params.text(conf),
+    return new HandlerOption(
+        handlerKey,
+        paramsKey,
+        params.text(conf),
         new Handler(conf.get(handlerKey).trim(), params.read(conf)));
   }
 
   /**
-   * The trace channels' handlers; throws for a spark.cloudprofiler.* key that is no option (a misspelt option would
-   * otherwise be ignored without a word).
+   * The trace channels' handlers; throws for a spark.cloudprofiler.* key that is no option (a
+   * misspelt option would otherwise be ignored without a word).
    */
   private static List<HandlerOption> channelHandlers(SparkConf conf) {
     List<HandlerOption> out = new ArrayList<>();
@@ -249,8 +405,12 @@ public final class Config {
     for (scala.Tuple2<String, String> entry : conf.getAllWithPrefix(PREFIX)) {
       String key = PREFIX + entry._1();
       if (names.contains(key)) continue;
-      String suffix = key.endsWith(HANDLER_SUFFIX) ? HANDLER_SUFFIX : key.endsWith(PARAMS_SUFFIX) ? PARAMS_SUFFIX : "";
-      if (key.startsWith(CHANNEL_PREFIX) && !suffix.isEmpty()
+      String suffix =
+          key.endsWith(HANDLER_SUFFIX)
+              ? HANDLER_SUFFIX
+              : key.endsWith(PARAMS_SUFFIX) ? PARAMS_SUFFIX : "";
+      if (key.startsWith(CHANNEL_PREFIX)
+          && !suffix.isEmpty()
           && key.length() > CHANNEL_PREFIX.length() + suffix.length()) {
         String channel = key.substring(CHANNEL_PREFIX.length(), key.length() - suffix.length());
         HandlerOption handler = channelHandler(conf, channel);
@@ -258,29 +418,57 @@ public final class Config {
         continue;
       }
       String near = names.stream().filter(k -> k.equalsIgnoreCase(key)).findFirst().orElse(null);
-      throw new IllegalArgumentException(key + " is not an option of cloudprofiler" + (near != null
-          ? ": did you mean " + near + "?"
-          : ": expected one of " + String.join(", ", names) + ", or " + CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX
-              + " / " + PARAMS_SUFFIX));
+      throw new IllegalArgumentException(
+          key
+              + " is not an option of cloudprofiler"
+              + (near != null
+                  ? ": did you mean " + near + "?"
+                  : ": expected one of "
+                      + String.join(", ", names)
+                      + ", or "
+                      + CHANNEL_PREFIX
+                      + "<name>"
+                      + HANDLER_SUFFIX
+                      + " / "
+                      + PARAMS_SUFFIX));
     }
     return out;
   }
 
-  /** The table as JSON: every option (key, default, what it takes, doc), the trace channels' keys and the
-   * executors' folder names, for the Python helper. */
+  /**
+   * The table as JSON: every option (key, default, what it takes, doc), the trace channels' keys
+   * and the executors' folder names, for the Python helper.
+   */
   static String json() {
     StringBuilder out = new StringBuilder("{\"options\": [");
     for (Key<?> key : ALL) {
-      out.append(key == ALL.get(0) ? "\n  " : ",\n  ").append("{\"key\": ").append(quote(key.name))
-          .append(", \"default\": ").append(quote(key.defaultValue)).append(", \"expected\": ")
-          .append(quote(key.expected)).append(", \"min\": ").append(key.min).append(", \"max\": ").append(key.max)
-          .append(", \"doc\": ").append(quote(key.doc)).append('}');
+      out.append(key == ALL.get(0) ? "\n  " : ",\n  ")
+          .append("{\"key\": ")
+          .append(quote(key.name))
+          .append(", \"default\": ")
+          .append(quote(key.defaultValue))
+          .append(", \"expected\": ")
+          .append(quote(key.expected))
+          .append(", \"min\": ")
+          .append(key.min)
+          .append(", \"max\": ")
+          .append(key.max)
+          .append(", \"doc\": ")
+          .append(quote(key.doc))
+          .append('}');
     }
-    return out.append("\n],\n\"tmp\": ").append(quote(TMP))
-        .append(",\n\"channel_handler\": ").append(quote(CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX))
-        .append(",\n\"channel_params\": ").append(quote(CHANNEL_PREFIX + "<name>" + PARAMS_SUFFIX))
-        .append(",\n\"executor_folders\": ").append(quote(EXECUTOR_FOLDERS))
-        .append(",\n\"rules_file_suffix\": ").append(quote(RULES_FILE_SUFFIX)).append("\n}\n").toString();
+    return out.append("\n],\n\"tmp\": ")
+        .append(quote(TMP))
+        .append(",\n\"channel_handler\": ")
+        .append(quote(CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX))
+        .append(",\n\"channel_params\": ")
+        .append(quote(CHANNEL_PREFIX + "<name>" + PARAMS_SUFFIX))
+        .append(",\n\"executor_folders\": ")
+        .append(quote(EXECUTOR_FOLDERS))
+        .append(",\n\"rules_file_suffix\": ")
+        .append(quote(RULES_FILE_SUFFIX))
+        .append("\n}\n")
+        .toString();
   }
 
   private static String quote(String text) {
@@ -293,23 +481,44 @@ public final class Config {
     return out.append('"').toString();
   }
 
-  /** Writes {@link #json} to the file named by the argument (jvm-plugin/build.sh, at build time). */
+  /**
+   * Writes {@link #json} to the file named by the argument (jvm-plugin/build.sh, at build time).
+   */
   public static void main(String[] args) throws IOException {
     Files.writeString(Path.of(args[0]), json());
   }
 
-  /** Every option of {@code conf}, checked and typed (defaults filled in); throws naming the key and the bad value.
-   * Handler parameters are checked by {@link HandlerOption#check}, which needs the native library. */
+  /**
+   * Every option of {@code conf}, checked and typed (defaults filled in); throws naming the key and
+   * the bad value. Handler parameters are checked by {@link HandlerOption#check}, which needs the
+   * native library.
+   */
   public static Options read(SparkConf conf) {
     List<HandlerOption> channels = channelHandlers(conf);
-    HandlerOption task = new HandlerOption(TASK_HANDLER.name, TASK_PARAMS.name, TASK_PARAMS.text(conf),
-        new Handler(TASK_HANDLER.read(conf), TASK_PARAMS.read(conf)));
-    return new Options(LOG_DIR.read(conf), LOCAL_DIR.read(conf), TASK_ENABLED.read(conf), task, channels,
+    HandlerOption task =
+        new HandlerOption(
+            TASK_HANDLER.name,
+            TASK_PARAMS.name,
+            TASK_PARAMS.text(conf),
+            new Handler(TASK_HANDLER.read(conf), TASK_PARAMS.read(conf)));
+    return new Options(
+        LOG_DIR.read(conf),
+        LOCAL_DIR.read(conf),
+        TASK_ENABLED.read(conf),
+        task,
+        channels,
         rulesText(RULES.read(conf)),
-        COMPRESSION.read(conf), TSC_READ.read(conf), CHANNEL_BLOCKS.read(conf), ROLL_BYTES.read(conf),
+        COMPRESSION.read(conf),
+        TSC_READ.read(conf),
+        CHANNEL_BLOCKS.read(conf),
+        ROLL_BYTES.read(conf),
         COLLECT_INTERVAL.read(conf),
-        CALIBRATION_ENABLED.read(conf), CALIBRATION_FORCE.read(conf), CALIBRATION_INTERVAL.read(conf),
-        CALIBRATION_PROBES.read(conf), CALIBRATION_TIMEOUT.read(conf), CALIBRATION_PEERS.read(conf),
+        CALIBRATION_ENABLED.read(conf),
+        CALIBRATION_FORCE.read(conf),
+        CALIBRATION_INTERVAL.read(conf),
+        CALIBRATION_PROBES.read(conf),
+        CALIBRATION_TIMEOUT.read(conf),
+        CALIBRATION_PEERS.read(conf),
         NATIVE_PATH.read(conf));
   }
 }

@@ -2,7 +2,10 @@ package io.cloudprofiler.spark;
 
 import java.util.concurrent.ThreadFactory;
 
-/** The plugin's background threads are daemons, so that none of them keeps an application's JVM from ending. */
+/**
+ * The plugin's background threads are daemons, so that none of them keeps an application's JVM from
+ * ending.
+ */
 final class DaemonThreads {
   private DaemonThreads() {}
 

@@ -10,11 +10,12 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One part of the plugin that Spark calls into: the driver plugin, the executor plugin, a listener, the SQL function.
- * The profiler never takes the application down: whatever a call into a part throws, {@link LinkageError} included
- * (a jar built for another Spark or Scala), disables that part with one log line naming the reason, and the
- * application runs on without it. Spark itself would not: an Error from a listener stops the SparkContext, and one
- * from a session extension fails the session.
+ * One part of the plugin that Spark calls into: the driver plugin, the executor plugin, a listener,
+ * the SQL function. The profiler never takes the application down: whatever a call into a part
+ * throws, {@link LinkageError} included (a jar built for another Spark or Scala), disables that
+ * part with one log line naming the reason, and the application runs on without it. Spark itself
+ * would not: an Error from a listener stops the SparkContext, and one from a session extension
+ * fails the session.
  */
 final class Guard {
   private static final Logger LOG = LoggerFactory.getLogger(Guard.class);
@@ -29,28 +30,45 @@ final class Guard {
     return disabled;
   }
 
-  /** Disables the part; the first failure says why in one line (the stack trace at debug level), later ones are
-   * quiet. */
+  /**
+   * Disables the part; the first failure says why in one line (the stack trace at debug level),
+   * later ones are quiet.
+   */
   void disable(String call, Throwable failure) {
     synchronized (this) {
       if (disabled) return;
       disabled = true;
     }
-    LOG.warn("cloudprofiler: {} is disabled, the application runs on without it: {} threw {}{}", part, call, failure,
+    LOG.warn(
+        "cloudprofiler: {} is disabled, the application runs on without it: {} threw {}{}",
+        part,
+        call,
+        failure,
         failure instanceof LinkageError ? jarHint() : "");
     LOG.debug("cloudprofiler: {} failed in {}", part, call, failure);
   }
 
-  /** What a linkage failure most likely means: this jar was built for another Scala binary version. */
+  /**
+   * What a linkage failure most likely means: this jar was built for another Scala binary version.
+   */
   private static String jarHint() {
     String version = scala.util.Properties.versionNumberString();
     String binary = version.substring(0, version.lastIndexOf('.'));
-    return " (this JVM runs Spark " + sparkVersion() + " with Scala " + version + ": the plugin jar must be the one "
-        + "built for Scala " + binary + ", cloudprofiler-plugin_" + binary + ".jar)";
+    return " (this JVM runs Spark "
+        + sparkVersion()
+        + " with Scala "
+        + version
+        + ": the plugin jar must be the one "
+        + "built for Scala "
+        + binary
+        + ", cloudprofiler-plugin_"
+        + binary
+        + ".jar)";
   }
 
   private static String sparkVersion() {
-    try (InputStream in = SparkContext.class.getResourceAsStream("/spark-version-info.properties")) {
+    try (InputStream in =
+        SparkContext.class.getResourceAsStream("/spark-version-info.properties")) {
       Properties info = new Properties();
       if (in != null) info.load(in);
       return info.getProperty("version", "(version unknown)");
@@ -60,33 +78,39 @@ final class Guard {
   }
 
   /**
-   * {@code target} behind a {@code type} whose every call is guarded. A disabled part's calls return null (the
-   * interfaces guarded here return objects or nothing), except {@code shutdown}, still passed on (guarded) so that the
-   * part releases what it holds and writes what it has. {@code passOnFromInit}: the exceptions of {@code init} that
-   * are the user's to see (the driver's bad options stop the application at start), thrown on as they are; or null.
+   * {@code target} behind a {@code type} whose every call is guarded. A disabled part's calls
+   * return null (the interfaces guarded here return objects or nothing), except {@code shutdown},
+   * still passed on (guarded) so that the part releases what it holds and writes what it has.
+   * {@code passOnFromInit}: the exceptions of {@code init} that are the user's to see (the driver's
+   * bad options stop the application at start), thrown on as they are; or null.
    */
-  static <T> T wrap(Class<T> type, T target, String part, Class<? extends Throwable> passOnFromInit) {
+  static <T> T wrap(
+      Class<T> type, T target, String part, Class<? extends Throwable> passOnFromInit) {
     Guard guard = new Guard(part);
-    InvocationHandler handler = (proxy, method, args) -> {
-      if (method.getDeclaringClass() == Object.class) { // equals, hashCode, toString: the proxy's own
-        return switch (method.getName()) {
-          case "equals" -> proxy == args[0];
-          case "hashCode" -> System.identityHashCode(proxy);
-          default -> "cloudprofiler " + part;
+    InvocationHandler handler =
+        (proxy, method, args) -> {
+          if (method.getDeclaringClass()
+              == Object.class) { // equals, hashCode, toString: the proxy's own
+            return switch (method.getName()) {
+              case "equals" -> proxy == args[0];
+              case "hashCode" -> System.identityHashCode(proxy);
+              default -> "cloudprofiler " + part;
+            };
+          }
+          if (guard.disabled() && !method.getName().equals("shutdown")) return null;
+          try {
+            return method.invoke(target, args);
+          } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            if (passOnFromInit != null
+                && method.getName().equals("init")
+                && passOnFromInit.isInstance(cause)) throw cause;
+            guard.disable(method.getName(), cause);
+          } catch (Throwable e) {
+            guard.disable(method.getName(), e);
+          }
+          return null;
         };
-      }
-      if (guard.disabled() && !method.getName().equals("shutdown")) return null;
-      try {
-        return method.invoke(target, args);
-      } catch (InvocationTargetException e) {
-        Throwable cause = e.getCause();
-        if (passOnFromInit != null && method.getName().equals("init") && passOnFromInit.isInstance(cause)) throw cause;
-        guard.disable(method.getName(), cause);
-      } catch (Throwable e) {
-        guard.disable(method.getName(), e);
-      }
-      return null;
-    };
     return type.cast(Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[] {type}, handler));
   }
 }

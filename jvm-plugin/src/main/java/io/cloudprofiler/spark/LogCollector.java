@@ -12,26 +12,36 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Copies one executor's local log files into its folder under logDir (any Hadoop-compatible URI), each renamed into
- * place so that a reader never finds half a file. While the executor runs, {@link #copyChanged} copies only what
- * changed since the last time: a closed file once, a growing file's complete batches when there are new ones. A
- * channel's file rolls into a new segment at spark.cloudprofiler.roll.bytes, so that what an interval copies again
- * (the open segments) stays bounded however long the application runs.
- * {@link #collectAll} copies every file whole and removes the local copies that reached logDir.
+ * Copies one executor's local log files into its folder under logDir (any Hadoop-compatible URI),
+ * each renamed into place so that a reader never finds half a file. While the executor runs, {@link
+ * #copyChanged} copies only what changed since the last time: a closed file once, a growing file's
+ * complete batches when there are new ones. A channel's file rolls into a new segment at
+ * spark.cloudprofiler.roll.bytes, so that what an interval copies again (the open segments) stays
+ * bounded however long the application runs. {@link #collectAll} copies every file whole and
+ * removes the local copies that reached logDir.
  *
- * <p>The local folder names its target in {@link #TARGET_FILE}, so that the files of an executor that was killed
- * can be collected by another process (LostExecutors).
+ * <p>The local folder names its target in {@link #TARGET_FILE}, so that the files of an executor
+ * that was killed can be collected by another process (LostExecutors).
  */
 final class LogCollector {
   private static final Logger LOG = LoggerFactory.getLogger(LogCollector.class);
+
   /** In an executor's local folder: the URI its files are collected into. */
   static final String TARGET_FILE = "collect-target";
-  /** Written into the collected folder of a process that was killed: the analysis reads its unclosed files as cut. */
+
+  /**
+   * Written into the collected folder of a process that was killed: the analysis reads its unclosed
+   * files as cut.
+   */
   static final String LOST_MARKER = "process-lost.arrows";
 
   private final File source;
   private final String target;
-  /** Per file name: the file as it was (length, modification time) and how many bytes of it logDir has. */
+
+  /**
+   * Per file name: the file as it was (length, modification time) and how many bytes of it logDir
+   * has.
+   */
   private final Map<String, Copied> copied = new HashMap<>();
 
   private record Copied(long length, FileTime modified, long copiedLength) {}
@@ -41,7 +51,10 @@ final class LogCollector {
     this.target = target;
   }
 
-  /** Names the target in the (existing) local folder, for whoever collects it should this process be killed. */
+  /**
+   * Names the target in the (existing) local folder, for whoever collects it should this process be
+   * killed.
+   */
   void nameTarget() throws Exception {
     Files.writeString(new File(source, TARGET_FILE).toPath(), target);
   }
@@ -55,8 +68,10 @@ final class LogCollector {
     return files == null ? List.of() : List.of(files);
   }
 
-  /** Copies the files that changed since the last copy: a closed file whole, an open one up to its last complete
-   * batch (a reader of logDir then never finds a part of a batch). */
+  /**
+   * Copies the files that changed since the last copy: a closed file whole, an open one up to its
+   * last complete batch (a reader of logDir then never finds a part of a batch).
+   */
   synchronized void copyChanged() throws Exception {
     long started = System.nanoTime(), bytes = 0;
     int files = 0;
@@ -66,8 +81,11 @@ final class LogCollector {
       FileTime modified = Files.getLastModifiedTime(path);
       Copied last = copied.get(f.getName());
       if (last != null && last.length == length && last.modified.equals(modified)) continue;
-      long complete = CompleteBatches.closed(path) ? length
-          : CompleteBatches.length(path, last == null || last.copiedLength == last.length ? 0 : last.copiedLength);
+      long complete =
+          CompleteBatches.closed(path)
+              ? length
+              : CompleteBatches.length(
+                  path, last == null || last.copiedLength == last.length ? 0 : last.copiedLength);
       if (complete > 0 && (last == null || complete != last.copiedLength || complete == length)) {
         ArrowTables.copy(f, complete, target + "/" + f.getName());
         bytes += complete;
@@ -77,15 +95,21 @@ final class LogCollector {
       }
       copied.put(f.getName(), new Copied(length, modified, complete));
     }
-    // what a collection costs: with rolling, the closed segments of the interval and the open ones (bounded)
-    LOG.debug("cloudprofiler: copied {} bytes of {} files to {} in {} ms", bytes, files, target,
+    // what a collection costs: with rolling, the closed segments of the interval and the open ones
+    // (bounded)
+    LOG.debug(
+        "cloudprofiler: copied {} bytes of {} files to {} in {} ms",
+        bytes,
+        files,
+        target,
         (System.nanoTime() - started) / 1_000_000);
   }
 
   /**
-   * Copies every file whole that logDir does not hold as it is, then removes the local folder. A file that could
-   * not be copied stays, and one log line names them. {@code lost}: the process that wrote them was killed (its
-   * open files end where it stopped), said by {@link #LOST_MARKER} in the target. Returns whether all were copied.
+   * Copies every file whole that logDir does not hold as it is, then removes the local folder. A
+   * file that could not be copied stays, and one log line names them. {@code lost}: the process
+   * that wrote them was killed (its open files end where it stopped), said by {@link #LOST_MARKER}
+   * in the target. Returns whether all were copied.
    */
   synchronized boolean collectAll(boolean lost) {
     List<File> collected = new ArrayList<>();
@@ -95,7 +119,8 @@ final class LogCollector {
       try {
         long length = Files.size(f.toPath());
         Copied last = copied.get(f.getName());
-        if (last == null || last.copiedLength != length
+        if (last == null
+            || last.copiedLength != length
             || !last.modified.equals(Files.getLastModifiedTime(f.toPath()))) {
           ArrowTables.copy(f, length, target + "/" + f.getName());
         }
@@ -107,7 +132,10 @@ final class LogCollector {
     }
     if (lost && failed.isEmpty()) {
       try {
-        ArrowTables.writeRows(target + "/" + LOST_MARKER, Map.of(), List.of("folder", "files"),
+        ArrowTables.writeRows(
+            target + "/" + LOST_MARKER,
+            Map.of(),
+            List.of("folder", "files"),
             List.<Object[]>of(new Object[] {source.getPath(), collected.size()}));
       } catch (Exception e) {
         failed.add(LOST_MARKER);
@@ -115,13 +143,18 @@ final class LogCollector {
       }
     }
     if (!failed.isEmpty()) {
-      LOG.warn("cloudprofiler: kept {} in {}: could not copy them to {}: {}", failed, source, target,
+      LOG.warn(
+          "cloudprofiler: kept {} in {}: could not copy them to {}: {}",
+          failed,
+          source,
+          target,
           String.valueOf(firstFailure));
       return false;
     }
     for (File f : collected) f.delete();
     new File(source, TARGET_FILE).delete();
-    if (source.delete()) source.getParentFile().delete(); // the application's folder, once its last one is gone
+    if (source.delete())
+      source.getParentFile().delete(); // the application's folder, once its last one is gone
     return true;
   }
 }

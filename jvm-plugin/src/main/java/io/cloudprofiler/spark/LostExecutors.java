@@ -9,20 +9,26 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Collects the local folders of executors on this host whose process is gone (SIGKILL, the OOM killer): each
- * running executor names its folder in {@code <localDir>/executors/<pid>} and removes that name as it finishes, so a
- * name whose process no longer runs belongs to a killed one. Its folder names where its files go
- * ({@link LogCollector#TARGET_FILE}); they are copied there, marked as a lost process's, and removed. Runs off the
- * task path, in a daemon thread of the executor (and of the driver) as it starts.
+ * Collects the local folders of executors on this host whose process is gone (SIGKILL, the OOM
+ * killer): each running executor names its folder in {@code <localDir>/executors/<pid>} and removes
+ * that name as it finishes, so a name whose process no longer runs belongs to a killed one. Its
+ * folder names where its files go ({@link LogCollector#TARGET_FILE}); they are copied there, marked
+ * as a lost process's, and removed. Runs off the task path, in a daemon thread of the executor (and
+ * of the driver) as it starts.
  */
 final class LostExecutors {
   private static final Logger LOG = LoggerFactory.getLogger(LostExecutors.class);
 
   private LostExecutors() {}
 
-  /** Collects, in a daemon thread, the folders of the dead executors named under {@code localDir}. */
+  /**
+   * Collects, in a daemon thread, the folders of the dead executors named under {@code localDir}.
+   */
   static void collectInBackground(String localDir) {
-    Thread t = new Thread(() -> collect(new File(localDir, Config.EXECUTOR_FOLDERS)), "cloudprofiler-collect-lost");
+    Thread t =
+        new Thread(
+            () -> collect(new File(localDir, Config.EXECUTOR_FOLDERS)),
+            "cloudprofiler-collect-lost");
     t.setDaemon(true);
     t.start();
   }
@@ -34,19 +40,27 @@ final class LostExecutors {
       try {
         if (!alive(Long.parseLong(pointer.getName()), pointer.lastModified())) collectLost(pointer);
       } catch (Exception e) {
-        LOG.warn("cloudprofiler: could not collect the logs of the lost executor named in " + pointer, e);
+        LOG.warn(
+            "cloudprofiler: could not collect the logs of the lost executor named in " + pointer,
+            e);
       }
     }
   }
 
-  /** Whether process {@code pid} runs and started before its name was written (else the pid is another's now). */
+  /**
+   * Whether process {@code pid} runs and started before its name was written (else the pid is
+   * another's now).
+   */
   private static boolean alive(long pid, long namedAtMs) {
     Optional<Instant> started = ProcessHandle.of(pid).flatMap(p -> p.info().startInstant());
-    return ProcessHandle.of(pid).isPresent() && started.map(s -> s.toEpochMilli() <= namedAtMs).orElse(true);
+    return ProcessHandle.of(pid).isPresent()
+        && started.map(s -> s.toEpochMilli() <= namedAtMs).orElse(true);
   }
 
-  /** Claims the name (a rename: one collector wins), collects the folder, and gives the name back on failure so
-   * that a later start tries again. */
+  /**
+   * Claims the name (a rename: one collector wins), collects the folder, and gives the name back on
+   * failure so that a later start tries again.
+   */
   private static void collectLost(File pointer) throws Exception {
     long self = ProcessHandle.current().pid();
     File claim = new File(pointer.getParentFile(), "." + pointer.getName() + ".collecting-" + self);
@@ -65,8 +79,12 @@ final class LostExecutors {
       }
       LogCollector collector = new LogCollector(folder, Files.readString(target.toPath()).trim());
       done = collector.collectAll(true);
-      if (done) LOG.info("cloudprofiler: collected the logs of lost process {} from {} into {}", pointer.getName(),
-          folder, collector.target());
+      if (done)
+        LOG.info(
+            "cloudprofiler: collected the logs of lost process {} from {} into {}",
+            pointer.getName(),
+            folder,
+            collector.target());
     } finally {
       if (done) claim.delete();
       else Files.move(claim.toPath(), pointer.toPath(), StandardCopyOption.ATOMIC_MOVE);

@@ -5,18 +5,22 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * What an executor's plugin asks the driver's ({@code PluginContext.ask}) to find its TSC domain, to be
- * calibrated a last time and to learn the rules of the trace channels, and the driver's answers. See
- * {@link CalibrationCoordinator} and {@link RuleChanges}.
+ * What an executor's plugin asks the driver's ({@code PluginContext.ask}) to find its TSC domain,
+ * to be calibrated a last time and to learn the rules of the trace channels, and the driver's
+ * answers. See {@link CalibrationCoordinator} and {@link RuleChanges}.
  *
- * <p>On the wire a message is JDK values only ({@link #toWire}): Spark deserializes an answer on an executor with
- * a class loader that does not see the plugin's jar, and a class it cannot find there ends the executor.
+ * <p>On the wire a message is JDK values only ({@link #toWire}): Spark deserializes an answer on an
+ * executor with a class loader that does not see the plugin's jar, and a class it cannot find there
+ * ends the executor.
  */
 final class Messages {
   private Messages() {}
 
-  /** The first question of an executor: the domains of its boot id. The first one the driver gets also names the
-   * application's folder, where the calibration tables go. Answer: {@link Candidates}. */
+  /**
+   * The first question of an executor: the domains of its boot id. The first one the driver gets
+   * also names the application's folder, where the calibration tables go. Answer: {@link
+   * Candidates}.
+   */
   record Hello(String bootId, String appId, String logDir) {}
 
   /** A domain and the member that answers probes for it. */
@@ -25,40 +29,74 @@ final class Messages {
   record Candidates(List<Candidate> domains) {}
 
   /**
-   * An executor joins {@code domain}, whose member's TSC agreed with its own, or founds one ({@code domain} empty)
-   * after the first {@code checked} candidates all differed; {@code check} says what its probes found. Answer:
-   * {@link Joined}, or {@link Candidates} to check first when domains of its boot id appeared meanwhile.
+   * An executor joins {@code domain}, whose member's TSC agreed with its own, or founds one ({@code
+   * domain} empty) after the first {@code checked} candidates all differed; {@code check} says what
+   * its probes found. Answer: {@link Joined}, or {@link Candidates} to check first when domains of
+   * its boot id appeared meanwhile.
    */
-  record Join(String bootId, String domain, int checked, String host, int responderPort, int controlPort,
-      String executorId, long pid, String check) {}
+  record Join(
+      String bootId,
+      String domain,
+      int checked,
+      String host,
+      int responderPort,
+      int controlPort,
+      String executorId,
+      long pid,
+      String check) {}
 
   record Joined(String domain) {}
 
-  /** An executor that stops asks for a last probe run each way with the driver. Answer: whether it ran. */
+  /**
+   * An executor that stops asks for a last probe run each way with the driver. Answer: whether it
+   * ran.
+   */
   record Last(String executorId) {}
 
-  /** The probe responders registered for this application, which alone an executor's probe control probes.
-   * Answer: {@link Candidates}, one per process. */
+  /**
+   * The probe responders registered for this application, which alone an executor's probe control
+   * probes. Answer: {@link Candidates}, one per process.
+   */
   record Responders() {}
 
-  /** An executor asks for the rules of the trace channels, about once a second. Answer: {@link RulesNow}. */
+  /**
+   * An executor asks for the rules of the trace channels, about once a second. Answer: {@link
+   * RulesNow}.
+   */
   record CurrentRules() {}
 
-  /** The rules in force on the driver, one a line, and their version (0 for those at start, then 1, 2, ...). */
+  /**
+   * The rules in force on the driver, one a line, and their version (0 for those at start, then 1,
+   * 2, ...).
+   */
   record RulesNow(long version, String text) {}
 
-  private static final List<Class<? extends Record>> TYPES = List.of(Hello.class, Candidate.class, Candidates.class,
-      Join.class, Joined.class, Last.class, Responders.class, CurrentRules.class, RulesNow.class);
+  private static final List<Class<? extends Record>> TYPES =
+      List.of(
+          Hello.class,
+          Candidate.class,
+          Candidates.class,
+          Join.class,
+          Joined.class,
+          Last.class,
+          Responders.class,
+          CurrentRules.class,
+          RulesNow.class);
 
-  /** A record as an Object[] of its name and its components, lists element by element; other values as they are. */
+  /**
+   * A record as an Object[] of its name and its components, lists element by element; other values
+   * as they are.
+   */
   static Object toWire(Object value) {
-    if (value instanceof List<?> list) return new ArrayList<>(list.stream().map(Messages::toWire).toList());
+    if (value instanceof List<?> list)
+      return new ArrayList<>(list.stream().map(Messages::toWire).toList());
     if (!(value instanceof Record message)) return value;
     RecordComponent[] parts = message.getClass().getRecordComponents();
     Object[] out = new Object[parts.length + 1];
     out[0] = message.getClass().getSimpleName();
     try {
-      for (int i = 0; i < parts.length; i++) out[i + 1] = toWire(parts[i].getAccessor().invoke(message));
+      for (int i = 0; i < parts.length; i++)
+        out[i + 1] = toWire(parts[i].getAccessor().invoke(message));
     } catch (ReflectiveOperationException e) {
       throw new IllegalStateException("cannot encode " + message, e);
     }
@@ -69,8 +107,8 @@ final class Messages {
   static Object fromWire(Object wire) {
     if (wire instanceof List<?> list) return list.stream().map(Messages::fromWire).toList();
     if (!(wire instanceof Object[] fields) || fields.length == 0) return wire;
-    Class<? extends Record> type = TYPES.stream().filter(t -> t.getSimpleName().equals(fields[0])).findFirst()
-        .orElse(null);
+    Class<? extends Record> type =
+        TYPES.stream().filter(t -> t.getSimpleName().equals(fields[0])).findFirst().orElse(null);
     if (type == null || type.getRecordComponents().length != fields.length - 1) return null;
     RecordComponent[] parts = type.getRecordComponents();
     Class<?>[] types = new Class<?>[parts.length];
@@ -81,7 +119,8 @@ final class Messages {
     }
     try {
       return type.getDeclaredConstructor(types).newInstance(values);
-    } catch (ReflectiveOperationException | IllegalArgumentException e) { // fields of the wrong type
+    } catch (ReflectiveOperationException
+        | IllegalArgumentException e) { // fields of the wrong type
       return null;
     }
   }

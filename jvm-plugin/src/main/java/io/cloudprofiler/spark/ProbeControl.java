@@ -20,27 +20,33 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Lets the driver ask an executor to probe a responder (the executor's domain probing the driver back, or another
- * host): a TCP socket that takes one line {@code PROBE <token> <address> <port> <count> <timeoutMs>} per connection
- * and answers {@code OK <send> <remote> <recv> ...} or {@code ERR <message>}. Spark's plugin messages only go from
- * executors to the driver, so the driver needs a way in of its own to clock every probe run of the cluster, one at
- * a time. The token is derived from the application id: like the responder's secret it keeps other applications
- * out, it does not defend against an attacker who can read the network.
+ * Lets the driver ask an executor to probe a responder (the executor's domain probing the driver
+ * back, or another host): a TCP socket that takes one line {@code PROBE <token> <address> <port>
+ * <count> <timeoutMs>} per connection and answers {@code OK <send> <remote> <recv> ...} or {@code
+ * ERR <message>}. Spark's plugin messages only go from executors to the driver, so the driver needs
+ * a way in of its own to clock every probe run of the cluster, one at a time. The token is derived
+ * from the application id: like the responder's secret it keeps other applications out, it does not
+ * defend against an attacker who can read the network.
  *
- * <p>Whoever learns the token (an application id is shown in UIs and logs) can ask for probe runs, so a run goes
- * only to a probe responder that the driver registered for this application ({@link Targets}), and the control
- * listens only on the address where the driver reaches this executor. Each connection is served by a small pool,
- * with a deadline for its request line, so that a client that connects and stays silent holds one worker for
- * {@link #REQUEST_TIMEOUT_MS} at most and never the others; connections past the pool and its queue are closed.
+ * <p>Whoever learns the token (an application id is shown in UIs and logs) can ask for probe runs,
+ * so a run goes only to a probe responder that the driver registered for this application ({@link
+ * Targets}), and the control listens only on the address where the driver reaches this executor.
+ * Each connection is served by a small pool, with a deadline for its request line, so that a client
+ * that connects and stays silent holds one worker for {@link #REQUEST_TIMEOUT_MS} at most and never
+ * the others; connections past the pool and its queue are closed.
  */
 final class ProbeControl implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(ProbeControl.class);
+
   /** Probes sent first to tell an unreachable peer quickly, before the full run. */
   static final int FIRST_PROBES = 2;
+
   /** How long a connection may take to send its request line. */
   static final int REQUEST_TIMEOUT_MS = 2000;
+
   /** Connections served at once, and waiting for a worker. */
   static final int WORKERS = 4, QUEUED = 16;
+
   /** The longest request line: PROBE, a 64-digit token, an address, a port, a count, a timeout. */
   private static final int MAX_LINE = 512;
 
@@ -69,8 +75,14 @@ final class ProbeControl implements AutoCloseable {
     token = HexFormat.of().formatHex(secret);
     server = new ServerSocket();
     server.bind(new InetSocketAddress(bindAddress, 0), QUEUED);
-    workers = new ThreadPoolExecutor(WORKERS, WORKERS, 30, TimeUnit.SECONDS, new ArrayBlockingQueue<>(QUEUED),
-        DaemonThreads.named("cloudprofiler-probe-control-worker"));
+    workers =
+        new ThreadPoolExecutor(
+            WORKERS,
+            WORKERS,
+            30,
+            TimeUnit.SECONDS,
+            new ArrayBlockingQueue<>(QUEUED),
+            DaemonThreads.named("cloudprofiler-probe-control-worker"));
     workers.allowCoreThreadTimeOut(true);
     Thread thread = new Thread(this::serve, "cloudprofiler-probe-control");
     thread.setDaemon(true);
@@ -87,7 +99,8 @@ final class ProbeControl implements AutoCloseable {
       try {
         s = server.accept();
       } catch (IOException e) {
-        if (!server.isClosed()) LOG.warn("cloudprofiler: probe control stops accepting: {}", e.toString());
+        if (!server.isClosed())
+          LOG.warn("cloudprofiler: probe control stops accepting: {}", e.toString());
         return;
       }
       try {
@@ -106,20 +119,26 @@ final class ProbeControl implements AutoCloseable {
       out.write((reply + "\n").getBytes(StandardCharsets.US_ASCII));
       out.flush();
     } catch (SocketException closed) {
-      if (!server.isClosed()) LOG.warn("cloudprofiler: probe control connection failed: {}", closed.toString());
+      if (!server.isClosed())
+        LOG.warn("cloudprofiler: probe control connection failed: {}", closed.toString());
     } catch (Exception e) {
       LOG.warn("cloudprofiler: probe control connection failed: {}", e.toString());
     }
   }
 
-  /** The request line, read whole within {@link #REQUEST_TIMEOUT_MS} (not per byte) and at most MAX_LINE long. */
+  /**
+   * The request line, read whole within {@link #REQUEST_TIMEOUT_MS} (not per byte) and at most
+   * MAX_LINE long.
+   */
   private static String readLine(Socket s) throws IOException {
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REQUEST_TIMEOUT_MS);
     StringBuilder line = new StringBuilder();
     java.io.InputStream in = s.getInputStream();
     while (line.length() < MAX_LINE) {
       long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
-      if (left <= 0) throw new java.net.SocketTimeoutException("no request line within " + REQUEST_TIMEOUT_MS + " ms");
+      if (left <= 0)
+        throw new java.net.SocketTimeoutException(
+            "no request line within " + REQUEST_TIMEOUT_MS + " ms");
       s.setSoTimeout((int) left);
       int c = in.read();
       if (c == -1 || c == '\n') return line.toString();
@@ -141,17 +160,26 @@ final class ProbeControl implements AutoCloseable {
     if (f.length != 6 || !f[0].equals("PROBE")) {
       return "ERR expected PROBE <token> <address> <port> <count> <timeoutMs>";
     }
-    if (!MessageDigest.isEqual(f[1].getBytes(StandardCharsets.US_ASCII), token.getBytes(StandardCharsets.US_ASCII))) {
+    if (!MessageDigest.isEqual(
+        f[1].getBytes(StandardCharsets.US_ASCII), token.getBytes(StandardCharsets.US_ASCII))) {
       return "ERR wrong token";
     }
-    Integer count = Config.CALIBRATION_PROBES.parse(f[4]), timeoutMs = Config.CALIBRATION_TIMEOUT.parse(f[5]);
+    Integer count = Config.CALIBRATION_PROBES.parse(f[4]),
+        timeoutMs = Config.CALIBRATION_TIMEOUT.parse(f[5]);
     if (count == null || timeoutMs == null) {
-      return "ERR count " + f[4] + " or timeout " + f[5] + " is not " + Config.CALIBRATION_PROBES.expected + " and "
+      return "ERR count "
+          + f[4]
+          + " or timeout "
+          + f[5]
+          + " is not "
+          + Config.CALIBRATION_PROBES.expected
+          + " and "
           + Config.CALIBRATION_TIMEOUT.expected;
     }
     try {
       int port = Integer.parseInt(f[3]);
-      if (port < 1 || port > 65535) return "ERR port " + port + " is out of range: expected 1 to 65535";
+      if (port < 1 || port > 65535)
+        return "ERR port " + port + " is out of range: expected 1 to 65535";
       if (!targets.registered(f[2], port)) {
         return "ERR " + f[2] + ":" + port + " is not a probe responder of this application";
       }
@@ -164,33 +192,55 @@ final class ProbeControl implements AutoCloseable {
   }
 
   /**
-   * A probe run from this process: {@link #FIRST_PROBES} probes (an unreachable peer fails after their timeouts,
-   * not after count of them), then the rest in bursts ({@link ProbeRuns#inBursts}); (send, remote, recv) triples,
-   * recv 0 where unanswered.
+   * A probe run from this process: {@link #FIRST_PROBES} probes (an unreachable peer fails after
+   * their timeouts, not after count of them), then the rest in bursts ({@link ProbeRuns#inBursts});
+   * (send, remote, recv) triples, recv 0 where unanswered.
    */
   static long[] probe(String address, int port, int count, int timeoutMs, byte[] secret) {
-    long[] first = CloudProfiler.probePeer(address, port, Math.min(count, FIRST_PROBES), timeoutMs, secret);
+    long[] first =
+        CloudProfiler.probePeer(address, port, Math.min(count, FIRST_PROBES), timeoutMs, secret);
     if (count <= FIRST_PROBES) return first;
-    long[] rest = ProbeRuns.inBursts(count - FIRST_PROBES,
-        size -> CloudProfiler.probePeer(address, port, size, timeoutMs, secret));
+    long[] rest =
+        ProbeRuns.inBursts(
+            count - FIRST_PROBES,
+            size -> CloudProfiler.probePeer(address, port, size, timeoutMs, secret));
     long[] all = java.util.Arrays.copyOf(first, first.length + rest.length);
     System.arraycopy(rest, 0, all, first.length, rest.length);
     return all;
   }
 
-  /** Asks the process whose control socket is host:controlPort to probe address:port; throws on any failure. */
-  static long[] request(String host, int controlPort, byte[] secret, String address, int port, int count,
-      int timeoutMs) throws IOException {
+  /**
+   * Asks the process whose control socket is host:controlPort to probe address:port; throws on any
+   * failure.
+   */
+  static long[] request(
+      String host,
+      int controlPort,
+      byte[] secret,
+      String address,
+      int port,
+      int count,
+      int timeoutMs)
+      throws IOException {
     try (Socket s = new Socket()) {
       s.connect(new InetSocketAddress(host, controlPort), 2000);
       s.setSoTimeout(count * timeoutMs + 5000);
-      String line = String.join(" ", "PROBE", HexFormat.of().formatHex(secret), address, String.valueOf(port),
-          String.valueOf(count), String.valueOf(timeoutMs));
+      String line =
+          String.join(
+              " ",
+              "PROBE",
+              HexFormat.of().formatHex(secret),
+              address,
+              String.valueOf(port),
+              String.valueOf(count),
+              String.valueOf(timeoutMs));
       s.getOutputStream().write((line + "\n").getBytes(StandardCharsets.US_ASCII));
       InputStreamReader in = new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII);
       String reply = new BufferedReader(in).readLine();
-      if (reply == null) throw new IOException("probe control at " + host + ":" + controlPort + ": no answer");
-      if (!reply.startsWith("OK")) throw new RunFailed("probe control at " + host + ":" + controlPort + ": " + reply);
+      if (reply == null)
+        throw new IOException("probe control at " + host + ":" + controlPort + ": no answer");
+      if (!reply.startsWith("OK"))
+        throw new RunFailed("probe control at " + host + ":" + controlPort + ": " + reply);
       String[] f = reply.substring(2).trim().split(" ");
       long[] out = new long[f[0].isEmpty() ? 0 : f.length];
       for (int i = 0; i < out.length; i++) out[i] = Long.parseLong(f[i]);

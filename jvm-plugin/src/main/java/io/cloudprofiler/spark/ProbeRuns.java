@@ -4,16 +4,17 @@ import java.io.IOException;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * How a probe run is taken, as the Python prober takes its rounds ({@code cloudprofiler.calibration.probe}, whose
- * constants these equal: a test holds them together). Spark calibrates while the executors are busy, and a moment in
- * which the scheduler holds the prober or the responder back delays every probe sent in it.
+ * How a probe run is taken, as the Python prober takes its rounds ({@code
+ * cloudprofiler.calibration.probe}, whose constants these equal: a test holds them together). Spark
+ * calibrates while the executors are busy, and a moment in which the scheduler holds the prober or
+ * the responder back delays every probe sent in it.
  *
  * <ul>
- *   <li>A run's probes go in {@link #BURSTS} bursts {@link #BURST_GAP_NANOS} apart, so that such a moment spoils a
- *       burst, not the run's smallest round trip.
- *   <li>A run whose smallest round trip is over {@link #RETRY_FACTOR} times the best seen on its path was delayed
- *       as a whole: it is taken again, up to {@link #RETRIES} times, and the best run is kept. Without this, one
- *       such run becomes an anchor hundreds of microseconds wide.
+ *   <li>A run's probes go in {@link #BURSTS} bursts {@link #BURST_GAP_NANOS} apart, so that such a
+ *       moment spoils a burst, not the run's smallest round trip.
+ *   <li>A run whose smallest round trip is over {@link #RETRY_FACTOR} times the best seen on its
+ *       path was delayed as a whole: it is taken again, up to {@link #RETRIES} times, and the best
+ *       run is kept. Without this, one such run becomes an anchor hundreds of microseconds wide.
  * </ul>
  */
 final class ProbeRuns {
@@ -55,7 +56,10 @@ final class ProbeRuns {
     return all;
   }
 
-  /** The smallest round trip (recv - send) of a run's answered probes, in the prober's ticks; MAX_VALUE for none. */
+  /**
+   * The smallest round trip (recv - send) of a run's answered probes, in the prober's ticks;
+   * MAX_VALUE for none.
+   */
   static long minRtt(long[] run) {
     long min = Long.MAX_VALUE;
     for (int i = 0; i + 2 < run.length; i += 3) {
@@ -65,8 +69,9 @@ final class ProbeRuns {
   }
 
   /**
-   * A run from `take`, taken again while its smallest round trip is over {@link #RETRY_FACTOR} times `bestRtt` (the
-   * best seen on this path; MAX_VALUE: none yet), at most {@link #RETRIES} times: the run with the smallest.
+   * A run from `take`, taken again while its smallest round trip is over {@link #RETRY_FACTOR}
+   * times `bestRtt` (the best seen on this path; MAX_VALUE: none yet), at most {@link #RETRIES}
+   * times: the run with the smallest.
    */
   static long[] retaken(Run take, long bestRtt) throws IOException {
     long[] best = take.take();

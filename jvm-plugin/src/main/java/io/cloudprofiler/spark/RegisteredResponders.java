@@ -9,10 +9,11 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The probe responders that the driver registered for this application, the only targets of an executor's probe
- * control: learnt from the driver ({@link Messages.Responders}) after the executor joins its domain, and asked
- * again when a run names one not known yet (an executor that joined later), at most once per
- * {@link #ASK_INTERVAL_MS}, so that requests naming other addresses cannot make an executor flood the driver.
+ * The probe responders that the driver registered for this application, the only targets of an
+ * executor's probe control: learnt from the driver ({@link Messages.Responders}) after the executor
+ * joins its domain, and asked again when a run names one not known yet (an executor that joined
+ * later), at most once per {@link #ASK_INTERVAL_MS}, so that requests naming other addresses cannot
+ * make an executor flood the driver.
  */
 final class RegisteredResponders implements ProbeControl.Targets {
   private static final Logger LOG = LoggerFactory.getLogger(RegisteredResponders.class);
@@ -39,7 +40,9 @@ final class RegisteredResponders implements ProbeControl.Targets {
     try {
       for (Messages.Candidate c : driver.call()) known.add(key(c.host(), c.responderPort()));
     } catch (Exception e) {
-      LOG.warn("cloudprofiler: could not ask the driver for the probe responders of this application: {}",
+      LOG.warn(
+          "cloudprofiler: could not ask the driver for the probe responders of this application:"
+              + " {}",
           e.toString());
     }
   }
@@ -48,7 +51,9 @@ final class RegisteredResponders implements ProbeControl.Targets {
   public boolean registered(String address, int port) {
     if (known.contains(key(address, port))) return true;
     synchronized (this) {
-      if (asked && System.nanoTime() - lastAskNanos < TimeUnit.MILLISECONDS.toNanos(ASK_INTERVAL_MS)) return false;
+      if (asked
+          && System.nanoTime() - lastAskNanos < TimeUnit.MILLISECONDS.toNanos(ASK_INTERVAL_MS))
+        return false;
       refresh();
     }
     return known.contains(key(address, port));

@@ -7,14 +7,16 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The driver's rules for the trace channels of its application, which change while it runs: the rules text and
- * its version (0 for {@code spark.cloudprofiler.rules}, then one more per accepted change). Executors ask for them
- * about once a second ({@link Messages.CurrentRules}) and apply a new version. Python reaches the one of the running
- * application through {@link #setRules} and {@link #rules} (py4j, cps.set_rules and cps.rules).
+ * The driver's rules for the trace channels of its application, which change while it runs: the
+ * rules text and its version (0 for {@code spark.cloudprofiler.rules}, then one more per accepted
+ * change). Executors ask for them about once a second ({@link Messages.CurrentRules}) and apply a
+ * new version. Python reaches the one of the running application through {@link #setRules} and
+ * {@link #rules} (py4j, cps.set_rules and cps.rules).
  *
- * <p>New rules are checked with the native library's own check (they are set in the driver's process, whose channels
- * follow them too); a bad rule is refused with the library's message naming it, and the rules in force stay.
- * Every accepted rules text is kept with its wall time, for the application's {@code rules-changes.arrows}.
+ * <p>New rules are checked with the native library's own check (they are set in the driver's
+ * process, whose channels follow them too); a bad rule is refused with the library's message naming
+ * it, and the rules in force stay. Every accepted rules text is kept with its wall time, for the
+ * application's {@code rules-changes.arrows}.
  */
 public final class RuleChanges {
   private static volatile RuleChanges running;
@@ -34,8 +36,10 @@ public final class RuleChanges {
     running = rules;
   }
 
-  /** Replaces the rules of the running application ({@code ;} or new lines between rules) and returns their new
-   * version; throws naming the bad rule, and the rules in force stay. */
+  /**
+   * Replaces the rules of the running application ({@code ;} or new lines between rules) and
+   * returns their new version; throws naming the bad rule, and the rules in force stay.
+   */
   public static long setRules(String text) {
     return current().set(Config.rulesText(text));
   }
@@ -47,7 +51,8 @@ public final class RuleChanges {
 
   private static RuleChanges current() {
     RuleChanges rules = running;
-    if (rules == null) throw new IllegalStateException("the cloudprofiler plugin runs in no application here");
+    if (rules == null)
+      throw new IllegalStateException("the cloudprofiler plugin runs in no application here");
     return rules;
   }
 
@@ -55,9 +60,11 @@ public final class RuleChanges {
     try {
       CloudProfiler.setRules(newText);
     } catch (CloudProfilerException e) {
-      throw new IllegalArgumentException("rules refused, the rules in force stay: " + e.getMessage(), e);
+      throw new IllegalArgumentException(
+          "rules refused, the rules in force stay: " + e.getMessage(), e);
     } catch (LinkageError e) {
-      throw new IllegalStateException("rules cannot be checked: the driver could not load the native library", e);
+      throw new IllegalStateException(
+          "rules cannot be checked: the driver could not load the native library", e);
     }
     text = newText;
     version++;

@@ -17,27 +17,30 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The rules of the running application from the command line ({@code cloudprofiler config set|get --app
- * <logDir>/<app id>}) with nothing listening: once a second the driver looks for {@value #REQUEST} in the
- * application's folder (one stat, on any Hadoop file system), applies or refuses it with {@link RuleChanges}, deletes
- * it and answers in {@code rules-result-<token>.txt}. Only who can write the application's folder can change its
- * rules: its owner, by the file system's permissions.
+ * The rules of the running application from the command line ({@code cloudprofiler config set|get
+ * --app <logDir>/<app id>}) with nothing listening: once a second the driver looks for {@value
+ * #REQUEST} in the application's folder (one stat, on any Hadoop file system), applies or refuses
+ * it with {@link RuleChanges}, deletes it and answers in {@code rules-result-<token>.txt}. Only who
+ * can write the application's folder can change its rules: its owner, by the file system's
+ * permissions.
  *
- * <p>A request: its first line {@code cloudprofiler-rules-request <token> set|get}, then (set) the rules, one a line.
- * An answer: {@code accepted <version>}, {@code refused <message>} or {@code rules <version>} followed by the rules in
- * force, one a line. The command line writes its request under another name and renames it, so that the driver never
- * reads a part of one.
+ * <p>A request: its first line {@code cloudprofiler-rules-request <token> set|get}, then (set) the
+ * rules, one a line. An answer: {@code accepted <version>}, {@code refused <message>} or {@code
+ * rules <version>} followed by the rules in force, one a line. The command line writes its request
+ * under another name and renames it, so that the driver never reads a part of one.
  */
 final class RuleRequests {
   private static final Logger LOG = LoggerFactory.getLogger(RuleRequests.class);
   static final String REQUEST = "rules-request.txt";
-  private static final Pattern FIRST_LINE = Pattern.compile("cloudprofiler-rules-request ([0-9a-f]{8,64}) (set|get)");
+  private static final Pattern FIRST_LINE =
+      Pattern.compile("cloudprofiler-rules-request ([0-9a-f]{8,64}) (set|get)");
   private static final int REQUEST_MAX = 1 << 20;
 
   private final RuleChanges rules;
   private final Supplier<String> appFolder;
   private final ScheduledExecutorService timer =
-      Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-rule-requests"));
+      Executors.newSingleThreadScheduledExecutor(
+          DaemonThreads.named("cloudprofiler-rule-requests"));
   private boolean warned;
 
   /** {@code appFolder}: the application's folder (its id is known once the application runs). */
@@ -66,19 +69,25 @@ final class RuleRequests {
       int end = text.indexOf('\n');
       Matcher first = FIRST_LINE.matcher(end < 0 ? text : text.substring(0, end));
       if (!first.matches() || bytes.length > REQUEST_MAX) {
-        LOG.warn("cloudprofiler: ignored {} (not a rules request of at most {} bytes)", request, REQUEST_MAX);
+        LOG.warn(
+            "cloudprofiler: ignored {} (not a rules request of at most {} bytes)",
+            request,
+            REQUEST_MAX);
         return;
       }
       String answer = answer(first.group(2), end < 0 ? "" : text.substring(end + 1));
-      ArrowTables.replace(appFolder.get() + "/rules-result-" + first.group(1) + ".txt", (files, path) -> {
-        try (var out = files.create(path, true)) {
-          out.write(answer.getBytes(StandardCharsets.UTF_8));
-        }
-        ownerOnly(files, path);
-      });
+      ArrowTables.replace(
+          appFolder.get() + "/rules-result-" + first.group(1) + ".txt",
+          (files, path) -> {
+            try (var out = files.create(path, true)) {
+              out.write(answer.getBytes(StandardCharsets.UTF_8));
+            }
+            ownerOnly(files, path);
+          });
       warned = false;
     } catch (Exception e) {
-      if (!warned) LOG.warn("cloudprofiler: cannot read or answer rules requests in " + appFolder.get(), e);
+      if (!warned)
+        LOG.warn("cloudprofiler: cannot read or answer rules requests in " + appFolder.get(), e);
       warned = true;
     }
   }
@@ -90,7 +99,9 @@ final class RuleRequests {
     }
     try {
       long version = rules.set(Config.rulesText(text));
-      LOG.info("cloudprofiler: rules version {} from a request in the application's folder: {}", version,
+      LOG.info(
+          "cloudprofiler: rules version {} from a request in the application's folder: {}",
+          version,
           text.strip().replace('\n', ';'));
       return "accepted " + version + "\n";
     } catch (RuntimeException e) {

@@ -10,10 +10,11 @@ import java.util.Set;
 import org.apache.hadoop.fs.Path;
 
 /**
- * A rules file in JSON, read by the driver at start ({@code spark.cloudprofiler.rules.file}, on any Hadoop file
- * system) with the Jackson that Spark ships: {@code {"rules": [{"pattern": "ysb.*", "handler": "downsample",
- * "params": [64]}, ...]}}, the schema of cloudprofiler.read_rules_file (which reads TOML too). Turned into the rules
- * text the native library checks and resolves, one rule a line: rule i of the file is line i of its messages.
+ * A rules file in JSON, read by the driver at start ({@code spark.cloudprofiler.rules.file}, on any
+ * Hadoop file system) with the Jackson that Spark ships: {@code {"rules": [{"pattern": "ysb.*",
+ * "handler": "downsample", "params": [64]}, ...]}}, the schema of cloudprofiler.read_rules_file
+ * (which reads TOML too). Turned into the rules text the native library checks and resolves, one
+ * rule a line: rule i of the file is line i of its messages.
  */
 final class RulesFile {
   private static final Set<String> KEYS = Set.of("pattern", "handler", "params");
@@ -33,7 +34,9 @@ final class RulesFile {
     }
     JsonNode entries = document == null ? null : document.get("rules");
     if (entries == null || !entries.isArray()) {
-      throw bad(file, "expected a list 'rules' of tables with 'pattern', 'handler' and optional 'params'");
+      throw bad(
+          file,
+          "expected a list 'rules' of tables with 'pattern', 'handler' and optional 'params'");
     }
     List<String> lines = new ArrayList<>();
     for (JsonNode entry : entries) lines.add(line(file, lines.size() + 1, entry));
@@ -45,16 +48,19 @@ final class RulesFile {
     if (!entry.isObject()) {
       throw bad(file, where + ": expected a table with 'pattern', 'handler' and optional 'params'");
     }
-    for (Iterator<String> keys = entry.fieldNames(); keys.hasNext();) {
+    for (Iterator<String> keys = entry.fieldNames(); keys.hasNext(); ) {
       String key = keys.next();
       if (!KEYS.contains(key)) {
         throw bad(file, where + ": unknown key " + key + ": expected pattern, handler, params");
       }
     }
-    StringBuilder rule = new StringBuilder(text(file, where, entry.get("pattern"), "pattern", "=;\n"))
-        .append('=').append(text(file, where, entry.get("handler"), "handler", "=:;\n"));
+    StringBuilder rule =
+        new StringBuilder(text(file, where, entry.get("pattern"), "pattern", "=;\n"))
+            .append('=')
+            .append(text(file, where, entry.get("handler"), "handler", "=:;\n"));
     JsonNode params = entry.get("params");
-    if (params != null && !params.isArray()) throw bad(file, where + ": 'params' must be a list of integers");
+    if (params != null && !params.isArray())
+      throw bad(file, where + ": 'params' must be a list of integers");
     for (JsonNode param : params == null ? List.<JsonNode>of() : params) {
       if (!param.isIntegralNumber() || !param.canConvertToLong()) {
         throw bad(file, where + ": 'params' must be a list of integers");
@@ -64,17 +70,27 @@ final class RulesFile {
     return rule.toString();
   }
 
-  private static String text(String file, String where, JsonNode value, String key, String reserved) {
-    boolean ok = value != null && value.isTextual() && !value.asText().isEmpty()
-        && value.asText().chars().noneMatch(c -> reserved.indexOf(c) >= 0);
+  private static String text(
+      String file, String where, JsonNode value, String key, String reserved) {
+    boolean ok =
+        value != null
+            && value.isTextual()
+            && !value.asText().isEmpty()
+            && value.asText().chars().noneMatch(c -> reserved.indexOf(c) >= 0);
     if (!ok) {
-      throw bad(file, where + ": '" + key + "' must be a non-empty string without any of "
-          + reserved.replace("\n", " and a new line"));
+      throw bad(
+          file,
+          where
+              + ": '"
+              + key
+              + "' must be a non-empty string without any of "
+              + reserved.replace("\n", " and a new line"));
     }
     return value.asText();
   }
 
   private static IllegalArgumentException bad(String file, String problem) {
-    return new IllegalArgumentException(Config.RULES_FILE.name + "=" + file + " is invalid: " + problem);
+    return new IllegalArgumentException(
+        Config.RULES_FILE.name + "=" + file + " is invalid: " + problem);
   }
 }

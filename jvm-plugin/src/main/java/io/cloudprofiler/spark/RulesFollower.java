@@ -14,10 +14,11 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * An executor's copy of the driver's rules ({@link RuleChanges}): asks the driver every {@link #INTERVAL_MS} for
- * the rules' version and applies a new one with {@link CloudProfiler#setRules}, so that the trace channels opened by
- * rules switch within about a second of a change. At most one question is under way; while the driver does not
- * answer, the executor keeps the rules it has (and says so, the first time, in its log).
+ * An executor's copy of the driver's rules ({@link RuleChanges}): asks the driver every {@link
+ * #INTERVAL_MS} for the rules' version and applies a new one with {@link CloudProfiler#setRules},
+ * so that the trace channels opened by rules switch within about a second of a change. At most one
+ * question is under way; while the driver does not answer, the executor keeps the rules it has (and
+ * says so, the first time, in its log).
  */
 final class RulesFollower {
   private static final Logger LOG = LoggerFactory.getLogger(RulesFollower.class);
@@ -31,12 +32,19 @@ final class RulesFollower {
   private final ExecutorService asker =
       Executors.newSingleThreadExecutor(DaemonThreads.named("cloudprofiler-rules-ask"));
   private Future<Messages.RulesNow> pending;
-  /** The version applied: 0, that of spark.cloudprofiler.rules, which the executor set as it started. */
+
+  /**
+   * The version applied: 0, that of spark.cloudprofiler.rules, which the executor set as it
+   * started.
+   */
   private long version;
+
   private boolean warned;
 
-  /** {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a bounded time);
-   * {@code applied}: told each rules text applied. */
+  /**
+   * {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a
+   * bounded time); {@code applied}: told each rules text applied.
+   */
   RulesFollower(String executorId, Callable<Messages.RulesNow> driver, Consumer<String> applied) {
     this.executorId = executorId;
     this.driver = driver;
@@ -65,10 +73,17 @@ final class RulesFollower {
     try {
       CloudProfiler.setRules(now.text());
       applied.accept(now.text());
-      LOG.info("cloudprofiler: executor {} follows rules version {}: {}", executorId, now.version(),
+      LOG.info(
+          "cloudprofiler: executor {} follows rules version {}: {}",
+          executorId,
+          now.version(),
           now.text().replace('\n', ';'));
-    } catch (RuntimeException | LinkageError e) { // the driver checked them: this library differs; not retried
-      LOG.warn("cloudprofiler: executor {} keeps its rules, refusing version {}: {}", executorId, now.version(),
+    } catch (RuntimeException
+        | LinkageError e) { // the driver checked them: this library differs; not retried
+      LOG.warn(
+          "cloudprofiler: executor {} keeps its rules, refusing version {}: {}",
+          executorId,
+          now.version(),
           e.toString());
     }
     version = now.version();
@@ -77,8 +92,12 @@ final class RulesFollower {
   /** Said once: a driver that answers late now and then would otherwise fill the log. */
   private void unreachable(String why) {
     if (!warned) {
-      LOG.warn("cloudprofiler: executor {} keeps its rules (version {}) while the driver does not answer ({}); "
-          + "said once", executorId, version, why);
+      LOG.warn(
+          "cloudprofiler: executor {} keeps its rules (version {}) while the driver does not answer"
+              + " ({}); said once",
+          executorId,
+          version,
+          why);
     }
     warned = true;
   }

@@ -6,8 +6,11 @@ import scala.collection.Seq;
 import scala.collection.immutable.List;
 import scala.collection.immutable.List$;
 
-/** Scala lists to and from Java, through what Scala 2.12 and 2.13 both have: {@code scala.collection.Seq} is the
- * supertype of every Seq in both, and an immutable list is a Seq in both, whichever package an API names it from. */
+/**
+ * Scala lists to and from Java, through what Scala 2.12 and 2.13 both have: {@code
+ * scala.collection.Seq} is the supertype of every Seq in both, and an immutable list is a Seq in
+ * both, whichever package an API names it from.
+ */
 final class ScalaLists {
   private ScalaLists() {}
 

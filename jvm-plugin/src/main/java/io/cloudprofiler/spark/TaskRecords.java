@@ -4,11 +4,11 @@ import io.cloudprofiler.CloudProfiler;
 import java.util.Arrays;
 
 /**
- * An executor's task records: (task attempt id, TSC) as each task starts and as it ends, on its channels
- * {@code spark.task.start} and {@code spark.task.end}. The channels open in the background as the executor starts
- * (they name the executor's TSC domain, which takes a few round trips with the driver to find), and no task waits
- * for them: until they open, a record keeps the TSC read as its task started or ended, and goes to its channel
- * with that TSC when it opens. Thread-safe.
+ * An executor's task records: (task attempt id, TSC) as each task starts and as it ends, on its
+ * channels {@code spark.task.start} and {@code spark.task.end}. The channels open in the background
+ * as the executor starts (they name the executor's TSC domain, which takes a few round trips with
+ * the driver to find), and no task waits for them: until they open, a record keeps the TSC read as
+ * its task started or ended, and goes to its channel with that TSC when it opens. Thread-safe.
  */
 final class TaskRecords {
   /** Records kept while the channels open (16 MB): past that, a record is counted as lost. */
@@ -16,8 +16,10 @@ final class TaskRecords {
 
   /** 0 until {@link #open}. */
   private volatile long startChannel, endChannel;
+
   /** (1 for a start, 0 for an end; task attempt id; TSC) per record waiting for the channels. */
   private long[] waiting = new long[3 * 64];
+
   private int count;
   private long lost;
   private boolean abandoned;
@@ -56,10 +58,14 @@ final class TaskRecords {
     }
   }
 
-  /** The channels are open: the records that waited go to them, with their TSC; later ones go straight there. */
+  /**
+   * The channels are open: the records that waited go to them, with their TSC; later ones go
+   * straight there.
+   */
   synchronized void open(long start, long end) {
     for (int i = 0; i < count; i++) {
-      CloudProfiler.logAt(waiting[3 * i] == 1 ? start : end, waiting[3 * i + 1], waiting[3 * i + 2]);
+      CloudProfiler.logAt(
+          waiting[3 * i] == 1 ? start : end, waiting[3 * i + 1], waiting[3 * i + 2]);
     }
     waiting = new long[0];
     count = 0;
@@ -67,7 +73,10 @@ final class TaskRecords {
     startChannel = start;
   }
 
-  /** No channel will open: the records that waited and every later one are lost; returns how many so far. */
+  /**
+   * No channel will open: the records that waited and every later one are lost; returns how many so
+   * far.
+   */
   synchronized long abandon() {
     abandoned = true;
     lost += count;

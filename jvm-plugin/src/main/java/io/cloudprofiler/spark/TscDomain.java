@@ -6,15 +6,15 @@ import java.nio.file.Path;
 import java.security.MessageDigest;
 
 /**
- * A TSC domain is a machine: the processes that share one TSC. A process claims its machine's boot id; the claim
- * is checked, never assumed: the process probes a member of every domain of that boot id and joins the first whose
- * TSC agrees with its own (see {@link #check}). A process whose TSC agrees with none (another socket with an
- * unsynchronized TSC, a TSC simulation in tests) founds a domain of its own, {@code <boot id>#<n>}. Executor ids
- * never define a domain.
+ * A TSC domain is a machine: the processes that share one TSC. A process claims its machine's boot
+ * id; the claim is checked, never assumed: the process probes a member of every domain of that boot
+ * id and joins the first whose TSC agrees with its own (see {@link #check}). A process whose TSC
+ * agrees with none (another socket with an unsynchronized TSC, a TSC simulation in tests) founds a
+ * domain of its own, {@code <boot id>#<n>}. Executor ids never define a domain.
  *
- * <p>The shared probe secret is derived from the application id, so responders answer only their own
- * application's probes; with {@code spark.authenticate} on, also from the application's authentication secret,
- * so that only processes that hold it can probe.
+ * <p>The shared probe secret is derived from the application id, so responders answer only their
+ * own application's probes; with {@code spark.authenticate} on, also from the application's
+ * authentication secret, so that only processes that hold it can probe.
  */
 final class TscDomain {
   private TscDomain() {}
@@ -33,7 +33,8 @@ final class TscDomain {
     org.apache.spark.SecurityManager security = org.apache.spark.SparkEnv.get().securityManager();
     if (security.isAuthenticationEnabled()) seed += ":" + security.getSecretKey();
     try {
-      byte[] digest = MessageDigest.getInstance("SHA-256").digest(seed.getBytes(StandardCharsets.UTF_8));
+      byte[] digest =
+          MessageDigest.getInstance("SHA-256").digest(seed.getBytes(StandardCharsets.UTF_8));
       return java.util.Arrays.copyOf(digest, 32);
     } catch (Exception e) {
       throw new IllegalStateException("SHA-256 is not available", e);
@@ -53,18 +54,30 @@ final class TscDomain {
       this.probes = probes;
     }
 
-    /** The text recorded with the process, e.g. "agrees with D: offset -12 ticks within +-9000 (100 probes)". */
+    /**
+     * The text recorded with the process, e.g. "agrees with D: offset -12 ticks within +-9000 (100
+     * probes)".
+     */
     String describe(String domain) {
-      return (agrees ? "agrees with " : "differs from ") + domain + ": offset " + offset + " ticks "
-          + (agrees ? "within" : "beyond") + " +-" + bound + " (" + probes + " probes)";
+      return (agrees ? "agrees with " : "differs from ")
+          + domain
+          + ": offset "
+          + offset
+          + " ticks "
+          + (agrees ? "within" : "beyond")
+          + " +-"
+          + bound
+          + " ("
+          + probes
+          + " probes)";
     }
   }
 
   /**
-   * Probes (send, remote, recv triples; recv 0 where unanswered) from this process to another one. If both read
-   * one TSC, every answer was read between its probe's send and recv: the remote value minus the midpoint (the
-   * offset) lies within half the round trip (the bound). The probe with the smallest round trip decides; every
-   * answered probe must also keep send <= remote <= recv.
+   * Probes (send, remote, recv triples; recv 0 where unanswered) from this process to another one.
+   * If both read one TSC, every answer was read between its probe's send and recv: the remote value
+   * minus the midpoint (the offset) lies within half the round trip (the bound). The probe with the
+   * smallest round trip decides; every answered probe must also keep send <= remote <= recv.
    */
   static Check check(long[] probes) {
     long bestRtt = Long.MAX_VALUE, offset = 0;

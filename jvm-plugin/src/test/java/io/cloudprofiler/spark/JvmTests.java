@@ -29,9 +29,10 @@ import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 
 /**
- * Tests of the plugin's JVM functions, each a static method named test*; main runs them all, prints one line
- * each and exits 1 if any failed (tests/test_java.py compiles and runs this with the plugin jar and Spark's jars).
- * The probe control and the task records run on the real native library (loaded from the jar) and real sockets.
+ * Tests of the plugin's JVM functions, each a static method named test*; main runs them all, prints
+ * one line each and exits 1 if any failed (tests/test_java.py compiles and runs this with the
+ * plugin jar and Spark's jars). The probe control and the task records run on the real native
+ * library (loaded from the jar) and real sockets.
  */
 public final class JvmTests {
   private JvmTests() {}
@@ -78,7 +79,9 @@ public final class JvmTests {
       for (int host = 0; host < n; host++) {
         String h = String.valueOf(host);
         long partners = pairs.stream().filter(p -> Arrays.asList(p.split("-")).contains(h)).count();
-        check(partners == degree, () -> "host " + h + " of " + n + " (peers " + peers + "): " + partners + " partners");
+        check(
+            partners == degree,
+            () -> "host " + h + " of " + n + " (peers " + peers + "): " + partners + " partners");
       }
     }
   }
@@ -92,17 +95,22 @@ public final class JvmTests {
       for (int d = 0; d < n; d++) parent[d] = d;
       Set<Integer> withReference = new HashSet<>();
       for (int[] p : round) {
-        check(p[0] < p[1] && p[1] < n && seen.add(p[0] + "-" + p[1]), () -> n + " domains: " + Arrays.toString(p));
+        check(
+            p[0] < p[1] && p[1] < n && seen.add(p[0] + "-" + p[1]),
+            () -> n + " domains: " + Arrays.toString(p));
         if (p[0] == 0) withReference.add(p[1]);
         else parent[root(parent, p[0])] = root(parent, p[1]);
       }
       equal(n - 1, withReference.size());
-      // host pairs: all of them up to 9 domains besides the reference, else 8 partners each: 4 (n - 1) pairs
+      // host pairs: all of them up to 9 domains besides the reference, else 8 partners each: 4 (n -
+      // 1) pairs
       int hostPairs = n - 1 <= 9 ? (n - 1) * (n - 2) / 2 : 4 * (n - 1);
       equal(n - 1 + hostPairs, round.size());
       Set<Integer> components = new HashSet<>();
       for (int d = 1; d < n; d++) components.add(root(parent, d));
-      check(components.size() <= 1, () -> n + " domains: the host pairs leave " + components.size() + " groups");
+      check(
+          components.size() <= 1,
+          () -> n + " domains: the host pairs leave " + components.size() + " groups");
     }
   }
 
@@ -134,22 +142,29 @@ public final class JvmTests {
     equal(0L, CalibrationCoordinator.jobEndDelayNanos(60 * second));
     for (long since = 0; since < 2 * second; since += 7_919_113) {
       long delay = CalibrationCoordinator.jobEndDelayNanos(since);
-      check(delay >= 0 && since + delay >= second, () -> "a round " + delay + " ns after a job end");
+      check(
+          delay >= 0 && since + delay >= second, () -> "a round " + delay + " ns after a job end");
     }
   }
 
   public static void testTscCheckAgreesOnlyWithinHalfTheSmallestRoundTrip() {
     // (send, remote, recv): one TSC read by both sides, the remote value inside every round trip
-    check(TscDomain.check(new long[] {100, 150, 200, 300, 305, 310}).agrees, () -> "one TSC disagrees");
+    check(
+        TscDomain.check(new long[] {100, 150, 200, 300, 305, 310}).agrees,
+        () -> "one TSC disagrees");
     TscDomain.Check far = TscDomain.check(new long[] {100, 5000, 200, 300, 5305, 310});
     check(!far.agrees && far.bound == 5 && far.offset == 5000, far::toString);
     check(!TscDomain.check(new long[] {100, 150, 0}).agrees, () -> "no answer agrees");
   }
 
   public static void testOptionsAreTypedWithDefaultsFilledIn() {
-    SparkConf conf = new SparkConf(false).set("spark.cloudprofiler.channelBlocks", " 32 ")
-        .set("spark.cloudprofiler.compression", "zstd").set("spark.cloudprofiler.task.params", "1, 2")
-        .set("spark.cloudprofiler.task.handler", "xoy").set("spark.cloudprofiler.channel.a.b.handler", "null");
+    SparkConf conf =
+        new SparkConf(false)
+            .set("spark.cloudprofiler.channelBlocks", " 32 ")
+            .set("spark.cloudprofiler.compression", "zstd")
+            .set("spark.cloudprofiler.task.params", "1, 2")
+            .set("spark.cloudprofiler.task.handler", "xoy")
+            .set("spark.cloudprofiler.channel.a.b.handler", "null");
     Options o = Config.read(conf);
     equal(32, o.channelBlocks());
     equal(Config.Compression.ZSTD, o.compression());
@@ -164,17 +179,35 @@ public final class JvmTests {
   }
 
   public static void testABadOptionIsNamedWithItsValue() {
-    equal("spark.cloudprofiler.calibration.probes=0 is invalid: expected an integer from 1 to 10000",
-        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.calibration.probes", "0"))));
-    equal("spark.cloudprofiler.task.enabled=yes is invalid: expected true or false",
-        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.task.enabled", "yes"))));
-    equal("spark.cloudprofiler.roll.bytes=1000 is invalid: expected 0 (never) or a number of bytes from 65536",
-        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "1000"))));
-    equal(0L, Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "0")).rollBytes());
-    equal("spark.cloudprofiler.compression=lz4 is invalid: expected none or zstd",
-        thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.compression", "lz4"))));
-    check(thrown(() -> Config.read(new SparkConf(false).set("spark.cloudprofiler.channelblocks", "4")))
-        .endsWith("did you mean spark.cloudprofiler.channelBlocks?"), () -> "no suggestion");
+    equal(
+        "spark.cloudprofiler.calibration.probes=0 is invalid: expected an integer from 1 to 10000",
+        thrown(
+            () ->
+                Config.read(
+                    new SparkConf(false).set("spark.cloudprofiler.calibration.probes", "0"))));
+    equal(
+        "spark.cloudprofiler.task.enabled=yes is invalid: expected true or false",
+        thrown(
+            () ->
+                Config.read(new SparkConf(false).set("spark.cloudprofiler.task.enabled", "yes"))));
+    equal(
+        "spark.cloudprofiler.roll.bytes=1000 is invalid: expected 0 (never) or a number of bytes"
+            + " from 65536",
+        thrown(
+            () -> Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "1000"))));
+    equal(
+        0L,
+        Config.read(new SparkConf(false).set("spark.cloudprofiler.roll.bytes", "0")).rollBytes());
+    equal(
+        "spark.cloudprofiler.compression=lz4 is invalid: expected none or zstd",
+        thrown(
+            () -> Config.read(new SparkConf(false).set("spark.cloudprofiler.compression", "lz4"))));
+    check(
+        thrown(
+                () ->
+                    Config.read(new SparkConf(false).set("spark.cloudprofiler.channelblocks", "4")))
+            .endsWith("did you mean spark.cloudprofiler.channelBlocks?"),
+        () -> "no suggestion");
   }
 
   /** A run of one answered probe whose round trip is `rtt`, and one unanswered. */
@@ -189,16 +222,21 @@ public final class JvmTests {
     List<Integer> sizes = new ArrayList<>();
     long[] sent = {0};
     long start = System.nanoTime();
-    long[] run = ProbeRuns.inBursts(23, size -> {
-      sizes.add(size);
-      long[] part = new long[3 * size];
-      for (int i = 0; i < part.length; i++) part[i] = sent[0]++;
-      return part;
-    });
+    long[] run =
+        ProbeRuns.inBursts(
+            23,
+            size -> {
+              sizes.add(size);
+              long[] part = new long[3 * size];
+              for (int i = 0; i < part.length; i++) part[i] = sent[0]++;
+              return part;
+            });
     long tookNanos = System.nanoTime() - start;
     equal(List.of(3, 3, 3, 2, 2, 2, 2, 2, 2, 2), sizes);
     for (int i = 0; i < run.length; i++) equal((long) i, run[i]);
-    check(tookNanos >= 9 * ProbeRuns.BURST_GAP_NANOS, () -> "bursts only " + tookNanos + " ns apart in all");
+    check(
+        tookNanos >= 9 * ProbeRuns.BURST_GAP_NANOS,
+        () -> "bursts only " + tookNanos + " ns apart in all");
   }
 
   public static void testADelayedRunIsTakenAgainAndTheBestKept() throws Exception {
@@ -207,36 +245,56 @@ public final class JvmTests {
     long[][] runs = {runOf(1000), runOf(500), runOf(300), runOf(50)};
     int[] taken = {0};
     ProbeRuns.Run take = () -> runs[taken[0]++];
-    equal(300L, ProbeRuns.minRtt(ProbeRuns.retaken(take, 100))); // within 4 x 100 at the third run: kept
+    equal(
+        300L,
+        ProbeRuns.minRtt(ProbeRuns.retaken(take, 100))); // within 4 x 100 at the third run: kept
     equal(3, taken[0]);
     taken[0] = 0;
-    equal(1000L, ProbeRuns.minRtt(ProbeRuns.retaken(take, Long.MAX_VALUE))); // nothing seen yet: taken once
+    equal(
+        1000L,
+        ProbeRuns.minRtt(ProbeRuns.retaken(take, Long.MAX_VALUE))); // nothing seen yet: taken once
     equal(1, taken[0]);
     long[][] late = {runOf(1000), runOf(50), runOf(500), runOf(300)};
     taken[0] = 0;
-    long[] kept = ProbeRuns.retaken(() -> late[taken[0]++], 10); // never within 4 x 10: RETRIES more
+    long[] kept =
+        ProbeRuns.retaken(() -> late[taken[0]++], 10); // never within 4 x 10: RETRIES more
     equal(50L, ProbeRuns.minRtt(kept)); // the best, not the last
     equal(1 + ProbeRuns.RETRIES, taken[0]);
   }
 
-  public static void testARulesFileInJsonBecomesRulesTextOrIsRefusedNamingTheEntry() throws Exception {
+  public static void testARulesFileInJsonBecomesRulesTextOrIsRefusedNamingTheEntry()
+      throws Exception {
     Path dir = Files.createTempDirectory("rules-file");
-    Path good = Files.writeString(dir.resolve("good.json"), "{\"rules\": [{\"pattern\": \"ysb.*\", \"handler\": "
-        + "\"downsample\", \"params\": [64]}, {\"pattern\": \"*\", \"handler\": \"null\"}]}");
+    Path good =
+        Files.writeString(
+            dir.resolve("good.json"),
+            "{\"rules\": [{\"pattern\": \"ysb.*\", \"handler\": \"downsample\", \"params\": [64]},"
+                + " {\"pattern\": \"*\", \"handler\": \"null\"}]}");
     equal("ysb.*=downsample:64\n*=null", RulesFile.read(good.toString()));
     String[][] bad = {
-        {"{\"rules\": [", "cannot be read as JSON"},
-        {"{\"rule\": []}", "expected a list 'rules' of tables"},
-        {"{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\"}, {\"pattern\": \"b\", \"handler\": \"xoy\", "
-            + "\"params\": [1, \"2\"]}]}", "rule 2 {\"pattern\":\"b\",\"handler\":\"xoy\",\"params\":[1,\"2\"]}: 'params'"},
-        {"{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\", \"param\": 1}]}", "unknown key param"},
-        {"{\"rules\": [{\"pattern\": \"a=b\", \"handler\": \"null\"}]}", "'pattern' must be a non-empty string"},
+      {"{\"rules\": [", "cannot be read as JSON"},
+      {"{\"rule\": []}", "expected a list 'rules' of tables"},
+      {
+        "{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\"}, {\"pattern\": \"b\","
+            + " \"handler\": \"xoy\", \"params\": [1, \"2\"]}]}",
+        "rule 2 {\"pattern\":\"b\",\"handler\":\"xoy\",\"params\":[1,\"2\"]}: 'params'"
+      },
+      {
+        "{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\", \"param\": 1}]}",
+        "unknown key param"
+      },
+      {
+        "{\"rules\": [{\"pattern\": \"a=b\", \"handler\": \"null\"}]}",
+        "'pattern' must be a non-empty string"
+      },
     };
     for (String[] entry : bad) {
       Path file = Files.writeString(dir.resolve("bad.json"), entry[0]);
       String message = thrown(() -> RulesFile.read(file.toString()));
-      check(message.startsWith("spark.cloudprofiler.rules.file=" + file + " is invalid: ")
-          && message.contains(entry[1]), () -> message);
+      check(
+          message.startsWith("spark.cloudprofiler.rules.file=" + file + " is invalid: ")
+              && message.contains(entry[1]),
+          () -> message);
     }
   }
 
@@ -244,40 +302,56 @@ public final class JvmTests {
   static void jdkOnly(Object wire) {
     if (wire instanceof Object[] fields) for (Object f : fields) jdkOnly(f);
     else if (wire instanceof List<?> list) for (Object f : list) jdkOnly(f);
-    else check(wire == null || wire.getClass().getClassLoader() == null, () -> wire.getClass() + " on the wire");
+    else
+      check(
+          wire == null || wire.getClass().getClassLoader() == null,
+          () -> wire.getClass() + " on the wire");
   }
 
   public static void testMessagesCrossTheWireAsJdkValuesAndComeBackWhole() {
-    List<Record> messages = List.of(new Messages.Hello("boot", "app-1", "hdfs:///logs"),
-        new Messages.Candidates(List.of(new Messages.Candidate("boot", "h1", 4000),
-            new Messages.Candidate("boot#1", "h2", 4001))),
-        new Messages.Candidates(List.of()),
-        new Messages.Join("boot", "", 2, "h3", 4002, 4003, "7", 1234L, "differs from boot; founds a domain"),
-        new Messages.Joined("boot#2"), new Messages.Last("7"), new Messages.Responders());
+    List<Record> messages =
+        List.of(
+            new Messages.Hello("boot", "app-1", "hdfs:///logs"),
+            new Messages.Candidates(
+                List.of(
+                    new Messages.Candidate("boot", "h1", 4000),
+                    new Messages.Candidate("boot#1", "h2", 4001))),
+            new Messages.Candidates(List.of()),
+            new Messages.Join(
+                "boot", "", 2, "h3", 4002, 4003, "7", 1234L, "differs from boot; founds a domain"),
+            new Messages.Joined("boot#2"),
+            new Messages.Last("7"),
+            new Messages.Responders());
     for (Record message : messages) {
       Object wire = Messages.toWire(message);
       jdkOnly(wire);
       equal(message, Messages.fromWire(wire));
     }
-    check(Messages.fromWire(new Object[] {"Joined", 5}) == null, () -> "a field of the wrong type decodes");
+    check(
+        Messages.fromWire(new Object[] {"Joined", 5}) == null,
+        () -> "a field of the wrong type decodes");
     check(Messages.fromWire(new Object[] {"Shutdown"}) == null, () -> "an unknown message decodes");
     equal(Boolean.TRUE, Messages.fromWire(Messages.toWire(Boolean.TRUE)));
   }
 
   public static void testTheOptionTableNamesEveryOption() {
     String json = Config.json();
-    for (Config.Key<?> key : Config.ALL) check(json.contains("\"key\": \"" + key.name + "\""), () -> key.name);
+    for (Config.Key<?> key : Config.ALL)
+      check(json.contains("\"key\": \"" + key.name + "\""), () -> key.name);
     check(json.contains("\"executor_folders\": \"" + Config.EXECUTOR_FOLDERS + "\""), () -> json);
   }
 
-  /** An executor plugin whose onTaskStart fails to link, as a jar built for the other Scala does. */
+  /**
+   * An executor plugin whose onTaskStart fails to link, as a jar built for the other Scala does.
+   */
   private static final class UnlinkedPlugin implements ExecutorPlugin {
     int taskStarts, shutdowns;
 
     @Override
     public void onTaskStart() {
       taskStarts++;
-      throw new NoSuchMethodError("'scala.collection.immutable.Seq SparkListenerJobStart.stageIds()'");
+      throw new NoSuchMethodError(
+          "'scala.collection.immutable.Seq SparkListenerJobStart.stageIds()'");
     }
 
     @Override
@@ -299,26 +373,43 @@ public final class JvmTests {
   }
 
   public static void testABadOptionStillStopsTheApplicationAtStartAndAnythingElseDoesNot() {
-    DriverPlugin badOption = Guard.wrap(DriverPlugin.class, new DriverPlugin() {
-      @Override
-      public Map<String, String> init(SparkContext sc, PluginContext ctx) {
-        throw Config.invalid(Config.LOG_DIR.name, "x", "cannot write there");
-      }
-    }, "the driver plugin", IllegalArgumentException.class);
-    equal(Config.LOG_DIR.name + "=x is invalid: cannot write there", thrown(() -> badOption.init(null, null)));
-    DriverPlugin unlinked = Guard.wrap(DriverPlugin.class, new DriverPlugin() {
-      @Override
-      public Map<String, String> init(SparkContext sc, PluginContext ctx) {
-        throw new NoClassDefFoundError("scala/jdk/javaapi/CollectionConverters");
-      }
-    }, "the driver plugin", IllegalArgumentException.class);
-    check(unlinked.init(null, null) == null, () -> "a disabled driver plugin asks for no configuration");
+    DriverPlugin badOption =
+        Guard.wrap(
+            DriverPlugin.class,
+            new DriverPlugin() {
+              @Override
+              public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+                throw Config.invalid(Config.LOG_DIR.name, "x", "cannot write there");
+              }
+            },
+            "the driver plugin",
+            IllegalArgumentException.class);
+    equal(
+        Config.LOG_DIR.name + "=x is invalid: cannot write there",
+        thrown(() -> badOption.init(null, null)));
+    DriverPlugin unlinked =
+        Guard.wrap(
+            DriverPlugin.class,
+            new DriverPlugin() {
+              @Override
+              public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+                throw new NoClassDefFoundError("scala/jdk/javaapi/CollectionConverters");
+              }
+            },
+            "the driver plugin",
+            IllegalArgumentException.class);
+    check(
+        unlinked.init(null, null) == null,
+        () -> "a disabled driver plugin asks for no configuration");
   }
 
-  /** An Arrow IPC file of three record batches, in the layout of the library's log files (magic, messages with
-   * the continuation marker, end marker, footer). */
+  /**
+   * An Arrow IPC file of three record batches, in the layout of the library's log files (magic,
+   * messages with the continuation marker, end marker, footer).
+   */
   static byte[] threeBatches() throws Exception {
-    try (BufferAllocator allocator = new RootAllocator(); BigIntVector tsc = new BigIntVector("tsc", allocator);
+    try (BufferAllocator allocator = new RootAllocator();
+        BigIntVector tsc = new BigIntVector("tsc", allocator);
         VectorSchemaRoot root = VectorSchemaRoot.of(tsc)) {
       ByteArrayOutputStream out = new ByteArrayOutputStream();
       try (ArrowFileWriter writer = new ArrowFileWriter(root, null, Channels.newChannel(out))) {
@@ -336,10 +427,15 @@ public final class JvmTests {
     }
   }
 
-  /** The batches an Arrow stream reader reads from the messages after the magic; throws inside a message. */
+  /**
+   * The batches an Arrow stream reader reads from the messages after the magic; throws inside a
+   * message.
+   */
   static int batchesIn(byte[] prefix) throws Exception {
-    try (BufferAllocator allocator = new RootAllocator(); ArrowStreamReader reader = new ArrowStreamReader(
-        new ByteArrayInputStream(prefix, 8, prefix.length - 8), allocator)) {
+    try (BufferAllocator allocator = new RootAllocator();
+        ArrowStreamReader reader =
+            new ArrowStreamReader(
+                new ByteArrayInputStream(prefix, 8, prefix.length - 8), allocator)) {
       int n = 0;
       while (reader.loadNextBatch()) n++;
       return n;
@@ -352,14 +448,17 @@ public final class JvmTests {
     try {
       Set<Long> ends = new HashSet<>();
       long previous = 0;
-      for (int length = 0; length < whole.length; length++) { // the file at every length its writer may leave it
+      for (int length = 0;
+          length < whole.length;
+          length++) { // the file at every length its writer may leave it
         int cut = length;
         long last = previous;
         Files.write(file, Arrays.copyOf(whole, cut));
         long n = CompleteBatches.length(file, 0);
         check(n <= cut && n >= last, () -> n + " of " + cut + " bytes after " + last);
         equal(n, CompleteBatches.length(file, previous)); // resumed where the last answer ended
-        if (n > 0) batchesIn(Arrays.copyOf(whole, (int) n)); // whole messages only: reads without an error
+        if (n > 0)
+          batchesIn(Arrays.copyOf(whole, (int) n)); // whole messages only: reads without an error
         check(!CompleteBatches.closed(file), () -> cut + " bytes read as closed");
         ends.add(n);
         previous = n;
@@ -378,23 +477,37 @@ public final class JvmTests {
     check(failure == null, () -> failure);
   }
 
-  /** A run to a registered responder answers; one to any other address or port is refused without a probe. */
+  /**
+   * A run to a registered responder answers; one to any other address or port is refused without a
+   * probe.
+   */
   public static void testTheProbeControlProbesOnlyRegisteredResponders() throws Exception {
     loadNative();
     byte[] secret = new byte[32];
     secret[0] = 7;
     long responder = CloudProfiler.responderStart("127.0.0.1", 0, secret);
     int port = CloudProfiler.responderPort(responder);
-    try (ProbeControl control = new ProbeControl(secret, "127.0.0.1", (a, p) -> a.equals("127.0.0.1") && p == port)) {
-      long[] run = ProbeControl.request("127.0.0.1", control.port(), secret, "127.0.0.1", port, 5, 500);
+    try (ProbeControl control =
+        new ProbeControl(secret, "127.0.0.1", (a, p) -> a.equals("127.0.0.1") && p == port)) {
+      long[] run =
+          ProbeControl.request("127.0.0.1", control.port(), secret, "127.0.0.1", port, 5, 500);
       check(run.length == 15 && run[2] != 0, () -> Arrays.toString(run));
-      String[][] unregistered = {{"127.0.0.1", String.valueOf(port + 1)}, {"127.0.0.2", String.valueOf(port)}};
+      String[][] unregistered = {
+        {"127.0.0.1", String.valueOf(port + 1)}, {"127.0.0.2", String.valueOf(port)}
+      };
       for (String[] target : unregistered) {
         try {
-          ProbeControl.request("127.0.0.1", control.port(), secret, target[0], Integer.parseInt(target[1]), 5, 500);
+          ProbeControl.request(
+              "127.0.0.1", control.port(), secret, target[0], Integer.parseInt(target[1]), 5, 500);
           throw new AssertionError("probed " + String.join(":", target));
         } catch (ProbeControl.RunFailed e) {
-          check(e.getMessage().contains(target[0] + ":" + target[1] + " is not a probe responder of this application"),
+          check(
+              e.getMessage()
+                  .contains(
+                      target[0]
+                          + ":"
+                          + target[1]
+                          + " is not a probe responder of this application"),
               e::getMessage);
         }
       }
@@ -403,9 +516,12 @@ public final class JvmTests {
     }
   }
 
-  /** The control listens on the address it was given only, and clients that connect and say nothing (one per
-   * worker but one) do not delay a run. */
-  public static void testSilentClientsDoNotHoldTheProbeControlWhichListensOnOneAddress() throws Exception {
+  /**
+   * The control listens on the address it was given only, and clients that connect and say nothing
+   * (one per worker but one) do not delay a run.
+   */
+  public static void testSilentClientsDoNotHoldTheProbeControlWhichListensOnOneAddress()
+      throws Exception {
     loadNative();
     byte[] secret = new byte[32];
     long responder = CloudProfiler.responderStart("127.0.0.1", 0, secret);
@@ -418,32 +534,47 @@ public final class JvmTests {
       } catch (java.net.ConnectException refused) {
         // listening on 127.0.0.2 only
       }
-      for (int i = 0; i < ProbeControl.WORKERS - 1; i++) silent.add(new java.net.Socket("127.0.0.2", control.port()));
+      for (int i = 0; i < ProbeControl.WORKERS - 1; i++)
+        silent.add(new java.net.Socket("127.0.0.2", control.port()));
       long t0 = System.nanoTime();
-      long[] run = ProbeControl.request("127.0.0.2", control.port(), secret, "127.0.0.1", port, 5, 500);
+      long[] run =
+          ProbeControl.request("127.0.0.2", control.port(), secret, "127.0.0.1", port, 5, 500);
       long ms = (System.nanoTime() - t0) / 1_000_000;
-      check(run.length == 15 && ms < ProbeControl.REQUEST_TIMEOUT_MS, () -> ms + " ms, " + Arrays.toString(run));
+      check(
+          run.length == 15 && ms < ProbeControl.REQUEST_TIMEOUT_MS,
+          () -> ms + " ms, " + Arrays.toString(run));
     } finally {
       for (java.net.Socket s : silent) s.close();
       CloudProfiler.responderStop(responder);
     }
   }
 
-  /** Records of tasks that start or end before the channels open reach them when they open; after an abandon,
-   * none is kept. */
+  /**
+   * Records of tasks that start or end before the channels open reach them when they open; after an
+   * abandon, none is kept.
+   */
   public static void testTaskRecordsWaitForTheirChannels() throws Exception {
     loadNative();
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("cp-task-records");
-    CloudProfiler.start(dir.toString(), CloudProfiler.COMPRESSION_NONE, 0, 0, CloudProfiler.FULL_BLOCK,
-        CloudProfiler.TSC_ORDERED, -1);
+    CloudProfiler.start(
+        dir.toString(),
+        CloudProfiler.COMPRESSION_NONE,
+        0,
+        0,
+        CloudProfiler.FULL_BLOCK,
+        CloudProfiler.TSC_ORDERED,
+        -1);
     try {
       TaskRecords tasks = new TaskRecords();
       equal(0, tasks.channels().length);
       tasks.startAt(1, CloudProfiler.tsc());
       tasks.start(2);
       tasks.end(1);
-      long start = CloudProfiler.openChannel("t.start", "buffered", new long[0], new String[0], new String[0]);
-      long end = CloudProfiler.openChannel("t.end", "buffered", new long[0], new String[0], new String[0]);
+      long start =
+          CloudProfiler.openChannel(
+              "t.start", "buffered", new long[0], new String[0], new String[0]);
+      long end =
+          CloudProfiler.openChannel("t.end", "buffered", new long[0], new String[0], new String[0]);
       tasks.open(start, end);
       tasks.end(2);
       equal(2L, CloudProfiler.stats(start)[0]);
