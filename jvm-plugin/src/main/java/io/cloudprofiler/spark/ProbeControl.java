@@ -200,13 +200,11 @@ final class ProbeControl implements AutoCloseable {
     long[] first =
         CloudProfiler.probePeer(address, port, Math.min(count, FIRST_PROBES), timeoutMs, secret);
     if (count <= FIRST_PROBES) return first;
-    long[] rest =
+    return ProbeRuns.joined(
+        first,
         ProbeRuns.inBursts(
             count - FIRST_PROBES,
-            size -> CloudProfiler.probePeer(address, port, size, timeoutMs, secret));
-    long[] all = java.util.Arrays.copyOf(first, first.length + rest.length);
-    System.arraycopy(rest, 0, all, first.length, rest.length);
-    return all;
+            size -> CloudProfiler.probePeer(address, port, size, timeoutMs, secret)));
   }
 
   /**

@@ -48,11 +48,15 @@ final class ProbeRuns {
     long[] all = new long[0];
     for (int size : burstSizes(count)) {
       if (all.length > 0) LockSupport.parkNanos(BURST_GAP_NANOS);
-      long[] part = burst.take(size);
-      long[] joined = java.util.Arrays.copyOf(all, all.length + part.length);
-      System.arraycopy(part, 0, joined, all.length, part.length);
-      all = joined;
+      all = joined(all, burst.take(size));
     }
+    return all;
+  }
+
+  /** The triples of `first` followed by those of `then`. */
+  static long[] joined(long[] first, long[] then) {
+    long[] all = java.util.Arrays.copyOf(first, first.length + then.length);
+    System.arraycopy(then, 0, all, first.length, then.length);
     return all;
   }
 
