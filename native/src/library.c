@@ -353,15 +353,17 @@ int cp__ensure_started(cp_error *error) {
 
 const char *cp_log_dir(void) { return atomic_load(&cp__lib.started) ? cp__lib.log_dir : NULL; }
 
-/* Open channels, snapshotted so that flushing does not hold the library mutex. */
+/* Open channels and handles, snapshotted so that flushing does not hold the library mutex. Not segments: their
+ * handle flushes and closes them under its mutex, which orders that with its switches (a segment closed between a
+ * switch's store and its switch.out would end without it). */
 static size_t open_channels(cp_channel ***out) {
   pthread_mutex_lock(&cp__lib.mutex);
   size_t n = 0;
-  for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) n += atomic_load(&ch->open) != 0;
+  for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) n += atomic_load(&ch->open) && !ch->is_segment;
   cp_channel **list = calloc(n ? n : 1, sizeof *list);
   size_t i = 0;
   for (cp_channel *ch = cp__lib.channels; list && ch; ch = ch->next_all)
-    if (atomic_load(&ch->open)) list[i++] = ch;
+    if (atomic_load(&ch->open) && !ch->is_segment) list[i++] = ch;
   pthread_mutex_unlock(&cp__lib.mutex);
   *out = list;
   return list ? i : 0;
