@@ -1,6 +1,8 @@
 """Spark Connect: a real Connect server (the one pyspark ships) started with the plugin, two client sessions
 configured with the helper. The helper says once what the server needs and sets nothing a session cannot; each
-session's tasks are told apart in the task table, and a session's task switch reaches its tasks."""
+session's tasks are told apart in the task table, and a session's task switch reaches its tasks. cps.set_rules and
+cps.rules work on a remote session (through the SQL functions cp_set_rules and cp_rules), a bad rule refused
+naming it."""
 import os
 import signal
 import socket
@@ -11,6 +13,7 @@ import warnings
 
 import pytest
 
+import cloudprofiler as cp
 import cloudprofiler.spark as cps
 
 pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect] (the [test] extra has it)")
@@ -50,7 +53,32 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sessions(server):
+def remote_rules(server):
+    """What cps.set_rules and cps.rules do on a remote session (before `sessions` stops the server)."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    session = RemoteSession.builder.remote(server["url"]).create()
+    said = {"start": cps.rules(session), "version": cps.set_rules(session, "connect.*=downsample:4;*=buffered")}
+    with pytest.raises(cp.InvalidArgumentError) as refused:
+        cps.set_rules(session, "connect.*=xoy:9:2")
+    traced = session.sql("select sum(t) from (select cp_trace('connect.r', id) as t from range(10))").first()[0]
+    said.update(refused=str(refused.value), after=cps.rules(session), traced=traced)
+    said["session"] = session.session_id
+    session.stop()
+    return said
+
+
+def test_rules_change_from_a_remote_session(remote_rules):
+    assert remote_rules["start"] == []
+    assert remote_rules["version"] == 1
+    assert remote_rules["refused"].startswith("rules refused, the rules in force stay: rule at line 1 "
+                                              "'connect.*=xoy:9:2': xoy x=9 is out of range")
+    assert remote_rules["after"] == ["connect.*=downsample:4", "*=buffered"]
+    assert remote_rules["traced"] == sum(range(10))
+
+
+@pytest.fixture(scope="module")
+def sessions(server, remote_rules):
     """Two sessions' ids and what the helper said; the server stopped afterwards (its task table written)."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
@@ -75,8 +103,9 @@ def sessions(server):
     server["process"].send_signal(signal.SIGTERM)  # as stop-connect-server.sh does: the plugin writes its table
     assert server["process"].wait(timeout=120) is not None
     assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
-    return {"ids": ids, "said": [str(w.message) for w in said], "categories": [w.category for w in said],
-            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page}
+    return {"ids": ids, "rules_session": remote_rules["session"], "said": [str(w.message) for w in said],
+            "categories": [w.category for w in said], "app": server["log_dir"] / app_id,
+            "log_dir": log_dir, "folder": folder, "page": page}
 
 
 def test_the_helper_says_once_what_the_server_needs(sessions, server):
@@ -99,13 +128,22 @@ def test_cps_report_of_a_running_connect_application(sessions):
     assert "report_section" not in html
 
 
+def test_a_remote_sessions_rules_reach_its_trace_channel(sessions):
+    """The rules session's `cp_trace('connect.r', ...)` ran under the rule it set: downsample:4."""
+    from cloudprofiler.analysis import open_application
+
+    files = open_application(str(sessions["app"])).files().toPandas()
+    traced = files[files["channel"] == "connect.r"]
+    assert set(traced["handler"]) == {"downsample"}, files[["channel", "handler"]]
+
+
 def test_each_sessions_tasks_are_told_apart(sessions):
     from cloudprofiler.analysis import open_application
 
     app = open_application(str(sessions["app"]))
     tasks = app.tasks().toPandas()
     traced, quiet = sessions["ids"]
-    assert set(tasks["connect_session_id"]) == {traced, quiet}
+    assert set(tasks["connect_session_id"]) == {traced, quiet, sessions["rules_session"]}
     for session in (traced, quiet):
         mine = app.tasks(connect_session_id=session).toPandas()
         assert len(mine) == (tasks["connect_session_id"] == session).sum() > 0

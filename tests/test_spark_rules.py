@@ -62,6 +62,8 @@ def run(request, tmp_path_factory):
                     with pytest.raises(cp.InvalidArgumentError) as error:
                         cps.set_rules(spark, bad)
                     refused.append((str(error.value), cps.rules(spark)))
+                # the SQL functions, in a task (an executor's, which asks its driver, on local-cluster)
+                sql = spark.sql("select cp_set_rules('sqlr=nosuch'), cp_rules() from range(1)").first()
             time.sleep(PHASE_SECONDS)
     finally:
         stop.set()
@@ -75,8 +77,8 @@ def run(request, tmp_path_factory):
         processes.setdefault(cp.log_metadata(table)["pid"], []).append((cp.log_metadata(table), table))
     segments = [sorted(series, key=lambda mt: mt[0]["rules.segment"]) for series in processes.values()]
     python = [cp.log_metadata(cp.read_log(p)) for p in cp.log_files(folder) if p.name.startswith("pyr.")]
-    return dict(folder=folder, started=started, changes=changes, refused=refused, segments=segments, jobs=jobs,
-                python=python)
+    return dict(folder=folder, started=started, changes=changes, refused=refused, sql=sql, segments=segments,
+                jobs=jobs, python=python)
 
 
 def test_the_rules_at_start_come_from_the_option(run):
@@ -89,6 +91,13 @@ def test_bad_rules_are_refused_naming_them_and_the_old_ones_stay(run):
     assert "line 1 'sqlr=nosuch': unknown handler 'nosuch'" in first
     assert re.search(r"line 2 'sqlr=xoy:1'.*takes 2 parameter", second)
     assert rules_after_first == rules_after_second == ["sqlr=null", "pyr=null"]
+
+
+def test_sql_functions_set_and_read_the_rules_from_a_task(run):
+    refusal, rules = run["sql"]
+    (first, rules_after_first), _ = run["refused"]
+    assert refusal == first  # the driver's refusal, as a result: the rules in force stay
+    assert rules.splitlines() == rules_after_first
 
 
 def test_each_change_switches_the_running_channel_within_a_second(run, request):

@@ -190,6 +190,8 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   public Object receive(Object message) {
     Object question = Messages.fromWire(message);
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
+    if (question instanceof Messages.SetRules change)
+      return Messages.toWire(rules.trySet(change.text()));
     return calibration != null ? Messages.toWire(calibration.receive(question)) : null;
   }
 

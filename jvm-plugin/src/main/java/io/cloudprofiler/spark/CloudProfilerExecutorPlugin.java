@@ -69,6 +69,12 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final long APPLICATION_ID_WAIT_SECONDS = 60;
 
   /**
+   * For a question to the driver from a task: this JVM's executor plugin (one per executor
+   * process).
+   */
+  private static volatile CloudProfilerExecutorPlugin running;
+
+  /**
    * The library loaded (and, once {@link #libraryStarted} opens, started in this executor's
    * folder).
    */
@@ -112,6 +118,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   @Override
   public void init(PluginContext ctx, Map<String, String> extraConf) {
     this.ctx = ctx;
+    running = this;
     this.options = Config.read(ctx.conf());
     startRules = extraConf.getOrDefault(CloudProfilerDriverPlugin.START_RULES, options.rules());
     ArrowTables.useHadoopSettingsOf(ctx.conf());
@@ -458,6 +465,14 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     return Messages.fromWire(ctx.ask(Messages.toWire(message)));
   }
 
+  /** The driver's answer to {@code message}, asked from a task of this executor (within 10 s). */
+  static Object askDriver(Record message) throws Exception {
+    CloudProfilerExecutorPlugin plugin = running;
+    if (plugin == null)
+      throw new IllegalStateException("the cloudprofiler plugin runs in no executor here");
+    return plugin.askWithin(message, 10);
+  }
+
   /**
    * {@link #ask}, waiting at most {@code seconds} (Spark's own timeout for an answer is minutes).
    */
@@ -635,6 +650,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   @Override
   public void shutdown() {
+    running = null;
     finish();
     try {
       if (shutdownHook != null) Runtime.getRuntime().removeShutdownHook(shutdownHook);

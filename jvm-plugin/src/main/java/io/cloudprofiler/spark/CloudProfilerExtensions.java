@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import java.util.function.Function;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -11,26 +12,20 @@ import scala.runtime.BoxedUnit;
 
 /**
  * Enable with {@code --conf spark.sql.extensions=io.cloudprofiler.spark.CloudProfilerExtensions}:
- * adds the SQL function {@code cp_trace('channel', id)}, see {@link TraceExpression}. Guarded: a
- * failure here leaves the session without the function, saying why in one log line, instead of
- * failing the session.
+ * adds the SQL functions {@code cp_trace('channel', id)}, see {@link TraceExpression}, and {@code
+ * cp_set_rules('rules')} and {@code cp_rules()}, see {@link RulesFunctions}. Guarded: a failure
+ * here leaves the session without the function, saying why in one log line, instead of failing the
+ * session.
  */
 public class CloudProfilerExtensions implements Function1<SparkSessionExtensions, BoxedUnit> {
   private static final Guard GUARD = new Guard("the SQL extension (" + TraceExpression.NAME + ")");
 
   @Override
-  @SuppressWarnings({
-    "unchecked",
-    "rawtypes"
-  }) // Spark's builder type names the Seq of its Scala version
   public BoxedUnit apply(SparkSessionExtensions extensions) {
     try {
-      extensions.injectFunction(
-          (Tuple3)
-              new Tuple3<>(
-                  new FunctionIdentifier(TraceExpression.NAME),
-                  new ExpressionInfo(TraceExpression.class.getName(), TraceExpression.NAME),
-                  new Builder()));
+      inject(extensions, TraceExpression.NAME, TraceExpression.class, TraceExpression::build);
+      inject(extensions, RulesFunctions.SET, RulesFunctions.class, RulesFunctions::set);
+      inject(extensions, RulesFunctions.GET, RulesFunctions.class, RulesFunctions::get);
     } catch (Throwable e) {
       GUARD.disable("injectFunction", e);
     }
@@ -38,13 +33,28 @@ public class CloudProfilerExtensions implements Function1<SparkSessionExtensions
   }
 
   /**
-   * Takes its argument untyped, so that no cast to this jar's Seq type precedes the guard in {@link
-   * TraceExpression#build}.
+   * The function's builder takes its arguments untyped, so that no cast to this jar's Seq type
+   * precedes the guard in {@link TraceExpression#build}.
    */
-  private static final class Builder extends AbstractFunction1<Object, Expression> {
-    @Override
-    public Expression apply(Object arguments) {
-      return TraceExpression.build(arguments);
-    }
+  @SuppressWarnings({
+    "unchecked",
+    "rawtypes"
+  }) // Spark's builder type names the Seq of its Scala version
+  private static void inject(
+      SparkSessionExtensions extensions,
+      String name,
+      Class<?> type,
+      Function<Object, Expression> build) {
+    extensions.injectFunction(
+        (Tuple3)
+            new Tuple3<>(
+                new FunctionIdentifier(name),
+                new ExpressionInfo(type.getName(), name),
+                new AbstractFunction1<Object, Expression>() {
+                  @Override
+                  public Expression apply(Object arguments) {
+                    return build.apply(arguments);
+                  }
+                }));
   }
 }

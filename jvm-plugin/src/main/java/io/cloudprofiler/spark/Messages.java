@@ -71,6 +71,12 @@ final class Messages {
    */
   record RulesNow(long version, String text) {}
 
+  /**
+   * A task's cp_set_rules on an executor. Answer: {@link RulesNow}, or the refusal's message (a
+   * String).
+   */
+  record SetRules(String text) {}
+
   private static final List<Class<? extends Record>> TYPES =
       List.of(
           Hello.class,
@@ -81,7 +87,8 @@ final class Messages {
           Last.class,
           Responders.class,
           CurrentRules.class,
-          RulesNow.class);
+          RulesNow.class,
+          SetRules.class);
 
   /**
    * A record as an Object[] of its name and its components, lists element by element; other values

@@ -11,7 +11,9 @@ import java.util.Map;
  * rules text and its version (0 for {@code spark.cloudprofiler.rules}, then one more per accepted
  * change). Executors ask for them about once a second ({@link Messages.CurrentRules}) and apply a
  * new version. Python reaches the one of the running application through {@link #setRules} and
- * {@link #rules} (py4j, cps.set_rules and cps.rules).
+ * {@link #rules} (cps.set_rules and cps.rules: over py4j, or on Spark Connect through the SQL
+ * functions cp_set_rules and cp_rules of {@link RulesFunctions}), the command line through {@link
+ * RuleRequests}.
  *
  * <p>New rules are checked with the native library's own check (they are set in the driver's
  * process, whose channels follow them too); a bad rule is refused with the library's message naming
@@ -37,23 +39,31 @@ public final class RuleChanges {
   }
 
   /**
-   * Replaces the rules of the running application ({@code ;} or new lines between rules) and
-   * returns their new version; throws naming the bad rule, and the rules in force stay.
+   * Replaces the rules of the running application ({@code ;} or new lines between rules): returns
+   * their new version, or the refusal naming the bad rule (the rules in force then stay). A result,
+   * not an exception: SQL calls this through {@code reflect()}, whose failure wraps the cause, and
+   * Spark Connect clients get that message cut before it. In the driver's JVM (where a local mode's
+   * tasks run too) directly, else asked of the driver by the executor that runs the task.
    */
-  public static long setRules(String text) {
-    return current().set(Config.rulesText(text));
+  public static String setRules(String text) throws Exception {
+    RuleChanges rules = running;
+    Object answer =
+        rules != null
+            ? rules.trySet(text)
+            : CloudProfilerExecutorPlugin.askDriver(new Messages.SetRules(text));
+    return answer instanceof Messages.RulesNow now
+        ? Long.toString(now.version())
+        : String.valueOf(answer);
   }
 
   /** The rules in force in the running application, one a line. */
-  public static String rules() {
-    return current().now().text();
-  }
-
-  private static RuleChanges current() {
+  public static String rules() throws Exception {
     RuleChanges rules = running;
-    if (rules == null)
-      throw new IllegalStateException("the cloudprofiler plugin runs in no application here");
-    return rules;
+    Object answer =
+        rules != null
+            ? rules.now()
+            : CloudProfilerExecutorPlugin.askDriver(new Messages.CurrentRules());
+    return ((Messages.RulesNow) answer).text();
   }
 
   synchronized long set(String newText) {
@@ -70,6 +80,16 @@ public final class RuleChanges {
     version++;
     changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, version, text});
     return version;
+  }
+
+  /** {@link #set}: the new rules and version, or the refusal's message. */
+  synchronized Object trySet(String newText) {
+    try {
+      set(Config.rulesText(newText));
+      return now();
+    } catch (IllegalArgumentException e) {
+      return e.getMessage();
+    }
   }
 
   synchronized Messages.RulesNow now() {

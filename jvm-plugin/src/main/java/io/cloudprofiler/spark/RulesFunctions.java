@@ -1,0 +1,56 @@
+package io.cloudprofiler.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.analysis.FunctionRegistry;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.types.DataTypes;
+import scala.collection.Seq;
+
+/**
+ * {@code cp_set_rules('rules')} (the new version, or the refusal naming the bad rule, as a string:
+ * the rules in force then stay) and {@code cp_rules()} (the rules in force, one a line): the rules
+ * of the running application from SQL, for sessions that have no py4j (Spark Connect). Each is
+ * Spark's own {@code reflect()} calling {@link RuleChanges#setRules} or {@link RuleChanges#rules}
+ * in the task that evaluates its row: {@code SELECT cp_set_rules('ysb.*=null')} sets the rules
+ * once.
+ */
+final class RulesFunctions {
+  static final String SET = "cp_set_rules";
+  static final String GET = "cp_rules";
+
+  private RulesFunctions() {}
+
+  static Expression set(Object arguments) {
+    return reflect(SET, "setRules", ScalaLists.toJava((Seq<?>) arguments, Expression.class), 1);
+  }
+
+  static Expression get(Object arguments) {
+    return reflect(GET, "rules", ScalaLists.toJava((Seq<?>) arguments, Expression.class), 0);
+  }
+
+  private static Expression reflect(
+      String name, String method, List<Expression> args, int expected) {
+    if (args.size() != expected) {
+      throw new IllegalArgumentException(
+          name
+              + " takes "
+              + (expected == 1 ? "the rules (a string)" : "no argument")
+              + ", got "
+              + args.size()
+              + " argument(s)");
+    }
+    List<Expression> call =
+        new ArrayList<>(
+            List.of(
+                Literal.create(RuleChanges.class.getName(), DataTypes.StringType),
+                Literal.create(method, DataTypes.StringType)));
+    call.addAll(args);
+    return (Expression)
+        FunctionRegistry.builtin()
+            .lookupFunction(
+                new FunctionIdentifier("reflect"), ScalaLists.of(call.toArray(new Expression[0])));
+  }
+}
