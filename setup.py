@@ -18,6 +18,7 @@ JARS = ROOT / "jvm-plugin" / "build"
 ARTIFACTS = [
     ROOT / "native" / "build" / "libcloudprofiler.so",
     ROOT / "native" / "build" / "cp_bench",
+    ROOT / "native" / "build" / "cp_ret_end",
     JARS / "cloudprofiler-bench.jar",
 ]
 

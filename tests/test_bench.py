@@ -7,8 +7,10 @@ import math
 import subprocess
 import sys
 
+import pytest
+
 import cloudprofiler as cp
-from cloudprofiler.harness.bench.handlers import HANDLERS
+from cloudprofiler.harness.bench.handlers import HANDLERS, compared
 from cloudprofiler.harness.bench.spark import ONE_JOB_APP, plugin_conf, submit
 from cloudprofiler.harness.bench.spark_logs import TASK_TABLE, record_problems, run_problems, task_problems
 
@@ -28,7 +30,7 @@ def finite_positive(value) -> bool:
 
 def test_handlers_bench_has_every_handler_from_c_and_python():
     rows = bench("handlers", "--iterations", "200000", "--python-iterations", "20000", "--vectorized-size", "20000",
-                 timeout=300)
+                 "--rules-runs", "2", timeout=300)
     timed = [r for r in rows if "ns_per_call" in r]
     assert all(finite_positive(r["ns_per_call"]) and finite_positive(r["mrec_per_s"]) for r in timed)
     for caller in ("c", "python", "python-vectorized"):
@@ -37,6 +39,25 @@ def test_handlers_bench_has_every_handler_from_c_and_python():
                                                                                                    "unordered"}
     (compression,) = [r for r in rows if "compression_ratio" in r]
     assert compression["compression_ratio"] > 1 and finite_positive(compression["sustained_mrec_per_s"])
+    by_rules = {r["handler"]: r for r in rows if "verdict" in r}
+    assert set(by_rules) == {h for h, _ in HANDLERS}
+    assert all(len(r["direct_runs_ns"]) == len(r["rules_runs_ns"]) == 2 and all(map(finite_positive, r[
+        "direct_runs_ns"] + r["rules_runs_ns"])) for r in by_rules.values())
+
+
+def test_the_rules_comparison_judges_a_difference_against_the_spread_of_the_runs():
+    assert compared([10.0, 11.0, 12.0], [10.5, 11.5, 13.0]) == {
+        "direct_ns": 11.0, "rules_ns": 11.5, "direct_runs_ns": [10.0, 11.0, 12.0],
+        "rules_runs_ns": [10.5, 11.5, 13.0], "difference_ns": 0.5, "noise_ns": 2.5, "verdict": "within noise"}
+    slower = compared([10.0, 10.1, 10.2], [20.0, 20.1, 20.4])
+    assert slower["difference_ns"] == pytest.approx(10.0) and slower["verdict"] == "slower"
+    assert compared([20.0, 20.1], [10.0, 10.2])["verdict"] == "faster"
+
+
+def test_the_handlers_bench_refuses_a_single_rules_run():
+    out = subprocess.run([*CLI, "bench", "handlers", "--rules-runs", "1"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode != 0 and "--rules-runs 1: expected 0 (skip) or at least 2" in out.stderr
 
 
 def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():

@@ -13,6 +13,7 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.errors import InvalidArgumentError
+from cloudprofiler.harness.bench.accuracy import END_NODES, measure_ret, ret_statistics
 from cloudprofiler.harness.hosts import Hosts, namespaces_available
 from cloudprofiler.ret import ret_bounds, ret_end, ret_start
 
@@ -131,10 +132,15 @@ def test_ret_info_of_another_handler_is_refused(log_dir):
 
 
 @pytest.mark.skipif(not namespaces_available(), reason="network namespaces need root and iproute2")
-def test_a_pair_across_network_namespaces_contains_every_true_duration():
-    from cloudprofiler.harness.bench.accuracy import measure_ret
-
+@pytest.mark.parametrize("end_node", END_NODES)
+def test_a_pair_across_network_namespaces_contains_every_true_duration(end_node):
     with Hosts(1) as hosts:
-        ret = measure_ret(hosts, 500)
+        ret = measure_ret(hosts, 500, end_node)
     assert len(ret["bound"]) == 500  # UDP through a bridge at this pace loses nothing
     assert (ret["true"] >= 0).all() and (ret["true"] <= ret["bound"]).all()
+
+
+def test_the_ret_statistics_of_known_bounds():
+    assert ret_statistics(np.arange(1, 101)) == {"p50": 50.5, "p99": pytest.approx(99.01), "mean": 50.5}
+    assert ret_statistics(np.array([10] * 99 + [10_000])) == {"p50": 10, "p99": pytest.approx(109.9),
+                                                               "mean": pytest.approx(109.9)}

@@ -16,7 +16,7 @@ PHASES = ["sqlr=null;pyr=null", "sqlr=buffered;pyr=buffered", "sqlr=downsample:4
 PHASE_SECONDS = 3.0
 SWITCH_SECONDS = 1.0  # records stop and resume within this of a change
 # Python workers: the executor learns the change, writes its rules file, the workers' library reads it
-PYTHON_SWITCH_SECONDS = 1.5
+PYTHON_SWITCH_SECONDS = 1.0
 
 
 # local mode shares the driver's library with its executor; local-cluster runs two executor processes, each of which

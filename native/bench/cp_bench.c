@@ -4,7 +4,11 @@
  * Besides the wall-clock ns per call, each row gives the logging thread's own CPU time per call: on a machine
  * whose cores are shared, the wall figure also holds the time the compression and IO threads (or other
  * processes) took the core away. The encode+zstd row is the ceiling of one compression thread: ns per record
- * to encode one full block into a ZSTD record batch. */
+ * to encode one full block into a ZSTD record batch.
+ *
+ * With --open rules, each handler's channel is opened by rules (`bench=<handler>[:params]`, set before it opens)
+ * instead of by handler, and only the TSC floor and the handler rows are printed: run beside --open direct with
+ * CLOUDPROFILER_RULES naming a file, it gives what a channel that can switch at run time costs per call. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -24,12 +28,14 @@ static double clock_s(clockid_t id) {
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 static double cpu_s(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
 
+static int by_rules; /* --open rules */
+
 static void print_row(int json, int first, const char *handler, const char *tsc_read, double ns, double cpu_ns) {
   if (json)
     printf(
-        "%s{\"handler\": \"%s\", \"caller\": \"c\", \"tsc_read\": \"%s\", \"ns_per_call\": %.3f, "
-        "\"mrec_per_s\": %.3f, \"thread_cpu_ns_per_call\": %.3f}",
-        first ? "" : ", ", handler, tsc_read, ns, 1e3 / ns, cpu_ns);
+        "%s{\"handler\": \"%s\", \"caller\": \"c\", \"tsc_read\": \"%s\", \"opened\": \"%s\", "
+        "\"ns_per_call\": %.3f, \"mrec_per_s\": %.3f, \"thread_cpu_ns_per_call\": %.3f}",
+        first ? "" : ", ", handler, tsc_read, by_rules ? "rules" : "direct", ns, 1e3 / ns, cpu_ns);
   else printf("%-12s %-8s %-10s %12.2f %12.2f %14.2f\n", handler, "c", tsc_read, ns, 1e3 / ns, cpu_ns);
   fflush(stdout);
 }
@@ -63,10 +69,21 @@ static void tsc_rows(int json, int first, const char *tsc_read, long long iterat
             (cpu_s() - c0) * 1e9 / (double)iterations);
 }
 
+/* The channel a handler row logs into: opened by handler, or (--open rules) by the one rule that names it. */
+static cp_channel *open_bench_channel(cp_handler h, const int64_t *params, size_t n_params, cp_error *err) {
+  if (!by_rules) return cp_channel_open("bench", h, params, n_params, NULL, NULL, 0, err);
+  char rule[128];
+  int at = snprintf(rule, sizeof rule, "bench=%s", cp_handler_name(h));
+  for (size_t i = 0; i < n_params; i++)
+    at += snprintf(rule + at, sizeof rule - (size_t)at, ":%lld", (long long)params[i]);
+  if (cp_rules_set(rule, err)) return NULL;
+  return cp_channel_open_by_rules("bench", NULL, NULL, 0, err);
+}
+
 static int handler_row(int json, cp_handler h, const int64_t *params, size_t n_params, const char *tsc_read,
                        long long iterations) {
   cp_error err;
-  cp_channel *ch = cp_channel_open("bench", h, params, n_params, NULL, NULL, 0, &err);
+  cp_channel *ch = open_bench_channel(h, params, n_params, &err);
   if (!ch) return fprintf(stderr, "cp_bench: %s\n", err.message), 1;
   long long n = h == CP_HANDLER_IDENTITY ? iterations / 10 : iterations;
   for (long long i = 0; i < n / 10; i++) cp_log(ch, i); /* warm-up: pages, blocks, caches */
@@ -106,15 +123,20 @@ int main(int argc, char **argv) {
   int json = 0;
   uint32_t block_records = 0;
   const char *dir = NULL;
+  int only_handlers = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
     else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
       iterations = flag_number(argv[i], argv[i + 1], 1000), i++;
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--open") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "direct") || !strcmp(argv[i + 1], "rules")))
+      by_rules = !strcmp(argv[++i], "rules"), only_handlers = 1;
     else if (!strcmp(argv[i], "--block-records") && i + 1 < argc)
       block_records = (uint32_t)flag_number(argv[i], argv[i + 1], 16), i++;
     else {
-      fprintf(stderr, "usage: %s [--iterations N] [--block-records N] [--json] [--dir PATH]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--iterations N] [--block-records N] [--json] [--dir PATH] [--open direct|rules]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -144,6 +166,12 @@ int main(int argc, char **argv) {
   tsc_rows(json, 1, "ordered", iterations);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
     if (handler_row(json, cases[c].h, cases[c].params, cases[c].n, "ordered", iterations)) return 1;
+  if (only_handlers) {
+    if (json) printf("]\n");
+    cp_stop();
+    if (own_dir) remove_tree(dir);
+    return 0;
+  }
   /* The same floor and the buffered handler again with the unordered read, side by side in this run. */
   cp_stop();
   o.tsc_read = CP_TSC_UNORDERED;

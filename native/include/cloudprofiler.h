@@ -295,7 +295,7 @@ CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
  *
  * A process follows a rules file when the environment variable CLOUDPROFILER_RULES names one: it is read when the
  * library starts and again after every change (its modification time, size or inode), once the file has stayed
- * the same for 250 ms (a file caught half-written is not applied): within about half a second. A file that cannot
+ * the same for 100 ms (a file caught half-written is not applied): within about 0.2 s. A file that cannot
  * be read or holds a bad rule is refused with one message on stderr naming it; the rules in force stay. */
 #define CP_RULES_MAX 256
 

@@ -59,8 +59,8 @@ def serve_ends(listen: str, start_address: str, start_port: int, timeout_s: floa
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((listen, 0))
     sock.settimeout(timeout_s)
-    print(sock.getsockname()[1], flush=True)
     end = ret_end("ret.end", start_address, start_port)
+    print(sock.getsockname()[1], flush=True)  # once the end channel is open: no tuple waits for it
     try:
         while True:
             try:

@@ -13,6 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from .connect import is_connect
 from .jar import channel_key, default, jar_path, options
 from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
@@ -181,7 +182,7 @@ def log_folder(spark) -> str:
     """`<logDir>/<application id>`: where this session's application collects its logs. For a Spark Connect
     session, the server's folder (on the server's file system, or a shared one)."""
     key = options()["log_dir"]
-    if _is_connect(spark):
+    if is_connect(spark):
         conf = {k: spark.conf.get(k, None) for k in (key, "spark.app.id")}
     else:
         conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
@@ -197,13 +198,8 @@ def report(spark, output=None):
     HTML file's path."""
     from ..analysis.report import report as write_report
 
-    running = not _is_connect(spark) and spark.sparkContext._jsc is not None
+    running = not is_connect(spark) and spark.sparkContext._jsc is not None
     return write_report(log_folder(spark), output, spark if running else None)
-
-
-def _is_connect(spark) -> bool:
-    """A Spark Connect client's session (it has no SparkContext)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def __getattr__(name: str):

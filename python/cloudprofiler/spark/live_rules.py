@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 
 from ..rules import rules_text
+from .connect import is_connect
 
 
 def _rule_changes(spark):
@@ -21,10 +22,9 @@ def set_rules(spark, rules) -> int:
     ...; 0 is the rules at start). A Spark Connect session needs the server's `spark.sql.extensions` to include the
     plugin's (`cloudprofiler spark-conf` says so)."""
     from ..errors import InvalidArgumentError
-    from . import _is_connect
 
     text = rules_text(rules)
-    if _is_connect(spark):
+    if is_connect(spark):
         answer = spark.sql("SELECT cp_set_rules(:rules)", args={"rules": text}).first()[0]
     else:
         answer = _rule_changes(spark).setRules(text)
@@ -35,7 +35,6 @@ def set_rules(spark, rules) -> int:
 
 def rules(spark) -> list[str]:
     """The rules in force in `spark`'s application, one string a rule."""
-    from . import _is_connect
 
-    text = spark.sql("SELECT cp_rules()").first()[0] if _is_connect(spark) else _rule_changes(spark).rules()
+    text = spark.sql("SELECT cp_rules()").first()[0] if is_connect(spark) else _rule_changes(spark).rules()
     return [line for line in str(text).splitlines() if line]

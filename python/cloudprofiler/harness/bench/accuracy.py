@@ -17,9 +17,11 @@ import sys
 import numpy as np
 
 from ..hosts import Hosts, namespaces_available
+from . import native_program
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 37.0
 RET_TUPLES = 2000
+END_NODES = ("native", "python")  # node B of the ReT pair: cp_ret_end (C), or python -m cloudprofiler.ret end
 PAPER_CP_BOUND_NS, PAPER_RET_BOUND_NS = 51_200, 266_390
 
 
@@ -50,7 +52,7 @@ def measure(rounds: int, gap: float, use_namespaces: bool) -> dict:
         finally:
             responder.stdin.close()
             responder.wait(timeout=30)
-        ret = measure_ret(hosts, RET_TUPLES)
+        ret = {end_node: measure_ret(hosts, RET_TUPLES, end_node) for end_node in END_NODES}
     data = [Probes.of(r["send"], r["remote"], r["recv"]) for r in json.loads(out.stdout)]
     hz = cp.tsc_frequency().hz
     ns = 1e9 / hz
@@ -75,25 +77,34 @@ def measure(rounds: int, gap: float, use_namespaces: bool) -> dict:
             result["scenario2_bound_ns"] = float(np.median(s2.error)) * ns
             result["baseline_bound_ns"] = 2 * result["cp_bound_ns"]
     result["contained_fraction"] = float(np.mean(np.concatenate(contained)))
-    result["ret_bound_ns"] = float(np.mean(ret["bound"])) * ns
-    result["ret_bound_p50_ns"] = float(np.median(ret["bound"])) * ns
-    result["ret_contained_fraction"] = float(np.mean((ret["true"] >= 0) & (ret["true"] <= ret["bound"])))
+    for end_node, pair in ret.items():
+        statistics = ret_statistics(pair["bound"])
+        result.update({f"ret_{end_node}_{name}_ns": value * ns for name, value in statistics.items()})
+    result["ret_contained_fraction"] = float(np.mean(np.concatenate(
+        [(pair["true"] >= 0) & (pair["true"] <= pair["bound"]) for pair in ret.values()])))
     return result
 
 
-def measure_ret(hosts: "Hosts", count: int) -> dict:
-    """A ReT pair between the two hosts (one physical TSC, so each true duration is known): per tuple, the
-    bound (ack arrival - start on node A) and the true duration (end on node B - start), in ticks."""
+def ret_statistics(bounds: np.ndarray) -> dict:
+    """The median, 99th percentile and mean of a run's ReT bounds (any unit)."""
+    return {"p50": float(np.median(bounds)), "p99": float(np.percentile(bounds, 99)), "mean": float(np.mean(bounds))}
+
+
+def measure_ret(hosts: "Hosts", count: int, end_node: str = "python") -> dict:
+    """A ReT pair between the two hosts (one physical TSC, so each true duration is known), node A in Python and
+    node B in Python or in C (`end_node`, one of END_NODES): per tuple, the bound (ack arrival - start on node A)
+    and the true duration (end on node B - start), in ticks."""
     import cloudprofiler as cp
     from cloudprofiler.ret import ret_bounds
 
     role = [sys.executable, "-m", "cloudprofiler.ret"]
     b_address = hosts.worker_ips[0]
+    end_role = {"python": [*role, "end"], "native": [str(native_program("cp_ret_end"))]}[end_node]
     node_a = subprocess.Popen([*hosts.prefix(hosts.hub), *role, "start", b_address, str(count)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         a_port = node_a.stdout.readline().strip()
-        node_b = subprocess.Popen([*hosts.prefix(hosts.workers[0]), *role, "end", b_address, hosts.hub_ip, a_port],
+        node_b = subprocess.Popen([*hosts.prefix(hosts.workers[0]), *end_role, b_address, hosts.hub_ip, a_port],
                                   stdout=subprocess.PIPE, text=True)
         node_a.stdin.write(node_b.stdout.readline())
         node_a.stdin.flush()
@@ -142,8 +153,9 @@ def run(args) -> int:
             ("min-pair bound", "minpair_bound_ns", None),
             ("Scenario 1, 100 us on one host", "scenario1_bound_ns", None),
             ("baseline (2e)", "baseline_bound_ns", None),
-            ("ReT (mean; same namespace pair)", "ret_bound_ns", PAPER_RET_BOUND_NS),
-            ("ReT (median)", "ret_bound_p50_ns", None)]
+            *((f"ReT, {end_node} end node, {name}", f"ret_{end_node}_{key}_ns", PAPER_RET_BOUND_NS if key == "mean"
+               else None) for end_node in END_NODES for key, name in (("p50", "median"), ("p99", "p99"),
+                                                                       ("mean", "mean")))]
     for name, result in results.items():
         print(f"{name}: hosts: {result['hosts']}, {result['samples']} translated values, "
               f"{result['contained_fraction']:.4%} inside their bounds; ReT: "

@@ -77,7 +77,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
               + " opens its channels) and calibrates nothing: {}",
           failure);
     }
-    rules = new RuleChanges(startRules);
+    rules = new RuleChanges(startRules, failure == null ? CloudProfiler.tsc() : 0L);
     RuleChanges.run(rules);
     ruleRequests = new RuleRequests(rules, this::appFolder);
     listener = new TaskListener(failure == null ? startClock() : Map.of());

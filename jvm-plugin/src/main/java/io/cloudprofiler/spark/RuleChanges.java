@@ -17,7 +17,7 @@ import java.util.Map;
  *
  * <p>New rules are checked with the native library's own check (they are set in the driver's
  * process, whose channels follow them too); a bad rule is refused with the library's message naming
- * it, and the rules in force stay. Every accepted rules text is kept with its wall time, for the
+ * it, and the rules in force stay. Every accepted rules text is kept with its wall time and TSC, for the
  * application's {@code rules-changes.arrows}.
  */
 public final class RuleChanges {
@@ -27,10 +27,13 @@ public final class RuleChanges {
   private long version;
   private String text;
 
-  /** The rules at start, one a line (checked by the caller). */
-  RuleChanges(String text) {
+  /**
+   * The rules at start, one a line (checked by the caller), taken at the driver's TSC {@code tsc}
+   * (0 when the driver has no native library).
+   */
+  RuleChanges(String text, long tsc) {
     this.text = text;
-    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, 0L, text});
+    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, tsc, 0L, text});
   }
 
   /** Makes these the rules that {@link #setRules} changes (null: the application has stopped). */
@@ -78,7 +81,8 @@ public final class RuleChanges {
     }
     text = newText;
     version++;
-    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, version, text});
+    changes.add(
+        new Object[] {System.currentTimeMillis() * 1_000_000L, CloudProfiler.tsc(), version, text});
     return version;
   }
 
@@ -96,12 +100,15 @@ public final class RuleChanges {
     return new Messages.RulesNow(version, text);
   }
 
-  /** Writes every accepted rules text (when, version, text) to {@code target}. */
+  /**
+   * Writes every accepted rules text (when, as wall time and the driver's TSC, version, text) to
+   * {@code target}.
+   */
   void publish(String target) throws Exception {
     List<Object[]> rows;
     synchronized (this) {
       rows = new ArrayList<>(changes);
     }
-    ArrowTables.writeRows(target, Map.of(), List.of("realtime_ns", "version", "rules"), rows);
+    ArrowTables.writeRows(target, Map.of(), List.of("realtime_ns", "tsc", "version", "rules"), rows);
   }
 }
