@@ -17,8 +17,8 @@ import java.util.Map;
  *
  * <p>New rules are checked with the native library's own check (they are set in the driver's
  * process, whose channels follow them too); a bad rule is refused with the library's message naming
- * it, and the rules in force stay. Every accepted rules text is kept with its wall time and TSC, for the
- * application's {@code rules-changes.arrows}.
+ * it, and the rules in force stay. Every accepted rules text is kept with its wall time and TSC,
+ * for the application's {@code rules-changes.arrows}.
  */
 public final class RuleChanges {
   private static volatile RuleChanges running;
@@ -109,6 +109,7 @@ public final class RuleChanges {
     synchronized (this) {
       rows = new ArrayList<>(changes);
     }
-    ArrowTables.writeRows(target, Map.of(), List.of("realtime_ns", "tsc", "version", "rules"), rows);
+    ArrowTables.writeRows(
+        target, Map.of(), List.of("realtime_ns", "tsc", "version", "rules"), rows);
   }
 }
