@@ -18,6 +18,15 @@ def test_channels_become_handler_and_params_keys():
     assert "spark.cloudprofiler.channel.sink.params" not in conf
 
 
+def test_rules_are_taken_as_set_rules_takes_them(tmp_path):
+    """A text, a list of rules, or a JSON or TOML rules file's path, as one rules text for the driver."""
+    toml = tmp_path / "rules.toml"
+    toml.write_text('[[rules]]\npattern = "ysb.*"\nhandler = "downsample"\nparams = [64]\n\n'
+                    '[[rules]]\npattern = "*"\nhandler = "null"\n')
+    for rules in ("ysb.*=downsample:64\n*=null", ["ysb.*=downsample:64", "*=null"], toml):
+        assert cps.spark_conf(rules=rules)["spark.cloudprofiler.rules"] == "ysb.*=downsample:64\n*=null"
+
+
 @pytest.mark.parametrize("channels, message", [({"": "null"}, "got ''"), ({"a": (5,)}, "got 'a': (5,)")])
 def test_bad_channel_specs_are_named(channels, message):
     with pytest.raises(ValueError, match=re.escape(message)):

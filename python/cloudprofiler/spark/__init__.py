@@ -13,6 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from ..rules import rules_text
 from .connect import is_connect
 from .jar import channel_key, default, jar_path, options
 from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
@@ -32,6 +33,8 @@ class ServerPluginWarning(UserWarning):
 
 
 def _value(key: str, value) -> str:
+    if key == "rules":  # as set_rules takes them: a text, a list of rules, or a JSON or TOML file's path
+        return rules_text(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):

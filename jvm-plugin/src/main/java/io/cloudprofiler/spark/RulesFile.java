@@ -30,7 +30,11 @@ final class RulesFile {
         document = new ObjectMapper().readTree(in);
       }
     } catch (Exception e) {
-      throw bad(file, "cannot be read as JSON: " + e.getMessage());
+      String toml =
+          file.endsWith(".toml")
+              ? " (the driver reads JSON; from PySpark, cps.builder(rules=pathlib.Path(file)) reads TOML)"
+              : "";
+      throw bad(file, "cannot be read as JSON: " + e.getMessage() + toml);
     }
     JsonNode entries = document == null ? null : document.get("rules");
     if (entries == null || !entries.isArray()) {

@@ -296,6 +296,9 @@ public final class JvmTests {
               && message.contains(entry[1]),
           () -> message);
     }
+    Path toml = Files.writeString(dir.resolve("rules.toml"), "[[rules]]\npattern = \"*\"\n");
+    String message = thrown(() -> RulesFile.read(toml.toString()));
+    check(message.contains("cps.builder(rules=pathlib.Path(file)) reads TOML"), () -> message);
   }
 
   /** Only JDK classes on the wire: an executor cannot load the plugin's. */
