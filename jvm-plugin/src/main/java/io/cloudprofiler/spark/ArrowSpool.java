@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Supplier;
 
 /**
  * A table that grows for as long as the application runs (every task attempt, every calibration
@@ -18,7 +19,7 @@ import java.util.Map;
 final class ArrowSpool {
   private final String prefix;
   private final List<String> names;
-  private final Map<String, String> metadata;
+  private final Supplier<Map<String, String>> metadata;
   private final List<Class<?>> types; // null: those of the first row's values
   private ArrowIpc.Layout layout;
 
@@ -38,12 +39,18 @@ final class ArrowSpool {
   private boolean finished;
 
   ArrowSpool(String prefix, List<String> names, Map<String, String> metadata) {
-    this(prefix, names, null, metadata);
+    this(prefix, names, null, () -> metadata);
   }
 
-  /** With the columns' types given (see {@link ArrowIpc}), so that any value may be null. */
+  /**
+   * With the columns' types given (see {@link ArrowIpc}), so that any value may be null, and the
+   * schema's metadata asked for when the first rows come.
+   */
   ArrowSpool(
-      String prefix, List<String> names, List<Class<?>> types, Map<String, String> metadata) {
+      String prefix,
+      List<String> names,
+      List<Class<?>> types,
+      Supplier<Map<String, String>> metadata) {
     this.prefix = prefix;
     this.names = names;
     this.types = types;
@@ -57,7 +64,7 @@ final class ArrowSpool {
       file.deleteOnExit();
       layout =
           new ArrowIpc.Layout(
-              names, types != null ? types : ArrowIpc.typesOf(rows.get(0)), metadata);
+              names, types != null ? types : ArrowIpc.typesOf(rows.get(0)), metadata.get());
       out = new FileOutputStream(file);
       byte[] head = layout.message();
       out.write(head);

@@ -4,9 +4,11 @@ import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.CloudProfilerException;
 import io.cloudprofiler.NativeLoader;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.PluginContext;
@@ -80,7 +82,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     rules = new RuleChanges(startRules, failure == null ? CloudProfiler.tsc() : 0L);
     RuleChanges.run(rules);
     ruleRequests = new RuleRequests(rules, this::appFolder);
-    listener = new TaskListener(failure == null ? startClock() : Map.of());
+    listener = new TaskListener(failure == null ? startClock() : Map::of);
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
     if (options.calibrationEnabled()) {
       String host =
@@ -123,18 +125,38 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
    * analysis's origin of time (t_ns = 0) and its pairing of TSC with wall clock, for Spark's
    * millisecond times. Written with the task table (none where the native library cannot load).
    */
-  private static Map<String, String> startClock() {
+  /**
+   * The task table's metadata: the driver's clock now, and the TSC frequency, which the native
+   * library measures over 50 ms where the CPU does not report it: measured in the background, so
+   * that the application's start does not wait for it (the table's first batch does, if it comes
+   * first).
+   */
+  private static Supplier<Map<String, String>> startClock() {
     long[] c = CloudProfiler.clockRead();
-    return Map.of(
-        "application.start.clock",
+    CompletableFuture<Double> hz = new CompletableFuture<>();
+    DaemonThreads.named("cloudprofiler-tsc-hz")
+        .newThread(
+            () -> {
+              try {
+                hz.complete(CloudProfiler.tscHz());
+              } catch (RuntimeException e) {
+                hz.completeExceptionally(e);
+              }
+            })
+        .start();
+    String clock =
         String.format(
             "{\"tsc\": %d, \"monotonic_raw_ns\": %d, \"realtime_ns\": %d, \"uncertainty_ticks\":"
                 + " %d}",
-            c[0], c[1], c[2], c[3]),
-        "tsc.hz",
-        String.valueOf(CloudProfiler.tscHz()),
-        "tsc.domain",
-        TscDomain.bootId());
+            c[0], c[1], c[2], c[3]);
+    return () ->
+        Map.of(
+            "application.start.clock",
+            clock,
+            "tsc.hz",
+            String.valueOf(hz.join()),
+            "tsc.domain",
+            TscDomain.bootId());
   }
 
   /** What the calibration learns from the scheduler: jobs that end, executors that are gone. */

@@ -32,7 +32,8 @@ final class RulesFile {
     } catch (Exception e) {
       String toml =
           file.endsWith(".toml")
-              ? " (the driver reads JSON; from PySpark, cps.builder(rules=pathlib.Path(file)) reads TOML)"
+              ? " (the driver reads JSON; from PySpark, cps.builder(rules=pathlib.Path(file)) reads"
+                  + " TOML)"
               : "";
       throw bad(file, "cannot be read as JSON: " + e.getMessage() + toml);
     }

@@ -7,6 +7,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.function.Supplier;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
@@ -68,9 +69,10 @@ public class TaskListener extends SparkListener {
   private final ArrowSpool spool;
 
   /**
-   * {@code metadata}: the table's schema metadata (the driver's clock at the application's start).
+   * {@code metadata}: the table's schema metadata (the driver's clock at the application's start),
+   * asked for when the first batch is written.
    */
-  public TaskListener(Map<String, String> metadata) {
+  public TaskListener(Supplier<Map<String, String>> metadata) {
     List<String> names = new ArrayList<>(COLUMNS);
     names.addAll(TaskDetails.COLUMNS);
     List<Class<?>> types = new ArrayList<>(TYPES);
