@@ -1,8 +1,10 @@
-"""Rules switching a running streaming query on a real standalone cluster (a master and two workers, each executor a
-JVM of its own with its own Python workers): the query's SQL and Python trace channels go from buffered to null,
-back to buffered, then to downsample:4 with cps.set_rules. In every executor and Python worker, records under a rule
-stop within a second of the next change and records resume within a second of it, judged from the files' TSCs
-against the change record in rules-changes.arrows; every call the query made is counted in some file."""
+"""Rules switching a running streaming query in local mode and on a real standalone cluster (a master and two
+workers, each executor a JVM of its own with its own Python workers): the query's SQL and Python trace channels go
+from buffered to null, back to buffered, then to downsample:4 with cps.set_rules. In every executor and Python
+worker, records under a rule stop within a second of the next change and records resume in the first batch after
+it, judged from the files' TSCs against the change record in rules-changes.arrows; every call the query made is
+counted in some file."""
+import contextlib
 import threading
 import time
 
@@ -24,11 +26,16 @@ def rules_of(handler: str) -> str:
     return ";".join(f"{channel}={handler}" for channel in CHANNELS)
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    base = tmp_path_factory.mktemp("standalone-rules")
+# local mode: one executor, in the driver's JVM; the standalone cluster: two, each a JVM of its own
+@pytest.fixture(scope="module", params=["local[2]", "standalone"])
+def run(request, tmp_path_factory):
+    base = tmp_path_factory.mktemp("streaming-rules")
     log_dir = base / "logs"
-    with Hosts(2, namespaces=False) as hosts, standalone_cluster(hosts, base) as master:
+    executors = 2 if request.param == "standalone" else 1
+    with contextlib.ExitStack() as cluster:
+        master = request.param
+        if master == "standalone":
+            master = cluster.enter_context(standalone_cluster(cluster.enter_context(Hosts(2, namespaces=False)), base))
         spark = (
             cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local"), rules=rules_of("buffered"))
             .master(master)
@@ -42,7 +49,8 @@ def run(tmp_path_factory):
         )
         try:
             deadline = time.monotonic() + 120
-            while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
+            status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # the driver's block manager too
+            while executors > 1 and status().size() < executors + 1 and time.monotonic() < deadline:
                 time.sleep(0.5)
             counted, tracing, untraced = [], threading.Event(), threading.Event()
             tracing.set()
@@ -72,13 +80,13 @@ def run(tmp_path_factory):
         app = log_dir / app_id
         # executors copy their logs at shutdown, which the workers run after the application ends
         deadline = time.monotonic() + 60
-        while len(list(app.rglob("spark.task.end.*.arrows"))) < 2 and time.monotonic() < deadline:
+        while len(list(app.rglob("spark.task.end.*.arrows"))) < executors and time.monotonic() < deadline:
             time.sleep(0.5)
     with ipc.open_file(app / "rules-changes.arrows") as reader:
         changes = reader.read_all()
     files = {channel: [(cp.log_metadata(t), t, p) for p in cp.log_files(app) if p.name.startswith(f"{channel}.")
                        for t in [cp.read_log(p)]] for channel in CHANNELS}
-    return dict(changes=changes.to_pylist(), batches=counted, files=files)
+    return dict(changes=changes.to_pylist(), batches=counted, files=files, executors=executors)
 
 
 def test_the_changes_are_recorded_with_the_drivers_tsc(run):
@@ -98,7 +106,7 @@ def test_records_stop_and_resume_within_a_second_of_each_change_in_every_process
     # the JVM channel lives in each executor; the Python one in each worker, a channel per task
     processes = {meta["pid"] for meta, _, _ in segments}
     executors = {path.parent for _, _, path in segments}
-    assert len(executors) == 2 and len(processes) >= 2
+    assert len(executors) == run["executors"] and len(processes) >= run["executors"]
     first_after = [float("inf")] * len(rules)
 
     def phase_of(meta):  # the change whose rule it took: the last one with that rule before the segment began

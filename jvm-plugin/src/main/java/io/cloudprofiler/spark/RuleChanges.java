@@ -70,7 +70,11 @@ public final class RuleChanges {
   }
 
   synchronized long set(String newText) {
+    // taken before the rules go into force: in the driver's own library (a local mode's executor)
+    // channels switch during setRules, and every switch must come after its change's TSC
+    long tsc;
     try {
+      tsc = CloudProfiler.tsc();
       CloudProfiler.setRules(newText);
     } catch (CloudProfilerException e) {
       throw new IllegalArgumentException(
@@ -81,8 +85,7 @@ public final class RuleChanges {
     }
     text = newText;
     version++;
-    changes.add(
-        new Object[] {System.currentTimeMillis() * 1_000_000L, CloudProfiler.tsc(), version, text});
+    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, tsc, version, text});
     return version;
   }
 
