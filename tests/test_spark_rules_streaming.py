@@ -14,7 +14,7 @@ import pytest
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.harness.hosts import Hosts
-from cloudprofiler.harness.standalone import standalone_cluster
+from cloudprofiler.harness.standalone import small_executors, standalone_cluster, wait_for_executors
 
 CHANNELS = ("strm", "pystrm")
 PHASES = ["null", "buffered", "downsample:4"]  # after "buffered" at start
@@ -36,22 +36,13 @@ def run(request, tmp_path_factory):
         master = request.param
         if master == "standalone":
             master = cluster.enter_context(standalone_cluster(cluster.enter_context(Hosts(2, namespaces=False)), base))
-        spark = (
-            cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local"), rules=rules_of("buffered"))
-            .master(master)
-            .config("spark.ui.enabled", "false")
-            .config("spark.executor.memory", "512m")
-            .config("spark.executor.cores", "1")
-            .config("spark.cores.max", "2")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", "2")
-            .getOrCreate()
-        )
+        builder = cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local"), rules=rules_of("buffered"))
+        spark = (small_executors(builder.master(master), 2).config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
         try:
+            if request.param == "standalone":
+                wait_for_executors(spark, executors)
             deadline = time.monotonic() + 120
-            status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # the driver's block manager too
-            while executors > 1 and status().size() < executors + 1 and time.monotonic() < deadline:
-                time.sleep(0.5)
             counted, tracing, untraced = [], threading.Event(), threading.Event()
             tracing.set()
 

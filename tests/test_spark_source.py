@@ -176,3 +176,37 @@ def test_the_rate_source_trial_sustains_a_low_rate_judged_from_its_progress_repo
     low = trial(2_000)
     assert low.error is None and low.sustainable, low
     assert low.achieved_tps < 1.5 * 2_000  # above the rate while it works off the first batch's wait
+
+
+
+# YSB on the rate source far above its capacity, so that its batches follow each other without a gap, stopped by
+# the search's stop at moments spread over a batch, each checkpoint removed at once as a step does
+STOPPED_MID_BATCH = """
+import shutil, sys, tempfile, time
+from cloudprofiler.harness.pipelines import pipeline
+from cloudprofiler.harness.trial import start_noop_query, stop_query, benchmark_session, rate_source_events
+spark = benchmark_session("local[2]", sys.argv[1])
+ysb = pipeline("ysb")
+for i in range(6):
+    checkpoint = tempfile.mkdtemp(dir=sys.argv[2])
+    query = start_noop_query(ysb.build(rate_source_events(spark, 12.8e6, 2)), ysb.output_mode, checkpoint)
+    while not query.recentProgress:
+        time.sleep(0.05)
+    time.sleep(0.4 * i)
+    print(stop_query(spark, query, idle_wait_s=0), flush=True)
+    shutil.rmtree(checkpoint)
+time.sleep(1)  # for a task that would still fail to say so
+spark.stop()
+"""
+
+
+def test_queries_stopped_mid_batch_put_no_error_in_the_users_terminal(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", STOPPED_MID_BATCH, str(tmp_path / "logs"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    shown = [line for line in out.stderr.splitlines() if " ERROR " in line or "Exception" in line]
+    assert shown == [], "\n".join(shown[:20])
+    assert out.stdout.split() == ["None"] * 6, out.stdout

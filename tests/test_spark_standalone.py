@@ -17,7 +17,7 @@ import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.calibration.spark import load_domains, records_in_reference
 from cloudprofiler.harness.hosts import Hosts
-from cloudprofiler.harness.standalone import standalone_cluster
+from cloudprofiler.harness.standalone import small_executors, standalone_cluster, wait_for_executors
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
 
@@ -33,13 +33,8 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     master, base = cluster
     log_dir = tmp_path / "logs"
     spark = (
-        cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local"))
-        .master(master)
+        small_executors(cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local")).master(master), 2)
         .config("spark.ui.enabled", "false")
-        .config("spark.executor.memory", "512m")
-        .config("spark.executor.cores", "1")
-        .config("spark.cores.max", "2")
-        .config("spark.driver.host", "127.0.0.1")
         # executors as a TSC domain of their own (4 h ahead, 29 ppm fast); no timed rounds within the test, so
         # the anchors come from the round when the domain appears and the rounds after each job
         .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", f"offset={OFFSET},skew_ppm={SKEW_PPM}")
@@ -47,10 +42,7 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
         .getOrCreate()
     )
     try:
-        # wait until both executors are up so that both get tasks
-        deadline = time.monotonic() + 120
-        while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_for_executors(spark, 2)  # so that both get tasks
         spark.sparkContext.parallelize(range(100), 8).count()  # the executors join the calibration
         first_job_tasks = 8
         total = spark.sparkContext.parallelize(range(100_000), 8).map(lambda x: (x % 10, x)).reduceByKey(

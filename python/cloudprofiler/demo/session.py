@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..harness.standalone import wait_for_executors
+
 EXECUTORS = 2
 EXECUTORS_TIMEOUT_S = 120
 LOCAL_SIMULATION = (4.0, 29.0)  # the local executors' TSC: hours ahead of the driver's, ppm fast
@@ -75,12 +77,7 @@ def profiled(log_dir: str, placement: Placement):
         builder = builder.config(f"spark.executorEnv.{key}", value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    deadline = time.monotonic() + EXECUTORS_TIMEOUT_S
-    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < EXECUTORS + 1:  # the driver counts too
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{EXECUTORS} executors did not register with {placement.master} within "
-                               f"{EXECUTORS_TIMEOUT_S} s")
-        time.sleep(0.2)
+    wait_for_executors(spark, EXECUTORS, EXECUTORS_TIMEOUT_S)
     return spark
 
 

@@ -42,6 +42,24 @@ def wait_for(path: Path, pattern: str, count: int, timeout: float) -> None:
     raise TimeoutError(f"{path} did not show {count} x {pattern!r} within {timeout} s:\n{text}")
 
 
+def small_executors(builder, count: int):
+    """`builder` asking for `count` executors of one core and 512 MiB each, the driver on loopback: what the
+    clusters of `standalone_cluster` on this machine hold."""
+    return (builder.config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
+            .config("spark.cores.max", str(count)).config("spark.driver.host", "127.0.0.1"))
+
+
+def wait_for_executors(spark, count: int, timeout: float = START_TIMEOUT_S) -> None:
+    """Until `count` executors have registered with the application's driver."""
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # the driver's block manager counts too
+    deadline = time.monotonic() + timeout
+    while status().size() < count + 1:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{count} executors did not register with {spark.sparkContext.master} within "
+                               f"{timeout:g} s")
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def standalone_cluster(hosts: Hosts, folder: Path, worker_env: "list[dict] | None" = None, cores: int = 1,
                        memory: str = "1g"):

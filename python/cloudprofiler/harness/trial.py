@@ -43,19 +43,39 @@ def benchmark_session(master: str = "local[2]", log_dir: str | None = None):
     return spark
 
 
-def _start(df, output_mode: str, checkpoint: str):
+def start_noop_query(df, output_mode: str, checkpoint: str):
     return (df.writeStream.format("noop").outputMode(output_mode).option("checkpointLocation", checkpoint)
             .start())
 
 
-def _stop(query, idle_wait_s: float = 5.0) -> str | None:
-    """Stop between batches when possible (a batch cut short logs an aborted job); the query's error, if any."""
+def stop_query(spark, query, idle_wait_s: float = 5.0, end_wait_s: float = 30.0) -> str | None:
+    """Stop between batches when possible; the query's error, if any. A saturated query is never between batches:
+    the batch cut short is cancelled with Spark's log quiet (it logs the cancelled write and its tasks' failures
+    as errors with their stacks, none of them the user's), and its tasks are waited for, so that none still
+    writes to the checkpoint when the caller removes it."""
     deadline = time.monotonic() + idle_wait_s
     while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.05)
     error = query.exception()
-    query.stop()
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getRootLogger()
+    level = log4j.getLevel().toString()
+    spark.sparkContext.setLogLevel("OFF")
+    try:
+        query.stop()
+        deadline = time.monotonic() + end_wait_s
+        while _running_tasks(spark, str(query.runId)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        spark.sparkContext.setLogLevel(level)
     return None if error is None else f"the streaming query failed: {_last_line(str(error))}"
+
+
+def _running_tasks(spark, job_group: str) -> int:
+    """Tasks of the group's jobs still running: a cancelled job ends at once, its killed tasks later."""
+    tracker = spark.sparkContext.statusTracker()  # a query's batches run as jobs of the group of its run id
+    jobs = [tracker.getJobInfo(job) for job in tracker.getJobIdsForGroup(job_group)]
+    stages = [tracker.getStageInfo(stage) for job in jobs if job is not None for stage in job.stageIds]
+    return sum(stage.numActiveTasks for stage in stages if stage is not None)
 
 
 def generator_trial(spark, name, template, duration_s: float, warmup_s: float, trace: bool = False):
@@ -74,7 +94,7 @@ def generator_trial(spark, name, template, duration_s: float, warmup_s: float, t
                                   **({"traceChannel": f"{label}.source"} if trace else {}))
                    for i in range(spec.streams)]
         try:
-            query = _start(spec.build(*streams, trace=trace), spec.output_mode, checkpoint)
+            query = start_noop_query(spec.build(*streams, trace=trace), spec.output_mode, checkpoint)
         except Exception as exc:  # e.g. the source could not reach an emitter: this step failed, not the search
             generator.kill()
             shutil.rmtree(checkpoint, ignore_errors=True)
@@ -83,7 +103,7 @@ def generator_trial(spark, name, template, duration_s: float, warmup_s: float, t
         try:
             results = generator.join(duration_s + DRAIN_S + 4 * config.timeout_s + 30)
         finally:
-            error = _stop(query)
+            error = stop_query(spark, query)
             shutil.rmtree(checkpoint, ignore_errors=True)
         return serve_step(rate, results, warmup_s, config.effective_bucket_tuples(), error, MAX_LATENCY_GROWTH)
 
@@ -111,15 +131,15 @@ def rate_source_trial(spark, name: str, duration_s: float, warmup_s: float, part
 
     def trial(rate: float) -> Step:
         checkpoint = tempfile.mkdtemp(prefix="cloudprofiler-trial-")
-        query = _start(spec.build(rate_source_events(spark, rate, partitions), trace=trace), spec.output_mode,
-                       checkpoint)
+        events = rate_source_events(spark, rate, partitions)
+        query = start_noop_query(spec.build(events, trace=trace), spec.output_mode, checkpoint)
         try:
             deadline = time.monotonic() + FIRST_BATCH_WAIT_S
             while not query.recentProgress and query.isActive and time.monotonic() < deadline:
                 time.sleep(0.1)
             time.sleep(duration_s)
         finally:
-            error = _stop(query)
+            error = stop_query(spark, query)
             shutil.rmtree(checkpoint, ignore_errors=True)
         return progress_step(rate, query.recentProgress, warmup_s, error)
 
