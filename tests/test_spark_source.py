@@ -36,8 +36,8 @@ def written_ids(spark, path):
     return np.sort(spark.read.parquet(str(path)).select("id").toPandas()["id"].to_numpy())
 
 
-def start_query(spark, generator, path, checkpoint):
-    df = read_generator(spark, generator.endpoints, timeout=10)
+def start_query(spark, generator, path, checkpoint, **options):
+    df = read_generator(spark, generator.endpoints, timeout=10, **options)
     return (df.writeStream.format("parquet").option("path", str(path))
             .option("checkpointLocation", str(checkpoint)).start())
 
@@ -64,6 +64,26 @@ def test_every_tuple_exactly_once_with_its_event_time(spark, tmp_path):
         "min(event_time) as first", "max(event_time) as last", "count(distinct emit_tsc) as stamps").first()
     assert 1.5 < (rows.last - rows.first).total_seconds() < 2.5  # two seconds of emission
     assert rows.stamps > 100  # every bucket (10 ms) has its own emission TSC
+
+
+def test_the_columns_option_hands_spark_those_columns_of_every_tuple(spark, tmp_path):
+    generator = serve(20_000, 2)
+    query = start_query(spark, generator, tmp_path / "out", tmp_path / "checkpoint", columns="event_time, id")
+    results = generator.join(120)
+    stop_between_batches(query)
+    assert [r.error for r in results] == [None, None]
+    assert spark.read.parquet(str(tmp_path / "out")).columns == ["event_time", "id"]
+    assert np.array_equal(written_ids(spark, tmp_path / "out"), np.sort(expected_ids(results, None)))
+
+
+def test_columns_the_source_has_not_are_named(spark):
+    generator = serve(1_000, 5, emitters=1)
+    try:
+        with pytest.raises(Exception, match=r"option columns names 'price', 'id': expected distinct columns of "
+                                            r"user_id, page_id, ad_id"):
+            read_generator(spark, generator.endpoints, columns="id,price,ad_id,id")
+    finally:
+        generator.kill()
 
 
 def test_restart_from_checkpoint_loses_and_doubles_nothing(spark, tmp_path):

@@ -14,12 +14,16 @@ with a message naming the emitter and the offsets, never silently.
 
 Options: endpoints (required, comma-separated), timeout (seconds per request, default 30), batchTuples (rows
 per Arrow batch, default 65536), maxTuplesPerTrigger (admission control, default unlimited), traceChannel
-(log every id with the TSC at which the source delivered it, through a native channel in the Python worker).
+(log every id with the TSC at which the source delivered it, through a native channel in the Python worker),
+columns (comma-separated: the only columns handed to Spark, in that order, default all; the emitters still send
+every column, but Spark converts only these from Arrow, as a columnar file source reads only the columns a query
+uses).
 """
 from __future__ import annotations
 
 import contextlib
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 SOURCE_NAME = "cloudprofiler-generator"
@@ -48,6 +52,17 @@ class SourceOptions:
         limit = options.get("maxTuplesPerTrigger")
         self.max_tuples = None if limit is None else _positive(options, "maxTuplesPerTrigger", limit, int)
         self.trace_channel = options.get("traceChannel") or None
+        self.columns = [c.strip() for c in options.get("columns", "").split(",") if c.strip()] or None
+
+    def selected(self, schema):
+        """`schema` (Arrow) cut to the `columns` option."""
+        if self.columns is None:
+            return schema
+        bad = [c for i, c in enumerate(self.columns) if c not in schema.names or c in self.columns[:i]]
+        if bad:
+            raise ValueError(f"cloudprofiler source: option columns names {', '.join(map(repr, bad))}: expected "
+                             f"distinct columns of {', '.join(schema.names)}")
+        return pa.schema([schema.field(c) for c in self.columns])
 
 
 class EmitterRange(InputPartition):
@@ -70,7 +85,7 @@ class CloudProfilerSource(DataSource):
 
         opts = SourceOptions(self.options)
         with EmitterClient(opts.endpoints[0], opts.timeout_s) as client:
-            return from_arrow_schema(output_schema(client.payload_schema))
+            return from_arrow_schema(opts.selected(output_schema(client.payload_schema)))
 
     def streamReader(self, schema) -> "CloudProfilerStreamReader":
         return CloudProfilerStreamReader(SourceOptions(self.options))
@@ -123,7 +138,7 @@ class CloudProfilerStreamReader(DataSourceStreamReader):
             for batch in client.batches(partition.start, partition.end, self.options.batch_tuples):
                 if channel is not None:
                     channel.log_many(batch.column(ID_COLUMN))
-                yield batch
+                yield batch if self.options.columns is None else batch.select(self.options.columns)
 
     def commit(self, end: dict) -> None:
         for e, offset in end.items():
