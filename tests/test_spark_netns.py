@@ -33,6 +33,7 @@ ROWS = 20_000  # tuples per phase
 DRIVER = r"""
 import sys, time
 import cloudprofiler.spark as cps
+from cloudprofiler.harness.standalone import wait_for_executors
 from pyspark.sql import functions as F
 
 master, hub_ip, log_dir, local_dir, workers, rows = sys.argv[1:]
@@ -45,8 +46,7 @@ spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master(master)
          .config("spark.cloudprofiler.calibration.interval", "1").getOrCreate())
 sc = spark.sparkContext
 deadline = time.monotonic() + 120
-while sc._jsc.sc().getExecutorMemoryStatus().size() < workers + 1 and time.monotonic() < deadline:
-    time.sleep(0.2)
+wait_for_executors(spark, workers)
 # executors join the calibration at their first task: run tasks until every one has
 import os, pyarrow as pa, pyarrow.ipc as ipc
 table = os.path.join(log_dir, sc.applicationId, "tsc-domains.arrows")

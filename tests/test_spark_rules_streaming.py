@@ -40,7 +40,7 @@ def run(request, tmp_path_factory):
         spark = (small_executors(builder.master(master), 2).config("spark.ui.enabled", "false")
                  .config("spark.sql.shuffle.partitions", "2").getOrCreate())
         try:
-            if request.param == "standalone":
+            if executors > 1:
                 wait_for_executors(spark, executors)
             deadline = time.monotonic() + 120
             counted, tracing, untraced = [], threading.Event(), threading.Event()

@@ -198,7 +198,6 @@ def test_the_rate_source_trial_sustains_a_low_rate_judged_from_its_progress_repo
     assert low.achieved_tps < 1.5 * 2_000  # above the rate while it works off the first batch's wait
 
 
-
 # YSB on the rate source far above its capacity, so that its batches follow each other without a gap, stopped by
 # the search's stop at moments spread over a batch, each checkpoint removed at once as a step does
 STOPPED_MID_BATCH = """

@@ -149,17 +149,16 @@ TWO_CALIBRATED_EXECUTORS = r"""
 import os, signal, sys, time
 import pyarrow.ipc as ipc
 import cloudprofiler.spark as cps
+from cloudprofiler.harness.standalone import small_executors, wait_for_executors
 
 master, log_dir, local_dir, simulation = sys.argv[1:5]
-spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master(master)
-         .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
-         .config("spark.executor.cores", "1").config("spark.cores.max", "2").config("spark.driver.host", "127.0.0.1")
+spark = (small_executors(cps.builder(log_dir=log_dir, local_dir=local_dir).master(master), 2)
+         .config("spark.ui.enabled", "false")
          .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", simulation).getOrCreate())
 sc = spark.sparkContext
 status = lambda: sc._jsc.sc().getExecutorMemoryStatus().size()
 deadline = time.monotonic() + 120
-while status() < 3 and time.monotonic() < deadline:
-    time.sleep(0.2)
+wait_for_executors(spark, 2)
 domains = os.path.join(log_dir, sc.applicationId, "tsc-domains.arrows")
 while time.monotonic() < deadline:  # until both executors have joined the calibration
     sc.parallelize(range(16), 16).map(lambda x: time.sleep(0.05) or x).count()
@@ -266,16 +265,14 @@ import os, shutil, signal, sys, threading, time, warnings
 from pathlib import Path
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
+from cloudprofiler.harness.standalone import small_executors, wait_for_executors
 
 master, log_dir, local_dir, snapshot = sys.argv[1:5]
-spark = (cps.builder(log_dir=log_dir, local_dir=local_dir, collect_interval_seconds=1, calibration_enabled=False)
-         .master(master).config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
-         .config("spark.executor.cores", "1").config("spark.cores.max", "2").config("spark.driver.host", "127.0.0.1")
-         .getOrCreate())
+builder = cps.builder(log_dir=log_dir, local_dir=local_dir, collect_interval_seconds=1, calibration_enabled=False)
+spark = small_executors(builder.master(master), 2).config("spark.ui.enabled", "false").getOrCreate()
 sc = spark.sparkContext
 deadline = time.monotonic() + 180
-while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
-    time.sleep(0.2)
+wait_for_executors(spark, 2, 180)
 app, names = os.path.join(log_dir, sc.applicationId), os.path.join(local_dir, "executors")
 warnings.simplefilter("ignore")  # files read while they grow
 ended = lambda: [p for p in Path(app).rglob("spark.task.end.*.arrows") if cp.read_log(p).num_rows]
