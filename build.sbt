@@ -21,6 +21,7 @@ val defaultSparkVersion = Map("2.13" -> "4.2.0", "2.12" -> "3.5.9")
 val sparkJarsDir = sys.props.get("spark.jars.dir").filter(_.nonEmpty).map(file)
 
 Compile / javaSource := baseDirectory.value / "jvm-plugin" / "src" / "main" / "java"
+Compile / resourceDirectory := baseDirectory.value / "jvm-plugin" / "src" / "main" / "resources"
 Compile / unmanagedSourceDirectories += baseDirectory.value / "jvm-plugin" / "src" / "main" /
   s"scala-${scalaBinaryVersion.value}"
 Compile / compile / javacOptions ++= Seq("--release", "17", "-Xlint:all,-processing,-serial", "-Werror", "-nowarn")

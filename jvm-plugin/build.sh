@@ -18,6 +18,7 @@ fi
 out=$here/build
 classes=$out/classes-$scala
 rm -rf "$classes" && mkdir -p "$classes"
+cp -R "$here/src/main/resources/." "$classes/"  # the data source's registration (META-INF/services)
 bash "$here/build-jni.sh" "$classes/io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so"
 javac --release 17 -Xlint:all,-processing,-serial -Werror -nowarn -cp "$spark_jars/*" -d "$classes" \
   $(find "$here/src/main/java" "$here/src/main/scala-$scala" -name '*.java')

@@ -8,6 +8,7 @@ import pytest
 
 from cloudprofiler.harness.generator.emitter import ID_BITS_PER_EMITTER, Generator, GeneratorConfig
 from cloudprofiler.harness.generator.fetch import EmitterClient, FetchError
+from cloudprofiler.harness.generator.workloads import register_workload
 from cloudprofiler.harness.maxtput import free_port_base, search
 from cloudprofiler.spark import read_generator
 from cloudprofiler.harness.pipelines import Pipeline
@@ -109,24 +110,23 @@ def test_emission_waits_for_the_first_batch_and_committed_offsets_are_gone():
         assert client.payload_schema.field("ad_id").type == pa.int32()
         time.sleep(0.3)
         assert client.latest()["latest"] == 1  # offset 0: the start pill, nothing emitted before it is read
-        assert list(client.batches(0, 1)) == []
+        assert list(client.buckets(0, 1)) == []
         deadline = time.monotonic() + 10
         while client.latest()["latest"] < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        batches = list(client.batches(1, 3))
-        assert sum(b.num_rows for b in batches) == 200  # 2 buckets of 10 ms at 10 kT/s
-        assert batches[0].column("id").to_pylist()[:3] == [0, 1, 2]
+        buckets = list(client.buckets(1, 3))
+        assert [(h.first_id, h.n, b.num_rows) for h, b in buckets] == [(0, 100, 100), (100, 100, 100)]  # 10 ms each
         client.commit(3)
         with pytest.raises(FetchError, match=r"offsets 1\.\.3 of tcp://.* are no longer retained"):
-            list(client.batches(1, 3))
+            list(client.buckets(1, 3))
         with pytest.raises(FetchError, match="unknown op 'bogus'"):
             client.request("bogus")
         while not client.latest()["finished"]:
             time.sleep(0.05)
         end = client.latest()["latest"]
-        list(client.batches(3, end))
+        list(client.buckets(3, end))
         end = client.latest()["latest"]  # the end pill shows once every data bucket was fetched
-        list(client.batches(3, end))
+        list(client.buckets(3, end))
         client.commit(end)
     (result,) = generator.join(30)
     assert result.error is None and result.committed_tuples == result.emitted_tuples == 10_000
@@ -139,19 +139,63 @@ def test_unreachable_emitter_times_out_naming_it():
             client.latest()
 
 
+def test_an_emitter_that_does_not_answer_fails_the_query_naming_it_within_its_timeout(spark):
+    port = free_port_base(1)
+    started = time.monotonic()
+    with pytest.raises(Exception, match=f"no reply from the emitter at tcp://127.0.0.1:{port} within 0.5 s"):
+        read_generator(spark, [f"tcp://127.0.0.1:{port}"], timeout=0.5)
+    assert time.monotonic() - started < 5
+
+
 @pytest.mark.parametrize("options,message", [
     ({}, "option endpoints is required"),
     ({"endpoints": "tcp://127.0.0.1:1", "timeout": "soon"}, "option timeout='soon' must be a positive number"),
+    ({"endpoints": "udp://127.0.0.1:1"}, "bad emitter endpoint 'udp://127.0.0.1:1': expected tcp://host:port"),
+    ({"endpoints": "tcp://127.0.0.1:1", "maxTuplesPerTrigger": "1.5"},
+     "option maxTuplesPerTrigger='1.5' must be a positive whole number"),
 ])
 def test_bad_source_options_name_the_option(spark, options, message):
-    from cloudprofiler.harness.spark_source import register_source
-
-    register_source(spark)
     reader = spark.readStream.format("cloudprofiler-generator")
     for key, value in options.items():
         reader = reader.option(key, value)
     with pytest.raises(Exception, match=message):
         reader.load()
+
+
+def every_type(n, rng, distribution):
+    """Each column a known function of the tuple's row in its bucket."""
+    row = np.arange(n)
+    return {"i8": (row % 100 - 50).astype(np.int8), "i16": (-row).astype(np.int16),
+            "u8": (row % 256).astype(np.uint8), "u16": (row * 601 % 65536).astype(np.uint16),
+            "u32": (row + 4_000_000_000).astype(np.uint32), "u64": (row + (1 << 40)).astype(np.uint64),
+            "f32": (row / 4).astype(np.float32), "f64": row * 0.5 + 0.25, "flag": row % 3 == 0}
+
+
+def test_every_payload_type_reaches_spark_as_its_value_whole_or_pruned(spark, tmp_path):
+    register_workload("every_type", every_type)
+    bucket_tuples = 97  # a row count that is not a multiple of 8 (boolean bits)
+    generator = serve(9_700, 1, emitters=2, workload="every_type", bucket_tuples=bucket_tuples)
+    whole, pruned = (read_generator(spark, [e], timeout=10) for e in generator.endpoints)
+    queries = [df.writeStream.format("parquet").option("path", str(tmp_path / name))
+               .option("checkpointLocation", str(tmp_path / f"{name}.checkpoint")).start()
+               for name, df in (("whole", whole), ("pruned", pruned.select("u32", "flag", "id")))]
+    results = generator.join(120)
+    for query in queries:
+        stop_between_batches(query)
+    assert [r.error for r in results] == [None, None]
+    out = spark.read.parquet(str(tmp_path / "whole"))
+    assert dict(out.dtypes) == {
+        "i8": "tinyint", "i16": "smallint", "u8": "smallint", "u16": "int", "u32": "bigint", "u64": "bigint",
+        "f32": "float", "f64": "double", "flag": "boolean", "id": "bigint", "event_time": "timestamp",
+        "emit_tsc": "bigint"}
+    expected = every_type(bucket_tuples, None, None)
+    for name in ("whole", "pruned"):
+        got = spark.read.parquet(str(tmp_path / name)).toPandas().sort_values("id")
+        assert len(got) == 4_850
+        rows = (got["id"].to_numpy() & ((1 << ID_BITS_PER_EMITTER) - 1)) % bucket_tuples
+        for column in got.columns.drop("id").intersection(list(expected)):
+            assert np.array_equal(got[column].to_numpy(), expected[column].astype(got[column].dtype)[rows]), column
+    assert list(spark.read.parquet(str(tmp_path / "pruned")).columns) == ["u32", "flag", "id"]
 
 
 CAPACITY = 40_000  # tuples/s: the pipeline below sleeps 1/CAPACITY s per tuple, in one task per batch

@@ -1,35 +1,21 @@
-"""The reader side of the serve transport: state, offset ranges as Arrow record batches, commits.
+"""The reader side of the serve transport in Python: state, offset ranges as (header, Arrow record batch), commits.
 
-Every wait is bounded: a request without a reply within `timeout_s` raises TimeoutError naming the endpoint.
-Buckets are decoded zero-copy and joined into record batches of about `batch_tuples` rows, each with the
-tuple id, the emission time (event time) and the emission TSC added as columns, so Spark gets large Arrow
-batches and never sees a Python row (the paper's object factory).
+The Spark source reads the same protocol in the JVM (the plugin jar's io.cloudprofiler.spark.source); this
+client is for Python programs. Every wait is bounded: a request without a reply within `timeout_s` raises
+TimeoutError naming the endpoint. Buckets are decoded zero-copy.
 """
 from __future__ import annotations
 
 import itertools
 import json
 
-import numpy as np
 import pyarrow as pa
 
 from . import wire
 
-ID_COLUMN, EVENT_TIME_COLUMN, EMIT_TSC_COLUMN = "id", "event_time", "emit_tsc"
-EXTRA_FIELDS = [pa.field(ID_COLUMN, pa.int64()), pa.field(EVENT_TIME_COLUMN, pa.timestamp("us", tz="UTC")),
-                pa.field(EMIT_TSC_COLUMN, pa.int64())]
-# Spark has no unsigned integers: such payload columns widen to the next signed type.
-_WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.int64()}
-
 
 class FetchError(RuntimeError):
     """The emitter refused a request (its reply names the reason)."""
-
-
-def output_schema(payload_schema: pa.Schema) -> pa.Schema:
-    """Payload columns (unsigned ones widened) followed by id, event_time and emit_tsc."""
-    fields = [pa.field(f.name, _WIDER.get(f.type, f.type)) for f in payload_schema]
-    return pa.schema(fields + EXTRA_FIELDS)
 
 
 class EmitterClient:
@@ -107,32 +93,3 @@ class EmitterClient:
                 if header.kind == wire.DATA:
                     yield header, wire.decode_batch(frames[2 * i + 1].buffer, schema)
             first += reply["count"]
-
-    def batches(self, first: int, end: int, batch_tuples: int = 1 << 16, max_buckets: int = 256):
-        """Record batches in `output_schema` for offsets [first, end), about `batch_tuples` rows each."""
-        target = output_schema(self.payload_schema)
-        pending: list = []
-        rows = 0
-        for header, batch in self.buckets(first, end, max_buckets):
-            pending.append((header, batch))
-            rows += header.n
-            if rows >= batch_tuples:
-                yield _join(pending, target)
-                pending, rows = [], 0
-        if pending:
-            yield _join(pending, target)
-
-
-def _join(buckets: list, target: pa.Schema) -> pa.RecordBatch:
-    headers = [h for h, _ in buckets]
-    counts = np.fromiter((h.n for h in headers), np.int64, len(headers))
-    starts = np.cumsum(counts) - counts
-    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts)
-    ids = np.repeat(np.fromiter((h.first_id for h in headers), np.int64, len(headers)), counts) + within
-    wall_us = np.repeat(np.fromiter((h.wall_ns // 1000 for h in headers), np.int64, len(headers)), counts)
-    tsc = np.repeat(np.fromiter((h.tsc for h in headers), np.uint64, len(headers)).view(np.int64), counts)
-    joined = pa.concat_batches([b for _, b in buckets]) if len(buckets) > 1 else buckets[0][1]
-    columns = [joined.column(i).cast(target.field(i).type) for i in range(joined.num_columns)]
-    columns += [pa.array(ids), pa.array(wall_us, pa.int64()).view(target.field(EVENT_TIME_COLUMN).type),
-                pa.array(tsc)]
-    return pa.RecordBatch.from_arrays(columns, schema=target)

@@ -1,0 +1,103 @@
+package io.cloudprofiler.spark.source;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.TraceExpression;
+import java.util.Collections;
+import java.util.Iterator;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * A task's reader of one emitter's offset range: it fetches the range's buckets a few at a time and
+ * hands each to Spark as a columnar batch, in place. A replayed range (a task retry, a restart from
+ * the checkpoint) fetches the same buckets again. With the option traceChannel, every tuple id is
+ * logged with the TSC at which the source delivers its bucket, through this executor's library.
+ */
+final class BucketReader implements PartitionReader<ColumnarBatch> {
+  /** Serialized to the executors with the payload's Arrow schema. */
+  static final class Factory implements PartitionReaderFactory {
+    private static final long serialVersionUID = 1L;
+    private final SourceOptions options;
+    private final byte[] payloadSchema;
+
+    Factory(SourceOptions options, byte[] payloadSchema) {
+      this.options = options;
+      this.payloadSchema = payloadSchema;
+    }
+
+    @Override
+    public boolean supportColumnarReads(InputPartition partition) {
+      return true;
+    }
+
+    @Override
+    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+      return new BucketReader(
+          options, PayloadSchema.parse(payloadSchema, options.columns), (EmitterRange) partition);
+    }
+
+    @Override
+    public PartitionReader<InternalRow> createReader(InputPartition partition) {
+      throw new UnsupportedOperationException("cloudprofiler source: reads columnar batches only");
+    }
+  }
+
+  private final PayloadSchema schema;
+  private final EmitterRange range;
+  private final EmitterClient client;
+  private final long trace;
+  private long next;
+  private Iterator<EmitterClient.Bucket> fetched = Collections.emptyIterator();
+  private ColumnarBatch current;
+
+  private BucketReader(SourceOptions options, PayloadSchema schema, EmitterRange range) {
+    this.schema = schema;
+    this.range = range;
+    this.client = new EmitterClient(range.endpoint(), options.timeoutS);
+    this.trace =
+        options.traceChannel == null ? 0 : TraceExpression.channel(options.traceChannel, 0, 0);
+    this.next = range.start();
+  }
+
+  @Override
+  public boolean next() {
+    while (true) {
+      while (fetched.hasNext()) {
+        EmitterClient.Bucket bucket = fetched.next();
+        if (bucket.kind() != EmitterClient.DATA) continue; // pills hold no tuples
+        current = BucketColumns.batch(schema, bucket);
+        if (trace != 0) CloudProfiler.logMany(trace, ids(bucket));
+        return true;
+      }
+      if (next >= range.end()) return false;
+      var buckets = client.fetch(next, range.end(), SourceOptions.FETCH_BUCKETS);
+      if (buckets.isEmpty())
+        throw new IllegalStateException(
+            "cloudprofiler source: the emitter at "
+                + range.endpoint()
+                + " sent no bucket of "
+                + next);
+      next += buckets.size();
+      fetched = buckets.iterator();
+    }
+  }
+
+  private static long[] ids(EmitterClient.Bucket bucket) {
+    long[] ids = new long[(int) bucket.tuples()];
+    for (int i = 0; i < ids.length; i++) ids[i] = bucket.firstId() + i;
+    return ids;
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return current;
+  }
+
+  @Override
+  public void close() {
+    client.close();
+  }
+}

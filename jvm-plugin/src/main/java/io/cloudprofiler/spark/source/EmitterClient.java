@@ -1,0 +1,135 @@
+package io.cloudprofiler.spark.source;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One connection to one serve-mode emitter of the generator: its request-reply protocol
+ * (harness/generator/wire.py), each request one JSON frame with an id, each reply a JSON frame
+ * echoing it and the data frames. A reply that does not come within the timeout fails naming the
+ * emitter; a refused request fails with the emitter's reason. Connected on the first request, and
+ * again after a broken connection.
+ */
+final class EmitterClient implements AutoCloseable {
+  static final int DATA = 1;
+
+  /** A bucket: its header (wire.HEADER, little-endian) and its Arrow record batch message. */
+  record Bucket(int kind, long firstId, long tuples, long tsc, long wallNs, byte[] payload) {
+    static Bucket of(byte[] header, byte[] payload) {
+      ByteBuffer b = ByteBuffer.wrap(header).order(ByteOrder.LITTLE_ENDIAN);
+      // kind, 3 bytes of padding, emitter, seq, first id, tuples, emission TSC, emission wall clock
+      return new Bucket(
+          b.get(0), b.getLong(16), b.getLong(24), b.getLong(32), b.getLong(40), payload);
+    }
+  }
+
+  /** A reply: its JSON frame and its data frames. */
+  record Reply(JsonNode state, List<byte[]> data) {}
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final long RECONNECT_MS = 100;
+
+  private final String endpoint;
+  private final double timeoutS;
+  private ZmtpDealer dealer;
+  private long nextRid;
+
+  EmitterClient(String endpoint, double timeoutS) {
+    ZmtpDealer.address(endpoint);
+    this.endpoint = endpoint;
+    this.timeoutS = timeoutS;
+  }
+
+  Reply request(String op, Object... fields) {
+    long rid = nextRid++;
+    ObjectNode request = JSON.createObjectNode().put("op", op).put("rid", rid);
+    for (int i = 0; i < fields.length; i += 2)
+      request.put((String) fields[i], (Long) fields[i + 1]);
+    long deadline = System.nanoTime() + (long) (timeoutS * 1e9);
+    while (true) {
+      try {
+        return exchange(op, rid, JSON.writeValueAsBytes(request));
+      } catch (IOException e) {
+        close();
+        if (ZmtpDealer.timedOut(e) || System.nanoTime() > deadline)
+          throw new UncheckedIOException(
+              "cloudprofiler source: no reply from the emitter at "
+                  + endpoint
+                  + " within "
+                  + timeoutS
+                  + " s (is the generator running with --serve?): "
+                  + e,
+              e);
+      }
+      // as a ZeroMQ socket does, a refused or broken connection is tried again (every request is
+      // idempotent) until the timeout
+      try {
+        Thread.sleep(RECONNECT_MS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("cloudprofiler source: interrupted asking " + endpoint, e);
+      }
+    }
+  }
+
+  private Reply exchange(String op, long rid, byte[] request) throws IOException {
+    if (dealer == null) dealer = new ZmtpDealer(endpoint, (int) Math.ceil(timeoutS * 1000));
+    dealer.send(request);
+    while (true) { // replies to requests that timed out earlier are skipped by their id
+      List<byte[]> frames = dealer.receive();
+      JsonNode state = JSON.readTree(frames.get(0));
+      if (state.path("rid").asLong(-1) != rid) continue;
+      if (state.has("error"))
+        throw new IllegalStateException(
+            "cloudprofiler source: the emitter at "
+                + endpoint
+                + " refused "
+                + op
+                + ": "
+                + state.get("error").asText());
+      return new Reply(state, frames.subList(1, frames.size()));
+    }
+  }
+
+  /** The emitter's state: latest offset, tuples per bucket, whether its period finished. */
+  JsonNode latest() {
+    return request("latest").state();
+  }
+
+  /** The Arrow IPC schema message of the payloads. */
+  byte[] payloadSchema() {
+    return request("info").data().get(0);
+  }
+
+  void commit(long upto) {
+    request("commit", "upto", upto);
+  }
+
+  /** Up to {@code most} buckets of offsets [from, to), pills included. */
+  List<Bucket> fetch(long from, long to, long most) {
+    Reply reply = request("fetch", "from", from, "to", to, "max", most);
+    int count = reply.state().path("count").asInt();
+    List<Bucket> buckets = new ArrayList<>(count);
+    for (int i = 0; i < count; i++)
+      buckets.add(Bucket.of(reply.data().get(2 * i), reply.data().get(2 * i + 1)));
+    return buckets;
+  }
+
+  @Override
+  public void close() {
+    if (dealer == null) return;
+    try {
+      dealer.close();
+    } catch (IOException e) {
+      // closing a socket that failed: nothing more to release
+    }
+    dealer = null;
+  }
+}
