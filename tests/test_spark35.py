@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / "build" / "pyspark-3.5" / "bin" / "python"
 JOB = Path(__file__).resolve().parent / "spark_version_job.py"
+SOURCE_JOB = JOB.with_name("spark_version_source.py")
 ROWS = 2000  # spark_version_job.ROWS
 
 
@@ -70,3 +71,29 @@ def test_spark_conf_picks_the_jar_of_the_spark_at_hand():
         flags[case] = Path(jars.split()[1]).name
     assert flags == {"pyspark 3.5": "cloudprofiler-plugin_2.12.jar", "pyspark 4": "cloudprofiler-plugin_2.13.jar",
                      "pyspark 4, SPARK_HOME of 3.5": "cloudprofiler-plugin_2.12.jar"}
+
+
+def test_on_spark_3_5_the_generator_source_delivers_every_tuple_once(tmp_path):
+    if not PYTHON.exists():
+        pytest.skip(f"no pyspark 3.5 environment at {PYTHON.parent.parent}: `make build` creates it")
+    from cloudprofiler.harness.maxtput import free_port_base
+
+    port = free_port_base(1)
+    generator = subprocess.Popen([str(Path(sys.executable).parent / "cloudprofiler"), "generate", "--serve", "--json",
+                                  "--rate", "20000", "--duration", "2", "--port", str(port), "--timeout", "120"],
+                                 stdout=subprocess.PIPE, text=True)
+    log = tmp_path / "reader.log"  # a file, not a pipe: Spark's log would fill a pipe nobody reads meanwhile
+    with log.open("w") as stderr:
+        reader = subprocess.Popen([str(PYTHON), str(SOURCE_JOB), f"tcp://127.0.0.1:{port}", "40000"], cwd=tmp_path,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            totals = json.loads(generator.communicate(timeout=300)[0].split("\n", 1)[1])
+            out, _ = reader.communicate("the generator ended\n", timeout=120)
+        finally:
+            generator.kill()
+            reader.kill()
+    assert reader.returncode == 0, log.read_text()[-4000:]
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["pyspark"].startswith("3.5."), seen
+    assert totals[0]["error"] is None and totals[0]["emitted_tuples"] == 40_000, totals
+    assert seen["rows"] == seen["ids"] == 40_000, seen

@@ -99,11 +99,10 @@ class Pipeline:
     workload: str  # what its streams carry
     output_mode: str  # of its sink
     streams: int = 1  # input streams, each from its own emitters
-    columns: "tuple[str, ...] | None" = None  # the only columns it reads (the source hands Spark no others)
 
 
 PIPELINES = {"ingest": Pipeline(ingest, "ysb", "append"),
-             "ysb": Pipeline(ysb, "ysb", "update", columns=("id", "ad_id", "event_type", "event_time")),
+             "ysb": Pipeline(ysb, "ysb", "update"),
              "aggregation": Pipeline(aggregation, "purchases", "update"),
              "join": Pipeline(join, "purchases", "append", streams=2)}
 

@@ -90,8 +90,7 @@ def generator_trial(spark, name, template, duration_s: float, warmup_s: float, t
         generator = Generator(config).start()
         checkpoint = tempfile.mkdtemp(prefix="cloudprofiler-trial-")
         label = name if isinstance(name, str) else "pipeline"
-        options = {"timeout": config.timeout_s, **({"traceChannel": f"{label}.source"} if trace else {}),
-                   **({"columns": ",".join(spec.columns)} if spec.columns else {})}
+        options = {"timeout": config.timeout_s, **({"traceChannel": f"{label}.source"} if trace else {})}
         streams = [read_generator(spark, generator.endpoints[i::spec.streams], **options)
                    for i in range(spec.streams)]
         try:

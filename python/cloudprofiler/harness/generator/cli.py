@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds without a consumer before stopping")
     parser.add_argument("--serve", action="store_true",
                         help="keep buckets until the reader commits them and serve offset ranges (the Spark source "
-                             "format('cloudprofiler')); default: push to a plain consumer")
+                             "format('cloudprofiler-generator')); default: push to a plain consumer")
     parser.add_argument("--json", action="store_true", help="print the totals as JSON")
 
 

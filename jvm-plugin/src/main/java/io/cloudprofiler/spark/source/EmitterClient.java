@@ -9,6 +9,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
  * One connection to one serve-mode emitter of the generator: its request-reply protocol
@@ -47,11 +48,10 @@ final class EmitterClient implements AutoCloseable {
     this.timeoutS = timeoutS;
   }
 
-  Reply request(String op, Object... fields) {
+  Reply request(String op, Map<String, Long> fields) {
     long rid = nextRid++;
     ObjectNode request = JSON.createObjectNode().put("op", op).put("rid", rid);
-    for (int i = 0; i < fields.length; i += 2)
-      request.put((String) fields[i], (Long) fields[i + 1]);
+    fields.forEach(request::put);
     long deadline = System.nanoTime() + (long) (timeoutS * 1e9);
     while (true) {
       try {
@@ -100,21 +100,21 @@ final class EmitterClient implements AutoCloseable {
 
   /** The emitter's state: latest offset, tuples per bucket, whether its period finished. */
   JsonNode latest() {
-    return request("latest").state();
+    return request("latest", Map.of()).state();
   }
 
   /** The Arrow IPC schema message of the payloads. */
   byte[] payloadSchema() {
-    return request("info").data().get(0);
+    return request("info", Map.of()).data().get(0);
   }
 
   void commit(long upto) {
-    request("commit", "upto", upto);
+    request("commit", Map.of("upto", upto));
   }
 
   /** Up to {@code most} buckets of offsets [from, to), pills included. */
   List<Bucket> fetch(long from, long to, long most) {
-    Reply reply = request("fetch", "from", from, "to", to, "max", most);
+    Reply reply = request("fetch", Map.of("from", from, "to", to, "max", most));
     int count = reply.state().path("count").asInt();
     List<Bucket> buckets = new ArrayList<>(count);
     for (int i = 0; i < count; i++)

@@ -30,6 +30,9 @@ final class PayloadSchema {
   static final String EVENT_TIME = "event_time";
   static final String EMIT_TSC = "emit_tsc";
 
+  /** The columns every bucket's header gives, after the payload's. */
+  static final List<String> FROM_HEADER = List.of(ID, EVENT_TIME, EMIT_TSC);
+
   /** How a payload column's values lie in a record batch's body, and the Spark type they get. */
   enum Kind {
     INT8(1, DataTypes.ByteType),
@@ -80,7 +83,7 @@ final class PayloadSchema {
       kinds.add(kind(field));
     }
     List<String> all = new ArrayList<>(names);
-    all.addAll(List.of(ID, EVENT_TIME, EMIT_TSC));
+    all.addAll(FROM_HEADER);
     int[] selected;
     if (columns == null) {
       selected = new int[all.size()];
@@ -113,7 +116,7 @@ final class PayloadSchema {
               ? DataTypes.createStructField(
                   payloadNames.get(column), payloadKinds.get(column).sparkType, true)
               : DataTypes.createStructField(
-                  List.of(ID, EVENT_TIME, EMIT_TSC).get(extra),
+                  FROM_HEADER.get(extra),
                   extra == 1 ? DataTypes.TimestampType : DataTypes.LongType,
                   false);
     }
