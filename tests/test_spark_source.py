@@ -67,6 +67,17 @@ def test_every_tuple_exactly_once_with_its_event_time(spark, tmp_path):
     assert rows.stamps > 100  # every bucket (10 ms) has its own emission TSC
 
 
+def test_max_tuples_per_trigger_caps_every_batch_in_whole_buckets_and_loses_nothing(spark, tmp_path):
+    generator = serve(20_000, 2, bucket_tuples=100)  # 2 emitters of 10,000 tuples/s: a bucket each 10 ms
+    query = start_query(spark, generator, tmp_path / "out", tmp_path / "checkpoint", maxTuplesPerTrigger=1_000)
+    results = generator.join(120)
+    stop_between_batches(query)
+    assert [r.error for r in results] == [None, None]
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert max(sizes) <= 1_000 and sum(sizes) == 40_000  # 5 buckets of each emitter at most
+    assert np.array_equal(written_ids(spark, tmp_path / "out"), np.sort(expected_ids(results, None)))
+
+
 def test_the_columns_option_hands_spark_those_columns_of_every_tuple(spark, tmp_path):
     generator = serve(20_000, 2)
     query = start_query(spark, generator, tmp_path / "out", tmp_path / "checkpoint", columns="event_time, id")
