@@ -2,7 +2,7 @@
 configured with the helper. The helper says once what the server needs and sets nothing a session cannot; each
 session's tasks are told apart in the task table, and a session's task switch reaches its tasks. cps.set_rules and
 cps.rules work on a remote session (through the SQL functions cp_set_rules and cp_rules), a bad rule refused
-naming it."""
+naming it; a remote session reads the generator source, which the server's plugin jar carries."""
 import os
 import signal
 import socket
@@ -78,7 +78,35 @@ def test_rules_change_from_a_remote_session(remote_rules):
 
 
 @pytest.fixture(scope="module")
-def sessions(server, remote_rules):
+def remote_source(server):
+    """A remote session's streaming query over the generator source (in the server's plugin jar)."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
+    from cloudprofiler.harness.maxtput import free_port_base
+
+    session = RemoteSession.builder.remote(server["url"]).create()
+    generator = Generator(GeneratorConfig(rate=10_000, duration_s=1, emitters=1, transport="serve",
+                                          port=free_port_base(1), timeout_s=60)).start()
+    query = (cps.read_generator(session, generator.endpoints, timeout=30).select("id")
+             .writeStream.format("memory").queryName("generated").start())
+    (result,) = generator.join(120)
+    while query.status["isTriggerActive"]:
+        time.sleep(0.05)
+    query.stop()
+    seen = session.sql("select count(*) as rows, count(distinct id) as ids from generated").first()
+    session.stop()
+    return {"error": result.error, "emitted": result.emitted_tuples, "rows": seen["rows"], "ids": seen["ids"],
+            "session": session.session_id}
+
+
+def test_a_remote_session_reads_the_generator_source_every_tuple_once(remote_source):
+    assert remote_source["error"] is None
+    assert remote_source["rows"] == remote_source["ids"] == remote_source["emitted"] == 10_000
+
+
+@pytest.fixture(scope="module")
+def sessions(server, remote_rules, remote_source):
     """Two sessions' ids and what the helper said; the server stopped afterwards (its task table written)."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
@@ -103,7 +131,7 @@ def sessions(server, remote_rules):
     server["process"].send_signal(signal.SIGTERM)  # as stop-connect-server.sh does: the plugin writes its table
     assert server["process"].wait(timeout=120) is not None
     assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
-    return {"ids": ids, "rules_session": remote_rules["session"], "said": [str(w.message) for w in said],
+    return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"]}, "said": [str(w.message) for w in said],
             "categories": [w.category for w in said], "app": server["log_dir"] / app_id,
             "log_dir": log_dir, "folder": folder, "page": page}
 
@@ -143,7 +171,7 @@ def test_each_sessions_tasks_are_told_apart(sessions):
     app = open_application(str(sessions["app"]))
     tasks = app.tasks().toPandas()
     traced, quiet = sessions["ids"]
-    assert set(tasks["connect_session_id"]) == {traced, quiet, sessions["rules_session"]}
+    assert set(tasks["connect_session_id"]) == {traced, quiet, *sessions["other_sessions"]}
     for session in (traced, quiet):
         mine = app.tasks(connect_session_id=session).toPandas()
         assert len(mine) == (tasks["connect_session_id"] == session).sum() > 0
