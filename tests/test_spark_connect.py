@@ -131,9 +131,9 @@ def sessions(server, remote_rules, remote_source):
     server["process"].send_signal(signal.SIGTERM)  # as stop-connect-server.sh does: the plugin writes its table
     assert server["process"].wait(timeout=120) is not None
     assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
-    return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"]}, "said": [str(w.message) for w in said],
-            "categories": [w.category for w in said], "app": server["log_dir"] / app_id,
-            "log_dir": log_dir, "folder": folder, "page": page}
+    return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"]},
+            "said": [str(w.message) for w in said], "categories": [w.category for w in said],
+            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page}
 
 
 def test_the_helper_says_once_what_the_server_needs(sessions, server):

@@ -17,6 +17,14 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * logged with the TSC at which the source delivers its bucket, through this executor's library.
  */
 final class BucketReader implements PartitionReader<ColumnarBatch> {
+  /**
+   * What one fetch may bring: a reader holds about this many bytes of received buckets (at least
+   * one bucket, at most MAX_FETCH_BUCKETS), whatever the size of the emitters' buckets.
+   */
+  static final long FETCH_BYTES = 8 << 20;
+
+  static final long MAX_FETCH_BUCKETS = 64;
+
   /** Serialized to the executors with the payload's Arrow schema. */
   static final class Factory implements PartitionReaderFactory {
     private static final long serialVersionUID = 1L;
@@ -50,6 +58,7 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
   private final EmitterClient client;
   private final long trace;
   private long next;
+  private long fetchBuckets = 1; // until the size of a bucket is known
   private Iterator<EmitterClient.Bucket> fetched = Collections.emptyIterator();
   private ColumnarBatch current;
 
@@ -73,7 +82,7 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
         return true;
       }
       if (next >= range.end()) return false;
-      var buckets = client.fetch(next, range.end(), SourceOptions.FETCH_BUCKETS);
+      var buckets = client.fetch(next, range.end(), fetchBuckets);
       if (buckets.isEmpty())
         throw new IllegalStateException(
             "cloudprofiler source: the emitter at "
@@ -81,6 +90,10 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
                 + " sent no bucket of "
                 + next);
       next += buckets.size();
+      long bytes = buckets.stream().mapToLong(b -> b.payload().length).sum();
+      fetchBuckets =
+          Math.max(
+              1, Math.min(MAX_FETCH_BUCKETS, FETCH_BYTES * buckets.size() / Math.max(1, bytes)));
       fetched = buckets.iterator();
     }
   }

@@ -13,9 +13,6 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class SourceOptions implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** Buckets per fetch request: a reader holds at most this many received buckets. */
-  static final long FETCH_BUCKETS = 16;
-
   final List<String> endpoints;
   final double timeoutS;
   final long maxTuplesPerTrigger; // 0: no limit

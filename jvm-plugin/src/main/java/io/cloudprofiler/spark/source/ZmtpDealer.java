@@ -24,6 +24,11 @@ final class ZmtpDealer implements AutoCloseable {
   private static final int FLAG_COMMAND = 4;
   private static final int GREETING_BYTES = 64;
 
+  /**
+   * A bound on a frame's claimed size: a bucket is a few MiB, a corrupt length is not allocated.
+   */
+  private static final long MAX_FRAME_BYTES = 1L << 30;
+
   private final String endpoint;
   private final Socket socket;
   private final DataInputStream in;
@@ -134,8 +139,9 @@ final class ZmtpDealer implements AutoCloseable {
     while (true) {
       int flags = in.readUnsignedByte();
       long size = (flags & FLAG_LONG) != 0 ? in.readLong() : in.readUnsignedByte();
-      if (size < 0 || size > Integer.MAX_VALUE - 8)
-        throw new IOException(endpoint + " sent a frame of " + size + " bytes");
+      if (size < 0 || size > MAX_FRAME_BYTES)
+        throw new IOException(
+            endpoint + " sent a frame of " + size + " bytes, more than " + MAX_FRAME_BYTES);
       byte[] frame = new byte[(int) size];
       in.readFully(frame);
       if ((flags & FLAG_COMMAND) != 0) {
