@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
+import java.nio.file.Files;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -56,10 +57,34 @@ final class ArrowTables {
 
   /**
    * Creates {@code folder} and a file in it, then removes the file; throws with the file system's
-   * reason.
+   * reason. A local folder is checked with java.nio, and Hadoop's write path, whose loading costs
+   * an application's start about 40 ms, loads in the background for the tables written later.
    */
   static void checkWritable(String folder) throws Exception {
-    Path probe = new Path(path(folder), ".cloudprofiler-write-check-" + UUID.randomUUID());
+    URI uri = path(folder).toUri();
+    if (!"file".equals(uri.getScheme())) {
+      probe(folder);
+      return;
+    }
+    java.nio.file.Path local = java.nio.file.Path.of(uri);
+    Files.createDirectories(local);
+    Files.delete(Files.createTempFile(local, WRITE_CHECK, ""));
+    DaemonThreads.named("cloudprofiler-load-hadoop-writes")
+        .newThread(
+            () -> {
+              try {
+                probe(folder);
+              } catch (Exception e) {
+                // the tables' own writes report what fails there
+              }
+            })
+        .start();
+  }
+
+  private static final String WRITE_CHECK = ".cloudprofiler-write-check-";
+
+  private static void probe(String folder) throws Exception {
+    Path probe = new Path(path(folder), WRITE_CHECK + UUID.randomUUID());
     FileSystem fs = fileSystem(probe);
     if (!fs.mkdirs(probe.getParent()))
       throw new IOException("could not create " + probe.getParent());
