@@ -1,5 +1,8 @@
 """The generator as a Spark streaming source: exactly once through real micro-batches, across a restart from
 a checkpoint, clear errors, and the search finding a pipeline's capacity set on purpose."""
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -156,6 +159,20 @@ def test_an_emitter_that_does_not_answer_fails_the_query_naming_it_within_its_ti
     with pytest.raises(Exception, match=f"no reply from the emitter at tcp://127.0.0.1:{port} within 0.5 s"):
         read_generator(spark, [f"tcp://127.0.0.1:{port}"], timeout=0.5)
     assert time.monotonic() - started < 5
+
+
+def test_a_session_without_the_plugin_jar_is_told_how_to_get_the_source(tmp_path):
+    script = ("from pyspark.sql import SparkSession\n"
+              "from cloudprofiler.spark import read_generator\n"
+              "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+              "try:\n"
+              "    read_generator(spark, ['tcp://127.0.0.1:1'])\n"
+              "except RuntimeError as e:\n"
+              "    print('refused:', e)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert "refused: the cloudprofiler-generator source is in the cloudprofiler plugin jar, which this session does " \
+           "not have: build the session with cloudprofiler.spark.builder()" in result.stdout, result.stderr[-3000:]
 
 
 @pytest.mark.parametrize("options,message", [
