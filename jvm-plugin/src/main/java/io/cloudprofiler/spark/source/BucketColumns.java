@@ -303,7 +303,9 @@ final class BucketColumns {
     }
   }
 
-  /** int64, and uint64 read as int64 (as fetch.py's cast would refuse values past 2^63 - 1). */
+  /**
+   * int64, and uint64 read as int64, the type Spark gives it: past 2^63 - 1 a value reads negative.
+   */
   private static final class Int64 extends Payload {
     Int64(byte[] ipc, int at, int nullBits, long nullCount) {
       super(PayloadSchema.Kind.INT64, ipc, at, nullBits, nullCount);

@@ -22,8 +22,8 @@ import org.apache.spark.sql.types.StructType;
 /**
  * The columns the source hands Spark: the payload's (from the emitters' Arrow schema; unsigned
  * integers widen to the next signed type, Spark having none), then id, event_time and emit_tsc,
- * which every bucket's header gives (harness/generator/fetch.py's output_schema); cut to the {@code
- * columns} option. Payload columns are fixed-width: integers, floats and booleans.
+ * which every bucket's header gives; cut to the {@code columns} option. Payload columns are
+ * fixed-width: integers, floats and booleans.
  */
 final class PayloadSchema {
   static final String ID = "id";
