@@ -2,8 +2,8 @@
 
     .venv/bin/python examples/python_trace.py [log folder] [rows]
 
-Python workers write their channels into their executor's folder, which the executor collects with its own logs
-into <log folder>/<application id>/<host>-<executor id>/.
+Python workers log into their executor's buffers (or, where the executor has no inbox, into its folder), which the
+executor collects with its own logs into <log folder>/<application id>/<host>-<executor id>/.
 """
 import sys
 import tempfile
@@ -21,8 +21,7 @@ df = cps.trace(spark.range(0, rows, numPartitions=4), "python-source", "id")
 
 
 def square(batches):
-    cps.start_in_executor_folder()  # so that the executor collects this worker's file
-    with cp.Channel("inside-udf", "buffered") as ch:  # any channel API works inside UDFs
+    with cps.worker_channel("inside-udf") as ch:  # into the executor's buffers, whose files it collects
         for batch in batches:
             ch.log_many(batch["id"].to_numpy())
             yield pd.DataFrame({"id": batch["id"], "sq": np.square(batch["id"])})

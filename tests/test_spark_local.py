@@ -158,6 +158,11 @@ def test_python_trace_logs_every_id_exactly_once_into_the_executors_folder(run):
     assert {f.parent for f in files} == {executor_folder}
     metas = [cp.log_metadata(f) for f in files]
     assert all("spark.task_attempt_id" in m and m["pid"] != os.getpid() for m in metas)
+    # handed over to the executor's library: its process wrote the files, the workers wrote none
+    executor_pid = cp.log_metadata(next(executor_folder.glob("spark.task.start.*.arrows")))["pid"]
+    assert {m["pid"] for m in metas} == {executor_pid}
+    assert all(int(m["handoff.pid"]) not in (executor_pid, os.getpid()) for m in metas)
+    assert len({m["spark.task_attempt_id"] for m in metas}) == 4  # a file per task attempt
     assert not list(run["log_dir"].glob("*.arrows"))  # nothing left outside the application's folder
 
 

@@ -376,6 +376,58 @@ CP_EXPORT int cp_probe_peer(const char *address, uint16_t port, const uint8_t *s
                             uint32_t count, uint32_t timeout_ms, int spin, cp_probe *out, uint32_t *answered,
                             cp_error *error);
 
+/* ==== Hand-off: channels whose records another process's library writes =================================
+ * An owner process (a Spark executor) calls cp_inbox_start(dir); a process of the same host (one of its Python
+ * workers) then opens a hand-off channel in that folder. The writer starts no thread and writes no file of its
+ * own: its channel is a file of CP_HANDOFF_BLOCKS blocks of CP_HANDOFF_BLOCK_RECORDS (tuple id, TSC) records in
+ * shared memory, which it fills in turn, each record published as it is written (no lock between the processes).
+ * The owner's inbox thread takes each block's records as they are published (within milliseconds), frees a full
+ * block for reuse, and logs them with their TSCs (cp_log_at) into a channel of its own: the writer's name,
+ * handler (or the owner's rules) and metadata, plus "handoff.pid"; its compression and IO threads write them into
+ * its files. A writer that dies loses nothing it published. A writer that finds its next block still full waits
+ * up to CP_HANDOFF_WAIT_MS for the owner, then drops and counts what it cannot publish until a block is free
+ * again; the owner adds those drops to its channel's. Spark's counters and downsampling count a record when the
+ * owner takes it. */
+#define CP_HANDOFF_BLOCKS 8
+#define CP_HANDOFF_BLOCK_RECORDS 32768
+#define CP_HANDOFF_WAIT_MS 1000
+
+/* Starts taking the hand-off channels opened in `dir` (created if missing; the library starts with defaults if it
+ * has not). One inbox per process; cp_stop takes what is published, closes their channels and removes the folder's
+ * files. EALREADY when an inbox runs. */
+CP_EXPORT int cp_inbox_start(const char *dir, cp_error *error);
+/* The folder of the running inbox, or NULL. */
+CP_EXPORT const char *cp_inbox_dir(void);
+
+typedef struct cp_handoff cp_handoff;
+
+/* Opens a hand-off channel in the inbox `dir`: `handler` NULL for the one the owner's rules choose by name, else
+ * that handler and its parameters (checked as cp_channel_open checks them). Fails with ENOENT when no live owner
+ * runs an inbox there (the caller logs on its own then), ENOSPC when the shared memory cannot be reserved, EINVAL
+ * for bad arguments (at most CP_HANDOFF_META_MAX metadata pairs, CP_HANDOFF_TEXT_MAX bytes of name and metadata). */
+#define CP_HANDOFF_META_MAX 32
+#define CP_HANDOFF_TEXT_MAX 16384
+CP_EXPORT cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler *handler,
+                                      const int64_t *params, size_t n_params, const char *const *meta_keys,
+                                      const char *const *meta_values, size_t n_meta, cp_error *error);
+/* Reads the TSC and publishes (tuple_id, tsc). Any thread of the writer (a mutex of the process orders them). */
+CP_EXPORT void cp_handoff_log(cp_handoff *handoff, int64_t tuple_id);
+CP_EXPORT void cp_handoff_log_many(cp_handoff *handoff, const int64_t *tuple_ids, size_t n);
+/* Waits until the owner has taken every record published before the call: ETIMEDOUT after timeout_ms. */
+CP_EXPORT int cp_handoff_flush(cp_handoff *handoff, uint32_t timeout_ms, cp_error *error);
+
+typedef struct cp_handoff_stats {
+  uint64_t logged;  /* records published */
+  uint64_t taken;   /* of them, taken by the owner so far */
+  uint64_t dropped; /* records that found no free block */
+} cp_handoff_stats;
+CP_EXPORT void cp_handoff_stats_get(const cp_handoff *handoff, cp_handoff_stats *out);
+/* The shared-memory file (removed by the owner once it has taken everything). */
+CP_EXPORT const char *cp_handoff_path(const cp_handoff *handoff);
+/* Marks the channel done, for the owner to take its last records and close its own channel, and frees the handle
+ * (no call may use it after). Does not wait for the owner. */
+CP_EXPORT void cp_handoff_close(cp_handoff *handoff);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,9 @@
 /* Internal declarations shared by the library's source files. Nothing here is public API.
  *
- * Each file calls only files below it (but library.c's timer thread polls the rules file through cp_rules_set):
+ * Each file calls only files below it (but library.c's timer thread polls the rules file through cp_rules_set, and
+ * its stop stops the inbox):
+ *   inbox.c                        the owner's side of hand-off channels: their records into channels of its own
+ *   handoff.c                      the writer's side of a hand-off channel (no thread, no file of its own)
  *   rules.c                        the rules, channels opened by them and their switches, the rules file
  *   handlers.c                     the handler table, cp_channel_open, the hot path
  *   library.c, counters.c, ret.c   start, the background threads, stop; the hooks of spc/mpc and of ReT

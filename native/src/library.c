@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "handoff.h"
 #include "writers.h"
 
 void cp_options_init(cp_options *o) {
@@ -260,6 +261,7 @@ static void after_fork_child(void) {
   pthread_mutex_init(&g->mutex, NULL);
   pthread_mutex_init(&g->queue_mutex, NULL);
   atomic_store(&g->started, 0);
+  cp__inbox_forget();
 }
 
 static int start_locked(const cp_options *options, cp_error *error) {
@@ -390,6 +392,7 @@ int cp_stop(void) {
     pthread_mutex_unlock(&stop_mutex);
     return 0;
   }
+  cp__inbox_stop(); /* its last records go into channels that close below */
   cp_channel **list;
   size_t n = open_channels(&list);
   int rc = 0;

@@ -9,7 +9,7 @@ from typing import Iterable, Mapping
 
 from .errors import InvalidArgumentError
 from . import _log_call
-from .native import call, ffi, lib
+from .native import call, check, ffi, lib
 
 
 class Handler(enum.IntEnum):
@@ -95,6 +95,20 @@ def _as_int64_buffer(ids):
     return [np.ascontiguousarray(array.reshape(-1), dtype=np.int64)]
 
 
+def open_with_metadata(metadata: "Mapping[str, str] | None", open_handle):
+    """The handle `open_handle(keys, values, n, error)` returns for these metadata pairs as C strings; raises the
+    library's error when it returns NULL."""
+    metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+    keys = [ffi.new("char[]", k.encode()) for k in metadata]
+    values = [ffi.new("char[]", v.encode()) for v in metadata.values()]
+    error = ffi.new("cp_error *")
+    handle = open_handle(ffi.new("char *[]", keys or [ffi.NULL]), ffi.new("char *[]", values or [ffi.NULL]),
+                         len(metadata), error)
+    if handle == ffi.NULL:
+        check(error.code or errno.EIO, error)
+    return handle
+
+
 class Channel:
     """A channel of this process; log ids with `log` or `log_many`, then `close` (or use `with`)."""
 
@@ -121,18 +135,7 @@ class Channel:
 
     def _open(self, name, metadata, open_handle) -> None:
         self.name = str(name)
-        metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
-        keys = [ffi.new("char[]", k.encode()) for k in metadata]
-        values = [ffi.new("char[]", v.encode()) for v in metadata.values()]
-        c_keys = ffi.new("char *[]", keys or [ffi.NULL])
-        c_values = ffi.new("char *[]", values or [ffi.NULL])
-        error = ffi.new("cp_error *")
-        handle = open_handle(c_keys, c_values, len(metadata), error)
-        if handle == ffi.NULL:
-            from .native import check
-
-            check(error.code or errno.EIO, error)
-        self._handle = handle
+        self._handle = open_with_metadata(metadata, open_handle)
         self._closed = False
         # Per record: one C call that keeps the GIL (see _log_call.c), without a Python frame.
         self.log = _log_call.bind(int(ffi.cast("uintptr_t", handle)))

@@ -75,3 +75,21 @@ typedef struct cp_ret_info {
   uint64_t overflows;
 } cp_ret_info;
 int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_error *error);
+
+#define CP_HANDOFF_BLOCKS ...
+#define CP_HANDOFF_BLOCK_RECORDS ...
+#define CP_HANDOFF_WAIT_MS ...
+#define CP_HANDOFF_META_MAX ...
+int cp_inbox_start(const char *dir, cp_error *error);
+const char *cp_inbox_dir(void);
+typedef struct cp_handoff cp_handoff;
+cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler *handler, const int64_t *params,
+                            size_t n_params, const char *const *meta_keys, const char *const *meta_values,
+                            size_t n_meta, cp_error *error);
+void cp_handoff_log(cp_handoff *handoff, int64_t tuple_id);
+void cp_handoff_log_many(cp_handoff *handoff, const int64_t *tuple_ids, size_t n);
+int cp_handoff_flush(cp_handoff *handoff, uint32_t timeout_ms, cp_error *error);
+typedef struct cp_handoff_stats { uint64_t logged; uint64_t taken; uint64_t dropped; } cp_handoff_stats;
+void cp_handoff_stats_get(const cp_handoff *handoff, cp_handoff_stats *out);
+const char *cp_handoff_path(const cp_handoff *handoff);
+void cp_handoff_close(cp_handoff *handoff);

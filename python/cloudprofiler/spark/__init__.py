@@ -17,7 +17,7 @@ from ..rules import rules_text
 from .connect import is_connect
 from .jar import channel_key, default, jar_path, options
 from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
-from .worker import LOCAL_DIR_ENV, start_in_executor_folder  # noqa: F401 -- for UDFs
+from .worker import LOCAL_DIR_ENV, start_in_executor_folder, worker_channel  # noqa: F401 -- for UDFs
 
 PLUGIN_CLASS = "io.cloudprofiler.spark.CloudProfilerPlugin"
 EXTENSIONS_CLASS = "io.cloudprofiler.spark.CloudProfilerExtensions"  # the SQL function cp_trace('channel', id)

@@ -4,29 +4,25 @@ from __future__ import annotations
 from .jar import channel_key, options
 
 
-def task_channel(name: str, handler: "str | None" = "buffered", params: tuple = (), local_dir: "str | None" = None):
-    """A channel of its own for the task this Python worker runs, in the folder of the executor that started the
-    worker (see worker.py); the caller closes it at the end of the task's partition.
+def task_channel(name: str, handler: "str | None" = "buffered", params: tuple = (), local_dir: "str | None" = None,
+                 handoff: bool = True):
+    """A channel of its own for the task this Python worker runs (see worker.worker_channel: into the executor's
+    buffers, else into a file in its folder); the caller closes it at the end of the task's partition.
 
-    A file per task rather than per worker: the executor collects its folder while its workers still live (a
-    worker is reused across tasks and killed without running atexit), so only a channel closed at the end of
-    its task leaves a file with its footer, which polars, pyarrow.dataset and DuckDB read, and whose
-    `spark.task_attempt_id` names the one task that wrote it. `handler` None: the channel follows the rules of the
-    executor (`cps.set_rules`)."""
-    import cloudprofiler as cp
+    A channel per task rather than per worker: a worker is reused across tasks and killed without running atexit,
+    so only a channel closed at the end of its task is complete (a file with its footer, which polars,
+    pyarrow.dataset and DuckDB read), and its `spark.task_attempt_id` names the one task that wrote it. `handler`
+    None: the channel follows the rules of the executor (`cps.set_rules`)."""
     from pyspark import TaskContext
 
-    from .worker import start_in_executor_folder
+    from .worker import worker_channel
 
-    start_in_executor_folder(local_dir)
     ctx = TaskContext.get()
     meta = {"spark.event": "python_trace"}
     if ctx is not None:
         meta.update({"spark.task_attempt_id": str(ctx.taskAttemptId()), "spark.stage_id": str(ctx.stageId()),
                      "spark.partition_id": str(ctx.partitionId())})
-    if handler is None:
-        return cp.Channel.by_rules(name, metadata=meta)
-    return cp.Channel(name, handler, params, metadata=meta)
+    return worker_channel(name, handler, params, meta, local_dir, handoff)
 
 
 def configured_handler(conf, channel: str) -> tuple["str | None", tuple]:
@@ -44,6 +40,7 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
         raise ValueError(f"trace: column {id_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
     conf = df.sparkSession.conf
     local_dir = conf.get(options()["local_dir"], None)  # where the executors name their folders
+    handoff = conf.get(options()["python_handoff"], "true").strip().lower() != "false"
     if handler is None:
         handler, params = configured_handler(conf, channel)
     params = tuple(int(p) for p in params)
@@ -56,7 +53,7 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
         raise ValueError(f"trace({channel!r}): {e}") from None
 
     def log_batches(batches):
-        with task_channel(channel, handler, params, local_dir) as ch:
+        with task_channel(channel, handler, params, local_dir, handoff) as ch:
             for batch in batches:
                 ch.log_many(batch.column(id_col))
                 yield batch

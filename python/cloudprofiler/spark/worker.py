@@ -1,8 +1,10 @@
-"""Python workers log into their executor's folder, so that the executor collects their files with its own.
+"""Python workers log through their executor: into its buffers (hand-off channels into its inbox) or, where that
+cannot be, into its folder, so that the executor collects their files with its own.
 
-An executor names its folder in `<localDir>/executors/<its pid>`; the Python workers it starts are its children
-(or, through PySpark's daemon, its grandchildren), so a worker finds the name by walking up its parent processes.
-The helper passes `localDir` to workers as CLOUDPROFILER_LOCAL_DIR.
+An executor names its folder in `<localDir>/executors/<its pid>`, and its inbox's folder in the file beside it with
+the suffix `.inbox`; the Python workers it starts are its children (or, through PySpark's daemon, its
+grandchildren), so a worker finds the names by walking up its parent processes. The helper passes `localDir` to
+workers as CLOUDPROFILER_LOCAL_DIR.
 """
 from __future__ import annotations
 
@@ -66,3 +68,36 @@ def start_in_executor_folder(local_dir: "str | None" = None) -> "str | None":
             os.environ.setdefault(RULES_ENV, str(name) + option_table()["rules_file_suffix"])
             cp.start(folder)
     return cp.log_dir()
+
+
+def executor_inbox(local_dir: "str | None" = None) -> "str | None":
+    """The inbox folder of the executor that started this Python worker, or None (no such executor, or one whose
+    inbox did not start or is off: `spark.cloudprofiler.python.handoff`)."""
+    found = _executor_name(local_dir)
+    if found is None:
+        return None
+    try:
+        return (found[0].parent / (found[0].name + option_table()["inbox_suffix"])).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def worker_channel(name: str, handler: "str | None" = "buffered", params: tuple = (),
+                   metadata: "dict[str, str] | None" = None, local_dir: "str | None" = None, handoff: bool = True):
+    """A channel of this Python worker: a hand-off channel into its executor's buffers (no thread and no file of
+    its own; `handoff` and an executor with an inbox), else a channel of this process's library started in the
+    executor's folder (`start_in_executor_folder`). `handler` None: the executor's rules choose."""
+    import cloudprofiler as cp
+
+    inbox = executor_inbox(local_dir) if handoff else None
+    if inbox is not None:
+        from cloudprofiler.handoff import Handoff
+
+        try:
+            return Handoff(inbox, name, handler, params, metadata)
+        except cp.LogFolderNotFoundError:  # the executor is stopping: its folder is still collected
+            pass
+    start_in_executor_folder(local_dir)
+    if handler is None:
+        return cp.Channel.by_rules(name, metadata=metadata)
+    return cp.Channel(name, handler, params, metadata=metadata)

@@ -144,6 +144,21 @@ jlong JNI_FN(openByRules)(JNIEnv *env, jclass cls, jstring name, jobjectArray ke
   return ch;
 }
 
+/* void inboxStart(String dir) */
+void JNI_FN(inboxStart)(JNIEnv *env, jclass cls, jstring dir) {
+  (void)cls;
+  if (!dir) {
+    fail(env, EINVAL, "inbox folder is null");
+    return;
+  }
+  const char *path = (*env)->GetStringUTFChars(env, dir, NULL);
+  if (!path) return; /* OutOfMemoryError pending */
+  cp_error error;
+  int rc = cp_inbox_start(path, &error);
+  (*env)->ReleaseStringUTFChars(env, dir, path);
+  check(env, rc, &error);
+}
+
 /* void setRules(String rules) */
 void JNI_FN(setRules)(JNIEnv *env, jclass cls, jstring rules) {
   (void)cls;

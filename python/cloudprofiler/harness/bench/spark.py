@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import python_workers
 from .spark_logs import record_problems, run_problems, task_problems
 
 
@@ -26,6 +27,8 @@ def add_arguments(parser) -> None:
                         help="alternating runs per case (the fastest of each side reported)")
     parser.add_argument("--app-runs", type=int, default=10,
                         help="spark-submit runs of the one-job application with and without the plugin, alternating")
+    parser.add_argument("--workers", type=lambda text: [int(w) for w in text.split(",")], default=[2, 8],
+                        help="Python workers (local[n]) of the python trace paths' comparison, comma-separated")
     parser.add_argument("--quick", action="store_true", help="small sizes: a check that everything runs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -267,13 +270,15 @@ def run(args) -> int:
         spark.stop()
         check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, WARMUPS + args.repeats)
         overheads += [task_switch, *traces]
-    problems = [p for row in [application, *overheads] for p in row["log_problems"]]
-    for row in [application, *overheads]:
+        workers = [row for n in args.workers for row in python_workers.compare(
+            n, args.rows, args.repeats, WARMUPS, plugin_conf(True, os.path.join(log_dir, f"workers-{n}")))]
+    problems = [p for row in [application, *overheads, *workers] for p in row["log_problems"]]
+    for row in [application, *overheads, *workers]:
         row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
     for problem in problems:
         print(f"bench spark: logged otherwise than it must: {problem}", file=sys.stderr)
     if args.json:
-        print(json.dumps(rows + [application] + overheads, indent=1))
+        print(json.dumps(rows + [application] + overheads + workers, indent=1))
         return 1 if problems else 0
     from ...console import print_table
 
@@ -292,4 +297,11 @@ def run(args) -> int:
                             ("added_ns_per_row", "ns/row added", ".1f"),
                             ("added_ns_per_task", "ns/task added", ".0f"), ("noise_ratio", "noise", ".1%"),
                             ("logs", "logs", "")])
+    print()
+    print(f"python trace point, {args.rows} rows, the two paths of its records:")
+    print_table(workers, [("workers", "workers", "d"), ("path", "records go through", ""),
+                          ("median_s", "median (s)", ".3f"), ("fastest_s", "fastest (s)", ".3f"),
+                          ("spread", "spread", ".0%"), ("added_median_s", "added to the query (s)", "+.3f"),
+                          ("threads", "threads/worker", ".0f"), ("rss_mib", "RSS/worker (MiB)", ".0f"),
+                          ("peak_mib", "peak/worker (MiB)", ".0f"), ("logs", "logs", "")])
     return 1 if problems else 0

@@ -54,6 +54,12 @@ public final class CloudProfiler {
       String name, String handler, long[] params, String[] metaKeys, String[] metaValues);
 
   /**
+   * Takes the hand-off channels that processes of this host (Python workers) open in {@code dir}
+   * into channels of this library (cp_inbox_start).
+   */
+  public static native void inboxStart(String dir);
+
+  /**
    * Replaces the rules in force (cp_rules_set): one rule a line, {@code
    * pattern=handler[:param...]}, the first match wins. Throws, naming the bad rule, and the rules
    * in force stay. Open channels opened by rules whose handler changes switch to a new file.

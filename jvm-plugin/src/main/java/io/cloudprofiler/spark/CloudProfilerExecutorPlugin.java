@@ -108,6 +108,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private File rulesFile;
 
+  /** Names the inbox's folder for the Python workers (null: no inbox). */
+  private File inboxPointer;
+
   private PluginContext ctx;
   private Options options;
 
@@ -227,11 +230,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           Config.RULES.name,
           e.getMessage());
     }
-    rulesFile =
-        new File(
-            new File(options.localDir(), Config.EXECUTOR_FOLDERS),
-            ProcessHandle.current().pid() + Config.RULES_FILE_SUFFIX);
+    rulesFile = besideName(Config.RULES_FILE_SUFFIX);
     writeRulesFile(startRules);
+    if (options.pythonHandoff()) inboxPointer = startInbox();
     rules =
         new RulesFollower(
             ctx.executorID(),
@@ -315,15 +316,47 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
   }
 
+  /** {@code <localDir>/executors/<pid><suffix>}: what this executor tells its Python workers. */
+  private File besideName(String suffix) {
+    return new File(
+        new File(options.localDir(), Config.EXECUTOR_FOLDERS),
+        ProcessHandle.current().pid() + suffix);
+  }
+
+  /**
+   * Starts the library's inbox, in shared memory where the host has it, and names its folder in
+   * {@code <localDir>/executors/<pid>.inbox} for the Python workers; null (they then log to files
+   * of their own) when it cannot start.
+   */
+  private File startInbox() {
+    File shm = new File("/dev/shm");
+    String leaf = "cloudprofiler-inbox-" + ProcessHandle.current().pid();
+    File dir =
+        shm.isDirectory() && shm.canWrite()
+            ? new File(shm, leaf)
+            : new File(new File(options.localDir(), Config.EXECUTOR_FOLDERS), leaf);
+    File pointer = besideName(Config.INBOX_SUFFIX);
+    try {
+      CloudProfiler.inboxStart(dir.getPath());
+      writeInPlace(pointer, dir.getAbsolutePath());
+      return pointer;
+    } catch (Exception e) {
+      LOG.warn(
+          "cloudprofiler: executor {} takes no records of Python workers in {} (they log to files"
+              + " of their own): {}",
+          ctx.executorID(),
+          dir,
+          e.toString());
+      return null;
+    }
+  }
+
   /**
    * Writes {@code <localDir>/executors/<pid>}, naming this executor's folder, for the Python
    * workers it starts (their parent or grandparent is this process).
    */
   private File pointTo(File local) {
-    File target =
-        new File(
-            new File(options.localDir(), Config.EXECUTOR_FOLDERS),
-            String.valueOf(ProcessHandle.current().pid()));
+    File target = besideName("");
     try {
       writeInPlace(target, local.getAbsolutePath());
       return target;
@@ -638,6 +671,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     control = null;
     if (responder != 0) CloudProfiler.responderStop(responder);
     responder = 0;
+    if (inboxPointer != null)
+      inboxPointer.delete(); // the stop below takes what workers handed over
     CloudProfiler.stop();
     finalStats = totals(); // the metrics' last report may come after this
     TraceExpression.forgetChannels();

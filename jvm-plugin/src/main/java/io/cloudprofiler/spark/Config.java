@@ -160,6 +160,12 @@ public final class Config {
           "spark.cloudprofiler.task.enabled",
           "true",
           "Log a TSC record at the start and at the end of every task attempt");
+  public static final Key<Boolean> PYTHON_HANDOFF =
+      bool(
+          "spark.cloudprofiler.python.handoff",
+          "true",
+          "Python workers' trace points log into their executor's buffers through shared memory"
+              + " (false: each worker that logs starts a library with files of its own)");
   public static final Key<String> TASK_HANDLER =
       new Key<>(
           "spark.cloudprofiler.task.handler",
@@ -291,6 +297,7 @@ public final class Config {
           LOG_DIR,
           LOCAL_DIR,
           TASK_ENABLED,
+          PYTHON_HANDOFF,
           TASK_HANDLER,
           TASK_PARAMS,
           RULES,
@@ -321,6 +328,12 @@ public final class Config {
 
   /** Beside an executor's name of its folder: the rules it follows, for its Python workers. */
   static final String RULES_FILE_SUFFIX = ".rules";
+
+  /**
+   * Beside an executor's name of its folder: the folder of its inbox, where its Python workers open
+   * hand-off channels.
+   */
+  static final String INBOX_SUFFIX = ".inbox";
 
   private Config() {}
 
@@ -467,6 +480,8 @@ public final class Config {
         .append(quote(EXECUTOR_FOLDERS))
         .append(",\n\"rules_file_suffix\": ")
         .append(quote(RULES_FILE_SUFFIX))
+        .append(",\n\"inbox_suffix\": ")
+        .append(quote(INBOX_SUFFIX))
         .append("\n}\n")
         .toString();
   }
@@ -505,6 +520,7 @@ public final class Config {
         LOG_DIR.read(conf),
         LOCAL_DIR.read(conf),
         TASK_ENABLED.read(conf),
+        PYTHON_HANDOFF.read(conf),
         task,
         channels,
         rulesText(RULES.read(conf)),

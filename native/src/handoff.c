@@ -1,0 +1,231 @@
+/* The writer's side of a hand-off channel (the format: handoff.h; the owner's side: inbox.c). Nothing here starts
+ * the library: a writer has no thread and no file of its own. */
+#include "handoff.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct cp_handoff {
+  pthread_mutex_t mutex; /* the writer's threads; never held across processes */
+  cp_handoff_header *header;
+  void *map;
+  char *path;
+  uint32_t block; /* the block being filled */
+  uint32_t count; /* records in it */
+  bool stalled;   /* no block was free at the last hand-off: records are dropped until one is */
+  uint64_t logged;
+};
+
+uint64_t cp__process_start(int pid) {
+  char path[64], text[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  char *p = strrchr(text, ')'); /* the command may hold spaces and parentheses */
+  if (!p) return 0;
+  unsigned long long start = 0;
+  /* after ")": state (field 3) ... starttime (field 22) */
+  if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+    return 0;
+  return start;
+}
+
+/* Whether the folder's owner runs: its file names a live process with the start time it had. */
+static bool owner_alive(const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/" CP_INBOX_OWNER, dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  int pid = 0;
+  unsigned long long start = 0;
+  bool read = fscanf(f, "%d %llu", &pid, &start) == 2;
+  fclose(f);
+  return read && pid > 0 && cp__process_start(pid) == start;
+}
+
+static int text_append(char *text, size_t *used, const char *value, cp_error *error) {
+  size_t n = strlen(value) + 1;
+  if (*used + n > CP_HANDOFF_TEXT_MAX)
+    return cp__fail(error, EINVAL, "hand-off channel: name and metadata exceed %d bytes", CP_HANDOFF_TEXT_MAX);
+  memcpy(text + *used, value, n);
+  *used += n;
+  return 0;
+}
+
+static int fill_header(cp_handoff_header *h, const char *name, const cp_handler *handler, const int64_t *params,
+                       size_t n_params, const char *const *keys, const char *const *values, size_t n_meta,
+                       cp_error *error) {
+  memcpy(h->magic, CP_HANDOFF_MAGIC, sizeof h->magic);
+  h->blocks = CP_HANDOFF_BLOCKS;
+  h->block_records = CP_HANDOFF_BLOCK_RECORDS;
+  h->writer_pid = (int32_t)getpid();
+  h->writer_start = cp__process_start(h->writer_pid);
+  h->handler = handler ? (int32_t)*handler : -1;
+  for (size_t i = 0; i < n_params; i++) h->params[i] = params[i];
+  h->n_params = (uint32_t)n_params;
+  h->n_meta = (uint32_t)n_meta;
+  size_t used = 0;
+  int rc = text_append(h->text, &used, name, error);
+  for (size_t i = 0; !rc && i < n_meta; i++)
+    if (!(rc = text_append(h->text, &used, keys[i], error))) rc = text_append(h->text, &used, values[i], error);
+  atomic_store(&h->heads[0].state, CP_HANDOFF_FILLING);
+  return rc;
+}
+
+/* The file at `tmp`, its space reserved (a page of shared memory first touched when the file system is full
+ * would kill the writer with SIGBUS), mapped. */
+static int create_file(cp_handoff *w, const char *tmp, cp_error *error) {
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return cp__fail(error, errno, "cannot create hand-off file %s: %s", tmp, strerror(errno));
+  int rc = posix_fallocate(fd, 0, (off_t)CP_HANDOFF_FILE_BYTES);
+  if (rc) {
+    close(fd);
+    unlink(tmp);
+    return cp__fail(error, rc, "cannot reserve %zu bytes for hand-off file %s: %s", (size_t)CP_HANDOFF_FILE_BYTES, tmp,
+                    strerror(rc));
+  }
+  void *map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  rc = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    unlink(tmp);
+    return cp__fail(error, rc, "cannot map hand-off file %s: %s", tmp, strerror(rc));
+  }
+  w->map = map;
+  w->header = map;
+  return 0;
+}
+
+static void discard(cp_handoff *w, const char *tmp) {
+  if (w->map) munmap(w->map, CP_HANDOFF_FILE_BYTES);
+  if (tmp) unlink(tmp);
+  free(w->path);
+  free(w);
+}
+
+cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler *handler, const int64_t *params,
+                            size_t n_params, const char *const *meta_keys, const char *const *meta_values,
+                            size_t n_meta, cp_error *error) {
+  static _Atomic uint64_t files;
+  if (!dir) return cp__fail(error, EINVAL, "hand-off channel: inbox folder is NULL"), NULL;
+  if (cp__channel_args_check(name, meta_keys, meta_values, n_meta, CP_HANDOFF_META_MAX, error)) return NULL;
+  if (handler && cp_handler_check(*handler, params, n_params, error)) return NULL;
+  if (!handler && n_params) return cp__fail(error, EINVAL, "hand-off channel: parameters given without a handler"), NULL;
+  if (!owner_alive(dir)) return cp__fail(error, ENOENT, "no running inbox owns %s", dir), NULL;
+  char tmp[4096], path[4096];
+  unsigned long long n = atomic_fetch_add(&files, 1);
+  int len = snprintf(path, sizeof path, "%s/%d-%llu" CP_HANDOFF_SUFFIX, dir, (int)getpid(), n);
+  if (len < 0 || (size_t)len >= sizeof path - 8) return cp__fail(error, EINVAL, "inbox folder path is too long: %s", dir), NULL;
+  snprintf(tmp, sizeof tmp, "%s/.%d-%llu.tmp", dir, (int)getpid(), n);
+  cp_handoff *w = calloc(1, sizeof *w);
+  if (!w || !(w->path = strdup(path))) return free(w), cp__fail(error, ENOMEM, "out of memory"), NULL;
+  pthread_mutex_init(&w->mutex, NULL);
+  if (create_file(w, tmp, error)) return discard(w, NULL), NULL;
+  if (fill_header(w->header, name, handler, params, n_params, meta_keys, meta_values, n_meta, error))
+    return discard(w, tmp), NULL;
+  if (rename(tmp, w->path) != 0) { /* the owner sees only files whose header is complete */
+    cp__fail(error, errno, "cannot name hand-off file %s: %s", w->path, strerror(errno));
+    return discard(w, tmp), NULL;
+  }
+  return w;
+}
+
+/* Hands the full block to the owner and takes the next one if the owner has freed it, waiting up to
+ * CP_HANDOFF_WAIT_MS when it was free last time; w->mutex held. */
+static void next_block(cp_handoff *w) {
+  cp_handoff_block_head *heads = w->header->heads;
+  if (!w->stalled) atomic_store_explicit(&heads[w->block].state, CP_HANDOFF_FULL, memory_order_release);
+  uint32_t next = (w->block + 1) % CP_HANDOFF_BLOCKS;
+  if (atomic_load_explicit(&heads[next].state, memory_order_acquire) != CP_HANDOFF_FREE && !w->stalled) {
+    struct timespec nap = {0, 100000}; /* the owner polls every few milliseconds at most */
+    for (uint32_t waited = 0; waited < CP_HANDOFF_WAIT_MS * 10; waited++) {
+      nanosleep(&nap, NULL);
+      if (atomic_load_explicit(&heads[next].state, memory_order_acquire) == CP_HANDOFF_FREE) break;
+    }
+  }
+  if (atomic_load_explicit(&heads[next].state, memory_order_acquire) != CP_HANDOFF_FREE) {
+    w->stalled = true;
+    return;
+  }
+  atomic_store_explicit(&heads[next].count, 0, memory_order_relaxed);
+  atomic_store_explicit(&heads[next].state, CP_HANDOFF_FILLING, memory_order_release);
+  w->block = next;
+  w->count = 0;
+  w->stalled = false;
+}
+
+/* w->mutex held. */
+static inline void append(cp_handoff *w, int64_t id, uint64_t tsc) {
+  if (CP_UNLIKELY(w->stalled || w->count == CP_HANDOFF_BLOCK_RECORDS)) {
+    next_block(w);
+    if (w->stalled) {
+      atomic_fetch_add_explicit(&w->header->dropped, 1, memory_order_relaxed);
+      return;
+    }
+  }
+  cp__handoff_ids(w->map, w->block)[w->count] = id;
+  cp__handoff_tscs(w->map, w->block)[w->count] = tsc;
+  atomic_store_explicit(&w->header->heads[w->block].count, ++w->count, memory_order_release);
+  w->logged++;
+}
+
+void cp_handoff_log(cp_handoff *w, int64_t tuple_id) {
+  uint64_t tsc = cp__tsc();
+  pthread_mutex_lock(&w->mutex);
+  append(w, tuple_id, tsc);
+  pthread_mutex_unlock(&w->mutex);
+}
+
+void cp_handoff_log_many(cp_handoff *w, const int64_t *ids, size_t n) {
+  pthread_mutex_lock(&w->mutex);
+  for (size_t i = 0; i < n; i++) append(w, ids[i], cp__tsc());
+  pthread_mutex_unlock(&w->mutex);
+}
+
+static uint64_t published(cp_handoff *w) {
+  pthread_mutex_lock(&w->mutex);
+  uint64_t n = w->logged;
+  pthread_mutex_unlock(&w->mutex);
+  return n;
+}
+
+int cp_handoff_flush(cp_handoff *w, uint32_t timeout_ms, cp_error *error) {
+  uint64_t target = published(w);
+  struct timespec nap = {0, 200000};
+  for (uint64_t waited_us = 0; atomic_load(&w->header->taken) < target; waited_us += 200) {
+    if (waited_us >= (uint64_t)timeout_ms * 1000)
+      return cp__fail(error, ETIMEDOUT, "hand-off channel %s: the owner took %llu of %llu records within %u ms",
+                      w->path, (unsigned long long)atomic_load(&w->header->taken), (unsigned long long)target,
+                      timeout_ms);
+    nanosleep(&nap, NULL);
+  }
+  return 0;
+}
+
+void cp_handoff_stats_get(const cp_handoff *w, cp_handoff_stats *out) {
+  out->logged = published((cp_handoff *)w);
+  out->taken = atomic_load(&w->header->taken);
+  out->dropped = atomic_load(&w->header->dropped);
+}
+
+const char *cp_handoff_path(const cp_handoff *w) { return w->path; }
+
+void cp_handoff_close(cp_handoff *w) {
+  pthread_mutex_lock(&w->mutex);
+  atomic_store_explicit(&w->header->closed, 1, memory_order_release);
+  pthread_mutex_unlock(&w->mutex);
+  munmap(w->map, CP_HANDOFF_FILE_BYTES);
+  pthread_mutex_destroy(&w->mutex);
+  free(w->path);
+  free(w);
+}

@@ -1,0 +1,59 @@
+/* The layout of a hand-off file, shared by its writer (handoff.c) and its owner (inbox.c): processes of one host
+ * and one build of the library, so native byte order and alignment. The writer fills the blocks in ring order;
+ * a block's state goes FREE -> FILLING (writer) -> FULL (writer) -> FREE (owner), and its count is published with
+ * release after each record's columns are written, so the owner reads only complete records. */
+#ifndef CP_HANDOFF_H
+#define CP_HANDOFF_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+#define CP_HANDOFF_MAGIC "CPHOFF1"   /* 8 bytes with its NUL */
+#define CP_HANDOFF_SUFFIX ".handoff" /* a complete file: the writer renames its file to this once its header is set */
+#define CP_INBOX_OWNER "owner"       /* "<pid> <start time>" of the inbox's owner, in its folder */
+
+enum { CP_HANDOFF_FREE = 0, CP_HANDOFF_FILLING = 1, CP_HANDOFF_FULL = 2 };
+
+typedef struct cp_handoff_block_head {
+  _Atomic uint32_t state;
+  _Atomic uint32_t count; /* records written in the block */
+} cp_handoff_block_head;
+
+typedef struct cp_handoff_header {
+  char magic[8];
+  uint32_t blocks, block_records;
+  int32_t writer_pid;
+  int32_t handler;           /* a cp_handler, or -1: the owner's rules choose */
+  uint64_t writer_start;     /* the writer's start time (/proc/<pid>/stat), so that a reused pid is not taken for it */
+  int64_t params[3];
+  uint32_t n_params, n_meta; /* text: the name, then n_meta key and value pairs, each NUL-terminated */
+  _Atomic uint32_t closed;   /* set by the writer after its last count */
+  uint32_t reserved;
+  _Atomic uint64_t dropped; /* by the writer */
+  _Atomic uint64_t taken;   /* by the owner */
+  char text[CP_HANDOFF_TEXT_MAX];
+  cp_handoff_block_head heads[CP_HANDOFF_BLOCKS];
+} cp_handoff_header;
+
+/* Block b's columns: ids then TSCs, after the header, each block on its own pages. */
+#define CP_HANDOFF_BLOCK_BYTES ((size_t)CP_HANDOFF_BLOCK_RECORDS * 16)
+#define CP_HANDOFF_DATA_OFFSET (((sizeof(cp_handoff_header) + 4095) / 4096) * 4096)
+#define CP_HANDOFF_FILE_BYTES (CP_HANDOFF_DATA_OFFSET + CP_HANDOFF_BLOCKS * CP_HANDOFF_BLOCK_BYTES)
+
+static inline int64_t *cp__handoff_ids(void *map, uint32_t block) {
+  return (int64_t *)((char *)map + CP_HANDOFF_DATA_OFFSET + block * CP_HANDOFF_BLOCK_BYTES);
+}
+static inline uint64_t *cp__handoff_tscs(void *map, uint32_t block) {
+  return (uint64_t *)(cp__handoff_ids(map, block) + CP_HANDOFF_BLOCK_RECORDS);
+}
+
+/* A process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), 0 when it does not exist. */
+CP_INTERNAL uint64_t cp__process_start(int pid);
+
+/* ---- inbox.c ---- */
+CP_INTERNAL void cp__inbox_stop(void); /* cp_stop, first: takes what is published and closes the channels */
+CP_INTERNAL void cp__inbox_forget(void); /* a child of fork(): no inbox thread */
+
+#endif

@@ -1,0 +1,297 @@
+/* The owner's side of hand-off channels (the format: handoff.h): one thread that finds the files writers create in
+ * the inbox folder, takes their published records into channels of this library, and removes each file once its
+ * writer has closed it or died and everything in it is taken. It sleeps on inotify while no file is open, and polls
+ * the open files every millisecond while records come, backing off to 20 ms while none do. */
+#define _GNU_SOURCE /* pipe2 */
+#include "handoff.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct source {
+  struct source *next;
+  char *path;
+  cp_handoff_header *header;
+  cp_channel *channel;
+  uint32_t block; /* the block to take from next */
+  uint32_t taken; /* records of it already taken */
+  uint64_t checked_ns; /* when the writer was last found alive */
+} source;
+
+static struct {
+  pthread_mutex_t mutex; /* start and stop */
+  bool running;
+  char *dir;
+  pthread_t thread;
+  int wake[2];    /* a byte here stops the thread */
+  int notify;     /* inotify on the folder, or -1: then the thread polls it every 20 ms */
+  source *sources;
+} inbox = {.mutex = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}, .notify = -1};
+
+enum { POLL_FAST_MS = 1, POLL_SLOW_MS = 20, ALIVE_CHECK_NS = 100000000 };
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static bool known(const char *path) {
+  for (source *s = inbox.sources; s; s = s->next)
+    if (strcmp(s->path, path) == 0) return true;
+  return false;
+}
+
+/* The writer's name and metadata pairs out of the header's text, plus handoff.pid; false when malformed. */
+static bool read_text(const cp_handoff_header *h, const char **name, const char **keys, const char **values,
+                      size_t *n, char *pid) {
+  if (h->n_meta > CP_HANDOFF_META_MAX || memchr(h->text, '\0', sizeof h->text) == NULL) return false;
+  const char *p = h->text, *end = h->text + sizeof h->text;
+  *name = p;
+  p += strlen(p) + 1;
+  for (uint32_t i = 0; i < 2 * h->n_meta; i++) {
+    if (p >= end || !memchr(p, '\0', (size_t)(end - p))) return false;
+    (i % 2 ? values : keys)[i / 2] = p;
+    p += strlen(p) + 1;
+  }
+  keys[h->n_meta] = "handoff.pid";
+  values[h->n_meta] = pid;
+  *n = h->n_meta + 1;
+  return true;
+}
+
+static cp_channel *open_channel(const cp_handoff_header *h, cp_error *error) {
+  const char *name, *keys[CP_HANDOFF_META_MAX + 1], *values[CP_HANDOFF_META_MAX + 1];
+  char pid[16];
+  size_t n;
+  snprintf(pid, sizeof pid, "%d", (int)h->writer_pid);
+  if (!read_text(h, &name, keys, values, &n, pid))
+    return cp__fail(error, EINVAL, "its name and metadata are malformed"), NULL;
+  if (h->handler < 0) return cp_channel_open_by_rules(name, keys, values, n, error);
+  if (h->n_params > 3) return cp__fail(error, EINVAL, "it gives %u parameters", h->n_params), NULL;
+  return cp_channel_open(name, (cp_handler)h->handler, h->params, h->n_params, keys, values, n, error);
+}
+
+/* Maps a writer's file and opens its channel; a file that is not one is removed, saying so. */
+static void attach(const char *path) {
+  cp_error error = {0};
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  struct stat st;
+  void *map = MAP_FAILED;
+  if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == CP_HANDOFF_FILE_BYTES)
+    map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0) close(fd);
+  if (map == MAP_FAILED) {
+    if (fd < 0 && errno == ENOENT) return; /* gone meanwhile */
+    fprintf(stderr, "cloudprofiler: inbox removes %s: not a hand-off file of this version\n", path);
+    unlink(path);
+    return;
+  }
+  cp_handoff_header *h = map;
+  cp_channel *channel = NULL;
+  if (memcmp(h->magic, CP_HANDOFF_MAGIC, sizeof h->magic) != 0 || h->blocks != CP_HANDOFF_BLOCKS ||
+      h->block_records != CP_HANDOFF_BLOCK_RECORDS)
+    cp__fail(&error, EINVAL, "not a hand-off file of this version");
+  else
+    channel = open_channel(h, &error);
+  source *s = channel ? calloc(1, sizeof *s) : NULL;
+  if (s) s->path = strdup(path);
+  if (!s || !s->path) {
+    fprintf(stderr, "cloudprofiler: inbox removes %s: %s\n", path, channel ? "out of memory" : error.message);
+    if (channel) cp_channel_close(channel, NULL);
+    if (s) free(s);
+    munmap(map, CP_HANDOFF_FILE_BYTES);
+    unlink(path);
+    return;
+  }
+  s->header = h;
+  s->channel = channel;
+  s->checked_ns = now_ns();
+  s->next = inbox.sources;
+  inbox.sources = s;
+}
+
+static void scan(void) {
+  DIR *d = opendir(inbox.dir);
+  if (!d) return;
+  char path[4096];
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t len = strlen(e->d_name), suffix = strlen(CP_HANDOFF_SUFFIX);
+    if (e->d_name[0] == '.' || len <= suffix || strcmp(e->d_name + len - suffix, CP_HANDOFF_SUFFIX) != 0) continue;
+    if (snprintf(path, sizeof path, "%s/%s", inbox.dir, e->d_name) >= (int)sizeof path || known(path)) continue;
+    attach(path);
+  }
+  closedir(d);
+}
+
+/* Takes every record published in s's blocks, freeing the full ones; returns how many. */
+static uint64_t take(source *s) {
+  cp_handoff_header *h = s->header;
+  uint64_t n = 0;
+  for (uint32_t turns = 0; turns <= CP_HANDOFF_BLOCKS; turns++) {
+    cp_handoff_block_head *head = &h->heads[s->block];
+    uint32_t state = atomic_load_explicit(&head->state, memory_order_acquire);
+    if (state == CP_HANDOFF_FREE) break;
+    uint32_t count = atomic_load_explicit(&head->count, memory_order_acquire);
+    const int64_t *ids = cp__handoff_ids(h, s->block);
+    const uint64_t *tscs = cp__handoff_tscs(h, s->block);
+    for (uint32_t i = s->taken; i < count; i++) cp_log_at(s->channel, ids[i], tscs[i]);
+    n += count - s->taken;
+    s->taken = count;
+    if (state != CP_HANDOFF_FULL) break;
+    s->taken = 0;
+    atomic_store_explicit(&head->state, CP_HANDOFF_FREE, memory_order_release);
+    s->block = (s->block + 1) % CP_HANDOFF_BLOCKS;
+  }
+  if (n) atomic_fetch_add(&h->taken, n);
+  return n;
+}
+
+static bool writer_gone(source *s, uint64_t now) {
+  if (now - s->checked_ns < ALIVE_CHECK_NS) return false;
+  s->checked_ns = now;
+  int pid = s->header->writer_pid;
+  return (kill(pid, 0) != 0 && errno == ESRCH) || cp__process_start(pid) != s->header->writer_start;
+}
+
+/* The writer's drops go into the counts of the channel's current file as calls logged and dropped (what `late`
+ * counts), so that its records.logged = records.written + records.dropped as for any channel. */
+static void finish(source *s) {
+  uint64_t dropped = atomic_load(&s->header->dropped);
+  if (dropped) atomic_fetch_add(&atomic_load(&s->channel->current)->late, dropped);
+  cp_error error;
+  if (cp_channel_close(s->channel, &error) && error.code != EBADF)
+    fprintf(stderr, "cloudprofiler: inbox closing channel of %s: %s\n", s->path, error.message);
+  munmap(s->header, CP_HANDOFF_FILE_BYTES);
+  unlink(s->path);
+  free(s->path);
+  free(s);
+}
+
+/* One pass over the open files: takes what is published, finishes those whose writer closed or died (or all of
+ * them, at stop). Returns the records taken. */
+static uint64_t pass(bool stopping) {
+  uint64_t n = 0, now = now_ns();
+  for (source **link = &inbox.sources; *link;) {
+    source *s = *link;
+    bool closed = atomic_load_explicit(&s->header->closed, memory_order_acquire); /* before its last records */
+    uint64_t taken = take(s);
+    n += taken;
+    if (closed || stopping || (!taken && writer_gone(s, now))) {
+      if (!closed) n += take(s); /* a writer found dead: what it published after the first take */
+      *link = s->next;
+      finish(s);
+    } else {
+      link = &s->next;
+    }
+  }
+  return n;
+}
+
+static void *inbox_main(void *arg) {
+  (void)arg;
+  int wait_ms = POLL_SLOW_MS;
+  scan();
+  for (;;) {
+    struct pollfd fds[2] = {{.fd = inbox.wake[0], .events = POLLIN}, {.fd = inbox.notify, .events = POLLIN}};
+    int timeout = inbox.sources || inbox.notify < 0 ? wait_ms : -1; /* nothing open: sleep until a file comes */
+    int ready = poll(fds, inbox.notify >= 0 ? 2 : 1, timeout);
+    if (ready > 0 && (fds[0].revents & POLLIN)) break;
+    if (inbox.notify < 0 || (ready > 0 && (fds[1].revents & POLLIN))) {
+      char events[4096];
+      while (inbox.notify >= 0 && read(inbox.notify, events, sizeof events) > 0) continue;
+      scan();
+    }
+    wait_ms = pass(false) ? POLL_FAST_MS : (wait_ms * 2 > POLL_SLOW_MS ? POLL_SLOW_MS : wait_ms * 2);
+  }
+  scan();
+  pass(true);
+  return NULL;
+}
+
+static int write_owner(const char *dir, cp_error *error) {
+  char path[4096], tmp[4096];
+  snprintf(path, sizeof path, "%s/" CP_INBOX_OWNER, dir);
+  snprintf(tmp, sizeof tmp, "%s/." CP_INBOX_OWNER ".tmp", dir);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return cp__fail(error, errno, "cannot write %s: %s", tmp, strerror(errno));
+  fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)cp__process_start(getpid()));
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    int code = errno;
+    unlink(tmp);
+    return cp__fail(error, code, "cannot write %s: %s", path, strerror(code));
+  }
+  return 0;
+}
+
+static void close_fds(void) {
+  for (int i = 0; i < 2; i++)
+    if (inbox.wake[i] >= 0) close(inbox.wake[i]), inbox.wake[i] = -1;
+  if (inbox.notify >= 0) close(inbox.notify), inbox.notify = -1;
+}
+
+int cp_inbox_start(const char *dir, cp_error *error) {
+  if (!dir || !*dir) return cp__fail(error, EINVAL, "inbox folder is empty");
+  int rc = cp__ensure_started(error);
+  if (rc) return rc;
+  pthread_mutex_lock(&inbox.mutex);
+  if (inbox.running) {
+    rc = cp__fail(error, EALREADY, "an inbox already runs in %s", inbox.dir);
+  } else if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    rc = cp__fail(error, errno, "cannot create inbox folder %s: %s", dir, strerror(errno));
+  } else if (!(rc = write_owner(dir, error))) {
+    inbox.dir = strdup(dir);
+    inbox.notify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (inbox.notify >= 0 && inotify_add_watch(inbox.notify, dir, IN_MOVED_TO | IN_CREATE) < 0)
+      close(inbox.notify), inbox.notify = -1;
+    if (!inbox.dir || pipe2(inbox.wake, O_CLOEXEC) != 0 || pthread_create(&inbox.thread, NULL, inbox_main, NULL)) {
+      rc = cp__fail(error, EAGAIN, "cannot start the inbox thread");
+      close_fds();
+      free(inbox.dir);
+      inbox.dir = NULL;
+    } else {
+      inbox.running = true;
+    }
+  }
+  pthread_mutex_unlock(&inbox.mutex);
+  return rc;
+}
+
+const char *cp_inbox_dir(void) { return inbox.running ? inbox.dir : NULL; }
+
+void cp__inbox_stop(void) {
+  pthread_mutex_lock(&inbox.mutex);
+  if (inbox.running) {
+    char owner[4096];
+    snprintf(owner, sizeof owner, "%s/" CP_INBOX_OWNER, inbox.dir);
+    unlink(owner); /* no writer opens a file from now on */
+    ssize_t wrote = write(inbox.wake[1], "x", 1);
+    (void)wrote;
+    pthread_join(inbox.thread, NULL);
+    close_fds();
+    rmdir(inbox.dir); /* fails, keeping them, if files came after the last scan */
+    free(inbox.dir);
+    inbox.dir = NULL;
+    inbox.running = false;
+  }
+  pthread_mutex_unlock(&inbox.mutex);
+}
+
+void cp__inbox_forget(void) {
+  inbox.running = false;
+  inbox.sources = NULL;
+  inbox.dir = NULL;
+  inbox.wake[0] = inbox.wake[1] = inbox.notify = -1;
+  pthread_mutex_init(&inbox.mutex, NULL);
+}

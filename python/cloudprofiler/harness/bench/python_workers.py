@@ -1,0 +1,86 @@
+"""The Python trace point's two paths side by side, with 2 and with 8 Python workers (local[n]: a worker per task
+slot): records handed over into the executor's buffers (`spark.cloudprofiler.python.handoff`, the default) or
+written by each worker's own library. Per path: the wall time of a traced query against the same query without the
+trace point, and what a worker carries after it (threads, resident memory, peak memory)."""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from .spark_logs import record_problems
+
+HANDOFF_KEY = "spark.cloudprofiler.python.handoff"
+PATHS = {True: "executor's buffers (hand-off)", False: "worker's own library and files"}
+
+
+def _worker_state(batches):
+    """Yields this Python worker's pid, threads and memory (VmRSS, VmHWM in KiB) once per task."""
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    yield pa.RecordBatch.from_pydict({
+        "pid": [os.getpid()], "threads": [len(os.listdir("/proc/self/task"))],
+        "rss_kib": [int(status["VmRSS"].split()[0])], "hwm_kib": [int(status["VmHWM"].split()[0])]})
+
+
+def worker_states(spark, workers: int) -> dict:
+    """The median threads and memory of the Python workers a `workers`-task job runs in."""
+    schema = "pid long, threads long, rss_kib long, hwm_kib long"
+    rows = spark.range(0, workers, 1, workers).mapInArrow(_worker_state, schema).collect()
+    median = statistics.median
+    return {"worker_processes": len({r.pid for r in rows}), "threads": median(r.threads for r in rows),
+            "rss_mib": median(r.rss_kib for r in rows) / 1024, "peak_mib": median(r.hwm_kib for r in rows) / 1024}
+
+
+def compare(workers: int, rows: int, repeats: int, warmups: int, conf: dict[str, str]) -> list[dict]:
+    """One application of local[workers] with the plugin's `conf`: first the hand-off path alone (so that its
+    workers' state is measured before any of them started a library of its own), then both paths and the query
+    without a trace point, alternating; the fastest and the median of each."""
+    from pyspark.sql import SparkSession
+
+    from ... import spark as cps
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(f"local[{workers}]").config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    df = spark.range(0, rows, numPartitions=workers)
+
+    def plain():
+        df.mapInArrow(lambda batches: batches, df.schema).count()
+
+    def traced(handoff: bool):
+        def run():
+            spark.conf.set(HANDOFF_KEY, str(handoff).lower())
+            cps.trace(df, f"bench-py-{'handoff' if handoff else 'files'}", "id").count()
+        return run
+
+    times: dict = {None: [], True: [], False: []}
+    for _ in range(warmups):
+        plain(), traced(True)()
+    state = {True: worker_states(spark, workers)}
+    traced(False)()
+    for _ in range(repeats):
+        for side, fn in ((None, plain), (True, traced(True)), (False, traced(False))):
+            t0 = time.perf_counter()
+            fn()
+            times[side].append(time.perf_counter() - t0)
+    state[False] = worker_states(spark, workers)
+    spark.stop()
+    runs = {True: warmups + repeats, False: 1 + repeats}
+    problems = record_problems(Path(cps.log_folder(spark)),
+                               {f"bench-py-{name}": (runs[side] * rows,) * 2
+                                for side, name in ((True, "handoff"), (False, "files"))})
+    base = statistics.median(times[None])
+    return [{"workers": workers, "path": PATHS[side], "median_s": statistics.median(times[side]),
+             "fastest_s": min(times[side]), "spread": (max(times[side]) - min(times[side])) / min(times[side]),
+             "added_median_s": statistics.median(times[side]) - base, **state[side],
+             "log_problems": [p for c, p in problems.items() if c.endswith("handoff" if side else "files")]}
+            for side in (True, False)]

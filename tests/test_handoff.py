@@ -1,0 +1,186 @@
+"""Hand-off channels between real processes: a writer without threads or files of its own, an owner whose library
+writes its records; writers killed, an owner stopped and resumed, an owner gone."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cloudprofiler as cp
+from cloudprofiler.handoff import BLOCK_RECORDS, Handoff
+
+OWNER = textwrap.dedent("""
+    import sys
+    import cloudprofiler as cp
+    from cloudprofiler.handoff import inbox_start
+    cp.start(sys.argv[1])
+    if len(sys.argv) > 3:
+        cp.set_rules(sys.argv[3])
+    inbox_start(sys.argv[2])
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cp.stop()
+    print("stopped", flush=True)
+""")
+
+WRITER = textwrap.dedent("""
+    import json, os, sys, threading
+    import numpy as np
+    import cloudprofiler as cp
+    from cloudprofiler.handoff import Handoff
+    inbox, name, n, then = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    handler = None if name.startswith("ruled") else "buffered"
+    tasks_before = len(os.listdir("/proc/self/task"))  # numpy's own threads among them
+    h = Handoff(inbox, name, handler, metadata={"spark.task_attempt_id": "41"})
+    h.log_many(np.arange(n - 10))
+    for i in range(n - 10, n):
+        h.log(i)
+    s = h.stats
+    print(json.dumps({"logged": s.logged, "dropped": s.dropped, "threads": threading.active_count(),
+                      "tasks": len(os.listdir("/proc/self/task")) - tasks_before, "library": cp.log_dir()}), flush=True)
+    if then == "kill":
+        os.kill(os.getpid(), 9)
+    if then == "wait":
+        sys.stdin.readline()
+    h.flush()
+    h.close()
+""")
+
+
+class Owner:
+    def __init__(self, tmp_path: Path, rules: "str | None" = None):
+        self.logs, self.inbox = tmp_path / "logs", tmp_path / "inbox"
+        self.process = subprocess.Popen([sys.executable, "-c", OWNER, str(self.logs), str(self.inbox)]
+                                        + ([rules] if rules else []),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def stop(self) -> None:
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline().strip() == "stopped"
+        assert self.process.wait(30) == 0
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+    def records(self, channel: str):
+        return cp.read_log_dir(self.logs, channel=channel)
+
+
+@pytest.fixture
+def owner(tmp_path):
+    started = Owner(tmp_path)
+    yield started
+    started.kill()
+
+
+def write(inbox: Path, name: str, n: int, then: str = "close", **kw):
+    import json
+
+    process = subprocess.Popen([sys.executable, "-c", WRITER, str(inbox), name, str(n), then],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kw)
+    report = json.loads(process.stdout.readline())
+    return process, report
+
+
+def test_a_writer_logs_through_the_owner_without_threads_or_files_of_its_own(owner):
+    n = 3 * BLOCK_RECORDS + 123  # several blocks handed over, a partial one at the close
+    writer, report = write(owner.inbox, "py", n)
+    assert writer.wait(30) == 0
+    assert report["logged"] == n and report["dropped"] == 0
+    assert report["library"] is None and report["threads"] == 1 and report["tasks"] == 0  # not even a native one
+    owner.stop()
+    table = owner.records("py")
+    assert np.array_equal(table.column("tuple_id").to_numpy(), np.arange(n))  # in order, each once
+    tscs = table.column("tsc").to_numpy()
+    assert np.all(np.diff(tscs.astype(np.int64)) >= 0) and tscs[0] > 0  # the writer's TSCs, as read
+    (path,) = set(table.column("file").to_pylist())
+    meta = cp.log_metadata(path)
+    assert meta["handoff.pid"] == str(writer.pid) and meta["pid"] == owner.process.pid
+    assert meta["spark.task_attempt_id"] == "41" and meta["handler"] == "buffered" and meta["closed"] is True
+    assert not owner.inbox.exists()  # the owner's stop removed its folder
+
+
+def test_a_writer_killed_mid_task_loses_nothing_it_logged(owner):
+    n = 2 * BLOCK_RECORDS + 777  # the last 777 in a block never handed over
+    writer, report = write(owner.inbox, "killed", n, then="kill")
+    assert writer.wait(30) == -signal.SIGKILL and report["logged"] == n
+    deadline = time.monotonic() + 10
+    while list(owner.inbox.glob("*.handoff")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(owner.inbox.glob("*.handoff"))  # found dead, taken and removed while the owner runs
+    owner.stop()
+    assert np.array_equal(owner.records("killed").column("tuple_id").to_numpy(), np.arange(n))
+
+
+def test_a_stopped_owner_makes_the_writer_wait_then_count_its_drops(owner):
+    writer = None
+    try:
+        os.kill(owner.process.pid, signal.SIGSTOP)  # the owner takes nothing for a while
+        n = 10 * BLOCK_RECORDS  # 8 blocks fill, the writer waits 1 s for the next, then drops
+        writer, report = write(owner.inbox, "stalled", n, then="wait")
+    finally:
+        os.kill(owner.process.pid, signal.SIGCONT)
+    dropped = report["dropped"]
+    assert report["logged"] + dropped == n and dropped >= 2 * BLOCK_RECORDS - 1
+    writer.stdin.write("\n")
+    writer.stdin.flush()
+    assert writer.wait(30) == 0
+    owner.stop()
+    table = owner.records("stalled")
+    assert table.num_rows == report["logged"]
+    meta = cp.log_metadata(table.column("file")[0].as_py())  # counted in the file
+    assert meta["records.dropped"] == dropped and meta["records.logged"] == n
+
+
+def test_the_owners_rules_choose_the_handler_of_a_writer_that_names_none(tmp_path):
+    owner = Owner(tmp_path, rules="ruled*=downsample:4")
+    try:
+        writer, report = write(owner.inbox, "ruled-py", 4000)
+        assert writer.wait(30) == 0
+        owner.stop()
+    finally:
+        owner.kill()
+    table = owner.records("ruled-py")
+    assert table.num_rows == 1000
+    assert cp.log_metadata(table.column("file")[0].as_py())["handler"] == "downsample"
+
+
+def test_without_a_live_owner_the_writer_is_told_and_nothing_is_created(tmp_path):
+    with pytest.raises(cp.LogFolderNotFoundError, match="no running inbox owns"):
+        Handoff(str(tmp_path), "py")
+    (tmp_path / "owner").write_text("999999999 1\n")  # a dead owner's file
+    with pytest.raises(cp.LogFolderNotFoundError):
+        Handoff(str(tmp_path), "py")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["owner"]
+
+
+def test_bad_arguments_are_named_before_anything_is_created(owner):
+    with pytest.raises(cp.InvalidArgumentError, match="downsample n=0"):
+        Handoff(str(owner.inbox), "py", "downsample", [0])
+    with pytest.raises(cp.InvalidArgumentError, match="metadata pairs"):
+        Handoff(str(owner.inbox), "py", metadata={f"k{i}": "v" for i in range(33)})
+    with pytest.raises(cp.InvalidArgumentError, match="exceed 16384 bytes"):
+        Handoff(str(owner.inbox), "py", metadata={"k": "v" * 20000})
+    with Handoff(str(owner.inbox), "py") as h:
+        h.log(1)
+    with pytest.raises(cp.ClosedError, match="is closed"):
+        h.log(2)
+    with pytest.raises(cp.ClosedError):
+        h.close()
+
+
+def test_the_owners_stop_takes_what_an_open_writer_published(owner):
+    writer, report = write(owner.inbox, "open-at-stop", 5000, then="wait")
+    owner.stop()  # the writer has not closed: its published records are taken, its channel closed
+    writer.kill()
+    writer.wait(30)
+    assert np.array_equal(owner.records("open-at-stop").column("tuple_id").to_numpy(), np.arange(5000))
