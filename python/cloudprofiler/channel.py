@@ -138,7 +138,7 @@ class Channel:
         self._handle = open_with_metadata(metadata, open_handle)
         self._closed = False
         # Per record: one C call that keeps the GIL (see _log_call.c), without a Python frame.
-        self.log = _log_call.bind(int(ffi.cast("uintptr_t", handle)))
+        self.log = _log_call.bind(int(ffi.cast("uintptr_t", self._handle)))
 
     @property
     def handler(self) -> Handler:

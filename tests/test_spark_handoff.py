@@ -1,0 +1,96 @@
+"""Python workers of a real local-mode application hand their records to the executor's library: a worker killed
+mid-partition loses nothing it logged, a worker starts no library of its own, and with the hand-off off (or no
+inbox to reach) workers write files of their own as before."""
+import os
+
+import numpy as np
+import pytest
+
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+
+ROWS, PARTITIONS = 40_000, 4
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    # the UDFs are defined here so that workers get them by value, not by module
+    def _log_then_die_once(batches):
+        """Logs its partition's ids through the executor; the first attempt of partition 1 kills its worker after half
+        of them (no atexit, no close)."""
+        import signal as signals
+
+        from pyspark import TaskContext
+
+        import cloudprofiler.spark as workers
+
+        ctx = TaskContext.get()
+        dies = ctx.partitionId() == 1 and ctx.attemptNumber() == 0
+        ch = workers.worker_channel("killed", metadata={"spark.task_attempt_id": str(ctx.taskAttemptId()),
+                                                          "attempt": str(ctx.attemptNumber())})
+        logged = 0
+        for batch in batches:
+            ids = batch.column("id")
+            ch.log_many(ids)
+            logged += len(ids)
+            if dies and logged >= ROWS // PARTITIONS // 2:
+                os.kill(os.getpid(), signals.SIGKILL)
+            yield batch
+        ch.close()
+
+
+    def _library_of_worker(batches):
+        import pyarrow as pa
+
+        import cloudprofiler
+
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "library": [cloudprofiler.log_dir() or ""]})
+
+    log_dir = tmp_path_factory.mktemp("handoff-logs")
+    spark = (cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("handoff-local")))
+             .master("local[2,2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000").getOrCreate())
+    df = spark.range(0, ROWS, numPartitions=PARTITIONS)
+    out = {"killed": df.mapInArrow(_log_then_die_once, df.schema).count()}
+    out["handoff_count"] = cps.trace(df, "handed", "id").count()
+    out["workers_handoff"] = df.mapInArrow(_library_of_worker, "pid long, library string").collect()
+    spark.conf.set("spark.cloudprofiler.python.handoff", "false")
+    out["files_count"] = cps.trace(df, "own-files", "id").count()
+    out["workers_files"] = df.mapInArrow(_library_of_worker, "pid long, library string").collect()
+    out["app"] = log_dir / spark.sparkContext.applicationId
+    spark.stop()
+    return out
+
+
+def test_a_worker_killed_mid_partition_loses_nothing_it_logged(run):
+    assert run["killed"] == ROWS  # the retried attempt finished the job
+    table = cp.read_log_dir(run["app"], channel="killed")
+    by_attempt = {}
+    for path in set(table.column("file").to_pylist()):
+        meta = cp.log_metadata(path)
+        by_attempt[meta["attempt"], meta["spark.task_attempt_id"]] = cp.read_log(path).column("tuple_id").to_numpy()
+    killed = [ids for (attempt, _), ids in by_attempt.items() if attempt == "0" and ids.min() >= 10_000
+              and ids.max() < 20_000]
+    (ids,) = killed  # partition 1's first attempt: what it logged before it died, every id once
+    assert np.array_equal(ids, np.arange(10_000, 10_000 + ROWS // PARTITIONS // 2))
+    retried = [ids for (attempt, _), ids in by_attempt.items() if attempt == "1"]
+    assert len(retried) == 1 and np.array_equal(retried[0], np.arange(10_000, 20_000))
+
+
+def test_trace_points_hand_over_and_workers_start_no_library(run):
+    assert run["handoff_count"] == ROWS
+    ids = cp.read_log_dir(run["app"], channel="handed").column("tuple_id").to_numpy()
+    assert np.array_equal(np.sort(ids), np.arange(ROWS))
+    assert all(row.library == "" for row in run["workers_handoff"])  # no thread, no file of their own
+
+
+def test_with_the_handoff_off_workers_write_files_of_their_own(run):
+    assert run["files_count"] == ROWS
+    table = cp.read_log_dir(run["app"], channel="own-files")
+    assert np.array_equal(np.sort(table.column("tuple_id").to_numpy()), np.arange(ROWS))
+    metas = [cp.log_metadata(p) for p in set(table.column("file").to_pylist())]
+    handed = cp.read_log_dir(run["app"], channel="handed").column("file").to_pylist()
+    executor_pid = cp.log_metadata(handed[0])["pid"]
+    assert all("handoff.pid" not in m and m["pid"] not in (executor_pid, os.getpid()) for m in metas)
