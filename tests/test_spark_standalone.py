@@ -282,6 +282,7 @@ while len(ended()) < 2 and time.monotonic() < deadline:  # both executors' first
     time.sleep(0.2)
 pid = next(n for n in os.listdir(names) if n.isdigit())
 folder = open(os.path.join(names, pid)).read().strip()
+inbox = open(os.path.join(names, pid + ".inbox")).read().strip()  # its Python workers' shared memory
 os.kill(int(pid), signal.SIGKILL)
 shutil.copytree(folder, snapshot)  # its files as they were when it died
 job.join()
@@ -289,7 +290,9 @@ lost = os.path.join(app, os.path.basename(folder), "process-lost.arrows")
 while not os.path.exists(lost) and time.monotonic() < deadline:  # the worker's next executor collects them
     sc.parallelize(range(4), 4).count()
     time.sleep(0.5)
-print("app", app, "killed", os.path.basename(folder), flush=True)
+while os.path.exists(inbox) and time.monotonic() < deadline:  # removed with the collection
+    time.sleep(0.1)
+print("app", app, "killed", os.path.basename(folder), "inbox_left", os.path.exists(inbox), flush=True)
 spark.stop()
 """
 
@@ -304,6 +307,7 @@ def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(cluste
          str(snapshot)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     app, killed = Path(run.stdout.split("app ")[1].split()[0]), run.stdout.split("killed ")[1].split()[0]
+    assert run.stdout.split("inbox_left ")[1].split()[0] == "False"  # no shared memory left behind
     died = sorted(snapshot.glob("spark.task.*.arrows"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

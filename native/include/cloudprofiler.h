@@ -229,6 +229,8 @@ CP_EXPORT void cp_log_many(cp_channel *channel, const int64_t *tuple_ids, size_t
  * events that happen before their channel can open (a Spark task that starts while the executor's library is
  * still starting). */
 CP_EXPORT void cp_log_at(cp_channel *channel, int64_t tuple_id, uint64_t tsc);
+/* cp_log_at for arrays: record i is (tuple_ids[i], tscs[i]). */
+CP_EXPORT void cp_log_many_at(cp_channel *channel, const int64_t *tuple_ids, const uint64_t *tscs, size_t n);
 
 /* Change parameter `index` of the handler (same ranges as at open). */
 CP_EXPORT int cp_channel_parameterize(cp_channel *channel, uint32_t index, int64_t value, cp_error *error);
@@ -382,7 +384,7 @@ CP_EXPORT int cp_probe_peer(const char *address, uint16_t port, const uint8_t *s
  * own: its channel is a file of CP_HANDOFF_BLOCKS blocks of CP_HANDOFF_BLOCK_RECORDS (tuple id, TSC) records in
  * shared memory, which it fills in turn, each record published as it is written (no lock between the processes).
  * The owner's inbox thread takes each block's records as they are published (within milliseconds), frees a full
- * block for reuse, and logs them with their TSCs (cp_log_at) into a channel of its own: the writer's name,
+ * block for reuse, and logs them with their TSCs (cp_log_many_at) into a channel of its own: the writer's name,
  * handler (or the owner's rules) and metadata, plus "handoff.pid"; its compression and IO threads write them into
  * its files. A writer that dies loses nothing it published. A writer that finds its next block still full waits
  * up to CP_HANDOFF_WAIT_MS for the owner, then drops and counts what it cannot publish until a block is free

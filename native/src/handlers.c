@@ -279,7 +279,10 @@ void cp_log_at(cp_channel *handle, int64_t tuple_id, uint64_t tsc) {
   if (ch) log_one_tsc(ch, tuple_id, true, tsc);
 }
 
-void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) {
+/* cp_log_many and cp_log_many_at: a buffered channel appends the whole array with one writer lookup; `tscs` NULL:
+ * one TSC read per record now. */
+static inline __attribute__((always_inline)) void log_many(cp_channel *handle, const int64_t *ids, const uint64_t *tscs,
+                                                           size_t n) {
   cp_channel *ch = accepting(handle, n);
   if (!ch) return;
   if (atomic_load_explicit(&ch->handler, memory_order_relaxed) == CP_HANDLER_BUFFERED) {
@@ -289,8 +292,14 @@ void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) {
       return;
     }
     atomic_store_explicit(&w->logged, atomic_load_explicit(&w->logged, memory_order_relaxed) + n, memory_order_relaxed);
-    for (size_t i = 0; i < n; i++) cp__writer_append(w, ids[i], cp__tsc());
+    for (size_t i = 0; i < n; i++) cp__writer_append(w, ids[i], tscs ? tscs[i] : cp__tsc());
     return;
   }
-  for (size_t i = 0; i < n; i++) log_one(ch, ids[i]);
+  for (size_t i = 0; i < n; i++) log_one_tsc(ch, ids[i], tscs != NULL, tscs ? tscs[i] : 0);
+}
+
+void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) { log_many(handle, ids, NULL, n); }
+
+void cp_log_many_at(cp_channel *handle, const int64_t *ids, const uint64_t *tscs, size_t n) {
+  log_many(handle, ids, tscs, n);
 }

@@ -120,12 +120,14 @@ cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler 
   if (!dir) return cp__fail(error, EINVAL, "hand-off channel: inbox folder is NULL"), NULL;
   if (cp__channel_args_check(name, meta_keys, meta_values, n_meta, CP_HANDOFF_META_MAX, error)) return NULL;
   if (handler && cp_handler_check(*handler, params, n_params, error)) return NULL;
-  if (!handler && n_params) return cp__fail(error, EINVAL, "hand-off channel: parameters given without a handler"), NULL;
+  if (!handler && n_params)
+    return cp__fail(error, EINVAL, "hand-off channel: parameters given without a handler"), NULL;
   if (!owner_alive(dir)) return cp__fail(error, ENOENT, "no running inbox owns %s", dir), NULL;
   char tmp[4096], path[4096];
   unsigned long long n = atomic_fetch_add(&files, 1);
   int len = snprintf(path, sizeof path, "%s/%d-%llu" CP_HANDOFF_SUFFIX, dir, (int)getpid(), n);
-  if (len < 0 || (size_t)len >= sizeof path - 8) return cp__fail(error, EINVAL, "inbox folder path is too long: %s", dir), NULL;
+  if (len < 0 || (size_t)len >= sizeof path - 8)
+    return cp__fail(error, EINVAL, "inbox folder path is too long: %s", dir), NULL;
   snprintf(tmp, sizeof tmp, "%s/.%d-%llu.tmp", dir, (int)getpid(), n);
   cp_handoff *w = calloc(1, sizeof *w);
   if (!w || !(w->path = strdup(path))) return free(w), cp__fail(error, ENOMEM, "out of memory"), NULL;

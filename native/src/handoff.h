@@ -25,8 +25,8 @@ typedef struct cp_handoff_header {
   char magic[8];
   uint32_t blocks, block_records;
   int32_t writer_pid;
-  int32_t handler;           /* a cp_handler, or -1: the owner's rules choose */
-  uint64_t writer_start;     /* the writer's start time (/proc/<pid>/stat), so that a reused pid is not taken for it */
+  int32_t handler;       /* a cp_handler, or -1: the owner's rules choose */
+  uint64_t writer_start; /* the writer's start time (/proc/<pid>/stat), so that a reused pid is not taken for it */
   int64_t params[3];
   uint32_t n_params, n_meta; /* text: the name, then n_meta key and value pairs, each NUL-terminated */
   _Atomic uint32_t closed;   /* set by the writer after its last count */
@@ -53,7 +53,7 @@ static inline uint64_t *cp__handoff_tscs(void *map, uint32_t block) {
 CP_INTERNAL uint64_t cp__process_start(int pid);
 
 /* ---- inbox.c ---- */
-CP_INTERNAL void cp__inbox_stop(void); /* cp_stop, first: takes what is published and closes the channels */
+CP_INTERNAL void cp__inbox_stop(void);   /* cp_stop, first: takes what is published and closes the channels */
 CP_INTERNAL void cp__inbox_forget(void); /* a child of fork(): no inbox thread */
 
 #endif

@@ -24,8 +24,8 @@ typedef struct source {
   char *path;
   cp_handoff_header *header;
   cp_channel *channel;
-  uint32_t block; /* the block to take from next */
-  uint32_t taken; /* records of it already taken */
+  uint32_t block;      /* the block to take from next */
+  uint32_t taken;      /* records of it already taken */
   uint64_t checked_ns; /* when the writer was last found alive */
 } source;
 
@@ -34,8 +34,8 @@ static struct {
   bool running;
   char *dir;
   pthread_t thread;
-  int wake[2];    /* a byte here stops the thread */
-  int notify;     /* inotify on the folder, or -1: then the thread polls it every 20 ms */
+  int wake[2]; /* a byte here stops the thread */
+  int notify;  /* inotify on the folder, or -1: then the thread polls it every 20 ms */
   source *sources;
 } inbox = {.mutex = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}, .notify = -1};
 
@@ -54,8 +54,8 @@ static bool known(const char *path) {
 }
 
 /* The writer's name and metadata pairs out of the header's text, plus handoff.pid; false when malformed. */
-static bool read_text(const cp_handoff_header *h, const char **name, const char **keys, const char **values,
-                      size_t *n, char *pid) {
+static bool read_text(const cp_handoff_header *h, const char **name, const char **keys, const char **values, size_t *n,
+                      char *pid) {
   if (h->n_meta > CP_HANDOFF_META_MAX || memchr(h->text, '\0', sizeof h->text) == NULL) return false;
   const char *p = h->text, *end = h->text + sizeof h->text;
   *name = p;
@@ -103,8 +103,7 @@ static void attach(const char *path) {
   if (memcmp(h->magic, CP_HANDOFF_MAGIC, sizeof h->magic) != 0 || h->blocks != CP_HANDOFF_BLOCKS ||
       h->block_records != CP_HANDOFF_BLOCK_RECORDS)
     cp__fail(&error, EINVAL, "not a hand-off file of this version");
-  else
-    channel = open_channel(h, &error);
+  else channel = open_channel(h, &error);
   source *s = channel ? calloc(1, sizeof *s) : NULL;
   if (s) s->path = strdup(path);
   if (!s || !s->path) {
@@ -146,7 +145,7 @@ static uint64_t take(source *s) {
     uint32_t count = atomic_load_explicit(&head->count, memory_order_acquire);
     const int64_t *ids = cp__handoff_ids(h, s->block);
     const uint64_t *tscs = cp__handoff_tscs(h, s->block);
-    for (uint32_t i = s->taken; i < count; i++) cp_log_at(s->channel, ids[i], tscs[i]);
+    cp_log_many_at(s->channel, ids + s->taken, tscs + s->taken, count - s->taken);
     n += count - s->taken;
     s->taken = count;
     if (state != CP_HANDOFF_FULL) break;

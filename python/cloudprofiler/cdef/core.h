@@ -49,6 +49,7 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
 void cp_log(cp_channel *channel, int64_t tuple_id);
 void cp_log_many(cp_channel *channel, const int64_t *tuple_ids, size_t n);
 void cp_log_at(cp_channel *channel, int64_t tuple_id, uint64_t tsc);
+void cp_log_many_at(cp_channel *channel, const int64_t *tuple_ids, const uint64_t *tscs, size_t n);
 int cp_channel_parameterize(cp_channel *channel, uint32_t index, int64_t value, cp_error *error);
 int cp_channel_flush(cp_channel *channel, cp_error *error);
 int cp_channel_close(cp_channel *channel, cp_error *error);

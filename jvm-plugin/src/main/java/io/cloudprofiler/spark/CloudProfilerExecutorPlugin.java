@@ -34,10 +34,11 @@ import org.slf4j.LoggerFactory;
  * need the folder), and never for the domain (see {@link TaskRecords}).
  *
  * <p>Everything this process logs (task channels, cp_trace channels) goes to one local folder, and
- * so do the channels of the Python workers it starts: they find the folder through {@code
- * <localDir>/executors/<pid>}, which names it (cloudprofiler.spark.worker). The folder is copied
- * into logDir every collect interval and at shutdown, then removed; the folders of killed executors
- * on this host are collected when an executor starts.
+ * so do the records of the Python workers it starts: they hand them to this library's inbox through
+ * shared memory (or, where they cannot, write files of their own into the folder); they find both
+ * through {@code <localDir>/executors/<pid>} and {@code <pid>.inbox} (cloudprofiler.spark.worker).
+ * The folder is copied into logDir every collect interval and at shutdown, then removed; the
+ * folders of killed executors on this host are collected when an executor starts.
  */
 public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerExecutorPlugin.class);

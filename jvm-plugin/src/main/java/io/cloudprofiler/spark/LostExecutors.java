@@ -38,13 +38,37 @@ final class LostExecutors {
     if (pointers == null) return;
     for (File pointer : pointers) {
       try {
-        if (!alive(Long.parseLong(pointer.getName()), pointer.lastModified())) collectLost(pointer);
+        if (!alive(Long.parseLong(pointer.getName()), pointer.lastModified())) {
+          collectLost(pointer);
+          removeInbox(names, pointer.getName());
+        }
       } catch (Exception e) {
         LOG.warn(
             "cloudprofiler: could not collect the logs of the lost executor named in " + pointer,
             e);
       }
     }
+  }
+
+  /**
+   * Removes a lost executor's inbox (shared memory that no process would free): the hand-off files
+   * its Python workers left there had no executor left to write them, which one log line says.
+   */
+  private static void removeInbox(File names, String pid) throws Exception {
+    File pointer = new File(names, pid + Config.INBOX_SUFFIX);
+    if (!pointer.exists()) return;
+    File inbox = new File(Files.readString(pointer.toPath()).trim());
+    File[] files = inbox.listFiles();
+    for (File f : files == null ? new File[0] : files) f.delete();
+    inbox.delete();
+    pointer.delete();
+    if (files != null && files.length > 1) // more than the owner's name: workers' hand-off files
+    LOG.warn(
+          "cloudprofiler: removed the inbox {} of lost process {}: {} files, the hand-off files of"
+              + " its Python workers among them, whose records no executor was left to write",
+          inbox,
+          pid,
+          files.length);
   }
 
   /**
