@@ -184,3 +184,59 @@ def test_the_owners_stop_takes_what_an_open_writer_published(owner):
     writer.kill()
     writer.wait(30)
     assert np.array_equal(owner.records("open-at-stop").column("tuple_id").to_numpy(), np.arange(5000))
+
+
+WORKER = textwrap.dedent("""
+    import sys
+    import cloudprofiler as cp
+    import cloudprofiler.spark as cps
+    ch = cps.worker_channel("found", local_dir=sys.argv[1])
+    ch.log(1)
+    print(type(ch).__name__, cp.log_dir(), flush=True)
+    ch.close()
+""")
+
+
+@pytest.fixture
+def tiny_shm(tmp_path):
+    """A 1 MiB tmpfs: no room for a hand-off file's 4 MiB (root mounts it; skipped where that is not allowed)."""
+    mount = tmp_path / "tiny-shm"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)])
+
+
+def _name_executor(local: Path, folder: Path, inbox: Path) -> None:
+    """This test process as the executor of the worker it starts: its folder and inbox named as the plugin names
+    them (cloudprofiler.spark.worker walks up to its parent)."""
+    from cloudprofiler.spark.jar import option_table
+
+    names = local / option_table()["executor_folders"]
+    names.mkdir(parents=True, exist_ok=True)
+    (names / str(os.getpid())).write_text(str(folder))
+    (names / (str(os.getpid()) + option_table()["inbox_suffix"])).write_text(str(inbox))
+
+
+def test_a_worker_finds_its_executors_inbox_and_else_logs_to_files_saying_why(tmp_path, tiny_shm):
+    owner = Owner(tmp_path)
+    try:
+        _name_executor(tmp_path / "local", tmp_path / "folder", owner.inbox)
+        found = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path / "local")], capture_output=True,
+                               text=True, timeout=60)
+        assert found.returncode == 0, found.stderr
+        assert found.stdout.split() == ["Handoff", "None"]  # no library of its own
+    finally:
+        owner.kill()
+    full = Owner(tiny_shm)  # its inbox on a file system without room
+    try:
+        _name_executor(tmp_path / "local", tmp_path / "folder", full.inbox)
+        fell_back = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path / "local")], capture_output=True,
+                                   text=True, timeout=60)
+        assert fell_back.returncode == 0, fell_back.stderr
+        assert fell_back.stdout.split() == ["Channel", str(tmp_path / "folder")]  # its own library, in the folder
+        assert fell_back.stderr.count("logs to files of its own: cannot reserve") == 1
+        assert not [p for p in full.inbox.iterdir() if p.name != "owner"]  # nothing half-made left there
+    finally:
+        full.kill()

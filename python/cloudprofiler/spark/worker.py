@@ -9,6 +9,7 @@ workers as CLOUDPROFILER_LOCAL_DIR.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from .jar import default, option_table, options
@@ -82,6 +83,17 @@ def executor_inbox(local_dir: "str | None" = None) -> "str | None":
         return None
 
 
+_said = False
+
+
+def _say_once(line: str) -> None:
+    """One line per worker: a failing hand-off is said by its first channel, not by every task's."""
+    global _said
+    if not _said:
+        _said = True
+        print(line, file=sys.stderr, flush=True)
+
+
 def worker_channel(name: str, handler: "str | None" = "buffered", params: tuple = (),
                    metadata: "dict[str, str] | None" = None, local_dir: "str | None" = None, handoff: bool = True):
     """A channel of this Python worker: a hand-off channel into its executor's buffers (no thread and no file of
@@ -95,8 +107,12 @@ def worker_channel(name: str, handler: "str | None" = "buffered", params: tuple 
 
         try:
             return Handoff(inbox, name, handler, params, metadata)
+        except cp.InvalidArgumentError:
+            raise
         except cp.LogFolderNotFoundError:  # the executor is stopping: its folder is still collected
             pass
+        except cp.CloudProfilerError as e:  # e.g. no shared memory left: this worker's channels go to files
+            _say_once(f"cloudprofiler: worker {os.getpid()} logs to files of its own: {e}")
     start_in_executor_folder(local_dir)
     if handler is None:
         return cp.Channel.by_rules(name, metadata=metadata)
