@@ -79,6 +79,15 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
         application
     assert math.isclose(application["added_median"], application["median_with"] - application["median_without"])
     assert application["log_problems"] == [], application
+    workers = {(r["workers"], r["path"].startswith("executor's")): r for r in rows if "workers" in r}
+    assert set(workers) == {(2, True), (2, False), (8, True), (8, False)}
+    for n in (2, 8):  # known answer: a worker's own library adds its compression, IO and timer threads (with 8
+        # workers on 2 cores a worker of the probe may not have run a trace task: only more, there)
+        handoff, files = workers[n, True], workers[n, False]
+        assert 1 <= handoff["worker_processes"] <= n and 1 <= files["worker_processes"] <= n
+        assert files["threads"] == handoff["threads"] + 3 if n == 2 else files["threads"] > handoff["threads"]
+        assert handoff["logs"] == files["logs"] == "as expected"
+        assert finite_positive(handoff["median_s"]) and finite_positive(files["fastest_s"])
 
 
 def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_by_mistake(tmp_path):

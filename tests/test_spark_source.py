@@ -226,6 +226,23 @@ def test_every_payload_type_reaches_spark_as_its_value_whole_or_pruned(spark, tm
     assert list(spark.read.parquet(str(tmp_path / "pruned")).columns) == ["u32", "flag", "id"]
 
 
+def past_bigint(n, rng, distribution):
+    return {"big": np.full(n, (1 << 63) + 5, dtype=np.uint64)}
+
+
+def test_a_uint64_value_past_bigint_fails_the_query_naming_it(spark, tmp_path):
+    register_workload("past_bigint", past_bigint)
+    generator = serve(1_000, 1, emitters=1, workload="past_bigint", bucket_tuples=100)
+    query = (read_generator(spark, generator.endpoints, timeout=10).writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        with pytest.raises(Exception, match="uint64 column big holds 9223372036854775813, past the range"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+        generator.join(60)
+
+
 CAPACITY = 40_000  # tuples/s: the pipeline below sleeps 1/CAPACITY s per tuple, in one task per batch
 
 

@@ -57,9 +57,29 @@ final class BucketColumns {
       else if (extra == 1)
         columns[i] = new Constant(DataTypes.TimestampType, bucket.wallNs() / 1000);
       else if (extra == 2) columns[i] = new Constant(DataTypes.LongType, bucket.tsc());
-      else columns[i] = payload(schema.payloadKinds.get(column), ipc, body, records, column, rows);
+      else {
+        columns[i] = payload(schema.payloadKinds.get(column), ipc, body, records, column, rows);
+        if (schema.payloadKinds.get(column) == PayloadSchema.Kind.UINT64)
+          checkBigint(columns[i], schema.payloadNames.get(column), rows);
+      }
     }
     return new ColumnarBatch(columns, rows);
+  }
+
+  /**
+   * A uint64 column reads as Spark's bigint: a value past 2^63 - 1 fails the query, naming it,
+   * instead of reading negative.
+   */
+  private static void checkBigint(ColumnVector column, String name, int rows) {
+    for (int row = 0; row < rows; row++) {
+      if (!column.isNullAt(row) && column.getLong(row) < 0)
+        throw new IllegalStateException(
+            "cloudprofiler source: uint64 column "
+                + name
+                + " holds "
+                + Long.toUnsignedString(column.getLong(row))
+                + ", past the range of Spark's bigint (2^63 - 1)");
+    }
   }
 
   /**
@@ -303,9 +323,7 @@ final class BucketColumns {
     }
   }
 
-  /**
-   * int64, and uint64 read as int64, the type Spark gives it: past 2^63 - 1 a value reads negative.
-   */
+  /** int64, and uint64 read as int64, the type Spark gives it (checkBigint: within its range). */
   private static final class Int64 extends Payload {
     Int64(byte[] ipc, int at, int nullBits, long nullCount) {
       super(PayloadSchema.Kind.INT64, ipc, at, nullBits, nullCount);
