@@ -176,6 +176,10 @@ def test_bad_arguments_are_named_before_anything_is_created(owner):
         h.log(2)
     with pytest.raises(cp.ClosedError):
         h.close()
+    forgotten = Handoff(str(owner.inbox), "forgotten")
+    forgotten.log(3)
+    with pytest.warns(ResourceWarning, match="hand-off channel 'forgotten' was not closed; closing it now"):
+        del forgotten
 
 
 def test_the_owners_stop_takes_what_an_open_writer_published(owner):

@@ -109,7 +109,39 @@ def open_with_metadata(metadata: "Mapping[str, str] | None", open_handle):
     return handle
 
 
-class Channel:
+class ClosingHandle:
+    """`with`, `closed`, and a warning when a handle still open is garbage-collected (then closed with
+    `_release`, the library's close without its checks). `KIND` names the handle in the warning."""
+
+    KIND = "channel"
+    name: str
+    _closed: bool
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._closed:
+            self.close()
+
+    def __del__(self):
+        if getattr(self, "_closed", True) is False:
+            warnings.warn(f"{self.KIND} {self.name!r} was not closed; closing it now", ResourceWarning, stacklevel=2)
+            self._closed = True
+            self._release()
+
+
+class Channel(ClosingHandle):
     """A channel of this process; log ids with `log` or `log_many`, then `close` (or use `with`)."""
 
     def __init__(
@@ -175,10 +207,6 @@ class Channel:
         call(lib.cp_channel_close, self._handle)
 
     @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
     def stats(self) -> ChannelStats:
         out = ffi.new("cp_channel_stats *")
         call(lib.cp_channel_stats_get, self._handle, out)
@@ -192,18 +220,8 @@ class Channel:
         ack_path = ffi.string(lib.cp_channel_path(out.ack_channel)).decode() if out.ack_channel != ffi.NULL else None
         return RetInfo(out.port, ack_path, out.rejected, out.send_failures, out.overflows)
 
-    def __enter__(self) -> "Channel":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if not self._closed:
-            self.close()
-
-    def __del__(self):
-        if getattr(self, "_closed", True) is False:
-            warnings.warn(f"channel {self.name!r} was not closed; closing it now", ResourceWarning, stacklevel=2)
-            self._closed = True
-            lib.cp_channel_close(self._handle, ffi.NULL)
+    def _release(self) -> None:
+        lib.cp_channel_close(self._handle, ffi.NULL)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

@@ -4,12 +4,11 @@ writes them into its own files. The writer starts no thread and writes no file o
 from __future__ import annotations
 
 import errno
-import warnings
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from . import _log_call
-from .channel import Handler, _as_int64_buffer, open_with_metadata
+from .channel import ClosingHandle, Handler, _as_int64_buffer, open_with_metadata
 from .errors import ClosedError
 from .native import call, check, ffi, lib, new_error
 
@@ -36,10 +35,12 @@ class HandoffStats:
     dropped: int  # records that found no free block (the owner lagged for longer than WAIT_MS)
 
 
-class Handoff:
+class Handoff(ClosingHandle):
     """A channel whose records the inbox in `folder` writes: the same `log`, `log_many`, `flush`, `close` and `with`
-    as `Channel`. `handler` None: the owner's rules choose it by name. Raises FileNotFoundError-like
-    `LogFolderNotFoundError` when no live owner runs an inbox there."""
+    as `Channel`. `handler` None: the owner's rules choose it by name. Raises `LogFolderNotFoundError` (a
+    FileNotFoundError) when no live owner runs an inbox there."""
+
+    KIND = "hand-off channel"
 
     def __init__(self, folder: str, name: str, handler: "str | int | Handler | None" = "buffered",
                  params: Iterable[int] = (), metadata: Mapping[str, str] | None = None):
@@ -90,23 +91,8 @@ class Handoff:
         if self._closed:
             raise ClosedError(errno.EBADF, f"hand-off channel {self.name!r} is closed")
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __enter__(self) -> "Handoff":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if not self._closed:
-            self.close()
-
-    def __del__(self):
-        if getattr(self, "_closed", True) is False:
-            warnings.warn(f"hand-off channel {self.name!r} was not closed; closing it now", ResourceWarning,
-                          stacklevel=2)
-            self._closed = True
-            lib.cp_handoff_close(self._handle)
+    def _release(self) -> None:
+        lib.cp_handoff_close(self._handle)
 
     def __repr__(self) -> str:
         return f"<Handoff {self.name!r} {'closed' if self._closed else 'open'} {self.path}>"
