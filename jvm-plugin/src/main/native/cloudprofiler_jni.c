@@ -144,34 +144,30 @@ jlong JNI_FN(openByRules)(JNIEnv *env, jclass cls, jstring name, jobjectArray ke
   return ch;
 }
 
+/* A library call that takes one string; `null_message` is the exception's for a null one. */
+static void with_string(JNIEnv *env, jstring value, const char *null_message, int (*fn)(const char *, cp_error *)) {
+  if (!value) {
+    fail(env, EINVAL, null_message);
+    return;
+  }
+  const char *text = (*env)->GetStringUTFChars(env, value, NULL);
+  if (!text) return; /* OutOfMemoryError pending */
+  cp_error error;
+  int rc = fn(text, &error);
+  (*env)->ReleaseStringUTFChars(env, value, text);
+  check(env, rc, &error);
+}
+
 /* void inboxStart(String dir) */
 void JNI_FN(inboxStart)(JNIEnv *env, jclass cls, jstring dir) {
   (void)cls;
-  if (!dir) {
-    fail(env, EINVAL, "inbox folder is null");
-    return;
-  }
-  const char *path = (*env)->GetStringUTFChars(env, dir, NULL);
-  if (!path) return; /* OutOfMemoryError pending */
-  cp_error error;
-  int rc = cp_inbox_start(path, &error);
-  (*env)->ReleaseStringUTFChars(env, dir, path);
-  check(env, rc, &error);
+  with_string(env, dir, "inbox folder is null", cp_inbox_start);
 }
 
 /* void setRules(String rules) */
 void JNI_FN(setRules)(JNIEnv *env, jclass cls, jstring rules) {
   (void)cls;
-  if (!rules) {
-    fail(env, EINVAL, "rules text is null");
-    return;
-  }
-  const char *text = (*env)->GetStringUTFChars(env, rules, NULL);
-  if (!text) return; /* OutOfMemoryError pending */
-  cp_error error;
-  int rc = cp_rules_set(text, &error);
-  (*env)->ReleaseStringUTFChars(env, rules, text);
-  check(env, rc, &error);
+  with_string(env, rules, "rules text is null", cp_rules_set);
 }
 
 /* String rules() */

@@ -1,0 +1,122 @@
+/* Hand-off between processes, for the sanitizers to watch the inbox thread: a child (no library started) logs from
+ * two threads into one hand-off channel and closes it, another child dies with SIGKILL after its records; the
+ * parent's inbox takes them while it runs and at its stop, and each file holds exactly what its writer logged. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "cloudprofiler.h"
+#include "ipc_read.h"
+
+enum { PER_THREAD = 3 * CP_HANDOFF_BLOCK_RECORDS + 17, KILLED = CP_HANDOFF_BLOCK_RECORDS + 5 };
+
+static cp_handoff *shared;
+
+static void *log_half(void *arg) {
+  int64_t base = (int64_t)(intptr_t)arg * PER_THREAD;
+  for (int64_t i = 0; i < PER_THREAD; i++) cp_handoff_log(shared, base + i);
+  return NULL;
+}
+
+static void two_threads_then_close(const char *inbox) {
+  const char *keys[] = {"test"}, *values[] = {"handoff"};
+  cp_error err;
+  shared = cp_handoff_open(inbox, "threads", NULL, NULL, 0, keys, values, 1, &err);
+  CHECK(shared && cp_log_dir() == NULL); /* the writer's library never starts */
+  pthread_t t[2];
+  for (intptr_t i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, log_half, (void *)i) == 0);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  cp_handoff_stats stats;
+  cp_handoff_stats_get(shared, &stats);
+  CHECK(stats.logged == 2 * PER_THREAD && stats.dropped == 0);
+  CHECK(cp_handoff_flush(shared, 10000, &err) == 0);
+  cp_handoff_close(shared);
+  _exit(0);
+}
+
+static void log_then_die(const char *inbox) {
+  cp_handler buffered = CP_HANDLER_BUFFERED;
+  cp_error err;
+  cp_handoff *h = cp_handoff_open(inbox, "killed", &buffered, NULL, 0, NULL, NULL, 0, &err);
+  CHECK(h);
+  int64_t ids[KILLED];
+  for (int64_t i = 0; i < KILLED; i++) ids[i] = i;
+  cp_handoff_log_many(h, ids, KILLED);
+  kill(getpid(), SIGKILL);
+}
+
+/* The rows of the one file of `channel` in dir, read whole (its footer included). */
+static size_t rows_of(const char *dir, const char *channel, ipc_file *f) {
+  DIR *d = opendir(dir);
+  CHECK(d);
+  char *path = NULL; /* on the heap: ipc_read's messages then fit whatever its length */
+  for (struct dirent *e; (e = readdir(d));)
+    if (!strncmp(e->d_name, channel, strlen(channel)) && e->d_name[strlen(channel)] == '.') {
+      free(path);
+      path = malloc(strlen(dir) + strlen(e->d_name) + 2);
+      CHECK(path);
+      sprintf(path, "%s/%s", dir, e->d_name);
+    }
+  closedir(d);
+  CHECK(path && ipc_read(path, f) == 0 && f->footer);
+  free(path);
+  return f->rows;
+}
+
+/* A writer forked before the parent has threads (as the sanitizers want), started once the inbox runs. */
+static pid_t writer(void (*body)(const char *), const char *inbox, int *go) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char byte;
+    close(fds[1]);
+    CHECK(read(fds[0], &byte, 1) == 1);
+    body(inbox);
+  }
+  close(fds[0]);
+  *go = fds[1];
+  return pid;
+}
+
+int main(void) {
+  char dir[] = "/tmp/cp_test_handoff_XXXXXX";
+  CHECK(mkdtemp(dir));
+  char inbox[64];
+  snprintf(inbox, sizeof inbox, "%s/inbox", dir);
+  int go[2];
+  pid_t writers[2] = {writer(two_threads_then_close, inbox, &go[0]), writer(log_then_die, inbox, &go[1])};
+  cp_options o;
+  cp_options_init(&o);
+  o.log_dir = dir;
+  cp_error err;
+  CHECK(cp_start(&o, &err) == 0);
+  CHECK(cp_inbox_start(inbox, &err) == 0 && !strcmp(cp_inbox_dir(), inbox));
+  CHECK(cp_inbox_start(inbox, &err) == EALREADY);
+  for (int i = 0; i < 2; i++) CHECK(write(go[i], "x", 1) == 1 && close(go[i]) == 0);
+  int status;
+  CHECK(waitpid(writers[0], &status, 0) == writers[0] && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(waitpid(writers[1], &status, 0) == writers[1] && WIFSIGNALED(status));
+  cp_stop(); /* takes what the dead writer published, if the inbox has not found it dead yet */
+  CHECK(cp_inbox_dir() == NULL && access(inbox, F_OK) != 0);
+
+  ipc_file f;
+  CHECK(rows_of(dir, "threads", &f) == 2 * PER_THREAD);
+  CHECK(!strcmp(ipc_footer_meta(&f, "test"), "handoff") && !strcmp(ipc_footer_meta(&f, "handler"), "buffered"));
+  static bool seen[2 * PER_THREAD];
+  for (size_t i = 0; i < f.rows; i++) {
+    CHECK(f.col0[i] >= 0 && f.col0[i] < 2 * PER_THREAD && !seen[f.col0[i]]);
+    seen[f.col0[i]] = true;
+  }
+  ipc_free(&f);
+  CHECK(rows_of(dir, "killed", &f) == KILLED);
+  for (size_t i = 0; i < f.rows; i++) CHECK(f.col0[i] == (int64_t)i);
+  ipc_free(&f);
+  printf("test_handoff: %d records from two threads, %d from a killed writer: ok\n", 2 * PER_THREAD, KILLED);
+  return 0;
+}
