@@ -67,14 +67,17 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     assert sorted(start) == sorted(end) == sorted(attempts)
     pids = {cp.log_metadata(p)["pid"] for p in app.rglob("spark.task.*.arrows")}
     assert os.getpid() not in pids and len(pids) == 2  # written by the two executor JVMs
-    # the executors' Python workers wrote into their executor's folder, and it was collected with the executor's logs
+    # the executors' Python workers handed their records to their executor, which wrote them into its folder, and
+    # it was collected with the executor's logs
     assert traced == 20_000
     python = cp.read_log_dir(app, channel="py-standalone")
     assert np.array_equal(np.sort(python.column("tuple_id").to_numpy()), np.arange(20_000))
     executor_folders = {p.parent for p in app.rglob("spark.task.start.*.arrows")}
     python_files = {Path(f) for f in python.column("file").to_pylist()}
     assert {f.parent for f in python_files} <= executor_folders
-    assert not pids & {cp.log_metadata(f)["pid"] for f in python_files}  # other processes than the executors
+    python_metas = [cp.log_metadata(f) for f in python_files]
+    assert {m["pid"] for m in python_metas} <= pids  # written by the executors, logged by other processes
+    assert not pids & {int(m["handoff.pid"]) for m in python_metas}
     # every executor record, translated into the driver's TSC domain, holds the truth inside its bound
     records = records_in_reference(app, "spark.task.start")
     truth = (records.column("tsc").to_numpy().astype(np.float64) - OFFSET) / (1 + SKEW_PPM * 1e-6)
