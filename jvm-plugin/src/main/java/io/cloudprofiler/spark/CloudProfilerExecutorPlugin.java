@@ -233,7 +233,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
     rulesFile = besideName(Config.RULES_FILE_SUFFIX);
     writeRulesFile(startRules);
-    if (options.pythonHandoff()) inboxPointer = startInbox();
+    if (options.pythonHandoff()) inboxPointer = startInbox(appId);
     rules =
         new RulesFollower(
             ctx.executorID(),
@@ -329,9 +329,11 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * {@code <localDir>/executors/<pid>.inbox} for the Python workers; null (they then log to files
    * of their own) when it cannot start.
    */
-  private File startInbox() {
+  private File startInbox(String appId) {
     File shm = new File("/dev/shm");
-    String leaf = "cloudprofiler-inbox-" + ProcessHandle.current().pid();
+    // the application in its name: a folder left by a killed executor whose pid comes again is not
+    // taken over
+    String leaf = "cloudprofiler-inbox-" + appId + "-" + ProcessHandle.current().pid();
     File dir =
         shm.isDirectory() && shm.canWrite()
             ? new File(shm, leaf)
