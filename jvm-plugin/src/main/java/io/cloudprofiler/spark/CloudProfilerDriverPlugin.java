@@ -121,15 +121,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   }
 
   /**
-   * The driver's TSC and clocks as the application starts, its TSC domain and frequency: the
-   * analysis's origin of time (t_ns = 0) and its pairing of TSC with wall clock, for Spark's
-   * millisecond times. Written with the task table (none where the native library cannot load).
-   */
-  /**
-   * The task table's metadata: the driver's clock now, and the TSC frequency, which the native
-   * library measures over 50 ms where the CPU does not report it: measured in the background, so
-   * that the application's start does not wait for it (the table's first batch does, if it comes
-   * first).
+   * The task table's metadata: the driver's TSC and clocks as the application starts (the
+   * analysis's origin of time, t_ns = 0, and its pairing of TSC with wall clock for Spark's
+   * millisecond times), its TSC domain, and the TSC frequency, which the native library measures
+   * over 50 ms where the CPU does not report it: measured in the background, so that the
+   * application's start does not wait for it (the table's first batch does, if it comes first).
    */
   private static Supplier<Map<String, String>> startClock() {
     long[] c = CloudProfiler.clockRead();
