@@ -1,7 +1,7 @@
 """A pass-through trace point in Python workers: every batch's ids go to a native channel, one TSC per id."""
 from __future__ import annotations
 
-from .jar import channel_key, options
+from .jar import channel_key, default, options
 
 
 def task_channel(name: str, handler: "str | None" = "buffered", params: tuple = (), local_dir: "str | None" = None,
@@ -40,7 +40,8 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
         raise ValueError(f"trace: column {id_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
     conf = df.sparkSession.conf
     local_dir = conf.get(options()["local_dir"], None)  # where the executors name their folders
-    handoff = conf.get(options()["python_handoff"], "true").strip().lower() != "false"
+    handoff_key = options()["python_handoff"]
+    handoff = conf.get(handoff_key, default(handoff_key)).strip().lower() != "false"
     if handler is None:
         handler, params = configured_handler(conf, channel)
     params = tuple(int(p) for p in params)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -37,20 +36,12 @@ def worker_states(spark, workers: int) -> dict:
             "rss_mib": median(r.rss_kib for r in rows) / 1024, "peak_mib": median(r.hwm_kib for r in rows) / 1024}
 
 
-def compare(workers: int, rows: int, repeats: int, warmups: int, conf: dict[str, str]) -> list[dict]:
-    """One application of local[workers] with the plugin's `conf`: first the hand-off path alone (so that its
-    workers' state is measured before any of them started a library of its own), then both paths and the query
-    without a trace point, alternating; the fastest and the median of each."""
-    from pyspark.sql import SparkSession
-
+def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[dict]:
+    """In `spark`, an application of local[workers] with the plugin, which it stops: first the hand-off path alone
+    (so that its workers' state is measured before any of them started a library of its own), then both paths and
+    the query without a trace point, alternating; the fastest and the median of each."""
     from ... import spark as cps
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master(f"local[{workers}]").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
     df = spark.range(0, rows, numPartitions=workers)
 
     def plain():

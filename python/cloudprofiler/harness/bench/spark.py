@@ -107,11 +107,11 @@ def application_overhead(runs: int, log_dir: str) -> dict:
             "cpu_added_median": median(cpu_on) - median(cpu_off), "log_problems": problems}
 
 
-def _session(plugin: bool, log_dir: str):
+def _session(plugin: bool, log_dir: str, master: str = "local[2]"):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
-    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     for key, value in plugin_conf(plugin, log_dir).items():
         builder = builder.config(key, value)
@@ -271,7 +271,8 @@ def run(args) -> int:
         check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, WARMUPS + args.repeats)
         overheads += [task_switch, *traces]
         workers = [row for n in args.workers for row in python_workers.compare(
-            n, args.rows, args.repeats, WARMUPS, plugin_conf(True, os.path.join(log_dir, f"workers-{n}")))]
+            _session(True, os.path.join(log_dir, f"workers-{n}"), f"local[{n}]"), n, args.rows, args.repeats,
+            WARMUPS)]
     problems = [p for row in [application, *overheads, *workers] for p in row["log_problems"]]
     for row in [application, *overheads, *workers]:
         row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
