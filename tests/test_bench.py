@@ -7,6 +7,8 @@ import math
 import subprocess
 import sys
 
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pytest
 
 import cloudprofiler as cp
@@ -78,6 +80,8 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
                                                          "fastest_with", "cpu_median_without", "cpu_median_with")), \
         application
     assert math.isclose(application["added_median"], application["median_with"] - application["median_without"])
+    for side in ("without", "with"):
+        assert application[f"fastest_{side}"] <= application[f"median_{side}"] <= application[f"slowest_{side}"]
     assert application["log_problems"] == [], application
     workers = {(r["workers"], r["path"].startswith("executor's")): r for r in rows if "workers" in r}
     assert set(workers) == {(2, True), (2, False), (8, True), (8, False)}
@@ -109,6 +113,16 @@ def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_b
                                       in p for p in problems), problems
     assert task_problems(app, {"no-such-group": True}) == [f"{app}: {TASK_TABLE} has no task of the jobs of group "
                                                            "no-such-group"]
+    # the executor's TSC domain: without the domains' table, or without the executor in it, found out
+    (domains,) = app.glob("tsc-domains.arrows")
+    table = cp.read_log(domains)
+    domains.unlink()
+    assert run_problems(logs, plugin=True) == [f"{app} has no tsc-domains.arrows: the application ran without "
+                                               "calibration"]
+    others = table.filter(pc.not_equal(table["executor_id"], "driver"))
+    with ipc.new_file(domains, others.schema) as out:
+        out.write_table(others)
+    assert run_problems(logs, plugin=True) == [f"{app}: no TSC domain for executor driver, which ran tasks"]
     # no trace channel: a trace point that should have logged 10 records is missing, and none is unexpected
     assert record_problems(app, {}) == {}
     assert record_problems(app, {"bench-sql": (10, 10)}) == {

@@ -27,6 +27,40 @@ def test_rules_are_taken_as_set_rules_takes_them(tmp_path):
         assert cps.spark_conf(rules=rules)["spark.cloudprofiler.rules"] == "ysb.*=downsample:64\n*=null"
 
 
+@pytest.mark.parametrize("master, in_place", [
+    ("local", True), ("local[2]", True), ("local[*]", True), ("local[4,2]", True), ("local-cluster[2,1,1024]", True),
+    (None, False), ("spark://host:7077", False), ("yarn", False), ("k8s://https://host:443", False),
+    ("localhost", False), ("local2", False)])
+def test_executors_read_the_jar_in_place_only_where_all_run_on_this_machine(master, in_place):
+    jar = cps.spark_conf(master=master)["spark.jars"]
+    assert jar == (f"local:{cps.jar_path()}" if in_place else cps.jar_path())
+
+
+def test_the_builder_helper_names_the_jar_by_the_builder_s_master_and_once():
+    from pyspark.sql import SparkSession
+
+    def jars(master, before):
+        builder = SparkSession.builder.master(master).config("spark.jars", before)
+        return cps.configure(builder, log_dir="/tmp/logs")._options["spark.jars"]
+
+    ours = cps.jar_path()
+    assert jars("local[2]", "/other/a.jar") == f"/other/a.jar,local:{ours}"
+    assert jars("spark://host:7077", "/other/a.jar") == f"/other/a.jar,{ours}"
+    for named in (ours, f"file://{ours}", f"local:{ours}"):  # named already, in whatever form: kept as it is
+        assert jars("local[2]", f"{named},/other/a.jar") == f"{named},/other/a.jar"
+
+
+def test_spark_conf_command_names_the_jar_by_the_master_it_is_given():
+    command = [sys.executable, "-m", "cloudprofiler.cli", "spark-conf"]
+    jars = {}
+    for master in (["--master", "local[4]"], ["--master", "yarn"], []):
+        out = subprocess.run(command + master, capture_output=True, text=True, timeout=60, check=True)
+        (line,) = [line for line in out.stdout.splitlines() if line.startswith("--jars")]
+        jars[" ".join(master)] = line.split()[1]
+    assert jars == {"--master local[4]": f"local:{cps.jar_path()}", "--master yarn": cps.jar_path(),
+                    "": cps.jar_path()}
+
+
 @pytest.mark.parametrize("channels, message", [({"": "null"}, "got ''"), ({"a": (5,)}, "got 'a': (5,)")])
 def test_bad_channel_specs_are_named(channels, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -12,6 +12,7 @@ import shlex
 import sys
 import warnings
 from pathlib import Path
+from urllib.parse import urlparse
 
 from ..rules import rules_text
 from .connect import is_connect
@@ -58,15 +59,23 @@ def channel_conf(channels) -> dict[str, str]:
     return conf
 
 
-def spark_conf(channels=None, **values) -> dict[str, str]:
+def jar_uri(master: "str | None" = None) -> str:
+    """The plugin's jar as `spark.jars` names it for an application on `master`: `local:<path>` where every executor
+    runs on this machine (`local`, `local[N]`, `local-cluster[...]`), so that executors read it in place instead of
+    fetching it from the driver (0.1 s of a short application's start); else its path, which Spark ships."""
+    local = master is not None and re.fullmatch(r"local(\[.*\])?|local-cluster\[.*\]", master.strip())
+    return f"local:{jar_path()}" if local else jar_path()
+
+
+def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str, str]:
     """The Spark configuration that enables the plugin with these options (the plugin's options with Python names:
     log_dir for spark.cloudprofiler.logDir, see `options()`) and the trace channels' handlers (`channels`, see
-    `channel_conf`)."""
+    `channel_conf`), for an application on `master` (see `jar_uri`; None: any)."""
     keys = options()
     unknown = sorted(set(values) - set(keys))
     if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(keys)} or channels")
-    conf = {"spark.jars": jar_path(), "spark.plugins": PLUGIN_CLASS, "spark.sql.extensions": EXTENSIONS_CLASS}
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(keys)}, channels or master")
+    conf = {"spark.jars": jar_uri(master), "spark.plugins": PLUGIN_CLASS, "spark.sql.extensions": EXTENSIONS_CLASS}
     for name, value in values.items():
         if value is not None:
             conf[keys[name]] = _value(name, value)
@@ -99,8 +108,8 @@ def configure(builder, channels=None, **values):
     plugins, jars and options are fixed when it starts: this says once (ServerPluginWarning) which flags the server
     needs, and sets only what a session may (the task switch, `task_enabled`).
     """
-    conf = spark_conf(channels, **values)
     remote = remote_url(builder)
+    conf = spark_conf(channels, None if remote else set_before(builder, "spark.master"), **values)
     if remote:
         warnings.warn(f"cloudprofiler: {remote} is a Spark Connect server; the plugin runs there only if the server "
                       f"was started with these flags (`cloudprofiler spark-conf` prints them):\n  "
@@ -127,9 +136,11 @@ def remote_url(builder) -> "str | None":
 
 
 def appended(before: "str | None", ours: str) -> str:
-    """The comma-separated list `before` with the items of `ours` it lacks appended."""
+    """The comma-separated list `before` with the items of `ours` it lacks appended; a jar counts as there when
+    `before` names its file in any form (a path, file: or local:)."""
     items = [item.strip() for item in (before or "").split(",") if item.strip()]
-    return ",".join(items + [item for item in ours.split(",") if item not in items])
+    there = {urlparse(item).path or item for item in items}
+    return ",".join(items + [item for item in ours.split(",") if (urlparse(item).path or item) not in there])
 
 
 def set_before(builder, key: str) -> "str | None":

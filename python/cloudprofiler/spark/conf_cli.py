@@ -17,6 +17,9 @@ def add_arguments(parser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
                             help=f"sets {option['key']}: {option['expected']} "
                                  f"(default: {option['default'] or 'empty'})")
+    parser.add_argument("--master", default=None,
+                        help="the application's master: with a local one (local[N], local-cluster[...]) executors "
+                             "read the jar in place (local:) instead of fetching it from the driver")
     parser.add_argument("--channel", action="append", default=[], type=_channel, metavar="NAME=HANDLER[:P,...]",
                         help="handler of a trace channel, e.g. after-join=downsample:64 (repeatable)")
 
@@ -34,5 +37,6 @@ def _channel(text: str) -> tuple:
 
 
 def run(args) -> int:
-    print(submit_flags(spark_conf(dict(args.channel), **{name: getattr(args, name) for name in options()})))
+    values = {name: getattr(args, name) for name in options()}
+    print(submit_flags(spark_conf(dict(args.channel), args.master, **values)))
     return 0

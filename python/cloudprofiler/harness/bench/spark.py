@@ -47,6 +47,8 @@ def jni_rows(iterations: int) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
+MASTER = "local[2]"  # the bench's applications, unless a case names another
+
 ONE_JOB_APP = """
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
@@ -55,7 +57,7 @@ spark.stop()
 """
 
 
-def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str = "local[2]") -> tuple[float, float]:
+def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str = MASTER) -> tuple[float, float]:
     """`spark-submit` of the Python `script` (written into `folder`) with `conf`, a fresh JVM as a user's application
     starts and stops: the seconds to its exit, and the CPU seconds (user and system) of its processes, which other
     work on a loaded machine inflates less than the wall time."""
@@ -77,13 +79,13 @@ def submit(script: str, conf: dict[str, str], folder: "str | Path", master: str 
     return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def plugin_conf(plugin: bool, log_dir: "str | Path") -> dict[str, str]:
-    """The plugin's configuration with `log_dir` as its logDir (the defaults otherwise, calibration on); without the
-    plugin the same options without the jar, the plugin and the SQL extension, so that a plugin loaded all the same
-    (by spark-defaults.conf, say) logs where `run_problems` looks."""
+def plugin_conf(plugin: bool, log_dir: "str | Path", master: str = MASTER) -> dict[str, str]:
+    """The plugin's configuration for an application on `master` with `log_dir` as its logDir (the defaults
+    otherwise, calibration on); without the plugin the same options without the jar, the plugin and the SQL
+    extension, so that a plugin loaded all the same (by spark-defaults.conf, say) logs where `run_problems` looks."""
     from ... import spark as cps
 
-    conf = cps.spark_conf(log_dir=str(log_dir), local_dir=os.path.join(log_dir, "local"))
+    conf = cps.spark_conf(master=master, log_dir=str(log_dir), local_dir=os.path.join(log_dir, "local"))
     return conf if plugin else {key: value for key, value in conf.items() if key not in cps.LIST_KEYS}
 
 
@@ -100,20 +102,21 @@ def application_overhead(runs: int, log_dir: str) -> dict:
                 problems += run_problems(logs, plugin)
     (off, cpu_off), (on, cpu_on) = (list(zip(*runs_of[side])) for side in (False, True))
     median = statistics.median
-    return {"case": f"one-job application by spark-submit, local[2], {runs} runs each",
+    return {"case": f"one-job application by spark-submit, {MASTER}, {runs} runs each",
             "median_without": median(off), "median_with": median(on), "added_median": median(on) - median(off),
             "fastest_without": min(off), "fastest_with": min(on), "added_fastest": min(on) - min(off),
+            "slowest_without": max(off), "slowest_with": max(on),
             "cpu_median_without": median(cpu_off), "cpu_median_with": median(cpu_on),
             "cpu_added_median": median(cpu_on) - median(cpu_off), "log_problems": problems}
 
 
-def _session(plugin: bool, log_dir: str, master: str = "local[2]"):
+def _session(plugin: bool, log_dir: str, master: str = MASTER):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
     builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in plugin_conf(plugin, log_dir).items():
+    for key, value in plugin_conf(plugin, log_dir, master).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -291,6 +294,8 @@ def run(args) -> int:
                                 ("median_with", "median with (s)", ".2f"), ("added_median", "added (s)", "+.2f"),
                                 ("fastest_without", "fastest without (s)", ".2f"),
                                 ("fastest_with", "fastest with (s)", ".2f"), ("added_fastest", "added (s)", "+.2f"),
+                                ("slowest_without", "slowest without (s)", ".2f"),
+                                ("slowest_with", "slowest with (s)", ".2f"),
                                 ("cpu_added_median", "CPU added (s)", "+.2f"), ("logs", "logs", "")])
     print()
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),

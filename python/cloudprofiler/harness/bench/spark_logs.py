@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ...calibration.spark import load_domains
 from ...logs import log_files, log_metadata, read_log
 
 TASK_TABLE = "spark-tasks.arrows"  # the driver's table of every task attempt Spark ran
@@ -27,7 +28,7 @@ def channel_files(app: Path) -> dict[str, list[Path]]:
 def run_problems(folder: Path, plugin: bool) -> list[str]:
     """A run's own log folder (its `spark.cloudprofiler.logDir`, set with or without the plugin): without the
     plugin it holds no file; with it, one application folder whose task records name every task attempt of its
-    task table."""
+    task table, and whose TSC domains (calibration on) place every executor that ran one."""
     files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
     if not plugin:
         return [f"{folder}: the run without the plugin logged {len(files)} files ({files[0].name}, ...)"] if files \
@@ -36,7 +37,18 @@ def run_problems(folder: Path, plugin: bool) -> list[str]:
     if len(apps) != 1:
         return [f"{folder}: the run with the plugin left {len(apps)} application folders with {TASK_TABLE}, "
                 "expected 1"]
-    return task_problems(apps[0], {None: True})
+    return task_problems(apps[0], {None: True}) + domain_problems(apps[0])
+
+
+def domain_problems(app: Path) -> list[str]:
+    """The calibration's TSC domains of an application folder against its task table: every executor that ran a
+    task has its domain (without it, its records would not translate into the reference clock)."""
+    try:
+        placed = set(load_domains(app).column("executor_id").to_pylist())
+    except FileNotFoundError as e:
+        return [str(e)]
+    ran = set(read_log(app / TASK_TABLE).column("executor_id").to_pylist())
+    return [f"{app}: no TSC domain for executor {e}, which ran tasks" for e in sorted(ran - placed)]
 
 
 def task_problems(app: Path, logged: dict) -> list[str]:
