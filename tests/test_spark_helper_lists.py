@@ -70,7 +70,8 @@ def other_jar(tmp_path_factory):
 def test_lists_set_on_the_builder_keep_theirs_and_get_ours():
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.Builder().config("spark.jars", "/opt/delta.jar,/opt/measure.jar")
+    builder = (SparkSession.Builder().master("spark://host:7077")
+               .config("spark.jars", "/opt/delta.jar,/opt/measure.jar")
                .config("spark.plugins", "other.OtherPlugin").config("spark.sql.extensions", "other.Ext"))
     conf = cps.configure(builder, log_dir="/tmp/logs")._options
     assert conf["spark.jars"] == f"/opt/delta.jar,/opt/measure.jar,{cps.jar_path()}"
@@ -115,7 +116,7 @@ def test_a_job_runs_with_both_plugins_and_both_extensions(other_jar, tmp_path):
         """, env={"OTHER_MARKERS": str(markers)}, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in run.stdout.splitlines() if " " in line)
-    assert out["jars"] == f"{other_jar},{cps.jar_path()}"
+    assert out["jars"] == f"{other_jar},local:{cps.jar_path()}"  # a local master: read in place
     assert out["plugins"] == f"other.OtherPlugin,{cps.PLUGIN_CLASS}"
     assert out["extensions"] == f"other.DeltaLikeExtensions,{cps.EXTENSIONS_CLASS}"
     assert sorted(p.name for p in markers.iterdir()) == ["extensions", "plugin"]

@@ -4,7 +4,9 @@ import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.CloudProfilerException;
 import io.cloudprofiler.NativeLoader;
 import java.util.Map;
+import java.util.StringJoiner;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -46,11 +48,18 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private String logDir;
   private ScheduledExecutorService publisher;
 
+  /** How long an executor's calibration message or the shutdown waits for the background start. */
+  private static final int START_WAIT_SECONDS = 10;
+
+  /** Counted down when {@link #startInBackground} has run; its fields are set then. */
+  private final CountDownLatch started = new CountDownLatch(1);
+
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext ctx) {
     Options options = Config.read(sc.getConf());
-    for (Config.Key<?> key : Config.ALL)
-      LOG.info("cloudprofiler: {}={}", key.name, key.text(sc.getConf()));
+    StringJoiner settings = new StringJoiner(", ", "cloudprofiler: ", "");
+    for (Config.Key<?> key : Config.ALL) settings.add(key.name + "=" + key.text(sc.getConf()));
+    LOG.info("{}", settings);
     this.sc = sc;
     logDir = options.logDir();
     ArrowTables.useHadoopSettingsOf(sc.getConf());
@@ -81,34 +90,63 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     }
     rules = new RuleChanges(startRules, failure == null ? CloudProfiler.tsc() : 0L);
     RuleChanges.run(rules);
-    ruleRequests = new RuleRequests(rules, this::appFolder);
     listener = new TaskListener(failure == null ? startClock() : Map::of);
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
-    if (options.calibrationEnabled()) {
-      String host =
-          sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
-      calibration =
-          new CalibrationCoordinator(
-              host,
-              options.calibrationIntervalSeconds(),
-              options.calibrationProbes(),
-              options.calibrationTimeoutMs(),
-              options.calibrationPeers(),
-              options.calibrationForce());
-      sc.addSparkListener(
-          Guard.wrap(
-              SparkListenerInterface.class,
-              new CalibrationEvents(calibration),
-              "the calibration's listener",
-              null));
-    }
-    LostExecutors.collectInBackground(
-        options.localDir()); // those of this host that earlier applications lost
-    if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
+    DaemonThreads.named("cloudprofiler-driver-start")
+        .newThread(() -> startInBackground(sc, options))
+        .start();
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     // executors read and validate the same options from their own configuration; the rules file is
     // the driver's
     return Map.of(START_RULES, startRules);
+  }
+
+  /**
+   * The part of the start that the application need not wait for (20 ms of a short application's
+   * start): the rule requests' poll, the calibration's coordinator and listener, the collection of
+   * lost executors and the tables' publishing. Executors' calibration messages and the shutdown
+   * wait for it ({@link #awaitStart}).
+   */
+  private void startInBackground(SparkContext sc, Options options) {
+    try {
+      ruleRequests = new RuleRequests(rules, this::appFolder);
+      if (options.calibrationEnabled()) {
+        String host =
+            sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
+        calibration =
+            new CalibrationCoordinator(
+                host,
+                options.calibrationIntervalSeconds(),
+                options.calibrationProbes(),
+                options.calibrationTimeoutMs(),
+                options.calibrationPeers(),
+                options.calibrationForce());
+        sc.addSparkListener(
+            Guard.wrap(
+                SparkListenerInterface.class,
+                new CalibrationEvents(calibration),
+                "the calibration's listener",
+                null));
+      }
+      LostExecutors.collectInBackground(
+          options.localDir()); // those of this host that earlier applications lost
+      if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
+    } catch (RuntimeException | LinkageError e) {
+      LOG.warn(
+          "cloudprofiler: the driver runs without calibration, rule requests or published tables",
+          e);
+    } finally {
+      started.countDown();
+    }
+  }
+
+  /** Waits a bounded time for {@link #startInBackground}. */
+  private void awaitStart() {
+    try {
+      started.await(START_WAIT_SECONDS, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   /** The native library's check of the rules of one option; throws naming it. */
@@ -210,15 +248,17 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
     if (question instanceof Messages.SetRules change)
       return Messages.toWire(rules.trySet(change.text()));
+    awaitStart();
     return calibration != null ? Messages.toWire(calibration.receive(question)) : null;
   }
 
   @Override
   public void shutdown() {
+    awaitStart();
     if (publisher != null) publisher.shutdown();
     if (calibration != null) calibration.shutdown();
     RuleChanges.run(null);
-    ruleRequests.stop();
+    if (ruleRequests != null) ruleRequests.stop();
     String appFolder = appFolder();
     try {
       listener.writeTable(appFolder + "/spark-tasks.arrows");

@@ -3,6 +3,7 @@ package io.cloudprofiler.spark;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.SparkPlugin;
+import org.apache.spark.scheduler.SparkListenerInterface;
 
 /**
  * Enable with {@code --conf spark.plugins=io.cloudprofiler.spark.CloudProfilerPlugin}: every task
@@ -13,6 +14,7 @@ import org.apache.spark.api.plugin.SparkPlugin;
 public class CloudProfilerPlugin implements SparkPlugin {
   @Override
   public DriverPlugin driverPlugin() {
+    Guard.prepareInBackground(SparkListenerInterface.class); // the driver's init wraps its listener
     return Guard.wrap(
         DriverPlugin.class,
         new CloudProfilerDriverPlugin(),

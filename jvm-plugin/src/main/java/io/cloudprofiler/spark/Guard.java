@@ -78,6 +78,24 @@ final class Guard {
   }
 
   /**
+   * Generates the proxy class of {@code type} in a daemon thread, ahead of {@link #wrap}: that of a
+   * Spark listener takes 20 ms, which the application's start would otherwise wait for.
+   */
+  static void prepareInBackground(Class<?> type) {
+    DaemonThreads.named("cloudprofiler-guard-class")
+        .newThread(
+            () -> {
+              try {
+                Proxy.newProxyInstance(
+                    type.getClassLoader(), new Class<?>[] {type}, (proxy, method, args) -> null);
+              } catch (RuntimeException | LinkageError e) {
+                // wrap() generates it again, and its part says what fails
+              }
+            })
+        .start();
+  }
+
+  /**
    * {@code target} behind a {@code type} whose every call is guarded. A disabled part's calls
    * return null (the interfaces guarded here return objects or nothing), except {@code shutdown},
    * still passed on (guarded) so that the part releases what it holds and writes what it has.
