@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
+from cloudprofiler.harness.bench.spark_logs import run_problems
 from conftest import run_python
 
 INTERVAL_S = 1
@@ -157,3 +159,24 @@ def test_files_that_cannot_be_copied_stay_local_and_one_line_says_so(tmp_path):
     assert len(kept) == 2
     lines = [line for line in run.stderr.splitlines() if "cloudprofiler: kept" in line]
     assert len(lines) == 1 and "spark.task.start" in lines[0] and "could not copy them to" in lines[0], lines
+
+
+def test_files_are_copied_whole_to_a_log_folder_on_another_file_system(tmp_path):
+    """The executor's folder on tmpfs, the log folder on disk: its files cannot be renamed into place at stop, as on
+    one file system, so they are copied, every record, and the local folder is removed."""
+    local = Path(tempfile.mkdtemp(prefix="cp-test-local-", dir="/dev/shm"))
+    logs = tmp_path / "logs"
+    try:
+        assert os.stat(local).st_dev != os.stat(tmp_path).st_dev
+        run = run_python(f"""
+            import cloudprofiler.spark as cps
+            spark = (cps.builder(log_dir={str(logs)!r}, local_dir={str(local)!r}).master("local[2]")
+                     .config("spark.ui.enabled", "false").getOrCreate())
+            spark.sparkContext.parallelize(range(8), 8).count()
+            spark.stop()
+        """)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert run_problems(logs, plugin=True) == []  # every task attempt's two records, the TSC domains
+        assert not list(local.rglob("*.arrows"))
+    finally:
+        shutil.rmtree(local, ignore_errors=True)

@@ -145,10 +145,6 @@ final class ArrowTables {
     }
   }
 
-  /**
-   * Replaces {@code target} with a copy of the first {@code length} bytes of the local file {@code
-   * local}.
-   */
   /** {@code target} on this machine's file system, for java.nio; null on another file system. */
   private static java.nio.file.Path localPath(String target) throws Exception {
     URI uri = path(target).toUri();
@@ -178,6 +174,10 @@ final class ArrowTables {
     copy(local, Files.size(local.toPath()), target);
   }
 
+  /**
+   * Replaces {@code target} with a copy of the first {@code length} bytes of the local file {@code
+   * local}.
+   */
   static void copy(File local, long length, String target) throws Exception {
     replace(
         target,
