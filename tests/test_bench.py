@@ -13,7 +13,7 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared
-from cloudprofiler.harness.bench.spark import ONE_JOB_APP, plugin_conf, submit
+from cloudprofiler.harness.bench.spark import ONE_JOB_APP, application_summary, plugin_conf, submit
 from cloudprofiler.harness.bench.spark_logs import TASK_TABLE, record_problems, run_problems, task_problems
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
@@ -82,6 +82,10 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
     assert math.isclose(application["added_median"], application["median_with"] - application["median_without"])
     for side in ("without", "with"):
         assert application[f"fastest_{side}"] <= application[f"median_{side}"] <= application[f"slowest_{side}"]
+    # a difference of two runs lies between these
+    low, high = (application["fastest_with"] - application["slowest_without"],
+                 application["slowest_with"] - application["fastest_without"])
+    assert low <= application["added_paired_median"] <= high, application
     assert application["log_problems"] == [], application
     workers = {(r["workers"], r["path"].startswith("executor's")): r for r in rows if "workers" in r}
     assert set(workers) == {(2, True), (2, False), (8, True), (8, False)}
@@ -92,6 +96,18 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
         assert files["threads"] == handoff["threads"] + 3 if n == 2 else files["threads"] > handoff["threads"]
         assert handoff["logs"] == files["logs"] == "as expected"
         assert finite_positive(handoff["median_s"]) and finite_positive(files["fastest_s"])
+
+
+def test_the_paired_median_is_not_misled_where_the_sides_medians_fall_in_different_groups():
+    """A known answer: the plugin adds 0.2 s to every run, and each run's stop waited 0 or 0.5 s for PySpark's
+    poll, the runs without it mostly 0 and those with it mostly 0.5: the sides' medians say 0.5 s."""
+    base, waits_off, waits_on = [8.0, 8.1, 7.9, 8.0, 8.05], [0, 0, 0, 0.5, 0.5], [0, 0.5, 0.5, 0.5, 0]
+    off = [b + w for b, w in zip(base, waits_off)]
+    on = [b + 0.2 + w for b, w in zip(base, waits_on)]
+    figures = application_summary(off, on, [1.0] * 5, [1.5] * 5)
+    assert figures["added_paired_median"] == pytest.approx(0.2)
+    assert figures["added_median"] == pytest.approx(0.5)
+    assert figures["cpu_added_median"] == pytest.approx(0.5)
 
 
 def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_by_mistake(tmp_path):
