@@ -2,7 +2,8 @@
 are the raw files' numbers, cut files and folders without calibration say so, and bad input names the value.
 
 The application runs once, in a subprocess (local[2,2]: a task may fail once): trace points 'a' before and 'b'
-after a shuffle, a Python trace point 'py', a counter channel, and a task that fails its first attempt."""
+after a shuffle, a Python trace point 'py', a counter channel, a task that fails its first attempt, and trace points
+'early' and 'late' with a filter between them that keeps the first quarter of the rows."""
 import json
 import math
 import shutil
@@ -42,6 +43,8 @@ spark.sql(f"select sum(x) from (select cp_trace('b', x) as x from (select cp_tra
           f"from range(0, {rows}, 1, 4)) distribute by x % 3)").collect()
 cps.trace(spark.range(0, 1000, numPartitions=2), "py", "id").count()
 spark.sql("select sum(t) from (select cp_trace('counted', id) as t from range(0, 30000, 1, 2))").collect()
+spark.sql("select sum(x) from (select cp_trace('late', x) as x from (select cp_trace('early', id) as x "
+          "from range(0, 20000, 1, 1)) where x < 5000)").collect()
 print("app", spark.sparkContext.applicationId)
 spark.stop()
 """
@@ -93,6 +96,17 @@ def test_records_are_the_files_records_on_the_drivers_time_axis(app, folder):
     channels = {r["channel"]: r for r in app.channels().collect()}
     assert channels["a"]["records"] == channels["b"]["records"] == ROWS and channels["counted"]["kind"] == "counters"
     assert app.summary()["records"] == sum(r["records"] for r in channels.values())
+
+
+def test_trace_points_are_chained_in_the_order_their_tuples_pass_them(app):
+    """'late' logs the first quarter of the ids that 'early' logs, each some nanoseconds after it: the channels'
+    median times put 'late' first, and the pipeline chains them the other way, with a positive latency."""
+    from cloudprofiler.analysis.pipeline import channel_order, ordered_sketches
+
+    assert channel_order(app, ["early", "late"]) == ["late", "early"]
+    sketches = ordered_sketches(app, ["early", "late"])
+    hop = sketches.hop_statistics(0, [0.5])
+    assert sketches.channels == ["early", "late"] and hop["count"] == 5000 and hop["q"][0] > 0, hop
 
 
 def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):
@@ -207,7 +221,7 @@ def test_bad_input_names_the_value(app, folder, tmp_path):
         open_application(tmp_path / "empty")
     with pytest.raises(NotAnApplicationError, match=folder.name):  # the log folder, not the application's
         open_application(folder.parent)
-    with pytest.raises(UnknownChannelError, match="'nope'.*a, b, py"):
+    with pytest.raises(UnknownChannelError, match="'nope'.*a, b, early, late, py"):
         app.records("nope")
     with pytest.raises(UnknownChannelError, match="'nope'"):
         app.latency("a", "nope")

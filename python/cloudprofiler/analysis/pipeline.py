@@ -49,18 +49,41 @@ def pipeline_rows(sketches) -> list[dict]:
     return rows
 
 
+def ordered_sketches(app, channels):
+    """The HopSketches of `channels` chained in the order their tuples pass them. `channel_order` places the trace
+    points by their channels' median times, which puts two points in the wrong order where they log different
+    shares of the same tuples (a filter between them) and a tuple takes microseconds from one to the next. A hop
+    whose median latency is negative runs backwards: its two channels swap places and the hops are measured again
+    (a pass over their records per swap), until no hop does."""
+    order = channel_order(app, channels)
+    for _ in range(len(order) ** 2):  # more than the swaps that sorting them can need
+        sketches = hop_sketches(app, order)
+        backwards = next((a for hop, a, _ in hops_of(order) if hop >= 0 and _runs_backwards(sketches, hop)), None)
+        if backwards is None:
+            break
+        order[backwards], order[backwards + 1] = order[backwards + 1], order[backwards]
+    return sketches
+
+
+def _runs_backwards(sketches, hop: int) -> bool:
+    statistics = sketches.hop_statistics(hop, [0.5])
+    return statistics["count"] > 0 and statistics["q"][0] is not None and statistics["q"][0] < 0
+
+
 def pipeline_sketches(app, channels=None):
-    """The HopSketches of the pipeline (None: every record channel but the task channels, ordered by time)."""
-    if channels is None:
-        channels = channel_order(app, [c for c in app.catalog.channels("records") if c not in TASK_CHANNELS])
+    """The HopSketches of the pipeline (None: every record channel but the task channels, in the order their
+    tuples pass them: `ordered_sketches`)."""
+    ordered = channels is None
+    if ordered:
+        channels = [c for c in app.catalog.channels("records") if c not in TASK_CHANNELS]
     channels = list(channels)
     if len(channels) < 2:
         raise ValueError(f"a pipeline needs at least two trace points, got {channels}")
     app.check_channels(channels, app.catalog.channels("records"))
-    return hop_sketches(app, channels)
+    return ordered_sketches(app, channels) if ordered else hop_sketches(app, channels)
 
 
 def pipeline(app, channels=None):
     """Rows hop = 0, 1, ... for consecutive trace points and hop = -1 for first -> last (end to end); see
-    PIPELINE_DDL. None: every record channel except the task channels, ordered by median time."""
+    PIPELINE_DDL. None: every record channel except the task channels, in the order their tuples pass them."""
     return app.spark.createDataFrame(pipeline_rows(pipeline_sketches(app, channels)), PIPELINE_DDL)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..pipeline import channel_order, pipeline_rows
+from ..pipeline import ordered_sketches, pipeline_rows
 
 TIMELINE_CAP = 20_000  # task attempts drawn on the timeline
 STRAGGLERS_KEPT = 50  # the worst stragglers, by ratio
@@ -140,10 +140,11 @@ SECTIONS = [("health", _health), ("channels", _channels), ("stages", _stages), (
 
 
 def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:
-    """The pipelines among the trace channels, and each one's HopSketches. The trace channels are chained in time
-    order; where a hop shares no tuple id (two jobs traced apart, or ids an aggregation replaced) the chain is cut,
-    and each piece of two or more channels is a pipeline of its own, with its own end to end."""
-    chain = app.hop_sketches(channel_order(app, trace))
+    """The pipelines among the trace channels, and each one's HopSketches. The trace channels are chained in the
+    order their tuples pass them (`ordered_sketches`); where a hop shares no tuple id (two jobs traced apart, or ids
+    an aggregation replaced) the chain is cut, and each piece of two or more channels is a pipeline of its own, with
+    its own end to end."""
+    chain = ordered_sketches(app, trace)
     rows = pd.DataFrame(pipeline_rows(chain))
     hops = rows[rows["hop"] >= 0].sort_values("hop")
     pieces = [[hops["from_channel"].iloc[0]]]
