@@ -162,8 +162,8 @@ def test_files_that_cannot_be_copied_stay_local_and_one_line_says_so(tmp_path):
 
 
 def test_files_are_copied_whole_to_a_log_folder_on_another_file_system(tmp_path):
-    """The executor's folder on tmpfs, the log folder on disk: its files cannot be renamed into place at stop, as on
-    one file system, so they are copied, every record, and the local folder is removed."""
+    """The executor's folder on tmpfs, the log folder on disk: every record of every task reaches the log folder,
+    and the local folder is removed."""
     local = Path(tempfile.mkdtemp(prefix="cp-test-local-", dir="/dev/shm"))
     logs = tmp_path / "logs"
     try:

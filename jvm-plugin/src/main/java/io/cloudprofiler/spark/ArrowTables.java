@@ -6,9 +6,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
-import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
-import java.nio.file.StandardCopyOption;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -63,11 +61,12 @@ final class ArrowTables {
    * an application's start about 40 ms, loads in the background for the tables written later.
    */
   static void checkWritable(String folder) throws Exception {
-    java.nio.file.Path local = localPath(folder);
-    if (local == null) {
+    URI uri = path(folder).toUri();
+    if (!"file".equals(uri.getScheme())) {
       probe(folder);
       return;
     }
+    java.nio.file.Path local = java.nio.file.Path.of(uri);
     Files.createDirectories(local);
     Files.delete(Files.createTempFile(local, WRITE_CHECK, ""));
     DaemonThreads.named("cloudprofiler-load-hadoop-writes")
@@ -143,35 +142,6 @@ final class ArrowTables {
       out.write(buffer, 0, n);
       left -= n;
     }
-  }
-
-  /** {@code target} on this machine's file system, for java.nio; null on another file system. */
-  private static java.nio.file.Path localPath(String target) throws Exception {
-    URI uri = path(target).toUri();
-    return "file".equals(uri.getScheme()) ? java.nio.file.Path.of(uri) : null;
-  }
-
-  /**
-   * Puts the whole local file {@code local} at {@code target}: renamed there where both lie on one
-   * local file system (an executor's last files reach logDir without being written twice, which at
-   * a short application's stop cost it 20 ms), else copied ({@link #copy}).
-   */
-  static void moveOrCopy(File local, String target) throws Exception {
-    java.nio.file.Path destination = localPath(target);
-    if (destination != null) {
-      try {
-        Files.createDirectories(destination.getParent());
-        Files.move(
-            local.toPath(),
-            destination,
-            StandardCopyOption.ATOMIC_MOVE,
-            StandardCopyOption.REPLACE_EXISTING);
-        return;
-      } catch (AtomicMoveNotSupportedException otherFileSystem) {
-        // copied below
-      }
-    }
-    copy(local, Files.size(local.toPath()), target);
   }
 
   /**

@@ -17,8 +17,8 @@ import org.slf4j.LoggerFactory;
  * #copyChanged} copies only what changed since the last time: a closed file once, a growing file's
  * complete batches when there are new ones. A channel's file rolls into a new segment at
  * spark.cloudprofiler.roll.bytes, so that what an interval copies again (the open segments) stays
- * bounded however long the application runs. {@link #collectAll} moves or copies every file whole
- * and removes the local copies that reached logDir.
+ * bounded however long the application runs. {@link #collectAll} copies every file whole and
+ * removes the local copies that reached logDir.
  *
  * <p>The local folder names its target in {@link #TARGET_FILE}, so that the files of an executor
  * that was killed can be collected by another process (LostExecutors).
@@ -106,11 +106,10 @@ final class LogCollector {
   }
 
   /**
-   * Puts every file whole that logDir does not hold as it is there ({@link
-   * ArrowTables#moveOrCopy}), then removes the local folder. A file that could not be copied stays,
-   * and one log line names them. {@code lost}: the process that wrote them was killed (its open
-   * files end where it stopped), said by {@link #LOST_MARKER} in the target. Returns whether all
-   * were copied.
+   * Copies every file whole that logDir does not hold as it is, then removes the local folder. A
+   * file that could not be copied stays, and one log line names them. {@code lost}: the process
+   * that wrote them was killed (its open files end where it stopped), said by {@link #LOST_MARKER}
+   * in the target. Returns whether all were copied.
    */
   synchronized boolean collectAll(boolean lost) {
     List<File> collected = new ArrayList<>();
@@ -123,7 +122,7 @@ final class LogCollector {
         if (last == null
             || last.copiedLength != length
             || !last.modified.equals(Files.getLastModifiedTime(f.toPath()))) {
-          ArrowTables.moveOrCopy(f, target + "/" + f.getName());
+          ArrowTables.copy(f, length, target + "/" + f.getName());
         }
         collected.add(f);
       } catch (Exception e) {
