@@ -3,20 +3,23 @@ library shipped with --files), System.loadLibrary; when all fail, one log line g
 the job runs on."""
 from pathlib import Path
 
+import cloudprofiler.spark as cps
 from conftest import RESOURCE, run_python
 
 
-def _job(jar: Path, log_dir: Path, **conf) -> str:
+def _job(jar: Path, log_dir: Path, then: str = "", **conf) -> str:
     """A one-job application with the plugin and a `cp_trace` query; prints the sums and where the library came
-    from."""
+    from, runs the statement `then` and stops."""
     settings = "".join(f".config({k!r}, {v!r})" for k, v in {"spark.jars": str(jar), **conf}.items())
     return f"""
+        from pathlib import Path
         import cloudprofiler.spark as cps
         spark = (cps.builder(log_dir={str(log_dir)!r}).master("local[1]").config("spark.ui.enabled", "false")
                  {settings}.getOrCreate())
         print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
         print("traced", spark.sql("select sum(t) from (select cp_trace('c', id) as t from range(100))").first()[0])
         print("source", spark._jvm.io.cloudprofiler.NativeLoader.source())
+        {then}
         spark.stop()
         """
 
@@ -71,3 +74,17 @@ def test_when_every_step_fails_one_line_names_each_reason_and_the_job_runs(jar_w
     assert not list(tmp_path.rglob("spark.task.*.arrows"))
     assert "cloudprofiler: the driver checks no handler parameters" in result.stderr  # and says why: the same line
     assert result.stderr.count(f"configured path: Can't load library: {missing}") == 2
+
+
+def test_the_library_extracted_from_the_jar_leaves_no_file_behind(tmp_path):
+    """The jar's library is extracted to a file named after the process: removed once loaded, so that an executor
+    killed later (whose exit hooks never run) leaves no copy in the temporary folder."""
+    temporary = tmp_path / "jvm-tmp"
+    temporary.mkdir()
+    listing = f"print('left', sorted(p.name for p in Path({str(temporary)!r}).rglob('libcloudprofiler*')))"
+    result = run_python(_job(Path(cps.jar_path()), tmp_path / "logs", listing,
+                             **{"spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={temporary}"}), timeout=300)
+    assert "sum 4950" in result.stdout, result.stderr[-3000:]
+    assert f"source jar resource {temporary}/" in result.stdout, result.stdout
+    assert "left []" in result.stdout, result.stdout
+    assert list((tmp_path / "logs").rglob("spark.task.start.*.arrows"))

@@ -17,7 +17,7 @@ import java.util.Objects;
  *   <li>an explicit path (configuration {@code spark.cloudprofiler.native.path} or the system
  *       property {@code cloudprofiler.native.path});
  *   <li>the library bundled in this jar, extracted to a file named after the version and the
- *       process;
+ *       process, removed once loaded;
  *   <li>{@code SparkFiles.get("libcloudprofiler_jni.so")}: a library shipped with {@code --files}
  *       (when Spark is in this JVM);
  *   <li>{@code System.loadLibrary("cloudprofiler_jni")} ({@code java.library.path}).
@@ -139,8 +139,12 @@ public final class NativeLoader {
     try (InputStream in = NativeLoader.class.getResourceAsStream(RESOURCE)) {
       Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
     }
-    target.toFile().deleteOnExit();
-    return loadFile(target.toString());
+    // the loaded library stays mapped without its file: a killed process leaves no copy behind
+    try {
+      return loadFile(target.toString());
+    } finally {
+      Files.deleteIfExists(target);
+    }
   }
 
   /**
