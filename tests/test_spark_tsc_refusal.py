@@ -34,31 +34,34 @@ def test_without_an_invariant_tsc_calibration_is_refused_and_records_stay_unboun
     assert records.num_rows == 2 and np.isinf(records.column("tsc_err").to_numpy()).all()
 
 
-def test_forced_calibration_checks_the_domain_as_usual(tmp_path):
+def test_forced_calibration_places_the_executor_as_usual(tmp_path):
+    """Forced, calibration goes on: the local executor joins the driver's domain (it runs in the driver's JVM)."""
     app, meta, stderr = _app(tmp_path, force=True)
     assert "calibrate anyway" not in stderr
-    assert "agrees with" in meta["tsc.domain.check"] and "#" not in meta["tsc.domain"]
+    assert "shares the JVM of" in meta["tsc.domain.check"] and "#" not in meta["tsc.domain"]
     records = records_in_reference(app, "spark.task.start")
     assert records.num_rows == 2 and (records.column("tsc_err").to_numpy() == 0).all()
 
 
 def test_with_spark_authenticate_the_application_id_alone_does_not_open_the_responders(tmp_path):
     """With spark.authenticate on, the probe secret also derives from the application's authentication secret
-    (local mode generates its own): the driver and its executor still calibrate, while probes tagged with the
-    secret of the application id alone get no answer."""
+    (spark.authenticate.secret): the driver and its executor process still calibrate, probes tagged with that
+    secret get answers, and probes tagged with the secret of the application id alone, or with none, do not."""
     result = run_python(f"""
         import hashlib
         import cloudprofiler.spark as cps
         from cloudprofiler.calibration.probe import probe
         from cloudprofiler.calibration.spark import load_domains
         from cloudprofiler.errors import PeerTimeoutError
-        spark = (cps.builder(log_dir={str(tmp_path)!r}).master("local[1]").config("spark.ui.enabled", "false")
-                 .config("spark.authenticate", "true").getOrCreate())
+        spark = (cps.builder(log_dir={str(tmp_path)!r}).master("local-cluster[1,1,1024]")
+                 .config("spark.ui.enabled", "false").config("spark.authenticate", "true")
+                 .config("spark.authenticate.secret", "s3cret").getOrCreate())
         spark.sparkContext.parallelize(range(10), 2).sum()
         app = spark.sparkContext.applicationId
         domains = load_domains({str(tmp_path)!r} + "/" + app).to_pylist()
         port = next(d["responder_port"] for d in domains if d["role"] == "reference")
-        for key in (hashlib.sha256(("cloudprofiler:" + app).encode()).digest(), b""):
+        for seed in (f"cloudprofiler:{{app}}:s3cret", "cloudprofiler:" + app, None):
+            key = hashlib.sha256(seed.encode()).digest() if seed else b""
             try:
                 print("answered", len(probe("127.0.0.1", port, 20, timeout_ms=100, secret=key).send))
             except PeerTimeoutError:
@@ -68,5 +71,5 @@ def test_with_spark_authenticate_the_application_id_alone_does_not_open_the_resp
         """, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     answered = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("answered")]
-    assert answered == [0, 0], result.stdout
+    assert answered == [20, 0, 0], result.stdout
     assert "agrees with" in result.stdout  # the executor calibrated with the same secret as the driver

@@ -66,7 +66,7 @@ final class CalibrationCoordinator {
    * executor.
    */
   private static final class Member {
-    String domain, host, executorId, check;
+    String domain, host, executorId, process, check;
     int responderPort, controlPort;
     long pid;
   }
@@ -148,7 +148,8 @@ final class CalibrationCoordinator {
   private synchronized Messages.Candidates responders() {
     List<Messages.Candidate> out = new ArrayList<>();
     for (Domain d : domains.values()) {
-      for (Member m : d.members) out.add(new Messages.Candidate(d.key, m.host, m.responderPort));
+      for (Member m : d.members)
+        out.add(new Messages.Candidate(d.key, m.host, m.responderPort, m.process));
     }
     return new Messages.Candidates(out);
   }
@@ -177,6 +178,7 @@ final class CalibrationCoordinator {
     driver.responderPort = CloudProfiler.responderPort(driverResponder);
     driver.executorId = "driver";
     driver.pid = ProcessHandle.current().pid();
+    driver.process = TscDomain.PROCESS;
     driver.check = "reference";
     reference = add(new Domain(TscDomain.bootId(), TscDomain.bootId()), driver);
     LOG.info(
@@ -198,7 +200,8 @@ final class CalibrationCoordinator {
     List<Messages.Candidate> out = new ArrayList<>();
     for (Domain d : domains.values()) {
       Member m = d.members.get(0);
-      if (d.boot.equals(boot)) out.add(new Messages.Candidate(d.key, m.host, m.responderPort));
+      if (d.boot.equals(boot))
+        out.add(new Messages.Candidate(d.key, m.host, m.responderPort, m.process));
     }
     return new Messages.Candidates(out);
   }
@@ -225,6 +228,7 @@ final class CalibrationCoordinator {
       m.controlPort = join.controlPort();
       m.executorId = join.executorId();
       m.pid = join.pid();
+      m.process = join.process();
       m.check = join.check();
       joined = add(new Domain(key, boot), m);
       if (joined != reference) awaitingLast.add(m.executorId);

@@ -406,11 +406,19 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   /**
-   * Starts the probe responder and the probe control, then finds this process's TSC domain with the
-   * driver: probes a member of each domain of this boot id until one agrees (TscDomain.check), else
-   * founds a new domain. Returns {domain, what the check found}.
+   * Finds this process's TSC domain with the driver: joins that of a member in this JVM (the
+   * driver's, in local mode) as it is; else starts the probe responder and the probe control,
+   * probes a member of each domain of this boot id until one agrees (TscDomain.check), or founds a
+   * new domain. Returns {domain, what the check found}.
    */
   private String[] joinDomain(String appId) throws Exception {
+    String boot = TscDomain.bootId();
+    Object reply = ask(new Messages.Hello(boot, appId, options.logDir()));
+    if (reply instanceof Messages.Candidates candidates) {
+      for (Messages.Candidate c : candidates.domains()) {
+        if (TscDomain.PROCESS.equals(c.process())) return joinOwnJvm(boot, c);
+      }
+    }
     byte[] secret = TscDomain.secret(appId);
     String address = blockManagerHost(); // what the driver reaches
     RegisteredResponders targets =
@@ -425,10 +433,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       responder = CloudProfiler.responderStart(address, 0, secret);
       control = new ProbeControl(secret, address, targets);
     }
-    String boot = TscDomain.bootId();
     int count = options.calibrationProbes();
     int timeoutMs = options.calibrationTimeoutMs();
-    Object reply = ask(new Messages.Hello(boot, appId, options.logDir()));
     List<String> checks = new ArrayList<>();
     int checked = 0;
     for (int attempt = 0;
@@ -470,6 +476,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
                   control.port(),
                   ctx.executorID(),
                   ProcessHandle.current().pid(),
+                  TscDomain.PROCESS,
                   check));
       if (reply instanceof Messages.Joined joined) {
         targets
@@ -479,7 +486,35 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       }
       if (domain.isEmpty()) checks.remove(checks.size() - 1);
     }
-    throw new IllegalStateException(
+    throw unassigned(reply);
+  }
+
+  /**
+   * Joins the domain of {@code member}, a process of this JVM: its responder answers probes for
+   * this executor too, and the driver never asks this executor to probe (its domain is the
+   * driver's).
+   */
+  private String[] joinOwnJvm(String boot, Messages.Candidate member) throws Exception {
+    String check = "shares the JVM of " + member.domain() + "'s member (no probes needed)";
+    Object reply =
+        ask(
+            new Messages.Join(
+                boot,
+                member.domain(),
+                0,
+                member.host(),
+                member.responderPort(),
+                0,
+                ctx.executorID(),
+                ProcessHandle.current().pid(),
+                TscDomain.PROCESS,
+                check));
+    if (reply instanceof Messages.Joined joined) return new String[] {joined.domain(), check};
+    throw unassigned(reply);
+  }
+
+  private static IllegalStateException unassigned(Object reply) {
+    return new IllegalStateException(
         "the driver did not assign a TSC domain (reply: " + reply + ")");
   }
 

@@ -23,8 +23,11 @@ final class Messages {
    */
   record Hello(String bootId, String appId, String logDir) {}
 
-  /** A domain and the member that answers probes for it. */
-  record Candidate(String domain, String host, int responderPort) {}
+  /**
+   * A domain and the member that answers probes for it; {@code process} names that member's JVM
+   * ({@link TscDomain#PROCESS}).
+   */
+  record Candidate(String domain, String host, int responderPort, String process) {}
 
   record Candidates(List<Candidate> domains) {}
 
@@ -43,6 +46,7 @@ final class Messages {
       int controlPort,
       String executorId,
       long pid,
+      String process,
       String check) {}
 
   record Joined(String domain) {}

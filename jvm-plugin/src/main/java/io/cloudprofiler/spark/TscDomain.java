@@ -19,6 +19,13 @@ import java.security.MessageDigest;
 final class TscDomain {
   private TscDomain() {}
 
+  /**
+   * This JVM, among the application's processes. An executor in the driver's JVM (local mode) reads
+   * the driver's TSC by construction: it joins the driver's domain without probing it, which on a
+   * small machine would take CPU from the application's start.
+   */
+  static final String PROCESS = java.util.UUID.randomUUID().toString();
+
   /** This machine's boot id (the claim every process of the machine makes). */
   static String bootId() {
     try {

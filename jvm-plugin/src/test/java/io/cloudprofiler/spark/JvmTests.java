@@ -317,11 +317,20 @@ public final class JvmTests {
             new Messages.Hello("boot", "app-1", "hdfs:///logs"),
             new Messages.Candidates(
                 List.of(
-                    new Messages.Candidate("boot", "h1", 4000),
-                    new Messages.Candidate("boot#1", "h2", 4001))),
+                    new Messages.Candidate("boot", "h1", 4000, "jvm-1"),
+                    new Messages.Candidate("boot#1", "h2", 4001, "jvm-2"))),
             new Messages.Candidates(List.of()),
             new Messages.Join(
-                "boot", "", 2, "h3", 4002, 4003, "7", 1234L, "differs from boot; founds a domain"),
+                "boot",
+                "",
+                2,
+                "h3",
+                4002,
+                4003,
+                "7",
+                1234L,
+                "jvm-3",
+                "differs from boot; founds a domain"),
             new Messages.Joined("boot#2"),
             new Messages.Last("7"),
             new Messages.Responders());
