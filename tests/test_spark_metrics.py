@@ -1,5 +1,6 @@
 """The executor plugin's counters reach Spark's metrics system: a CSV sink, reporting while the application runs,
-shows every record the task and trace channels logged and the bytes they wrote. The log folder is a file:// URI, written
+shows every record the task and trace channels logged (a Python worker's, handed to its executor, included) and the
+bytes they wrote. The log folder is a file:// URI, written
 with the Hadoop settings the application gives (spark.hadoop.*)."""
 import csv
 import sys
@@ -26,6 +27,7 @@ spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.enable
          .config("spark.cloudprofiler.collect.intervalSeconds", "1").getOrCreate())  # flushed every second
 spark.sparkContext.parallelize(range(60), 6).count()
 spark.sql("select sum(t) from (select cp_trace('metered', id) as t from range(0, 1000, 1, 2))").collect()
+cps.trace(spark.range(0, 500, numPartitions=2), "metered.python", "id").count()
 print(spark.sparkContext.applicationId, flush=True)
 time.sleep(3.5)  # a flush, then two reports of the sink
 spark.stop()
@@ -57,12 +59,13 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_pat
     published = [p for p in (log_dir / app).rglob("*.arrows")]
     assert len(published) >= 3 and all(p.stat().st_mode & 0o777 == 0o600 for p in published), \
         {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # Hadoop's default umask would give 0644
-    # a start and an end for each task, and the trace point's records
-    assert _last_value(metric["recordsLogged"][0]) == 2 * attempts + 1000
+    assert cp.read_log_dir(log_dir / app, channel="metered.python").num_rows == 500
+    # a start and an end for each task, and the trace points' records
+    assert _last_value(metric["recordsLogged"][0]) == 2 * attempts + 1000 + 500
     assert _last_value(metric["recordsDropped"][0]) == 0
     # every record logged is 16 bytes (id, TSC) in the executor's files; what the sink last saw was written into
     # the files collected from the executor's folder, which may have grown after it (the footer at close)
     executor_files = [p for p in published if p.parent != log_dir / app]
     written = _last_value(metric["bytesWritten"][0])
-    assert (2 * attempts + 1000) * 16 <= written <= sum(p.stat().st_size for p in executor_files), \
+    assert (2 * attempts + 1000 + 500) * 16 <= written <= sum(p.stat().st_size for p in executor_files), \
         (written, {p.name: p.stat().st_size for p in executor_files})

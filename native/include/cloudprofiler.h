@@ -260,6 +260,7 @@ typedef struct cp_library_stats {
   uint64_t null_handle_logs; /* logs to a NULL handle */
   uint64_t dropped;          /* sum over channels */
   uint64_t bytes_written;    /* sum over channels */
+  uint64_t logged;           /* sum over channels (a hand-off channel's records count as its owner takes them) */
 } cp_library_stats;
 
 CP_EXPORT void cp_library_stats_get(cp_library_stats *out);

@@ -434,6 +434,7 @@ void cp_library_stats_get(cp_library_stats *out) {
     out->channels_open += atomic_load(&ch->open) != 0;
     out->dropped += s.dropped;
     out->bytes_written += s.bytes_written;
+    out->logged += s.logged;
   }
   pthread_mutex_unlock(&cp__lib.mutex);
   out->null_handle_logs = atomic_load(&cp__lib.null_handle_logs);

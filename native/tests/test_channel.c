@@ -166,6 +166,7 @@ int main(void) {
   cp_log_many(NULL, many, 3);
   cp_library_stats_get(&ls);
   CHECK(ls.null_handle_logs == 4 && ls.channels_opened == 2 && ls.channels_open == 0);
+  CHECK(ls.logged == (uint64_t)THREADS * PER_THREAD + 5001); /* both channels; the no-ops after close are not */
 
   CHECK(cp_stop() == 0 && cp_log_dir() == NULL);
   CHECK(cp_stop() == 0); /* idempotent */

@@ -98,6 +98,12 @@ public final class CloudProfiler {
   /** logged, kept, written, dropped, afterClose, bytesWritten. */
   public static native long[] stats(long channel);
 
+  /**
+   * Summed over every channel this process opened (hand-off channels included): channelsOpened,
+   * channelsOpen, nullHandleLogs, dropped, bytesWritten, logged.
+   */
+  public static native long[] libraryStats();
+
   public static native String channelPath(long channel);
 
   public static native long tsc();

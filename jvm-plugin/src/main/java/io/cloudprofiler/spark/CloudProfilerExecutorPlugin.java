@@ -97,6 +97,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   /** The counters as the library stopped, reported from then on. */
   private volatile long[] finalStats;
 
+  /** The library's counters as this executor started it (null before). */
+  private volatile long[] statsAtStart;
+
   private LogCollector collector;
   private ScheduledExecutorService collectTimer;
   private Thread shutdownHook;
@@ -208,6 +211,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
               ? CloudProfiler.TSC_UNORDERED
               : CloudProfiler.TSC_ORDERED,
           options.rollBytes());
+      statsAtStart = CloudProfiler.libraryStats();
     } catch (RuntimeException e) {
       LOG.warn(
           "cloudprofiler: disabled on executor "
@@ -571,10 +575,13 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
   }
 
+  /** Indexes into {@link CloudProfiler#libraryStats}. */
+  private static final int DROPPED = 3, BYTES_WRITTEN = 4, LOGGED = 5;
+
   private void registerMetrics(PluginContext ctx) {
-    ctx.metricRegistry().register("recordsLogged", (Gauge<Long>) () -> stat(0));
-    ctx.metricRegistry().register("recordsDropped", (Gauge<Long>) () -> stat(3));
-    ctx.metricRegistry().register("bytesWritten", (Gauge<Long>) () -> stat(5));
+    ctx.metricRegistry().register("recordsLogged", (Gauge<Long>) () -> stat(LOGGED));
+    ctx.metricRegistry().register("recordsDropped", (Gauge<Long>) () -> stat(DROPPED));
+    ctx.metricRegistry().register("bytesWritten", (Gauge<Long>) () -> stat(BYTES_WRITTEN));
   }
 
   private long stat(int index) {
@@ -583,20 +590,15 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   /**
-   * The counters of {@link CloudProfiler#stats} summed over this process's channels: the task
-   * channels and the cp_trace channels.
+   * The library's counters since this executor started it: every channel of this process (task
+   * channels, cp_trace channels and its Python workers' hand-off channels), none of an earlier
+   * application of this JVM.
    */
   private long[] totals() {
-    long[] total = new long[6];
-    if (libraryStarted.getCount() > 0) return total;
-    List<Long> channels = new ArrayList<>();
-    for (long channel : tasks.channels()) channels.add(channel);
-    for (long channel : TraceExpression.channelHandles()) channels.add(channel);
-    for (long channel : channels) {
-      if (channel == 0) continue;
-      long[] stats = CloudProfiler.stats(channel);
-      for (int i = 0; i < total.length; i++) total[i] += stats[i];
-    }
+    long[] atStart = statsAtStart;
+    if (atStart == null) return new long[LOGGED + 1];
+    long[] total = CloudProfiler.libraryStats();
+    for (int i = 0; i < total.length; i++) total[i] -= atStart[i];
     return total;
   }
 

@@ -167,11 +167,6 @@ public final class TraceExpression extends SingleChildExpression implements Seri
     }
   }
 
-  /** The handles of this process's trace channels (0 where the library could not load). */
-  static long[] channelHandles() {
-    return CHANNELS.values().stream().mapToLong(Long::longValue).toArray();
-  }
-
   /**
    * Forgets every channel: called as the library stops, so that the next application of this JVM
    * opens its own instead of logging to closed ones.
