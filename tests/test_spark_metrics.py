@@ -1,7 +1,7 @@
 """The executor plugin's counters reach Spark's metrics system: a CSV sink, reporting while the application runs,
 shows every record the task and trace channels logged (a Python worker's, handed to its executor, included) and the
-bytes they wrote. The log folder is a file:// URI, written
-with the Hadoop settings the application gives (spark.hadoop.*)."""
+bytes they wrote. The log folder is a file:// URI, written with the Hadoop settings the application gives
+(spark.hadoop.*)."""
 import csv
 import sys
 import subprocess
