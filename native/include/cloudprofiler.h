@@ -305,6 +305,9 @@ CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
 /* Replaces the rules in force and switches every open channel opened by rules whose handler or parameters
  * change. A channel that cannot switch (its new file cannot be created) keeps its segment, reported on stderr. */
 CP_EXPORT int cp_rules_set(const char *text, cp_error *error);
+/* The checks of cp_rules_set without applying anything: 0, or EINVAL naming the first bad rule. For tools that
+ * check rules where they are given (a command line, a configuration helper); the rules in force stay. */
+CP_EXPORT int cp_rules_check(const char *text, cp_error *error);
 /* The rules in force, one a line as cp_rules_set took them (comments and blank lines left out), into out[0..cap)
  * NUL-terminated; returns the length of the whole text (as snprintf: call again with a larger buffer when it is
  * >= cap). */

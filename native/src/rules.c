@@ -183,6 +183,15 @@ int cp_rules_set(const char *text, cp_error *error) {
   return 0;
 }
 
+int cp_rules_check(const char *text, cp_error *error) {
+  if (!text) return cp__fail(error, EINVAL, "rules text is NULL");
+  rule *rules;
+  size_t n;
+  int rc = parse_rules(text, &rules, &n, error);
+  free(rules);
+  return rc;
+}
+
 size_t cp_rules_get(char *out, size_t cap) {
   pthread_mutex_lock(&R.mutex);
   size_t len = 0;

@@ -34,7 +34,9 @@ static const char *handler_of_new_channel(const char *name, char *out, size_t ca
 static void bad_rules(void) {
   cp_error err;
   const char *good = "ysb.*=downsample:64\n# a comment\n\nb?=spc:1000000\n*=null\n";
+  CHECK(cp_rules_check("other=identity", &err) == 0);
   CHECK(cp_rules_set(good, &err) == 0);
+  CHECK(cp_rules_check("other=identity", &err) == 0);
   char in_force[1024];
   CHECK(cp_rules_get(in_force, sizeof in_force) == strlen("ysb.*=downsample:64\nb?=spc:1000000\n*=null\n"));
   CHECK(!strcmp(in_force, "ysb.*=downsample:64\nb?=spc:1000000\n*=null\n"));
@@ -57,6 +59,8 @@ static void bad_rules(void) {
     int rc = cp_rules_set(bad[i][0], &err);
     if (rc != EINVAL || !strstr(err.message, bad[i][1])) fprintf(stderr, "%s -> %d %s\n", bad[i][0], rc, err.message);
     CHECK(rc == EINVAL && strstr(err.message, bad[i][1]));
+    memset(&err, 0, sizeof err);
+    CHECK(cp_rules_check(bad[i][0], &err) == EINVAL && strstr(err.message, bad[i][1]));
     char now[1024];
     cp_rules_get(now, sizeof now);
     CHECK(!strcmp(now, in_force));

@@ -61,6 +61,7 @@ cp_handler cp_channel_handler(const cp_channel *channel);
 const char *cp_channel_path(const cp_channel *channel);
 #define CP_RULES_MAX 256
 int cp_rules_set(const char *text, cp_error *error);
+int cp_rules_check(const char *text, cp_error *error);
 size_t cp_rules_get(char *out, size_t cap);
 cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_keys, const char *const *meta_values,
                                      size_t n_meta, cp_error *error);
