@@ -69,16 +69,15 @@ final class ArrowTables {
     java.nio.file.Path local = java.nio.file.Path.of(uri);
     Files.createDirectories(local);
     Files.delete(Files.createTempFile(local, WRITE_CHECK, ""));
-    DaemonThreads.named("cloudprofiler-load-hadoop-writes")
-        .newThread(
-            () -> {
-              try {
-                probe(folder);
-              } catch (Exception e) {
-                // the tables' own writes report what fails there
-              }
-            })
-        .start();
+    DaemonThreads.start(
+        "cloudprofiler-load-hadoop-writes",
+        () -> {
+          try {
+            probe(folder);
+          } catch (Exception e) {
+            // the tables' own writes report what fails there
+          }
+        });
   }
 
   private static final String WRITE_CHECK = ".cloudprofiler-write-check-";

@@ -132,7 +132,11 @@ final class CalibrationCoordinator {
     rounds = new ScheduledThreadPoolExecutor(1, DaemonThreads.named("cloudprofiler-calibration"));
     rounds.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
     lastRoundStartNanos = System.nanoTime() - JOB_END_SPACING_NANOS;
-    rounds.scheduleWithFixedDelay(this::round, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);
+    rounds.scheduleWithFixedDelay(
+        DaemonThreads.guarded("the calibration rounds", this::round),
+        intervalSeconds,
+        intervalSeconds,
+        TimeUnit.SECONDS);
   }
 
   /** The answer to an executor's message (see {@link Messages}), null for another message. */

@@ -131,7 +131,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       LostExecutors.collectInBackground(
           options.localDir()); // those of this host that earlier applications lost
       if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
-    } catch (RuntimeException | LinkageError e) {
+    } catch (Throwable e) {
       LOG.warn(
           "cloudprofiler: the driver runs without calibration, rule requests or published tables",
           e);
@@ -173,7 +173,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
             () -> {
               try {
                 hz.complete(CloudProfiler.tscHz());
-              } catch (RuntimeException e) {
+              } catch (Throwable e) {
                 hz.completeExceptionally(e);
               }
             })
@@ -220,18 +220,21 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     publisher =
         Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-publish"));
     publisher.scheduleWithFixedDelay(
-        () -> {
-          try {
-            listener.publishTable(appFolder() + "/spark-tasks.arrows");
-          } catch (Exception e) {
-            LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
-          }
-          try {
-            rules.publish(appFolder() + "/" + RULES_TABLE);
-          } catch (Exception e) {
-            LOG.warn("cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
-          }
-        },
+        DaemonThreads.guarded(
+            "the publishing of the task and rules tables",
+            () -> {
+              try {
+                listener.publishTable(appFolder() + "/spark-tasks.arrows");
+              } catch (Exception e) {
+                LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
+              }
+              try {
+                rules.publish(appFolder() + "/" + RULES_TABLE);
+              } catch (Exception e) {
+                LOG.warn(
+                    "cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
+              }
+            }),
         seconds,
         seconds,
         TimeUnit.SECONDS);

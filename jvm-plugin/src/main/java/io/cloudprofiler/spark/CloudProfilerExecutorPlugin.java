@@ -145,9 +145,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     // init
     shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
     Runtime.getRuntime().addShutdownHook(shutdownHook);
-    Thread setup = new Thread(this::setUp, "cloudprofiler-setup");
-    setup.setDaemon(true);
-    setup.start();
+    DaemonThreads.named("cloudprofiler-setup").newThread(this::setUp).start();
   }
 
   /**
@@ -160,7 +158,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       synchronized (this) {
         if (!finished) startLibrary(appId);
       }
-    } catch (RuntimeException | LinkageError e) {
+    } catch (Throwable e) {
       LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID(), e);
       active = false;
     } finally {
@@ -168,7 +166,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
     try {
       if (active && taskLogging) openTaskChannels(appId, hostName());
-    } catch (Exception | LinkageError e) {
+    } catch (Throwable e) {
       LOG.warn("cloudprofiler: no task records on executor " + ctx.executorID(), e);
       taskLogging = false;
     } finally {
@@ -260,7 +258,12 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     if (interval > 0) {
       collectTimer =
           Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-collect"));
-      collectTimer.scheduleWithFixedDelay(this::collect, interval, interval, TimeUnit.SECONDS);
+      collectTimer.scheduleWithFixedDelay(
+          DaemonThreads.guarded(
+              "the periodic collection of executor " + ctx.executorID(), this::collect),
+          interval,
+          interval,
+          TimeUnit.SECONDS);
     }
     pointer = pointTo(local);
     LOG.info(

@@ -88,7 +88,7 @@ final class Guard {
               try {
                 Proxy.newProxyInstance(
                     type.getClassLoader(), new Class<?>[] {type}, (proxy, method, args) -> null);
-              } catch (RuntimeException | LinkageError e) {
+              } catch (Throwable e) {
                 // wrap() generates it again, and its part says what fails
               }
             })

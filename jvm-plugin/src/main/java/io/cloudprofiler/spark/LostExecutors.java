@@ -25,12 +25,8 @@ final class LostExecutors {
    * Collects, in a daemon thread, the folders of the dead executors named under {@code localDir}.
    */
   static void collectInBackground(String localDir) {
-    Thread t =
-        new Thread(
-            () -> collect(new File(localDir, Config.EXECUTOR_FOLDERS)),
-            "cloudprofiler-collect-lost");
-    t.setDaemon(true);
-    t.start();
+    DaemonThreads.start(
+        "cloudprofiler-collect-lost", () -> collect(new File(localDir, Config.EXECUTOR_FOLDERS)));
   }
 
   private static void collect(File names) {

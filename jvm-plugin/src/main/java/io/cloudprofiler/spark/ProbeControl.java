@@ -67,6 +67,7 @@ final class ProbeControl implements AutoCloseable {
   private final byte[] secret;
   private final Targets targets;
   private final ThreadPoolExecutor workers;
+  private final Guard guard = new Guard("the probe control");
 
   /** A control on a free port of {@code bindAddress}, answering runs to {@code targets} only. */
   ProbeControl(byte[] secret, String bindAddress, Targets targets) throws IOException {
@@ -84,9 +85,7 @@ final class ProbeControl implements AutoCloseable {
             new ArrayBlockingQueue<>(QUEUED),
             DaemonThreads.named("cloudprofiler-probe-control-worker"));
     workers.allowCoreThreadTimeOut(true);
-    Thread thread = new Thread(this::serve, "cloudprofiler-probe-control");
-    thread.setDaemon(true);
-    thread.start();
+    DaemonThreads.start("cloudprofiler-probe-control", this::serve);
   }
 
   int port() {
@@ -114,6 +113,7 @@ final class ProbeControl implements AutoCloseable {
   private void handle(Socket connection) {
     try (Socket s = connection) {
       s.setSoTimeout(REQUEST_TIMEOUT_MS);
+      DaemonThreads.faultPoint();
       String reply = answer(readLine(s));
       OutputStream out = s.getOutputStream();
       out.write((reply + "\n").getBytes(StandardCharsets.US_ASCII));
@@ -123,6 +123,9 @@ final class ProbeControl implements AutoCloseable {
         LOG.warn("cloudprofiler: probe control connection failed: {}", closed.toString());
     } catch (Exception e) {
       LOG.warn("cloudprofiler: probe control connection failed: {}", e.toString());
+    } catch (Throwable e) { // an Error would end the worker, and on a cluster the executor's JVM
+      guard.disable("a probe run", e);
+      close();
     }
   }
 

@@ -47,7 +47,11 @@ final class RuleRequests {
   RuleRequests(RuleChanges rules, Supplier<String> appFolder) {
     this.rules = rules;
     this.appFolder = appFolder;
-    timer.scheduleWithFixedDelay(this::poll, 1, 1, TimeUnit.SECONDS);
+    timer.scheduleWithFixedDelay(
+        DaemonThreads.guarded("the rule requests of the command line", this::poll),
+        1,
+        1,
+        TimeUnit.SECONDS);
   }
 
   void stop() {

@@ -49,7 +49,11 @@ final class RulesFollower {
     this.executorId = executorId;
     this.driver = driver;
     this.applied = applied;
-    timer.scheduleWithFixedDelay(this::poll, 0, INTERVAL_MS, TimeUnit.MILLISECONDS);
+    timer.scheduleWithFixedDelay(
+        DaemonThreads.guarded("the rules' follower of executor " + executorId, this::poll),
+        0,
+        INTERVAL_MS,
+        TimeUnit.MILLISECONDS);
   }
 
   private void poll() {
