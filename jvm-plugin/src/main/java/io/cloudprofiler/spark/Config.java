@@ -37,14 +37,21 @@ public final class Config {
     /** What the value may be, in words: "true or false", "an integer from 2 to 65536". */
     public final String expected;
 
+    /**
+     * What the value is, for checks made outside the JVM (the Python helper): "text" (anything),
+     * "choice" (one of {@code choices}), "integer" (from {@code min} to {@code max}, null: no
+     * bound, or one of {@code choices}), "integers" (comma-separated) or "handler" (a handler of
+     * the native library).
+     */
+    public final String kind;
+
     /** The range of an integer option, else null. */
     public final Integer min, max;
 
-    private final Function<String, T> parse;
+    /** The values a choice takes; for an integer, the values it takes outside its range. */
+    public final List<String> choices;
 
-    Key(String name, String defaultValue, String doc, String expected, Function<String, T> parse) {
-      this(name, defaultValue, doc, expected, parse, null, null);
-    }
+    private final Function<String, T> parse;
 
     private Key(
         String name,
@@ -52,15 +59,19 @@ public final class Config {
         String doc,
         String expected,
         Function<String, T> parse,
+        String kind,
         Integer min,
-        Integer max) {
+        Integer max,
+        List<String> choices) {
       this.name = name;
       this.defaultValue = defaultValue;
       this.doc = doc;
       this.expected = expected;
       this.parse = parse;
+      this.kind = kind;
       this.min = min;
       this.max = max;
+      this.choices = choices;
     }
 
     /** The value in effect: the configured one, else the default. */
@@ -85,7 +96,7 @@ public final class Config {
   static final String TMP = "<tmp>";
 
   static Key<String> text(String name, String defaultValue, String doc) {
-    return new Key<>(name, defaultValue, doc, "any text", v -> v);
+    return new Key<>(name, defaultValue, doc, "any text", v -> v, "text", null, null, List.of());
   }
 
   static Key<Boolean> bool(String name, String defaultValue, String doc) {
@@ -94,7 +105,11 @@ public final class Config {
         defaultValue,
         doc,
         "true or false",
-        v -> v.equals("true") ? Boolean.TRUE : v.equals("false") ? Boolean.FALSE : null);
+        v -> v.equals("true") ? Boolean.TRUE : v.equals("false") ? Boolean.FALSE : null,
+        "choice",
+        null,
+        null,
+        List.of("true", "false"));
   }
 
   static Key<Integer> integer(String name, int defaultValue, int min, int max, String doc) {
@@ -111,8 +126,10 @@ public final class Config {
             return null;
           }
         },
+        "integer",
         min,
-        max);
+        max,
+        List.of());
   }
 
   /** One of the constants of {@code type}, written in lower case. */
@@ -127,11 +144,24 @@ public final class Config {
         v -> {
           int i = names.indexOf(v);
           return i < 0 ? null : type.getEnumConstants()[i];
-        });
+        },
+        "choice",
+        null,
+        null,
+        List.copyOf(names));
   }
 
   static Key<long[]> integers(String name, String doc) {
-    return new Key<>(name, "", doc, "comma-separated integers", Config::parseLongs);
+    return new Key<>(
+        name,
+        "",
+        doc,
+        "comma-separated integers",
+        Config::parseLongs,
+        "integers",
+        null,
+        null,
+        List.of());
   }
 
   public enum Compression {
@@ -172,7 +202,11 @@ public final class Config {
           "buffered",
           "Handler of the task channels",
           "a handler of the native library, checked with its parameters",
-          v -> v);
+          v -> v,
+          "handler",
+          null,
+          null,
+          List.of());
   public static final Key<long[]> TASK_PARAMS =
       integers(
           "spark.cloudprofiler.task.params",
@@ -217,7 +251,11 @@ public final class Config {
             } catch (NumberFormatException e) {
               return null;
             }
-          });
+          },
+          "integer",
+          65536,
+          null,
+          List.of("0"));
 
   public static final Key<Integer> COLLECT_INTERVAL =
       integer(
@@ -462,7 +500,11 @@ public final class Config {
           .append(quote(key.defaultValue))
           .append(", \"expected\": ")
           .append(quote(key.expected))
-          .append(", \"min\": ")
+          .append(", \"kind\": ")
+          .append(quote(key.kind))
+          .append(", \"choices\": [")
+          .append(String.join(", ", key.choices.stream().map(Config::quote).toList()))
+          .append("], \"min\": ")
           .append(key.min)
           .append(", \"max\": ")
           .append(key.max)
