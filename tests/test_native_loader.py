@@ -1,10 +1,14 @@
 """NativeLoader's order in a real local-mode application: configured path, the jar's resource, SparkFiles (a
 library shipped with --files), System.loadLibrary; when all fail, one log line gives every step's reason and
 the job runs on."""
+import getpass
+import shutil
+import tempfile
 from pathlib import Path
 
 import cloudprofiler.spark as cps
 from conftest import RESOURCE, run_python
+from neighbour import as_neighbour, neighbour
 
 
 def _job(jar: Path, log_dir: Path, then: str = "", **conf) -> str:
@@ -88,3 +92,28 @@ def test_the_library_extracted_from_the_jar_leaves_no_file_behind(tmp_path):
     assert f"source jar resource {temporary}/" in result.stdout, result.stdout
     assert "left []" in result.stdout, result.stdout
     assert list((tmp_path / "logs").rglob("spark.task.start.*.arrows"))
+
+
+def test_the_library_is_never_extracted_into_a_folder_another_user_made(tmp_path):
+    """A neighbour who creates the old predictable folder (`<java.io.tmpdir>/cloudprofiler-<user>`, mode 0777) first
+    could swap the library between its copy and its load: the plugin extracts into a fresh folder of its own
+    instead, and leaves nothing behind."""
+    user = neighbour()
+    temporary = Path(tempfile.mkdtemp(prefix="cp-jvm-tmp-", dir="/tmp"))  # shared like /tmp: 1777
+    try:
+        temporary.chmod(0o1777)
+        planted = temporary / f"cloudprofiler-{getpass.getuser()}"
+        made = as_neighbour(["sh", "-c", f"mkdir {planted} && chmod 0777 {planted}"])
+        assert made.returncode == 0, made.stderr
+        listing = f"print('left', sorted(p.name for p in Path({str(temporary)!r}).glob('cloudprofiler-jni-*')))"
+        result = run_python(_job(Path(cps.jar_path()), tmp_path / "logs", listing,
+                                 **{"spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={temporary}"}), timeout=300)
+        assert "sum 4950" in result.stdout, result.stderr[-3000:]
+        source = next(line for line in result.stdout.splitlines() if line.startswith("source "))
+        assert source.startswith(f"source jar resource {temporary}/cloudprofiler-jni-"), source
+        assert f"{planted}/" not in source, source
+        assert "left []" in result.stdout, result.stdout  # its own folder removed once loaded
+        assert planted.stat().st_uid == user.pw_uid and not list(planted.iterdir())
+        assert list((tmp_path / "logs").rglob("spark.task.start.*.arrows"))
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)

@@ -2,13 +2,20 @@ package io.cloudprofiler;
 
 import java.io.File;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.lang.reflect.InvocationTargetException;
+import java.nio.channels.Channels;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
+import java.util.UUID;
 
 /**
  * Loads libcloudprofiler_jni once per JVM, trying in this order:
@@ -16,8 +23,8 @@ import java.util.Objects;
  * <ol>
  *   <li>an explicit path (configuration {@code spark.cloudprofiler.native.path} or the system
  *       property {@code cloudprofiler.native.path});
- *   <li>the library bundled in this jar, extracted to a file named after the version and the
- *       process, removed once loaded;
+ *   <li>the library bundled in this jar, extracted into a fresh folder only this user can write
+ *       (0700, random name) and loaded once its owner and mode are checked, then removed;
  *   <li>{@code SparkFiles.get("libcloudprofiler_jni.so")}: a library shipped with {@code --files}
  *       (when Spark is in this JVM);
  *   <li>{@code System.loadLibrary("cloudprofiler_jni")} ({@code java.library.path}).
@@ -120,30 +127,55 @@ public final class NativeLoader {
     return absolute;
   }
 
+  /**
+   * Extracts the jar's library into a fresh folder of this user (0700, a random name, created
+   * exclusively: no other user can have made it or swap anything in it), as a file created
+   * exclusively 0700, and loads it once its owner and mode are checked; then removes both.
+   */
   private static String loadResource() throws Exception {
     if (NativeLoader.class.getResource(RESOURCE) == null) {
       throw new IllegalStateException("this jar has no " + RESOURCE);
     }
     Path dir =
-        Path.of(
-            System.getProperty("java.io.tmpdir"),
-            "cloudprofiler-" + System.getProperty("user.name"));
-    Files.createDirectories(dir);
+        Files.createTempDirectory(
+            Path.of(System.getProperty("java.io.tmpdir")),
+            "cloudprofiler-jni-",
+            PrivateFiles.FOLDER_MODE);
     Path target =
         dir.resolve(
             "libcloudprofiler_jni-"
                 + CloudProfiler.VERSION_NUMBER
                 + "-"
-                + ProcessHandle.current().pid()
+                + UUID.randomUUID()
                 + ".so");
-    try (InputStream in = NativeLoader.class.getResourceAsStream(RESOURCE)) {
-      Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
-    }
     // the loaded library stays mapped without its file: a killed process leaves no copy behind
     try {
+      try (InputStream in = NativeLoader.class.getResourceAsStream(RESOURCE);
+          OutputStream out =
+              Channels.newOutputStream(
+                  Files.newByteChannel(
+                      target,
+                      Set.<OpenOption>of(
+                          StandardOpenOption.CREATE_NEW,
+                          StandardOpenOption.WRITE,
+                          LinkOption.NOFOLLOW_LINKS),
+                      PosixFilePermissions.asFileAttribute(
+                          PosixFilePermissions.fromString("rwx------"))))) {
+        in.transferTo(out);
+      }
+      String why = PrivateFiles.untrustedFolder(dir);
+      if (why == null) why = PrivateFiles.untrustedFile(target);
+      if (why == null
+          && !Files.getPosixFilePermissions(target, LinkOption.NOFOLLOW_LINKS).stream()
+              .allMatch(p -> p.name().startsWith("OWNER_"))) {
+        why = target + " can be read or written by other users";
+      }
+      if (why != null)
+        throw new IllegalStateException("refusing to load the extracted library: " + why);
       return loadFile(target.toString());
     } finally {
       Files.deleteIfExists(target);
+      Files.deleteIfExists(dir);
     }
   }
 
