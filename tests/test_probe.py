@@ -1,8 +1,11 @@
 """MinRTT probes between real processes over real sockets, on loopback and between network namespaces; the
 responder is a simulated TSC domain (offset of hours, skew of tens of ppm), so the truth is known exactly."""
+import hashlib
+import hmac
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -72,6 +75,43 @@ def test_a_responder_with_a_secret_answers_only_tagged_probes():
             probe("127.0.0.1", r.port, 3, timeout_ms=50, secret=b"other")
         answered, rejected = r.counts()
         assert answered == 5 and rejected == 3
+
+
+def _request(secret: bytes, tag: bytes | None = None, seq: int = 7, nonce: int = 0x1234_5678_9ABC_DEF0) -> bytes:
+    """A probe request as the native prober sends it: magic "CPRQ", seq, nonce, then the tag (HMAC-SHA256 of the
+    bytes before it under the secret, its first 16 bytes) unless `tag` is given."""
+    body = struct.pack("<IIQ", 0x51525043, seq, nonce)
+    return body + (hmac.new(secret, body, hashlib.sha256).digest()[:16] if tag is None else tag)
+
+
+def _fnv_tag(secret: bytes, body: bytes) -> bytes:
+    """The keyed FNV-1a tag the probes once carried, computable from one sniffed packet's key-free bytes."""
+    h = 0xCBF29CE484222325
+    for b in secret + body:
+        h = ((h ^ b) * 0x100000001B3) % 2**64
+    return struct.pack("<Q", h)
+
+
+def test_a_responder_answers_only_probes_whose_hmac_tag_is_made_with_its_secret():
+    """The wire format pinned from outside: a request tagged with Python's own HMAC-SHA256 gets an answer tagged the
+    same way; a request with a forged tag (the old FNV tag, the right one with one bit flipped, none) is ignored."""
+    secret = bytes(range(32))
+    with Responder("127.0.0.1", 0, secret) as r, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(1.0)
+        s.connect(("127.0.0.1", r.port))
+        s.send(_request(secret))
+        answer = s.recv(100)
+        assert len(answer) == 48 and struct.unpack("<IIQ", answer[:16]) == (0x53525043, 7, 0x1234_5678_9ABC_DEF0)
+        assert answer[32:] == hmac.new(secret, answer[:32], hashlib.sha256).digest()[:16]
+        body = _request(secret)[:16]
+        good = _request(secret)[16:]
+        forged = [_fnv_tag(secret, body) + bytes(8), good[:-1] + bytes([good[-1] ^ 1]), bytes(16)]
+        s.settimeout(0.2)
+        for tag in forged:
+            s.send(body + tag)
+            with pytest.raises(socket.timeout):
+                s.recv(100)
+        assert r.counts() == (1, 3)
 
 
 def test_a_responder_stops_at_once_not_at_its_receive_timeout():

@@ -7,33 +7,68 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "hmac.h"
 #include "internal.h"
 
 enum { REQUEST_MAGIC = 0x51525043u /* "CPRQ" */, ANSWER_MAGIC = 0x53525043u /* "CPRS" */ };
 
+/* Packets in the host's byte order (x86-64: little-endian); the tag is HMAC-SHA256 of the bytes before it, under
+ * the secret, cut to CP_PROBE_TAG_BYTES (all zero without a secret). */
 typedef struct {
   uint32_t magic, seq;
-  uint64_t nonce, tag;
+  uint64_t nonce;
+  uint8_t tag[CP_PROBE_TAG_BYTES];
 } request;
 
 typedef struct {
   uint32_t magic, seq;
   uint64_t nonce, tsc;
   uint32_t cpu, pad;
-  uint64_t tag;
+  uint8_t tag[CP_PROBE_TAG_BYTES];
 } answer;
+
+_Static_assert(sizeof(request) == 32 && sizeof(answer) == 48, "probe packets have no padding");
+
+/* The secret, made ready for the tags (none: packets are not tagged and tags not checked). */
+typedef struct {
+  bool keyed;
+  cp_hmac_key key;
+} tagger;
+
+static void tagger_init(tagger *t, const uint8_t *secret, size_t secret_len) {
+  t->keyed = secret_len > 0;
+  if (t->keyed) cp__hmac_key_init(&t->key, secret, secret_len);
+}
+
+/* Writes the tag of the `len` bytes of `packet` before it into `tag`. */
+static void tag_of(const tagger *t, const void *packet, size_t len, uint8_t *tag) {
+  uint8_t mac[CP_SHA256_BYTES];
+  memset(tag, 0, CP_PROBE_TAG_BYTES);
+  if (!t->keyed) return;
+  cp__hmac_sha256_keyed(&t->key, packet, len, mac);
+  memcpy(tag, mac, CP_PROBE_TAG_BYTES);
+}
+
+/* Whether the packet's tag is its own (any tag without a secret), compared in constant time. */
+static bool tag_ok(const tagger *t, const void *packet, size_t len, const uint8_t *tag) {
+  if (!t->keyed) return true;
+  uint8_t want[CP_PROBE_TAG_BYTES], diff = 0;
+  tag_of(t, packet, len, want);
+  for (int i = 0; i < CP_PROBE_TAG_BYTES; i++) diff |= want[i] ^ tag[i];
+  return diff == 0;
+}
 
 struct cp_responder {
   int fd;
   uint16_t port;
   _Atomic int stop;
   _Atomic uint64_t answered, rejected;
-  uint8_t secret[64];
-  size_t secret_len;
+  tagger tags;
   long delay_before_us, delay_after_us;
   pthread_t thread;
 };
@@ -88,15 +123,14 @@ static void *respond(void *arg) {
     if (atomic_load(&r->stop)) break;
     hot = false;
     if (n < 0) continue; /* the receive timeout: look at the stop flag again */
-    if (n != sizeof q || q.magic != REQUEST_MAGIC ||
-        (r->secret_len && q.tag != cp__tag_of(r->secret, r->secret_len, &q, offsetof(request, tag)))) {
+    if (n != sizeof q || q.magic != REQUEST_MAGIC || !tag_ok(&r->tags, &q, offsetof(request, tag), q.tag)) {
       atomic_fetch_add(&r->rejected, 1);
       continue;
     }
     spin_us(r->delay_before_us);
-    answer a = {ANSWER_MAGIC, q.seq, q.nonce, 0, 0, 0, 0};
+    answer a = {ANSWER_MAGIC, q.seq, q.nonce, 0, 0, 0, {0}};
     a.tsc = cp_tscp(&a.cpu);
-    a.tag = cp__tag_of(r->secret, r->secret_len, &a, offsetof(answer, tag));
+    tag_of(&r->tags, &a, offsetof(answer, tag), a.tag);
     spin_us(r->delay_after_us);
     if (sendto(r->fd, &a, sizeof a, 0, (struct sockaddr *)&from, from_len) == sizeof a)
       atomic_fetch_add(&r->answered, 1);
@@ -125,8 +159,7 @@ int cp_responder_start(const char *address, uint16_t port, const uint8_t *secret
   socklen_t len = sizeof addr;
   getsockname(r->fd, (struct sockaddr *)&addr, &len);
   r->port = ntohs(addr.sin_port);
-  if (secret_len) memcpy(r->secret, secret, secret_len);
-  r->secret_len = secret_len;
+  tagger_init(&r->tags, secret, secret_len);
   const char *delay = getenv("CLOUDPROFILER_RESPONDER_DELAY_US");
   if (delay && sscanf(delay, "%ld,%ld", &r->delay_before_us, &r->delay_after_us) != 2)
     fprintf(stderr, "cloudprofiler: ignoring CLOUDPROFILER_RESPONDER_DELAY_US=%s: expected <before>,<after>\n", delay);
@@ -157,8 +190,8 @@ void cp_responder_stop(cp_responder *r) {
 
 /* Waits for the answer to (seq, nonce); returns 1 with the answer, 0 on timeout. Stale answers are skipped. */
 /* 1: answered; 0: timed out; -1: refused (an ICMP port unreachable: no process listens on the port any more). */
-static int await_answer(int fd, uint32_t seq, uint64_t nonce, const uint8_t *secret, size_t secret_len,
-                        int64_t deadline, int spin, answer *a, uint64_t *recv_tsc, uint32_t *cpu) {
+static int await_answer(int fd, uint32_t seq, uint64_t nonce, const tagger *tags, int64_t deadline, int spin, answer *a,
+                        uint64_t *recv_tsc, uint32_t *cpu) {
   for (;;) {
     int64_t left = deadline - now_ns();
     if (left <= 0) return 0;
@@ -171,7 +204,7 @@ static int await_answer(int fd, uint32_t seq, uint64_t nonce, const uint8_t *sec
     if (n < 0 && errno == ECONNREFUSED) return -1;
     if (n != sizeof *a) continue;
     if (a->magic != ANSWER_MAGIC || a->seq != seq || a->nonce != nonce) continue;
-    if (secret_len && a->tag != cp__tag_of(secret, secret_len, a, offsetof(answer, tag))) continue;
+    if (!tag_ok(tags, a, offsetof(answer, tag), a->tag)) continue;
     *recv_tsc = tsc;
     return 1;
   }
@@ -192,14 +225,17 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
     if (fd >= 0) close(fd);
     return cp__fail(error, code, "cannot reach %s:%u: %s", address, port, strerror(code));
   }
-  uint64_t nonce = cp_tsc() ^ ((uint64_t)getpid() << 32);
+  uint64_t nonce; /* random: an answer recorded from an earlier run is never taken for one of this run */
+  if (getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) nonce = cp_tsc() ^ ((uint64_t)getpid() << 32);
+  tagger tags;
+  tagger_init(&tags, secret, secret_len);
   *answered = 0;
   memset(out, 0, count * sizeof *out);
   bool refused = false;
   uint32_t i = 0; /* after the loop: how many probes were tried */
   for (uint32_t lost = 0; i < count && !refused && lost < CP_PROBE_LOSSES_MAX; i++) {
-    request q = {REQUEST_MAGIC, i, nonce, 0};
-    q.tag = cp__tag_of(secret, secret_len, &q, offsetof(request, tag));
+    request q = {REQUEST_MAGIC, i, nonce, {0}};
+    tag_of(&tags, &q, offsetof(request, tag), q.tag);
     cp_probe *p = &out[i];
     p->send_tsc = cp_tscp(&p->local_cpu);
     lost++;
@@ -209,8 +245,7 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
     }
     answer a;
     uint32_t cpu;
-    int got = await_answer(fd, i, nonce, secret, secret_len, now_ns() + (int64_t)timeout_ms * 1000000, spin, &a,
-                           &p->recv_tsc, &cpu);
+    int got = await_answer(fd, i, nonce, &tags, now_ns() + (int64_t)timeout_ms * 1000000, spin, &a, &p->recv_tsc, &cpu);
     refused = got < 0;
     if (got > 0) {
       p->remote_tsc = a.tsc;
