@@ -69,11 +69,11 @@ def test_bad_channel_specs_are_named(channels, message):
 
 def test_spark_conf_command_prints_channel_flags_and_names_a_bad_one():
     command = [sys.executable, "-m", "cloudprofiler.cli", "spark-conf", "--log-dir", "/tmp/logs"]
-    out = subprocess.run(command + ["--channel", "after-join=xoy:1,8", "--channel", "sink=null"], capture_output=True,
+    out = subprocess.run(command + ["--channel", "after-join=xoy:1:8", "--channel", "sink=null"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "--conf spark.cloudprofiler.channel.after-join.handler=xoy" in out.stdout
     assert "--conf spark.cloudprofiler.channel.after-join.params=1,8" in out.stdout
     assert "--conf spark.cloudprofiler.channel.sink.handler=null" in out.stdout
     bad = subprocess.run(command + ["--channel", "after-join=xoy:one"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "expected NAME=HANDLER[:P,...], got 'after-join=xoy:one'" in bad.stderr
+    assert bad.returncode == 2 and "'after-join=xoy:one': parameter 'one' is not an integer" in bad.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..rules import rules_text
+from .checks import check_conf
 from .connect import is_connect
 from .jar import channel_key, default, jar_path, options
 from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
@@ -70,7 +71,8 @@ def jar_uri(master: "str | None" = None) -> str:
 def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str, str]:
     """The Spark configuration that enables the plugin with these options (the plugin's options with Python names:
     log_dir for spark.cloudprofiler.logDir, see `options()`) and the trace channels' handlers (`channels`, see
-    `channel_conf`), for an application on `master` (see `jar_uri`; None: any)."""
+    `channel_conf`), for an application on `master` (see `jar_uri`; None: any). Every value is checked as the driver
+    checks it at start (`checks.check_conf`): a bad one raises InvalidArgumentError naming the key and the value."""
     keys = options()
     unknown = sorted(set(values) - set(keys))
     if unknown:
@@ -86,6 +88,7 @@ def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str
         conf["spark.executorEnv.CLOUDPROFILER_ROLL_BYTES"] = str(values["roll_bytes"])
     if values.get("log_dir") and "://" not in str(values["log_dir"]):  # where workers write without an executor
         conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(values["log_dir"])
+    check_conf(conf)
     return conf
 
 
@@ -107,9 +110,15 @@ def configure(builder, channels=None, **values):
     A Spark Connect session (`builder.remote("sc://...")`, or SPARK_REMOTE) runs its tasks in the server, whose
     plugins, jars and options are fixed when it starts: this says once (ServerPluginWarning) which flags the server
     needs, and sets only what a session may (the task switch, `task_enabled`).
+
+    Every value, and every spark.cloudprofiler.* option the builder has already, is checked as the driver checks
+    it at start: a bad one raises InvalidArgumentError naming the key and the value before the JVM starts.
     """
     remote = remote_url(builder)
     conf = spark_conf(channels, None if remote else set_before(builder, "spark.master"), **values)
+    # with what the builder has set already: the options the driver will read together
+    check_conf({**{k: v for k, v in getattr(builder, "_options", {}).items() if k.startswith("spark.cloudprofiler.")},
+                **conf})
     if remote:
         warnings.warn(f"cloudprofiler: {remote} is a Spark Connect server; the plugin runs there only if the server "
                       f"was started with these flags (`cloudprofiler spark-conf` prints them):\n  "
