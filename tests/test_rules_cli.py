@@ -84,7 +84,7 @@ def test_set_switches_the_running_channel_within_seconds(run):
 
 def test_a_bad_rule_is_refused_with_its_message_and_the_old_rules_stay(run):
     (code, out, err), _, _ = run["said"]["bad"]
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""  # refused by the command itself, with the driver's own check
     assert "rules refused, the rules in force stay" in err and "line 1 'cli=nosuch': unknown handler 'nosuch'" in err
     assert [meta["rules.rule"] for meta in run["segments"]].count("cli=null") == 1  # no switch in between
 

@@ -17,7 +17,7 @@ def add_arguments(parser) -> None:
                        help=f"seconds to wait for the driver's answer (default {DEFAULT_TIMEOUT_S:g})")
         if action == "set":
             p.add_argument("rules", nargs="*", help="rules, pattern=handler[:param...], one an argument or "
-                                                    "separated by ';'")
+                                                    "separated by ';'; checked here before they are sent")
             p.add_argument("--file", type=Path, help="a rules file (JSON or TOML, see README) instead of rules")
 
 
@@ -26,18 +26,34 @@ def run(args) -> int:
 
     from ..errors import CloudProfilerError
     from ..rules import rules_text
-    from .rule_requests import app_rules, set_app_rules
+    from .checks import check_rules
+    from .rule_requests import app_rules, check_app_folder, set_app_rules
 
+    def refuse(problem: str) -> int:  # a bad argument, found before anything is asked of the driver
+        print(f"cloudprofiler config {args.action}: {problem}", file=sys.stderr)
+        return 2
+
+    if not args.timeout > 0:
+        return refuse(f"--timeout {args.timeout:g}: seconds to wait for the driver's answer, a number > 0")
+    if args.action == "set" and bool(args.rules) == bool(args.file):
+        return refuse("give either rules or --file")
+    try:
+        text = ""
+        if args.action == "set":
+            text = rules_text(args.file) if args.file else "\n".join(args.rules)
+            try:
+                check_rules("rules", text)  # the driver's own check, made here
+            except CloudProfilerError as exc:
+                return refuse(f"rules refused, the rules in force stay: {str(exc).split(' is invalid: ', 1)[-1]}")
+        check_app_folder(args.app)
+    except CloudProfilerError as exc:
+        return refuse(str(exc))
     try:
         if args.action == "get":
             version, rules = app_rules(args.app, args.timeout)
             print(f"version {version}")
             print("\n".join(rules))
             return 0
-        if bool(args.rules) == bool(args.file):
-            print("cloudprofiler config set: give either rules or --file", file=sys.stderr)
-            return 2
-        text = rules_text(args.file) if args.file else "\n".join(args.rules)
         print(f"version {set_app_rules(args.app, text, args.timeout)}")
         return 0
     except (CloudProfilerError, TimeoutError) as e:

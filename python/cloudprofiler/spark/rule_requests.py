@@ -9,10 +9,13 @@ import os
 import time
 import uuid
 
-from ..errors import CloudProfilerError, InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 REQUEST = "rules-request.txt"  # RuleRequests.REQUEST
 DEFAULT_TIMEOUT_S = 10.0
+# the tables the driver writes directly in an application's folder (analysis.catalog.DRIVER_TABLES, and the rules'
+# changes): a folder whose sub-folders hold them is a logDir
+APP_TABLES = ("spark-tasks.arrows", "calibration.arrows", "tsc-domains.arrows", "rules-changes.arrows")
 
 
 def set_app_rules(app_folder: str, text: str, timeout: float = DEFAULT_TIMEOUT_S) -> int:
@@ -32,12 +35,41 @@ def app_rules(app_folder: str, timeout: float = DEFAULT_TIMEOUT_S) -> tuple[int,
     return int(version), [line for line in text.splitlines() if line]
 
 
+def check_app_folder(app_folder: str):
+    """(file system, path) of an application's folder: a folder that is empty (its application has just started)
+    or holds what the plugin writes there (.arrows files, directly or in its hosts' folders, rules requests and
+    answers). Anything else raises InvalidArgumentError saying what it is: missing, a file, a log folder holding
+    application folders (naming them), or a folder of other files."""
+    import pyarrow.fs as pafs
+
+    def bad(what: str) -> InvalidArgumentError:
+        return InvalidArgumentError(errno.EINVAL, f"{app_folder} is no application folder (<logDir>/<app id>): "
+                                                  f"{what}")
+
+    fs, folder = pafs.FileSystem.from_uri(app_folder if "://" in app_folder else os.path.abspath(app_folder))
+    kind = fs.get_file_info(folder).type
+    if kind != pafs.FileType.Directory:
+        raise bad("it does not exist" if kind == pafs.FileType.NotFound else "it is a file, not a folder")
+    entries = fs.get_file_info(pafs.FileSelector(folder))
+    for sub in [e for e in entries if e.type == pafs.FileType.Directory]:  # one level down: hosts' or apps' files
+        entries += fs.get_file_info(pafs.FileSelector(sub.path))
+    files = [e.path[len(folder):].strip("/") for e in entries if e.type == pafs.FileType.File]
+    if not entries or any("/" not in f and (f.endswith(".arrows") or f.startswith(("rules-", ".rules-")))
+                          for f in files):
+        return fs, folder
+    apps = sorted({f.split("/")[0] for f in files if f.split("/")[-1] in APP_TABLES and "/" in f})
+    if apps:
+        raise bad(f"it holds application folders ({', '.join(apps[:5])}{', ...' if len(apps) > 5 else ''}): give "
+                  f"one of them, e.g. {app_folder.rstrip('/')}/{apps[-1]}")
+    if not any(f.endswith(".arrows") for f in files):
+        raise bad("it holds no file of the cloudprofiler plugin")
+    return fs, folder
+
+
 def _ask(app_folder: str, kind: str, text: str, timeout: float) -> tuple[str, str]:
     import pyarrow.fs as pafs
 
-    fs, folder = pafs.FileSystem.from_uri(app_folder if "://" in app_folder else os.path.abspath(app_folder))
-    if fs.get_file_info(folder).type != pafs.FileType.Directory:
-        raise CloudProfilerError(errno.ENOENT, f"{app_folder} is no application folder (<logDir>/<app id>)")
+    fs, folder = check_app_folder(app_folder)
     token = uuid.uuid4().hex
     request, answer = f"{folder}/{REQUEST}", f"{folder}/rules-result-{token}.txt"
     deadline = time.monotonic() + timeout
