@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -133,10 +134,12 @@ def spinning(processes: int):
 
 
 def run(args) -> int:
-    if args.rounds < 3:
-        raise SystemExit(f"--rounds={args.rounds}: at least 3 (two to calibrate, one to check)")
-    if args.load < 0:
-        raise SystemExit(f"--load={args.load}: a number of spinning processes, 0 or more")
+    problem = (f"--rounds={args.rounds}: at least 3 (two to calibrate, one to check)" if args.rounds < 3 else
+               f"--gap={args.gap}: seconds between rounds, a finite number >= 0" if not 0 <= args.gap < math.inf else
+               f"--load={args.load}: a number of spinning processes, 0 or more" if args.load < 0 else None)
+    if problem:
+        print(f"cloudprofiler bench accuracy: {problem}", file=sys.stderr)
+        return 2
     use_namespaces = not args.loopback and namespaces_available()
     results = {"quiet": measure(args.rounds, args.gap, use_namespaces)}
     if args.load:

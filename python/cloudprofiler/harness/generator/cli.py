@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         generator = Generator(config)
     except ValueError as exc:
-        print(f"cloudprofiler generate: {exc}")
+        print(f"cloudprofiler generate: {exc}", file=sys.stderr)
         return 2
     print(f"emitting {config.rate:,.0f} tuples/s of {config.workload} for {config.duration_s} s from "
           f"{', '.join(config.endpoint(i) for i in range(config.emitters))}", flush=True)

@@ -13,6 +13,7 @@ If no bucket leaves for `timeout_s` (dead or absent reader), the emitter stops w
 from __future__ import annotations
 
 import collections
+import math
 import multiprocessing
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,9 @@ ID_BITS_PER_EMITTER = 40  # tuple id = emitter << 40 | index of the tuple within
 BUCKET_PERIOD_NS = 1_000_000  # aim at one bucket per ms per emitter: small buckets at low rates
 SERVE_BUCKET_PERIOD_NS = 10_000_000  # serve readers take whole micro-batches: fewer, larger buckets cost less
 MAX_BUCKET_TUPLES = 1 << 16
+# far above what one emitter reaches (docs/generator.md: tens of millions of tuples/s on loopback), so that a typo
+# (--rate 1e30) is refused instead of spun on
+MAX_RATE_PER_EMITTER = 1e9
 SPIN_NS = 200_000  # sleep until this close to a slot, then spin, so low rates do not burn a core
 QUEUE_SAMPLE_NS = 100_000_000
 TRANSPORTS = ("push", "serve")
@@ -58,10 +62,18 @@ class GeneratorConfig:
             raise ValueError(f"unknown transport {self.transport!r}; expected one of {', '.join(TRANSPORTS)}")
         if not self.rate > 0:
             raise ValueError(f"rate must be > 0 tuples/s, got {self.rate}")
-        if not self.duration_s > 0:
-            raise ValueError(f"duration must be > 0 s, got {self.duration_s}")
+        if not self.rate <= MAX_RATE_PER_EMITTER * max(1, self.emitters):
+            raise ValueError(f"rate must be at most {MAX_RATE_PER_EMITTER:.0e} tuples/s per emitter, got {self.rate}")
+        if not 0 < self.duration_s < math.inf:
+            raise ValueError(f"duration must be > 0 s and finite, got {self.duration_s}")
         if self.emitters < 1:
             raise ValueError(f"emitters must be >= 1, got {self.emitters}")
+        if self.rate_per_emitter * self.duration_s >= 1 << ID_BITS_PER_EMITTER:
+            raise ValueError(f"rate x duration must stay below 2^{ID_BITS_PER_EMITTER} tuples per emitter (its ids), "
+                             f"got {self.rate_per_emitter:g} tuples/s for {self.duration_s:g} s")
+        if not (1 <= self.port and self.port + self.emitters - 1 <= 65535):
+            raise ValueError(f"port must be 1 to {65536 - self.emitters} with {self.emitters} emitter(s) (emitter i "
+                             f"binds port + i), got {self.port}")
         if self.queue_buckets < 0:
             raise ValueError(f"queue must hold >= 1 bucket (0: automatic), got {self.queue_buckets}")
         if not self.timeout_s > 0:
