@@ -25,7 +25,7 @@ demo: build
 	$(VENV)/bin/cloudprofiler demo
 
 test: build $(GJF_JAR)
-	make -C native test --no-print-directory
+	make -C native test fuzz --no-print-directory
 	$(PY) -m pytest tests --durations=15 -p no:cacheprovider
 
 bench: build

@@ -179,6 +179,19 @@ def test_a_cut_file_is_read_up_to_its_last_complete_batch_with_a_warning(folder,
     assert len(health) == 1 and target.name in health[0]["subject"] and health[0]["severity"] == "warning"
 
 
+def test_a_python_workers_malformed_hand_off_is_a_health_finding_naming_its_pid(folder, tmp_path):
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    path = next(copy.rglob("py.*.arrows"))
+    table = cp.read_log(path)
+    meta = {**table.schema.metadata, b"handoff.pid": b"31337", b"handoff.rejected_blocks": b"2"}
+    with ipc.new_file(str(path), table.schema.with_metadata(meta)) as writer:  # as the inbox writes it
+        writer.write_table(table)
+    (row,) = open_application(copy).health().where("kind = 'malformed_handoff'").collect()
+    assert row["severity"] == "warning" and row["count"] == 2 and row["subject"].endswith(path.name)
+    assert "the Python worker pid 31337 wrote 2 malformed blocks" in row["message"]
+
+
 def _move_to_another_host(path: Path) -> None:
     """Rewrites a log file as if another machine (another boot id, no calibration) had written it."""
     table = cp.read_log(path)

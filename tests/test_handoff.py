@@ -244,3 +244,87 @@ def test_a_worker_finds_its_executors_inbox_and_else_logs_to_files_saying_why(tm
         assert not [p for p in full.inbox.iterdir() if p.name != "owner"]  # nothing half-made left there
     finally:
         full.kill()
+
+
+LIAR = textwrap.dedent("""
+    import ctypes, mmap, os, sys
+    import numpy as np
+    from cloudprofiler.handoff import BLOCK_RECORDS, Handoff
+
+    class Head(ctypes.Structure):  # the owner's view of a block (native/src/handoff.h), as a hostile UDF would write it
+        _fields_ = [("state", ctypes.c_uint32), ("count", ctypes.c_uint32)]
+
+    HEADS = 88 + 16384  # offsetof(cp_handoff_header, heads): the fixed fields, then CP_HANDOFF_TEXT_MAX of text
+    h = Handoff(sys.argv[1], "lying", "buffered")
+    h.log_many(np.arange(BLOCK_RECORDS + 1))  # block 0 full, one record in block 1
+    h.flush()
+    with open(h.path, "r+b") as f:
+        shared = mmap.mmap(f.fileno(), 0)
+    head = Head.from_buffer(shared, HEADS + ctypes.sizeof(Head))
+    head.count = 0xFFFFFFF0  # what crashed the owner: a count past the block's end
+    while head.state != 0:  # the owner drops the block and frees it
+        pass
+    print("dropped", os.getpid(), flush=True)
+    del head
+    shared.close()
+    h.close()
+""")
+
+
+def test_a_writer_that_lies_in_shared_memory_loses_its_block_and_the_owner_lives_on(owner):
+    liar = subprocess.run([sys.executable, "-c", LIAR, str(owner.inbox)], capture_output=True, text=True, timeout=60)
+    assert liar.returncode == 0 and liar.stdout.split()[0] == "dropped", liar.stderr
+    assert owner.process.poll() is None  # alive after the lie
+    writer, report = write(owner.inbox, "after", 1000)  # and taking other writers' records
+    assert writer.wait(30) == 0
+    owner.stop()
+    assert np.array_equal(owner.records("lying").column("tuple_id").to_numpy(), np.arange(BLOCK_RECORDS + 1))
+    assert owner.records("after").num_rows == 1000
+    meta = cp.log_metadata(owner.records("lying").column("file")[0].as_py())
+    assert meta["handoff.rejected_blocks"] == 1 and meta["handoff.pid"] == liar.stdout.split()[1]
+    assert meta["records.dropped"] == BLOCK_RECORDS - 1  # at most what the block holds, less what was taken of it
+
+
+INBOX_START = textwrap.dedent("""
+    import sys
+    import cloudprofiler as cp
+    from cloudprofiler.handoff import inbox_start
+    cp.start(sys.argv[1])
+    try:
+        inbox_start(sys.argv[2])
+    except cp.CloudProfilerError as e:
+        print(type(e).__name__, e, flush=True)
+""")
+
+
+def test_an_inbox_folder_another_user_made_or_could_enter_is_refused(tmp_path):
+    from neighbour import as_neighbour, neighbour
+
+    user = neighbour()
+    shm = Path("/dev/shm")
+    planted = shm / f"cloudprofiler-inbox-test-{os.getpid()}"
+    try:
+        made = as_neighbour(["sh", "-c", f"umask 0 && mkdir -m 0777 {planted}"])
+        assert made.returncode == 0, made.stderr
+        refused = subprocess.run([sys.executable, "-c", INBOX_START, str(tmp_path / "logs"), str(planted)],
+                                 capture_output=True, text=True, timeout=60)
+        assert refused.stdout.startswith("LogFolderPermissionError"), refused
+        assert f"belongs to user {user.pw_uid}, not to this one (0)" in refused.stdout and str(planted) in refused.stdout
+        assert not list(planted.iterdir())  # nothing of ours written into it
+    finally:
+        subprocess.run(["rm", "-rf", str(planted)])
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    refused = subprocess.run([sys.executable, "-c", INBOX_START, str(tmp_path / "logs"), str(loose)],
+                             capture_output=True, text=True, timeout=60)
+    assert "has mode 755, which lets other users read or inject records" in refused.stdout, refused
+
+
+def test_a_writer_refuses_an_inbox_folder_others_could_enter(owner):
+    owner.inbox.chmod(0o777)  # as if another user had made it: the owner's records could be read there
+    with pytest.raises(cp.LogFolderPermissionError, match="has mode 777"):
+        Handoff(str(owner.inbox), "py")
+    owner.inbox.chmod(0o700)
+    with Handoff(str(owner.inbox), "py") as h:
+        h.log(1)

@@ -40,6 +40,21 @@ uint64_t cp__process_start(int pid) {
   return start;
 }
 
+int cp__handoff_folder_check(const char *dir, cp_error *error) {
+  struct stat st;
+  if (lstat(dir, &st) != 0) return cp__fail(error, errno, "inbox folder %s: %s", dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return cp__fail(error, ENOTDIR, "inbox folder %s is not a folder (a link or a file): refused", dir);
+  if (st.st_uid != geteuid())
+    return cp__fail(error, EACCES, "inbox folder %s belongs to user %u, not to this one (%u): refused", dir,
+                    (unsigned)st.st_uid, (unsigned)geteuid());
+  if (st.st_mode & 077)
+    return cp__fail(error, EACCES,
+                    "inbox folder %s has mode %03o, which lets other users read or inject records: refused", dir,
+                    (unsigned)(st.st_mode & 0777));
+  return 0;
+}
+
 /* Whether the folder's owner runs: its file names a live process with the start time it had. */
 static bool owner_alive(const char *dir) {
   char path[4096];
@@ -122,6 +137,7 @@ cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler 
   if (handler && cp_handler_check(*handler, params, n_params, error)) return NULL;
   if (!handler && n_params)
     return cp__fail(error, EINVAL, "hand-off channel: parameters given without a handler"), NULL;
+  if (cp__handoff_folder_check(dir, error)) return NULL;
   if (!owner_alive(dir)) return cp__fail(error, ENOENT, "no running inbox owns %s", dir), NULL;
   char tmp[4096], path[4096];
   unsigned long long n = atomic_fetch_add(&files, 1);

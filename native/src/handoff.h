@@ -52,6 +52,10 @@ static inline uint64_t *cp__handoff_tscs(void *map, uint32_t block) {
 /* A process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), 0 when it does not exist. */
 CP_INTERNAL uint64_t cp__process_start(int pid);
 
+/* 0 when dir is a folder (not a link) of this user that no other user may enter, else EACCES or ENOTDIR saying why:
+ * an inbox folder in /dev/shm, which every user may write, could have been made first by another. */
+CP_INTERNAL int cp__handoff_folder_check(const char *dir, cp_error *error);
+
 /* ---- inbox.c ---- */
 CP_INTERNAL void cp__inbox_stop(void);   /* cp_stop, first: takes what is published and closes the channels */
 CP_INTERNAL void cp__inbox_forget(void); /* a child of fork(): no inbox thread */

@@ -1,7 +1,13 @@
 /* The owner's side of hand-off channels (the format: handoff.h): one thread that finds the files writers create in
  * the inbox folder, takes their published records into channels of this library, and removes each file once its
  * writer has closed it or died and everything in it is taken. It sleeps on inotify while no file is open, and polls
- * the open files every millisecond while records come, backing off to 20 ms while none do. */
+ * the open files every millisecond while records come, backing off to 20 ms while none do.
+ *
+ * A writer is another process (a Python worker running user code), so everything in its file is untrusted: the
+ * header is copied once and checked before use, and each block's state and count are checked against the block and
+ * against what was already taken; a block that fails is dropped, counted in its channel's metadata
+ * (handoff.rejected_blocks, its records in records.dropped) and said once per writer, and the blocks after it are
+ * taken as usual. */
 #define _GNU_SOURCE /* pipe2 */
 #include "handoff.h"
 
@@ -27,6 +33,9 @@ typedef struct source {
   uint32_t block;      /* the block to take from next */
   uint32_t taken;      /* records of it already taken */
   uint64_t checked_ns; /* when the writer was last found alive */
+  int32_t writer_pid;  /* the header's, as checked at attach: the writer cannot change them afterwards */
+  uint64_t writer_start;
+  bool said; /* a rejected block of this writer was logged */
 } source;
 
 static struct {
@@ -83,13 +92,29 @@ static cp_channel *open_channel(const cp_handoff_header *h, cp_error *error) {
   return cp_channel_open(name, (cp_handler)h->handler, h->params, h->n_params, keys, values, n, error);
 }
 
+/* The header's fields that name the channel, copied out of shared memory once: the writer may change the mapped
+ * ones at any moment, between a check and its use. */
+static void copy_header(cp_handoff_header *copy, const cp_handoff_header *h) {
+  memcpy(copy->magic, h->magic, sizeof copy->magic);
+  copy->blocks = h->blocks;
+  copy->block_records = h->block_records;
+  copy->writer_pid = h->writer_pid;
+  copy->handler = h->handler;
+  copy->writer_start = h->writer_start;
+  memcpy(copy->params, h->params, sizeof copy->params);
+  copy->n_params = h->n_params;
+  copy->n_meta = h->n_meta;
+  memcpy(copy->text, h->text, sizeof copy->text);
+}
+
 /* Maps a writer's file and opens its channel; a file that is not one is removed, saying so. */
 static void attach(const char *path) {
   cp_error error = {0};
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   struct stat st;
   void *map = MAP_FAILED;
-  if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == CP_HANDOFF_FILE_BYTES)
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+      (size_t)st.st_size == CP_HANDOFF_FILE_BYTES)
     map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (fd >= 0) close(fd);
   if (map == MAP_FAILED) {
@@ -98,12 +123,14 @@ static void attach(const char *path) {
     unlink(path);
     return;
   }
-  cp_handoff_header *h = map;
+  static cp_handoff_header copy; /* 16 kB of text: not on the stack; only the inbox thread attaches */
+  copy_header(&copy, map);
   cp_channel *channel = NULL;
-  if (memcmp(h->magic, CP_HANDOFF_MAGIC, sizeof h->magic) != 0 || h->blocks != CP_HANDOFF_BLOCKS ||
-      h->block_records != CP_HANDOFF_BLOCK_RECORDS)
+  if (memcmp(copy.magic, CP_HANDOFF_MAGIC, sizeof copy.magic) != 0 || copy.blocks != CP_HANDOFF_BLOCKS ||
+      copy.block_records != CP_HANDOFF_BLOCK_RECORDS)
     cp__fail(&error, EINVAL, "not a hand-off file of this version");
-  else channel = open_channel(h, &error);
+  else if (copy.writer_pid <= 0) cp__fail(&error, EINVAL, "its writer's process id is %d", (int)copy.writer_pid);
+  else channel = open_channel(&copy, &error);
   source *s = channel ? calloc(1, sizeof *s) : NULL;
   if (s) s->path = strdup(path);
   if (!s || !s->path) {
@@ -114,8 +141,10 @@ static void attach(const char *path) {
     unlink(path);
     return;
   }
-  s->header = h;
+  s->header = map;
   s->channel = channel;
+  s->writer_pid = copy.writer_pid;
+  s->writer_start = copy.writer_start;
   s->checked_ns = now_ns();
   s->next = inbox.sources;
   inbox.sources = s;
@@ -134,7 +163,25 @@ static void scan(void) {
   closedir(d);
 }
 
-/* Takes every record published in s's blocks, freeing the full ones; returns how many. */
+/* Drops s's current block, which its writer published malformed: counts it in the channel's current file (its
+ * records, at most what the block holds, as logged and dropped, as for the writer's own drops), says so once per
+ * writer, and frees it for the writer. */
+static void reject(source *s, uint32_t state, uint32_t count) {
+  uint32_t lost = (count > CP_HANDOFF_BLOCK_RECORDS ? CP_HANDOFF_BLOCK_RECORDS : count);
+  lost = lost > s->taken ? lost - s->taken : 0;
+  cp_channel *current = atomic_load(&s->channel->current);
+  atomic_fetch_add(&current->rejected_blocks, 1);
+  atomic_fetch_add(&current->late, lost);
+  if (!s->said)
+    fprintf(stderr,
+            "cloudprofiler: inbox drops a malformed block of %s (Python worker pid %d): state %u, count %u of %u "
+            "records, %u taken before; further ones are counted in its handoff.rejected_blocks\n",
+            s->path, (int)s->writer_pid, state, count, (unsigned)CP_HANDOFF_BLOCK_RECORDS, s->taken);
+  s->said = true;
+}
+
+/* Takes every record published in s's blocks, freeing the full ones; returns how many. The state and count are
+ * checked against the block and against what was taken of it: a block that fails is dropped (reject). */
 static uint64_t take(source *s) {
   cp_handoff_header *h = s->header;
   uint64_t n = 0;
@@ -143,12 +190,18 @@ static uint64_t take(source *s) {
     uint32_t state = atomic_load_explicit(&head->state, memory_order_acquire);
     if (state == CP_HANDOFF_FREE) break;
     uint32_t count = atomic_load_explicit(&head->count, memory_order_acquire);
-    const int64_t *ids = cp__handoff_ids(h, s->block);
-    const uint64_t *tscs = cp__handoff_tscs(h, s->block);
-    cp_log_many_at(s->channel, ids + s->taken, tscs + s->taken, count - s->taken);
-    n += count - s->taken;
-    s->taken = count;
-    if (state != CP_HANDOFF_FULL) break;
+    bool valid = (state == CP_HANDOFF_FILLING || state == CP_HANDOFF_FULL) && count <= CP_HANDOFF_BLOCK_RECORDS &&
+                 count >= s->taken;
+    if (valid) {
+      const int64_t *ids = cp__handoff_ids(h, s->block);
+      const uint64_t *tscs = cp__handoff_tscs(h, s->block);
+      cp_log_many_at(s->channel, ids + s->taken, tscs + s->taken, count - s->taken);
+      n += count - s->taken;
+      s->taken = count;
+      if (state != CP_HANDOFF_FULL) break;
+    } else {
+      reject(s, state, count);
+    }
     s->taken = 0;
     atomic_store_explicit(&head->state, CP_HANDOFF_FREE, memory_order_release);
     s->block = (s->block + 1) % CP_HANDOFF_BLOCKS;
@@ -160,8 +213,7 @@ static uint64_t take(source *s) {
 static bool writer_gone(source *s, uint64_t now) {
   if (now - s->checked_ns < ALIVE_CHECK_NS) return false;
   s->checked_ns = now;
-  int pid = s->header->writer_pid;
-  return (kill(pid, 0) != 0 && errno == ESRCH) || cp__process_start(pid) != s->header->writer_start;
+  return (kill(s->writer_pid, 0) != 0 && errno == ESRCH) || cp__process_start(s->writer_pid) != s->writer_start;
 }
 
 /* The writer's drops go into the counts of the channel's current file as calls logged and dropped (what `late`
@@ -222,9 +274,15 @@ static void *inbox_main(void *arg) {
 static int write_owner(const char *dir, cp_error *error) {
   char path[4096], tmp[4096];
   snprintf(path, sizeof path, "%s/" CP_INBOX_OWNER, dir);
-  snprintf(tmp, sizeof tmp, "%s/." CP_INBOX_OWNER ".tmp", dir);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return cp__fail(error, errno, "cannot write %s: %s", tmp, strerror(errno));
+  snprintf(tmp, sizeof tmp, "%s/." CP_INBOX_OWNER ".%d.tmp", dir, (int)getpid());
+  unlink(tmp); /* one a killed owner of this pid left */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) {
+    int code = errno;
+    if (fd >= 0) close(fd), unlink(tmp);
+    return cp__fail(error, code, "cannot write %s: %s", tmp, strerror(code));
+  }
   fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)cp__process_start(getpid()));
   if (fclose(f) != 0 || rename(tmp, path) != 0) {
     int code = errno;
@@ -249,7 +307,7 @@ int cp_inbox_start(const char *dir, cp_error *error) {
     rc = cp__fail(error, EALREADY, "an inbox already runs in %s", inbox.dir);
   } else if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
     rc = cp__fail(error, errno, "cannot create inbox folder %s: %s", dir, strerror(errno));
-  } else if (!(rc = write_owner(dir, error))) {
+  } else if (!(rc = cp__handoff_folder_check(dir, error)) && !(rc = write_owner(dir, error))) {
     inbox.dir = strdup(dir);
     inbox.notify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (inbox.notify >= 0 && inotify_add_watch(inbox.notify, dir, IN_MOVED_TO | IN_CREATE) < 0)

@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "cloudprofiler.h"
-#include "ipc_read.h"
+#include "handoff_tests.h"
 
 enum { PER_THREAD = 3 * CP_HANDOFF_BLOCK_RECORDS + 17, KILLED = CP_HANDOFF_BLOCK_RECORDS + 5 };
 
@@ -48,24 +48,6 @@ static void log_then_die(const char *inbox) {
   for (int64_t i = 0; i < KILLED; i++) ids[i] = i;
   cp_handoff_log_many(h, ids, KILLED);
   kill(getpid(), SIGKILL);
-}
-
-/* The rows of the one file of `channel` in dir, read whole (its footer included). */
-static size_t rows_of(const char *dir, const char *channel, ipc_file *f) {
-  DIR *d = opendir(dir);
-  CHECK(d);
-  char *path = NULL; /* on the heap: ipc_read's messages then fit whatever its length */
-  for (struct dirent *e; (e = readdir(d));)
-    if (!strncmp(e->d_name, channel, strlen(channel)) && e->d_name[strlen(channel)] == '.') {
-      free(path);
-      path = malloc(strlen(dir) + strlen(e->d_name) + 2);
-      CHECK(path);
-      sprintf(path, "%s/%s", dir, e->d_name);
-    }
-  closedir(d);
-  CHECK(path && ipc_read(path, f) == 0 && f->footer);
-  free(path);
-  return f->rows;
 }
 
 /* A writer forked before the parent has threads (as the sanitizers want), started once the inbox runs. */

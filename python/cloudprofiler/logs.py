@@ -17,13 +17,16 @@ import pyarrow.ipc as ipc
 
 FILE_MAGIC = b"ARROW1\0\0"  # the first 8 bytes of an Arrow IPC file; its last 6 are "ARROW1"
 _JSON_KEYS = {"handler.params", "open.clock", "close.clock", "tsc.simulation", "switch.in", "switch.out"}
-_INT_KEYS = {"channel.number", "pid", "records.logged", "records.written", "records.dropped", "rules.segment"}
+_INT_KEYS = {
+    "channel.number", "pid", "records.logged", "records.written", "records.dropped", "handoff.rejected_blocks",
+    "rules.segment",
+}
 _FLOAT_KEYS = {"tsc.hz", "tsc.hz_uncertainty"}
 _BOOL_KEYS = {"closed", "tsc.invariant"}
 # padded with spaces to a fixed width in the schema message at a file's start, which is rewritten in place
 _PADDED_KEYS = {
-    "handler.params", "close.clock", "records.logged", "records.written", "records.dropped", "closed", "switch.in",
-    "switch.out",
+    "handler.params", "close.clock", "records.logged", "records.written", "records.dropped", "handoff.rejected_blocks",
+    "closed", "switch.in", "switch.out",
 }
 RECORD_COLUMNS = ("tuple_id", "tsc")
 COUNTER_COLUMNS = ("period_start_tsc", "count")

@@ -40,6 +40,12 @@ def _file_rows(app) -> list:
                   "last flush") for channel, n in sorted(still_open.items()) if n]
     rows += [_row("drops", "warning", channel, n, f"channel {channel} dropped {n} records (its buffers were full "
                   "and its policy is drop)") for channel, n in sorted(dropped.items()) if n]
+    for f in app.catalog.logs:
+        if f.meta.get("handoff.rejected_blocks"):
+            rows.append(_row("malformed_handoff", "warning", f.file, f.meta["handoff.rejected_blocks"], (
+                f"channel {f.channel}: the Python worker pid {f.meta.get('handoff.pid')} wrote "
+                f"{f.meta['handoff.rejected_blocks']} malformed blocks into its hand-off to the executor, which "
+                "dropped them (their records count in records.dropped) and took the rest")))
     return rows
 
 
