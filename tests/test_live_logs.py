@@ -18,6 +18,7 @@ import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
 from cloudprofiler.harness.bench.spark_logs import run_problems
 from conftest import run_python
+from neighbour import as_neighbour, neighbour
 
 INTERVAL_S = 1
 
@@ -180,3 +181,54 @@ def test_files_are_copied_whole_to_a_log_folder_on_another_file_system(tmp_path)
         assert not list(local.rglob("*.arrows"))
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+def _dead_pid() -> int:
+    pid = 4_000_000
+    while Path(f"/proc/{pid}").exists():
+        pid += 1
+    return pid
+
+
+def test_names_a_neighbour_planted_in_a_shared_local_dir_are_never_followed(tmp_path):
+    """Another user of the host who made `<localDir>/executors` first (0777) names a killed executor there: its
+    `<pid>.inbox` names a folder of the Spark user's, its `<pid>` a folder whose `x.arrows` links to a file only the
+    Spark user can read. The next executor deletes nothing and copies nothing: it follows no name it does not own
+    (one line says so), and logs its own tasks all the same."""
+    user = neighbour()
+    shared = Path(tempfile.mkdtemp(prefix="cp-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)  # like /tmp
+        local, names, planted, loot = shared / "local", shared / "local" / "executors", shared / "planted", \
+            shared / "loot"
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (victim / "keep.txt").write_text("the Spark user's")
+        secret = tmp_path / "secret.arrows"
+        secret.write_text("only the Spark user reads this")
+        secret.chmod(0o600)
+        pid = _dead_pid()
+        made = as_neighbour(["sh", "-c", f"""set -e; umask 0
+            mkdir -p {names} {planted} {loot}; chmod 0777 {local} {names} {loot}
+            printf %s {loot} > {planted}/collect-target; ln -s {secret} {planted}/x.arrows
+            printf %s {planted} > {names}/{pid}; printf %s {victim} > {names}/{pid}.inbox"""])
+        assert made.returncode == 0, made.stderr
+        run = run_python(f"""
+            import cloudprofiler.spark as cps
+            spark = (cps.builder(log_dir={str(tmp_path / "logs")!r}, local_dir={str(local)!r},
+                                 calibration_enabled=False).master("local[1]").config("spark.ui.enabled", "false")
+                     .getOrCreate())
+            print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
+            import time; time.sleep(1)  # the collection of lost executors runs in the background
+            spark.stop()
+        """)
+        assert "sum 4950" in run.stdout, run.stderr[-3000:]
+        assert (victim / "keep.txt").read_text() == "the Spark user's"
+        assert not list(loot.iterdir()) and (planted / "x.arrows").is_symlink()
+        assert not [p for p in (tmp_path / "logs").rglob("*") if p.is_file() and "Spark user" in p.read_text("latin-1")]
+        assert (names / str(pid)).exists() and (names / f"{pid}.inbox").exists()
+        assert f"collects no lost executor's logs on this host: {names} belongs to another user (uid {user.pw_uid})" \
+            in run.stderr, run.stderr[-3000:]
+        assert len(list((tmp_path / "logs").rglob("spark.task.start.*.arrows"))) == 1  # its own tasks, collected
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

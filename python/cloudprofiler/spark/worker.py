@@ -9,6 +9,7 @@ workers as CLOUDPROFILER_LOCAL_DIR.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -24,6 +25,22 @@ def _parent(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
+def _trusted(path: Path, folder: bool) -> bool:
+    """Whether `path` is this user's own file or folder, not a link: a name another user of the host wrote in a
+    shared localDir is never followed. A folder must also be closed to other users' writes, unless root owns it
+    with the sticky bit (like /tmp: nobody else can rename this user's names in it)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
+        return False
+    sticky = bool(st.st_mode & stat.S_ISVTX)
+    if st.st_uid == os.geteuid():
+        return not folder or sticky or not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return folder and st.st_uid == 0 and sticky
+
+
 def _executor_name(local_dir: "str | None") -> "tuple[Path, str] | None":
     """The file in which the executor that started this Python worker names its folder, and that folder."""
     try:
@@ -31,11 +48,17 @@ def _executor_name(local_dir: "str | None") -> "tuple[Path, str] | None":
         names = local_dir / option_table()["executor_folders"]
     except FileNotFoundError:
         return None
+    if not _trusted(names, folder=True):
+        return None
     pid = os.getpid()
     for _ in range(_ANCESTORS):
         try:
             pid = _parent(pid)
             name = names / str(pid)
+            if not os.path.lexists(name):
+                continue
+            if not _trusted(name, folder=False):
+                return None
             folder = name.read_text().strip()
             return (name, folder) if folder else None
         except FileNotFoundError:
@@ -77,8 +100,11 @@ def executor_inbox(local_dir: "str | None" = None) -> "str | None":
     found = _executor_name(local_dir)
     if found is None:
         return None
+    pointer = found[0].parent / (found[0].name + option_table()["inbox_suffix"])
+    if not _trusted(pointer, folder=False):
+        return None
     try:
-        return (found[0].parent / (found[0].name + option_table()["inbox_suffix"])).read_text().strip() or None
+        return pointer.read_text().strip() or None
     except OSError:
         return None
 

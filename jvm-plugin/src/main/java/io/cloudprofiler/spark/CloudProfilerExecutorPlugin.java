@@ -3,11 +3,11 @@ package io.cloudprofiler.spark;
 import com.codahale.metrics.Gauge;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
+import io.cloudprofiler.PrivateFiles;
 import java.io.File;
 import java.net.InetAddress;
-import java.nio.file.Files;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -233,9 +233,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           Config.RULES.name,
           e.getMessage());
     }
-    rulesFile = besideName(Config.RULES_FILE_SUFFIX);
+    boolean named = namesFolder();
+    rulesFile = named ? besideName(Config.RULES_FILE_SUFFIX) : null;
     writeRulesFile(startRules);
-    if (options.pythonHandoff()) inboxPointer = startInbox(appId);
+    if (named && options.pythonHandoff()) inboxPointer = startInbox(appId);
     rules =
         new RulesFollower(
             ctx.executorID(),
@@ -265,7 +266,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           interval,
           TimeUnit.SECONDS);
     }
-    pointer = pointTo(local);
+    pointer = named ? pointTo(local) : null;
     LOG.info(
         "cloudprofiler: executor {} logs to {}, collected into {}",
         ctx.executorID(),
@@ -324,6 +325,27 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     }
   }
 
+  /**
+   * Creates {@code <localDir>/executors} (0700), or checks that an existing one is this user's and
+   * no other user can write to it (else another could name a folder or an inbox to this executor's
+   * Python workers, or to the collector of a killed executor); false, said in one log line, when it
+   * is not: this executor then names nothing for its Python workers, which log to files of their
+   * own.
+   */
+  private boolean namesFolder() {
+    try {
+      PrivateFiles.folder(new File(options.localDir(), Config.EXECUTOR_FOLDERS).toPath());
+      return true;
+    } catch (Exception e) {
+      LOG.warn(
+          "cloudprofiler: executor {} names no folder nor inbox for its Python workers (they log to"
+              + " files of their own, uncollected): {}",
+          ctx.executorID(),
+          e.getMessage());
+      return false;
+    }
+  }
+
   /** {@code <localDir>/executors/<pid><suffix>}: what this executor tells its Python workers. */
   private File besideName(String suffix) {
     return new File(
@@ -348,7 +370,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     File pointer = besideName(Config.INBOX_SUFFIX);
     try {
       CloudProfiler.inboxStart(dir.getPath());
-      writeInPlace(pointer, dir.getAbsolutePath());
+      writeInPlace(pointer, dir.toPath().toAbsolutePath().normalize().toString());
       return pointer;
     } catch (Exception e) {
       LOG.warn(
@@ -368,7 +390,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private File pointTo(File local) {
     File target = besideName("");
     try {
-      writeInPlace(target, local.getAbsolutePath());
+      writeInPlace(target, local.toPath().toAbsolutePath().normalize().toString());
       return target;
     } catch (Exception e) { // Python workers then log where CLOUDPROFILER_LOG_DIR says, uncollected
       LOG.warn(
@@ -385,15 +407,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * it.
    */
   private static void writeInPlace(File target, String text) throws Exception {
-    File folder = target.getParentFile();
-    folder.mkdirs();
-    File aside = new File(folder, "." + target.getName() + ".tmp");
-    Files.writeString(aside.toPath(), text);
-    Files.move(
-        aside.toPath(),
-        target.toPath(),
-        StandardCopyOption.REPLACE_EXISTING,
-        StandardCopyOption.ATOMIC_MOVE);
+    PrivateFiles.writeInPlace(target.toPath(), text);
   }
 
   /**
@@ -401,6 +415,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * workers follow that file (CLOUDPROFILER_RULES, set by cloudprofiler.spark.worker).
    */
   private void writeRulesFile(String text) {
+    if (rulesFile == null) return; // no names folder of this user's: said once
     try {
       writeInPlace(rulesFile, text);
     } catch (Exception e) {
@@ -420,13 +435,15 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    */
   private String[] joinDomain(String appId) throws Exception {
     String boot = TscDomain.bootId();
-    Object reply = ask(new Messages.Hello(boot, appId, options.logDir()));
-    if (reply instanceof Messages.Candidates candidates) {
-      for (Messages.Candidate c : candidates.domains()) {
-        if (TscDomain.PROCESS.equals(c.process())) return joinOwnJvm(boot, c);
-      }
+    if (!(ask(new Messages.Hello(boot, appId, options.logDir()))
+        instanceof Messages.Welcome welcome)) throw unassigned(null);
+    Object reply = new Messages.Candidates(welcome.domains());
+    for (Messages.Candidate c : welcome.domains()) {
+      if (TscDomain.PROCESS.equals(c.process())) return joinOwnJvm(boot, c);
     }
-    byte[] secret = TscDomain.secret(appId);
+    if (welcome.secret().isEmpty()) return joinUncalibrated(boot); // the driver has said why
+    byte[] secret =
+        HexFormat.of().parseHex(welcome.secret()); // made by the driver, over Spark's RPC
     String address = blockManagerHost(); // what the driver reaches
     RegisteredResponders targets =
         new RegisteredResponders(
@@ -511,6 +528,26 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
                 0,
                 member.host(),
                 member.responderPort(),
+                0,
+                ctx.executorID(),
+                ProcessHandle.current().pid(),
+                TscDomain.PROCESS,
+                check));
+    if (reply instanceof Messages.Joined joined) return new String[] {joined.domain(), check};
+    throw unassigned(reply);
+  }
+
+  /** Tells a driver that does not calibrate that this executor is there: no probes, no secret. */
+  private String[] joinUncalibrated(String boot) throws Exception {
+    String check = "not checked: the driver does not calibrate";
+    Object reply =
+        ask(
+            new Messages.Join(
+                boot,
+                "",
+                0,
+                blockManagerHost(),
+                0,
                 0,
                 ctx.executorID(),
                 ProcessHandle.current().pid(),
@@ -722,7 +759,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     collector.collectAll(false);
     if (pointer != null)
       pointer.delete(); // after the copy: a process killed during it leaves its folder named
-    rulesFile.delete();
+    if (rulesFile != null) rulesFile.delete();
     collector = null;
   }
 

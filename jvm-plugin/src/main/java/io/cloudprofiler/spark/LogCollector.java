@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.PrivateFiles;
 import java.io.File;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -56,16 +57,24 @@ final class LogCollector {
    * killed.
    */
   void nameTarget() throws Exception {
-    Files.writeString(new File(source, TARGET_FILE).toPath(), target);
+    PrivateFiles.writeInPlace(new File(source, TARGET_FILE).toPath(), target);
   }
 
   String target() {
     return target;
   }
 
+  /** The folder's log files: this user's regular files, never a link nor another user's file. */
   private List<File> logFiles() {
     File[] files = source.listFiles((dir, name) -> name.endsWith(".arrows"));
-    return files == null ? List.of() : List.of(files);
+    List<File> owned = new ArrayList<>();
+    for (File f : files == null ? new File[0] : files) {
+      try {
+        if (PrivateFiles.untrustedFile(f.toPath()) == null) owned.add(f);
+      } catch (Exception gone) { // removed meanwhile
+      }
+    }
+    return owned;
   }
 
   /**

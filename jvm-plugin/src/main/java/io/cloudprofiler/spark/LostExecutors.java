@@ -1,7 +1,10 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.PrivateFiles;
 import java.io.File;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.time.Instant;
 import java.util.Optional;
@@ -15,9 +18,16 @@ import org.slf4j.LoggerFactory;
  * folder names where its files go ({@link LogCollector#TARGET_FILE}); they are copied there, marked
  * as a lost process's, and removed. Runs off the task path, in a daemon thread of the executor (and
  * of the driver) as it starts.
+ *
+ * <p>Other users of the host may write in a shared localDir: only a names folder and names that
+ * this user owns are followed, never through a link ({@link PrivateFiles}), and only into the
+ * folders this library makes (an executor's folder under localDir, an inbox of its own); a name
+ * that is another user's is left alone.
  */
 final class LostExecutors {
   private static final Logger LOG = LoggerFactory.getLogger(LostExecutors.class);
+  private static final String INBOX_PREFIX = "cloudprofiler-inbox-";
+  private static final Path SHARED_MEMORY = Path.of("/dev/shm");
 
   private LostExecutors() {}
 
@@ -26,16 +36,30 @@ final class LostExecutors {
    */
   static void collectInBackground(String localDir) {
     DaemonThreads.start(
-        "cloudprofiler-collect-lost", () -> collect(new File(localDir, Config.EXECUTOR_FOLDERS)));
+        "cloudprofiler-collect-lost",
+        () -> collect(Path.of(localDir).toAbsolutePath().normalize()));
   }
 
-  private static void collect(File names) {
-    File[] pointers = names.listFiles((dir, name) -> name.matches("[0-9]+"));
+  private static void collect(Path localDir) {
+    Path names = localDir.resolve(Config.EXECUTOR_FOLDERS);
+    try {
+      if (!Files.exists(names, LinkOption.NOFOLLOW_LINKS)) return;
+      String why = PrivateFiles.untrustedFolder(names);
+      if (why != null) {
+        LOG.warn("cloudprofiler: collects no lost executor's logs on this host: {}", why);
+        return;
+      }
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: collects no lost executor's logs on this host: {}", e.toString());
+      return;
+    }
+    File[] pointers = names.toFile().listFiles((dir, name) -> name.matches("[0-9]+"));
     if (pointers == null) return;
     for (File pointer : pointers) {
       try {
+        if (PrivateFiles.untrustedFile(pointer.toPath()) != null) continue; // another user's
         if (!alive(Long.parseLong(pointer.getName()), pointer.lastModified())) {
-          collectLost(pointer);
+          collectLost(localDir, pointer);
           removeInbox(names, pointer.getName());
         }
       } catch (Exception e) {
@@ -48,23 +72,45 @@ final class LostExecutors {
 
   /**
    * Removes a lost executor's inbox (shared memory that no process would free): the hand-off files
-   * its Python workers left there had no executor left to write them, which one log line says.
+   * its Python workers left there had no executor left to write them, which one log line says. Only
+   * an inbox folder of this user, where the library makes them (in /dev/shm or beside the names),
+   * and only this user's files in it.
    */
-  private static void removeInbox(File names, String pid) throws Exception {
-    File pointer = new File(names, pid + Config.INBOX_SUFFIX);
-    if (!pointer.exists()) return;
-    File inbox = new File(Files.readString(pointer.toPath()).trim());
-    File[] files = inbox.listFiles();
-    for (File f : files == null ? new File[0] : files) f.delete();
-    inbox.delete();
-    pointer.delete();
-    if (files != null && files.length > 1) // more than the owner's name: workers' hand-off files
+  private static void removeInbox(Path names, String pid) throws Exception {
+    Path pointer = names.resolve(pid + Config.INBOX_SUFFIX);
+    if (!Files.exists(pointer, LinkOption.NOFOLLOW_LINKS)) return;
+    if (PrivateFiles.untrustedFile(pointer) != null) return; // another user's
+    Path inbox = Path.of(PrivateFiles.readOwned(pointer).trim());
+    Files.delete(pointer);
+    if (!inbox.isAbsolute()
+        || !inbox.equals(inbox.normalize())
+        || !inbox.getFileName().toString().startsWith(INBOX_PREFIX)
+        || !(SHARED_MEMORY.equals(inbox.getParent()) || names.equals(inbox.getParent()))) {
+      LOG.warn(
+          "cloudprofiler: left {}, named as the inbox of lost process {}: not an inbox",
+          inbox,
+          pid);
+      return;
+    }
+    if (!Files.exists(inbox, LinkOption.NOFOLLOW_LINKS)) return;
+    String why = PrivateFiles.untrustedFolder(inbox);
+    if (why != null) {
+      LOG.warn("cloudprofiler: left the inbox of lost process {}: {}", pid, why);
+      return;
+    }
+    int removed = 0;
+    File[] files = inbox.toFile().listFiles();
+    for (File f : files == null ? new File[0] : files) {
+      if (PrivateFiles.untrustedFile(f.toPath()) == null && f.delete()) removed++;
+    }
+    Files.deleteIfExists(inbox); // fails, and stays, with another user's files in it
+    if (removed > 1) // more than the owner's name: workers' hand-off files
     LOG.warn(
           "cloudprofiler: removed the inbox {} of lost process {}: {} files, the hand-off files of"
               + " its Python workers among them, whose records no executor was left to write",
           inbox,
           pid,
-          files.length);
+          removed);
   }
 
   /**
@@ -78,10 +124,30 @@ final class LostExecutors {
   }
 
   /**
+   * The executor's folder named in a pointer: a folder under {@code localDir} that this user owns
+   * and no other can write, nor any folder between (else another could swap it).
+   */
+  private static Path executorFolder(Path localDir, String named) throws Exception {
+    Path folder = Path.of(named);
+    if (!folder.isAbsolute()
+        || !folder.equals(folder.normalize())
+        || !folder.startsWith(localDir)
+        || folder.equals(localDir)) {
+      throw new IllegalStateException(named + " is not a folder under " + localDir);
+    }
+    for (Path p = folder; !p.equals(localDir); p = p.getParent()) {
+      String why = PrivateFiles.untrustedFolder(p);
+      if (why != null)
+        throw new IllegalStateException("refusing to collect " + folder + ": " + why);
+    }
+    return folder;
+  }
+
+  /**
    * Claims the name (a rename: one collector wins), collects the folder, and gives the name back on
    * failure so that a later start tries again.
    */
-  private static void collectLost(File pointer) throws Exception {
+  private static void collectLost(Path localDir, File pointer) throws Exception {
     long self = ProcessHandle.current().pid();
     File claim = new File(pointer.getParentFile(), "." + pointer.getName() + ".collecting-" + self);
     try {
@@ -91,13 +157,27 @@ final class LostExecutors {
     }
     boolean done = false;
     try {
-      File folder = new File(Files.readString(claim.toPath()).trim());
-      File target = new File(folder, LogCollector.TARGET_FILE);
-      if (!target.exists()) { // nothing was logged, or it was collected already
+      String named = PrivateFiles.readOwned(claim.toPath()).trim();
+      Path folder;
+      try {
+        folder = executorFolder(localDir, named);
+      } catch (Exception e) { // not one this library made: dropped, never followed
+        LOG.warn(
+            "cloudprofiler: left {}, named by lost process {}: {}",
+            named,
+            pointer.getName(),
+            e.getMessage());
         done = true;
         return;
       }
-      LogCollector collector = new LogCollector(folder, Files.readString(target.toPath()).trim());
+      Path target = folder.resolve(LogCollector.TARGET_FILE);
+      if (!Files.exists(
+          target, LinkOption.NOFOLLOW_LINKS)) { // nothing logged, or collected already
+        done = true;
+        return;
+      }
+      LogCollector collector =
+          new LogCollector(folder.toFile(), PrivateFiles.readOwned(target).trim());
       done = collector.collectAll(true);
       if (done)
         LOG.info(
