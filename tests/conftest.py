@@ -48,6 +48,17 @@ def pytest_runtest_makereport(item, call):
         report.outcome, report.longrepr = "failed", f"skipped where CI expects it to run: {reason}"
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module that skips as it is collected (`pytest.importorskip` at its top) skips all its tests at once, before
+    the hook above sees any of them: under the same flag it fails instead."""
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_ALL and report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome, report.longrepr = "failed", f"skipped where CI expects it to run: {reason}"
+
+
 @pytest.fixture(scope="session")
 def log_dir(tmp_path_factory):
     """The library of the test process logs here (it starts once per process)."""
