@@ -9,8 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
+import setuptools
+
+# pyproject.toml's [build-system] requires, which a build without isolation takes from the environment as it is:
+# one line naming what is missing, instead of setuptools' page about project.license (an SPDX string: setuptools 77)
+SETUPTOOLS_NEEDED = 77
+_missing = []
+if int(setuptools.__version__.split(".")[0]) < SETUPTOOLS_NEEDED:
+    _missing.append(f"setuptools >= {SETUPTOOLS_NEEDED} (this environment has {setuptools.__version__})")
+if importlib.util.find_spec("cffi") is None:
+    _missing.append("cffi")
+if _missing:
+    sys.exit(f"cloudprofiler: building needs {' and '.join(_missing)}: run `pip install 'setuptools>="
+             f"{SETUPTOOLS_NEEDED}' cffi` first, then `pip install --no-build-isolation .`")
+
+from setuptools import Extension, setup  # noqa: E402 -- after the check of its version
+from setuptools.command.build_ext import build_ext  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 LIB = ROOT / "python" / "cloudprofiler" / "_lib"
