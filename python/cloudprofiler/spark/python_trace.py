@@ -1,7 +1,27 @@
 """A pass-through trace point in Python workers: every batch's ids go to a native channel, one TSC per id."""
 from __future__ import annotations
 
+import os
+import sys
+
 from .jar import channel_key, default, options
+
+FAIL_ENV = "CLOUDPROFILER_TEST_FAIL"  # the tests' injected failure: "python-trace" fails every trace point's log
+
+
+def _fault_point() -> None:
+    if "python-trace" in os.environ.get(FAIL_ENV, "").split(","):
+        raise OSError(f"{FAIL_ENV}: a failure injected into the trace point")
+
+
+def _say_unlogged(channel: str, unlogged: int, failure: Exception) -> None:
+    """One line per task whose trace point failed: how many of its rows passed through unlogged, and why."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    task = ctx.taskAttemptId() if ctx is not None else "?"
+    print(f"cloudprofiler: trace point {channel!r} of task {task} could not log {unlogged} rows, which passed "
+          f"through unlogged: {type(failure).__name__}: {failure}", file=sys.stderr, flush=True)
 
 
 def task_channel(name: str, handler: "str | None" = "buffered", params: tuple = (), local_dir: "str | None" = None,
@@ -54,9 +74,29 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
         raise ValueError(f"trace({channel!r}): {e}") from None
 
     def log_batches(batches):
-        with task_channel(channel, handler, params, local_dir, handoff) as ch:
+        ch, unlogged, failure = None, 0, None
+        try:
+            ch = task_channel(channel, handler, params, local_dir, handoff)
+        except Exception as e:  # a library or IO failure never fails the user's task: the rows pass unlogged
+            failure = e
+        try:
             for batch in batches:
-                ch.log_many(batch.column(id_col))
+                if ch is not None and failure is None:
+                    try:
+                        _fault_point()
+                        ch.log_many(batch.column(id_col))
+                    except Exception as e:
+                        failure = e
+                if failure is not None:
+                    unlogged += batch.num_rows
                 yield batch
+        finally:
+            try:
+                if ch is not None:
+                    ch.close()
+            except Exception as e:
+                failure = failure or e
+            if failure is not None:
+                _say_unlogged(channel, unlogged, failure)
 
     return df.mapInArrow(log_batches, df.schema)

@@ -76,7 +76,11 @@ final class DaemonThreads {
 
   /** Throws the failure the tests inject into the current thread ({@value #FAIL_PROPERTY}). */
   static void faultPoint() {
-    String name = Thread.currentThread().getName();
+    faultPoint(Thread.currentThread().getName());
+  }
+
+  /** Throws the failure the tests inject into the part called {@code name}. */
+  static void faultPoint(String name) {
     if (FAILING.contains(name))
       throw new LinkageError(FAIL_PROPERTY + ": a failure injected into " + name);
   }

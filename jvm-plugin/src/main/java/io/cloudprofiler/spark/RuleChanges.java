@@ -48,25 +48,38 @@ public final class RuleChanges {
    * Spark Connect clients get that message cut before it. In the driver's JVM (where a local mode's
    * tasks run too) directly, else asked of the driver by the executor that runs the task.
    */
-  public static String setRules(String text) throws Exception {
-    RuleChanges rules = running;
-    Object answer =
-        rules != null
-            ? rules.trySet(text)
-            : CloudProfilerExecutorPlugin.askDriver(new Messages.SetRules(text));
-    return answer instanceof Messages.RulesNow now
-        ? Long.toString(now.version())
-        : String.valueOf(answer);
+  public static String setRules(String text) {
+    try {
+      DaemonThreads.faultPoint(RulesFunctions.SET);
+      RuleChanges rules = running;
+      Object answer =
+          rules != null
+              ? rules.trySet(text)
+              : CloudProfilerExecutorPlugin.askDriver(new Messages.SetRules(text));
+      return answer instanceof Messages.RulesNow now
+          ? Long.toString(now.version())
+          : String.valueOf(answer);
+    } catch (Throwable e) { // the profiler never fails the user's task: the answer says what failed
+      return "rules not set, the rules in force stay: " + e;
+    }
   }
 
-  /** The rules in force in the running application, one a line. */
-  public static String rules() throws Exception {
-    RuleChanges rules = running;
-    Object answer =
-        rules != null
-            ? rules.now()
-            : CloudProfilerExecutorPlugin.askDriver(new Messages.CurrentRules());
-    return ((Messages.RulesNow) answer).text();
+  /**
+   * The rules in force in the running application, one a line; or, where they cannot be had (the
+   * driver does not answer, the library failed), a line saying why, not a failed task.
+   */
+  public static String rules() {
+    try {
+      DaemonThreads.faultPoint(RulesFunctions.GET);
+      RuleChanges rules = running;
+      Object answer =
+          rules != null
+              ? rules.now()
+              : CloudProfilerExecutorPlugin.askDriver(new Messages.CurrentRules());
+      return ((Messages.RulesNow) answer).text();
+    } catch (Throwable e) {
+      return "rules unknown: " + e;
+    }
   }
 
   synchronized long set(String newText) {
