@@ -1,21 +1,36 @@
 """`cloudprofiler calibrate`: MinRTT rounds from this host (the reference) to probe responders on other hosts.
 
-    cloudprofiler calibrate --serve --port 7447          # on every other host
-    cloudprofiler calibrate hostB:7447 hostC:7447 --out calibration.arrows
+    cloudprofiler calibrate --serve --port 7447 --secret-file ~/.cp-secret   # on every other host
+    cloudprofiler calibrate hostB:7447 hostC:7447 --secret-file ~/.cp-secret --out calibration.arrows
+
+Probes carry an HMAC under a shared secret: a responder answers only probes made with it, and the prober takes
+only answers made with it. The secret is the first line of a file (up to 64 bytes, given by --secret-file, read
+by both sides, never on a command line where `ps` shows it); `--serve` without --secret-file makes a random one
+and prints it, and `--serve --secret-file F` writes a new one into F (0600) when F does not exist yet.
 """
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 import sys
 import time
 
+SECRET_MAX = 64  # bytes: the native library's limit
+
 
 def add_arguments(parser) -> None:
+    parser.epilog = ("Probes carry an HMAC-SHA256 under a shared secret, the first line of --secret-file on both "
+                     "sides: a responder answers only probes made with it, a prober takes only answers made with "
+                     "it. --serve without --secret-file makes a random secret and prints it.")
     parser.add_argument("peers", nargs="*", metavar="HOST:PORT", help="probe responders to calibrate against")
     parser.add_argument("--serve", action="store_true", help="run a probe responder here until interrupted")
     parser.add_argument("--address", default="0.0.0.0", help="responder address (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=7447, help="responder port (default 7447, 0: any)")
-    parser.add_argument("--secret", default="", help="shared secret: answer and send only tagged probes")
+    parser.add_argument("--secret-file", metavar="FILE",
+                        help="the shared secret, the file's first line (at most 64 bytes); required to probe; "
+                             "--serve without it makes a random secret and prints it, and writes one into FILE "
+                             "(mode 0600) when FILE does not exist")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per peer (default 3)")
     parser.add_argument("--gap", type=float, default=1.0, help="seconds between rounds (default 1)")
     parser.add_argument("--count", type=int, default=100, help="probes per round (default 100)")
@@ -34,10 +49,43 @@ def _peer(text: str) -> tuple[str, int]:
         raise SystemExit(f"peer {text!r}: cannot resolve {host}: {exc}") from None
 
 
+def read_secret(path: str) -> bytes:
+    """The secret in `path`: its first line, without the line's end; exits naming the file when it cannot."""
+    try:
+        with open(path, "rb") as f:
+            secret = f.readline().rstrip(b"\r\n")
+    except OSError as exc:
+        raise SystemExit(f"--secret-file {path}: {exc.strerror}") from None
+    if not 0 < len(secret) <= SECRET_MAX:
+        raise SystemExit(f"--secret-file {path}: its first line has {len(secret)} bytes: expected 1 to {SECRET_MAX}")
+    return secret
+
+
+def new_secret(path: str | None) -> bytes:
+    """A random secret (64 hex digits), written into `path` when given, which must not exist (mode 0600)."""
+    secret = secrets.token_hex(32).encode()
+    if path:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise SystemExit(f"--secret-file {path}: cannot create it: {exc.strerror}") from None
+        with os.fdopen(fd, "wb") as f:
+            f.write(secret + b"\n")
+    return secret
+
+
 def serve(args) -> int:
     from .probe import Responder
 
-    with Responder(args.address, args.port, args.secret.encode()) as r:
+    if args.secret_file and os.path.lexists(args.secret_file):
+        secret = read_secret(args.secret_file)
+    else:
+        secret = new_secret(args.secret_file)
+        if args.secret_file:
+            print(f"a new secret written to {args.secret_file}: give the prober a copy (--secret-file)", flush=True)
+        else:
+            print(f"secret {secret.decode()} (give it to the prober in a file: --secret-file)", flush=True)
+    with Responder(args.address, args.port, secret) as r:
         print(f"answering probes on {args.address}:{r.port} (Ctrl-C stops)", flush=True)
         try:
             while True:
@@ -68,6 +116,9 @@ def run(args) -> int:
     from .translate import Calibration
 
     peers = {text: _peer(text) for text in args.peers}
+    if not args.secret_file:
+        raise SystemExit("give --secret-file: the responders' secret (their --serve printed or wrote it)")
+    secret = read_secret(args.secret_file)
     rows, rounds, failed = [], {text: [] for text in peers}, []
     best = {text: np.inf for text in peers}  # per peer, the smallest round trip seen: a delayed round is retaken
     for i in range(args.rounds):
@@ -77,8 +128,8 @@ def run(args) -> int:
             if text in failed:
                 continue
             try:
-                p = retaken_round(lambda: probe_round(address, port, args.count, args.timeout_ms,
-                                                      args.secret.encode()), best[text])
+                p = retaken_round(lambda: probe_round(address, port, args.count, args.timeout_ms, secret),
+                                  best[text])
                 best[text] = min(best[text], p.rtt.min())
             except (PeerTimeoutError, PeerRefusedError) as exc:
                 print(f"{text}: {exc}; its durations stay unbounded", file=sys.stderr)
