@@ -70,7 +70,8 @@ class NotAnApplicationError(CloudProfilerError, ValueError):
 class UnknownChannelError(CloudProfilerError, ValueError):
     """A channel name that no log file of the application has."""
 
-    def __init__(self, channel: str, known: "list[str]"):
-        super().__init__(errno.EINVAL, f"no channel {channel!r} in this application; its channels: "
-                                       f"{', '.join(sorted(known)) or 'none'}")
+    def __init__(self, channel: str, known: "list[str]", kind: str = "", note: str = ""):
+        kind = kind + " " if kind else ""
+        super().__init__(errno.EINVAL, f"no {kind}channel {channel!r} in this application{note}; its {kind}"
+                                       f"channels: {', '.join(sorted(known)) or 'none'}")
         self.channel = channel

@@ -8,14 +8,34 @@
 Without a session an embedded local one starts (`local_session`). Column documentation: the README, "Analysis".
 """
 from ..errors import NotAnApplicationError, UnknownChannelError
-from .application import Application
-from .session import local_session
 
 
-def open_application(path, spark=None) -> Application:
+def open_application(path, spark=None) -> "Application":
     """The application whose logs are in `path` (`<logDir>/<application id>`), read with `spark` (default: the
-    embedded local session)."""
-    return Application(str(path), spark if spark is not None else local_session())
+    embedded local session). A local path that is missing or not a folder raises NotAnApplicationError before any
+    session starts."""
+    from .application import Application, check_local_folder
+
+    check_local_folder(str(path))
+    if spark is None:
+        from .session import local_session
+
+        spark = local_session()
+    return Application(str(path), spark)
+
+
+def __getattr__(name: str):
+    # Application and local_session load pandas and pyspark: resolved when asked for, so that the command line
+    # (which imports this package for its `report` command) stays quick
+    if name == "Application":
+        from .application import Application
+
+        return Application
+    if name == "local_session":
+        from .session import local_session
+
+        return local_session
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Application", "NotAnApplicationError", "UnknownChannelError", "local_session", "open_application"]

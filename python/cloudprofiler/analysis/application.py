@@ -1,6 +1,8 @@
 """One application's log folder as Spark DataFrames (see the README's "Analysis" for every column)."""
 from __future__ import annotations
 
+import os
+
 from ..calibration.spark import calibrations_from_probes
 from ..errors import NotAnApplicationError, UnknownChannelError
 from . import calibration as calibration_module
@@ -14,6 +16,7 @@ from . import throughput as throughput_module
 from .catalog import Catalog
 from .timebase import Timebase
 
+KIND_WORDS = {"records": "record", "counters": "counter"}  # a log file's kind, as a channel's
 CALIBRATION_METHOD = "minpair"  # never wider than MinRTT/2, usually narrower (calibration.translate)
 
 
@@ -28,6 +31,7 @@ class Application:
     a pyarrow Table, or None)."""
 
     def __init__(self, path: str, spark):
+        check_local_folder(str(path))
         self.spark = spark
         self.path = str(path).rstrip("/") or str(path)
         self.catalog = self._catalog()
@@ -87,6 +91,11 @@ class Application:
         known = self.catalog.channels(kind)
         wanted = known if channel is None else [channel] if isinstance(channel, str) else list(channel)
         if required:
+            other = "counters" if kind == "records" else "records"
+            for name in wanted:
+                if name not in known and name in self.catalog.channels(other):
+                    raise UnknownChannelError(name, known, KIND_WORDS[kind], f": {name!r} is a {KIND_WORDS[other]} "
+                                                                             f"channel, read by {other}()")
             self.check_channels(wanted, known)
         schema = reader.kind_schema(kind, columns)
         return reader.log_frame(self.spark, self.catalog.files_of(wanted, kind), self.timebase, schema)
@@ -140,16 +149,23 @@ class Application:
     def tasks(self, **scope):
         """One row per task attempt: Spark's view and metrics beside the TSC duration and its bound
         (tasks.TASK_COLUMNS); `scope` keeps some jobs' only: job_id, job_group, job_tag, sql_execution_id,
-        connect_session_id, connect_operation_id (tasks.in_scope)."""
+        connect_session_id, connect_operation_id (tasks.in_scope). A filter of another name or type raises
+        InvalidArgumentError naming it (tasks.check_scope)."""
+        tasks_module.check_scope("tasks", scope)
         return tasks_module.tasks(self, **scope)
 
     def stages(self, ratio: float = stages_module.STRAGGLER_RATIO, **scope):
-        """One row per stage attempt: duration percentiles, skew, stragglers, gaps (stages.stages)."""
+        """One row per stage attempt: duration percentiles, skew, stragglers, gaps (stages.stages). `ratio`: a
+        number >= 1 (stages.check_ratio)."""
+        stages_module.check_ratio("stages", ratio)
+        tasks_module.check_scope("stages", scope)
         return stages_module.stages(self.tasks(**scope), ratio)
 
     def stragglers(self, ratio: float = stages_module.STRAGGLER_RATIO, **scope):
         """Successful attempts over `ratio` x their stage's median, the slowest first, with the metrics that say
         where their time went."""
+        stages_module.check_ratio("stragglers", ratio)
+        tasks_module.check_scope("stragglers", scope)
         return stages_module.stragglers(self.tasks(**scope), ratio)
 
     def latency(self, from_channel: str, to_channel: str):
@@ -189,6 +205,21 @@ class Application:
 
     def __repr__(self) -> str:
         return f"Application({self.path!r}, {len(self.catalog.logs)} log files)"
+
+
+def check_local_folder(path: str) -> None:
+    """A path of this machine's file system (no scheme, or file:) must be a folder: NotAnApplicationError says what
+    it is otherwise, before any Spark job (a URI of another file system is left to Spark)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(path)
+    if parsed.scheme not in ("", "file"):
+        return
+    local = os.path.expanduser(parsed.path if parsed.scheme else path)
+    if not os.path.exists(local):
+        raise NotAnApplicationError(path, "it does not exist")
+    if not os.path.isdir(local):
+        raise NotAnApplicationError(path, "it is a file, not a folder")
 
 
 def _register_data_source(spark) -> None:

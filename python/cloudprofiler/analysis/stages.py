@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import bisect
+import errno
+import math
+import numbers
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from ..errors import InvalidArgumentError
 from .reader import TASK_METRICS
 
 # A straggler takes longer than STRAGGLER_RATIO x its stage's median: Spark's own threshold for launching a
@@ -34,6 +38,14 @@ def _with_medians(tasks):
 # Spark's metrics of an attempt that say where its time went (null where the task table has none)
 STRAGGLER_METRICS = ["spark_duration_ms", "executor_run_time_ms", "jvm_gc_time_ms", "shuffle_fetch_wait_ms",
                      "scheduler_delay_ms", "memory_spilled_bytes", "disk_spilled_bytes"]
+
+
+def check_ratio(method: str, ratio) -> None:
+    """A straggler ratio is a finite number >= 1 (below 1, a task faster than its stage's median is a straggler);
+    else InvalidArgumentError naming `method` and the value."""
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 1 <= ratio < math.inf:
+        raise InvalidArgumentError(errno.EINVAL, f"{method}(ratio={ratio!r}): ratio is how many times its stage's "
+                                                 "median a straggler takes at least: a number >= 1")
 
 
 def stragglers(tasks, ratio: float = STRAGGLER_RATIO):

@@ -2,7 +2,12 @@
 tuple id is the task attempt id), with the duration and its bound."""
 from __future__ import annotations
 
+import errno
+import numbers
+
 from pyspark.sql import functions as F
+
+from ..errors import InvalidArgumentError
 
 from .catalog import TASK_CHANNELS
 from .joins import merge_join, with_durations
@@ -44,6 +49,25 @@ def tasks(app, **scope):
         (F.col("finish_time_ms") * 1e6 + F.lit(float(base))).alias("finish_t_ns"),
         *TASK_METRICS, *JOB_COLUMNS[:2], F.split("job_tags", ",").alias("job_tags"), *JOB_COLUMNS[3:])
     return in_scope(attempts, **scope)
+
+
+# the filters of `in_scope`: name -> the type of its values (a value, or a list of them)
+SCOPE_FILTERS = {"job_id": numbers.Integral, "job_group": str, "job_tag": str, "sql_execution_id": numbers.Integral,
+                 "connect_session_id": str, "connect_operation_id": str}
+
+
+def check_scope(method: str, scope: dict) -> None:
+    """Every filter of `scope` is one of SCOPE_FILTERS with a value (or a list of values) of its type; else
+    InvalidArgumentError naming `method`, the filter and the value, before any Spark job."""
+    for name, wanted in scope.items():
+        if name not in SCOPE_FILTERS:
+            raise InvalidArgumentError(errno.EINVAL, f"{method}(): no filter {name!r}; the filters are "
+                                                     f"{', '.join(SCOPE_FILTERS)}")
+        kind = SCOPE_FILTERS[name]
+        if wanted is not None and not all(isinstance(v, kind) and not isinstance(v, bool) for v in _values(wanted)):
+            raise InvalidArgumentError(errno.EINVAL, f"{method}({name}={wanted!r}): {name} takes "
+                                                     f"{'an integer' if kind is numbers.Integral else 'a string'} or a list of "
+                                                     "them")
 
 
 def in_scope(attempts, job_id=None, job_group=None, job_tag=None, sql_execution_id=None, connect_session_id=None,

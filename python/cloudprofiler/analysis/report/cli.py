@@ -15,16 +15,25 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    spark = None
-    if args.master:
-        from pyspark.sql import SparkSession
+    import sys
+    import warnings
 
-        spark = SparkSession.builder.master(args.master).appName("cloudprofiler report").getOrCreate()
     from ...errors import NotAnApplicationError
-    from . import report
+    from ..application import check_local_folder
 
     try:
-        report(args.folder, args.output, spark)
+        check_local_folder(args.folder)  # before a Spark session starts
+        spark = None
+        if args.master:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.master(args.master).appName("cloudprofiler report").getOrCreate()
+        from . import report
+
+        with warnings.catch_warnings():  # the catalog's warnings about files are findings of the report
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"cloudprofiler\.analysis\.catalog")
+            report(args.folder, args.output, spark)
     except NotAnApplicationError as exc:
-        raise SystemExit(f"cloudprofiler report: {exc}") from None
+        print(f"cloudprofiler report: {exc}", file=sys.stderr)
+        return 2
     return 0
