@@ -18,6 +18,7 @@ COMMANDS = {
     "maxtput": ("cloudprofiler.harness.maxtput_cli", "maximum sustainable throughput search"),
     "report": ("cloudprofiler.analysis.report.cli", "findings, summary and plots of one application's logs (HTML)"),
     "config": ("cloudprofiler.spark.config_cli", "show or change the rules of a running application's trace channels"),
+    "repair": ("cloudprofiler.repair_cli", "make log files of killed processes whole Arrow IPC files for any reader"),
 }
 
 # bench target -> (module, one-line help)

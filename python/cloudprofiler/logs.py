@@ -2,12 +2,14 @@
 
 A closed log file is an Arrow IPC file: pyarrow, polars and DuckDB read it with no project code, and its footer
 holds the final metadata. A file whose process was killed, or that is still being written, has no footer yet: it
-is read as the stream of messages after the leading magic, up to its last complete batch, with a warning.
+is read as the stream of messages after the leading magic, up to its last complete batch, with a warning;
+`repair` makes such a file whole, for the readers that need a footer.
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Union
@@ -17,9 +19,12 @@ import pyarrow.ipc as ipc
 
 FILE_MAGIC = b"ARROW1\0\0"  # the first 8 bytes of an Arrow IPC file; its last 6 are "ARROW1"
 _JSON_KEYS = {"handler.params", "open.clock", "close.clock", "tsc.simulation", "switch.in", "switch.out"}
+# in the footer of a file completed from the part a killed process left (the collector's CompleteBatches.java writes
+# them, `repair` too): the bytes left out after its last complete batch, and the batches kept
+CUT_KEYS = ("cut.bytes", "cut.batches")
 _INT_KEYS = {
     "channel.number", "pid", "records.logged", "records.written", "records.dropped", "handoff.rejected_blocks",
-    "rules.segment",
+    "rules.segment", *CUT_KEYS,
 }
 _FLOAT_KEYS = {"tsc.hz", "tsc.hz_uncertainty"}
 _BOOL_KEYS = {"closed", "tsc.invariant"}
@@ -148,6 +153,46 @@ def read_log(source: LogSource, name: str | None = None) -> pa.Table:
         message = f"{name}: has no end (its process was killed, or still writes it); read its {len(batches)} batches"
         warnings.warn(IncompleteLogWarning(message, name, len(batches), False), stacklevel=2)
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def repair(path: "str | os.PathLike") -> "dict[str, int] | None":
+    """Makes a log file that has no end (its process was killed) a whole Arrow IPC file, which polars, DuckDB and
+    pyarrow's file and dataset readers open: its complete batches, their compression kept, and a footer whose
+    metadata says `closed: false` and the cut (CUT_KEYS). The new file replaces the old one in one rename, with its
+    permissions. Returns the footer's cut keys, or None for a file that has its end already."""
+    path = os.fspath(path)
+    with pa.OSFile(path) as f:
+        if _file_reader(f) is not None:
+            return None
+        reader = _stream_reader(f, path)
+        batches, kept = [], f.tell()
+        while True:
+            try:
+                batches.append(reader.read_next_batch())
+            except StopIteration:
+                break
+            except (pa.ArrowInvalid, OSError):
+                break
+            kept = f.tell()
+        size = f.size()
+    schema = _unpadded(reader.schema)
+    cut = {"cut.bytes": size - kept, "cut.batches": len(batches)}
+    metadata = {**(schema.metadata or {}), b"closed": b"false", **{k.encode(): str(v).encode() for k, v in cut.items()}}
+    compressed = (schema.metadata or {}).get(b"compression") == b"zstd"
+    options = ipc.IpcWriteOptions(compression="zstd" if compressed else None)
+    folder, name = os.path.split(path)
+    aside = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")  # a random name, created exclusively
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 os.stat(path).st_mode & 0o777)
+    try:
+        with os.fdopen(fd, "wb") as out, ipc.new_file(out, schema.with_metadata(metadata), options=options) as w:
+            for batch in batches:
+                w.write_batch(batch)
+        os.replace(aside, path)
+    except BaseException:
+        os.unlink(aside)
+        raise
+    return cut
 
 
 def log_files(folder: "str | Path", recursive: bool = True) -> list[Path]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..logs import COUNTER_COLUMNS, RECORD_COLUMNS, IncompleteLogWarning, log_metadata, read_log
+from ..logs import COUNTER_COLUMNS, CUT_KEYS, RECORD_COLUMNS, IncompleteLogWarning, log_metadata, read_log
 
 # int64 everywhere: Spark has no unsigned types, and a TSC stays below 2^63 for centuries
 COLUMN_TYPES = {"tuple_id": pa.int64(), "tsc": pa.int64(), "period_start_tsc": pa.int64(), "count": pa.int64()}
@@ -53,9 +53,12 @@ class LogFile:
 def read_log_bytes(path: str, content) -> LogFile:
     """Decodes `content` (bytes or a pyarrow Buffer) of the file at `path` (used in messages only) with the core's
     reader; whether the file ended and whether it was cut come from the warning that reader gives a file without
-    its end, which is not repeated here: the driver says it once per file (Catalog)."""
+    its end, which is not repeated here: the driver says it once per file (Catalog); or, for a file completed from
+    what a killed process left (by the collector or `cloudprofiler repair`), from the cut its footer records."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", IncompleteLogWarning)
         table = read_log(content, name=path)
     incomplete = [w.message for w in caught if isinstance(w.message, IncompleteLogWarning)]
-    return LogFile(path, table.schema, table.to_batches(), not incomplete, any(w.cut for w in incomplete))
+    completed = (table.schema.metadata or {}).get(CUT_KEYS[0].encode())
+    cut = any(w.cut for w in incomplete) or completed is not None  # a killed process's file, wherever it stopped
+    return LogFile(path, table.schema, table.to_batches(), not incomplete and completed is None, cut)
