@@ -309,7 +309,8 @@ def test_an_inbox_folder_another_user_made_or_could_enter_is_refused(tmp_path):
         refused = subprocess.run([sys.executable, "-c", INBOX_START, str(tmp_path / "logs"), str(planted)],
                                  capture_output=True, text=True, timeout=60)
         assert refused.stdout.startswith("LogFolderPermissionError"), refused
-        assert f"belongs to user {user.pw_uid}, not to this one (0)" in refused.stdout and str(planted) in refused.stdout
+        assert f"belongs to user {user.pw_uid}, not to this one (0)" in refused.stdout
+        assert str(planted) in refused.stdout
         assert not list(planted.iterdir())  # nothing of ours written into it
     finally:
         subprocess.run(["rm", "-rf", str(planted)])
