@@ -214,7 +214,11 @@ static int open_file(cp_channel *ch, cp_error *error) {
   ch->path = malloc(len);
   if (!ch->path) return cp__fail(error, ENOMEM, "out of memory");
   snprintf(ch->path, len, "%s/%s.%s.%ld.%" PRIu64 ".arrows", cp__lib.log_dir, safe, host, (long)getpid(), ch->number);
-  ch->fd = open(ch->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* 0600, created exclusively, never through a link: a name taken already (a link planted there, the file of an
+   * earlier process with this pid) is removed, not followed, and created again */
+  int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  ch->fd = open(ch->path, flags, 0600);
+  if (ch->fd < 0 && errno == EEXIST && unlink(ch->path) == 0) ch->fd = open(ch->path, flags, 0600);
   if (ch->fd < 0) {
     int code = errno;
     return cp__fail(error, code, "cannot create log file %s: %s", ch->path, strerror(code));

@@ -42,6 +42,9 @@ static int roll_bytes(int64_t given, int64_t *out, cp_error *error) {
   return 0;
 }
 
+/* Creates the log folder and its missing parents for this user only (0700), or takes an existing one that is this
+ * user's and that no other user can write to (or that root owns with the sticky bit, like /tmp): in a folder another
+ * user can write, that user could read the files, or plant links at their names. Never through a link. */
 static int make_dirs(const char *path, cp_error *error) {
   char *copy = strdup(path);
   if (!copy) return cp__fail(error, ENOMEM, "out of memory");
@@ -49,7 +52,7 @@ static int make_dirs(const char *path, cp_error *error) {
     if (*p == '/' || *p == '\0') {
       char saved = *p;
       *p = '\0';
-      if (mkdir(copy, 0777) != 0 && errno != EEXIST) {
+      if (mkdir(copy, 0700) != 0 && errno != EEXIST) {
         int code = errno;
         free(copy);
         return cp__fail(error, code, "cannot create log folder %s: %s", path, strerror(code));
@@ -59,6 +62,19 @@ static int make_dirs(const char *path, cp_error *error) {
     }
   }
   free(copy);
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    int code = errno;
+    return cp__fail(error, code, "cannot read log folder %s: %s", path, strerror(code));
+  }
+  if (!S_ISDIR(st.st_mode)) return cp__fail(error, ENOTDIR, "log folder %s is not a folder (a link?)", path);
+  bool sticky = st.st_mode & S_ISVTX;
+  if (st.st_uid == geteuid() ? !sticky && (st.st_mode & (S_IWGRP | S_IWOTH)) : !(st.st_uid == 0 && sticky))
+    return cp__fail(
+        error, EPERM,
+        "refusing log folder %s: %s (mode %04o, owner uid %ld): other users could read or replace its files", path,
+        st.st_uid == geteuid() ? "other users can write to it" : "it belongs to another user",
+        (unsigned)(st.st_mode & 07777), (long)st.st_uid);
   if (access(path, W_OK | X_OK) != 0) {
     int code = errno;
     return cp__fail(error, code, "log folder %s is not writable: %s", path, strerror(code));
