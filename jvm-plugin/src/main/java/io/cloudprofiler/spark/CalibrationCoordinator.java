@@ -3,9 +3,13 @@ package io.cloudprofiler.spark;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.io.IOException;
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -86,7 +90,8 @@ final class CalibrationCoordinator {
     int count, next;
   }
 
-  private final String driverHost;
+  private final String driverHost, bindAddress;
+  private final byte[] secret = TscDomain.newSecret();
   private final int count, timeoutMs, peers;
   private final boolean force;
   private final Map<String, Domain> domains = new LinkedHashMap<>();
@@ -117,14 +122,24 @@ final class CalibrationCoordinator {
   private final Set<String> awaitingLast = new HashSet<>();
 
   private Domain reference;
-  private byte[] secret;
   private String folder;
   private long driverResponder;
   private int round;
 
+  /**
+   * {@code driverHost}: where executors reach the driver; {@code bindAddress}: where the driver's
+   * probe responder listens (Spark's {@code spark.driver.bindAddress}, else the host).
+   */
   CalibrationCoordinator(
-      String driverHost, int intervalSeconds, int count, int timeoutMs, int peers, boolean force) {
+      String driverHost,
+      String bindAddress,
+      int intervalSeconds,
+      int count,
+      int timeoutMs,
+      int peers,
+      boolean force) {
     this.driverHost = driverHost;
+    this.bindAddress = bindAddress;
     this.force = force;
     this.count = count;
     this.timeoutMs = timeoutMs;
@@ -158,14 +173,25 @@ final class CalibrationCoordinator {
     return new Messages.Candidates(out);
   }
 
-  private synchronized Messages.Candidates hello(Messages.Hello hello) {
+  private synchronized Messages.Welcome hello(Messages.Hello hello) {
     if (folder == null) start(hello.appId(), hello.logDir());
-    return candidates(hello.bootId());
+    return new Messages.Welcome(
+        reference == null ? "" : HexFormat.of().formatHex(secret),
+        candidates(hello.bootId()).domains());
+  }
+
+  /**
+   * The IPv4 address of {@code host} (a name or an address), where the driver's responder binds.
+   */
+  static String ipv4(String host) throws UnknownHostException {
+    InetAddress address = InetAddress.getByName(host);
+    if (!(address instanceof Inet4Address))
+      throw new UnknownHostException(host + " is not an IPv4 address (the probes use IPv4)");
+    return address.getHostAddress();
   }
 
   private void start(String appId, String logDir) {
     folder = logDir + "/" + appId;
-    secret = TscDomain.secret(appId);
     if (!NativeLoader.isLoaded()) return; // the driver's plugin has said why
     try {
       CloudProfiler.requireInvariantTsc(force);
@@ -176,7 +202,15 @@ final class CalibrationCoordinator {
           e.getMessage());
       return;
     }
-    driverResponder = CloudProfiler.responderStart("0.0.0.0", 0, secret);
+    try { // where Spark's driver listens, not on every interface
+      driverResponder = CloudProfiler.responderStart(ipv4(bindAddress), 0, secret);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn(
+          "cloudprofiler: no calibration: the driver's probe responder cannot listen on {}: {}",
+          bindAddress,
+          e.toString());
+      return;
+    }
     Member driver = new Member();
     driver.host = driverHost;
     driver.responderPort = CloudProfiler.responderPort(driverResponder);

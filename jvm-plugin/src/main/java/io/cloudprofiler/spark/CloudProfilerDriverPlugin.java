@@ -116,6 +116,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
         calibration =
             new CalibrationCoordinator(
                 host,
+                sc.conf().get("spark.driver.bindAddress", host), // where Spark's driver listens
                 options.calibrationIntervalSeconds(),
                 options.calibrationProbes(),
                 options.calibrationTimeoutMs(),

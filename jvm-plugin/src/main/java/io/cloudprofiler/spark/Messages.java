@@ -18,10 +18,16 @@ final class Messages {
 
   /**
    * The first question of an executor: the domains of its boot id. The first one the driver gets
-   * also names the application's folder, where the calibration tables go. Answer: {@link
-   * Candidates}.
+   * also names the application's folder, where the calibration tables go. Answer: {@link Welcome}.
    */
   record Hello(String bootId, String appId, String logDir) {}
+
+  /**
+   * The application's probe secret in hex (made at random by the driver, {@link
+   * TscDomain#newSecret}; empty when the driver does not calibrate) and the domains of the
+   * executor's boot id.
+   */
+  record Welcome(String secret, List<Candidate> domains) {}
 
   /**
    * A domain and the member that answers probes for it; {@code process} names that member's JVM
@@ -84,6 +90,7 @@ final class Messages {
   private static final List<Class<? extends Record>> TYPES =
       List.of(
           Hello.class,
+          Welcome.class,
           Candidate.class,
           Candidates.class,
           Join.class,

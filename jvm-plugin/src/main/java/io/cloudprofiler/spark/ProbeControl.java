@@ -4,36 +4,56 @@ import io.cloudprofiler.CloudProfiler;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
-import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
-import java.net.SocketException;
+import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HexFormat;
+import java.util.Iterator;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * Lets the driver ask an executor to probe a responder (the executor's domain probing the driver
- * back, or another host): a TCP socket that takes one line {@code PROBE <token> <address> <port>
- * <count> <timeoutMs>} per connection and answers {@code OK <send> <remote> <recv> ...} or {@code
- * ERR <message>}. Spark's plugin messages only go from executors to the driver, so the driver needs
- * a way in of its own to clock every probe run of the cluster, one at a time. The token is derived
- * from the application id: like the responder's secret it keeps other applications out, it does not
- * defend against an attacker who can read the network.
+ * back, or another host): a TCP socket through which the driver, one request per connection, asks
+ * for a probe run and gets its (send, remote, recv) triples. Spark's plugin messages only go from
+ * executors to the driver, so the driver needs a way in of its own to clock every probe run of the
+ * cluster, one at a time.
  *
- * <p>Whoever learns the token (an application id is shown in UIs and logs) can ask for probe runs,
- * so a run goes only to a probe responder that the driver registered for this application ({@link
- * Targets}), and the control listens only on the address where the driver reaches this executor.
- * Each connection is served by a small pool, with a deadline for its request line, so that a client
- * that connects and stays silent holds one worker for {@link #REQUEST_TIMEOUT_MS} at most and never
- * the others; connections past the pool and its queue are closed.
+ * <p>The exchange, a line of ASCII each way: the client sends {@code PROBE <n> <address> <port>
+ * <count> <timeoutMs> <mac>} as soon as it connects, the control answers {@code OK <send> <remote>
+ * <recv> ... <mac>} or {@code ERR <message> <mac>}. Each mac is HMAC-SHA256 in hex, under the
+ * application's probe secret (made at random by the driver, handed to executors over Spark's RPC;
+ * see {@link TscDomain#newSecret}), of the line before it ({@link #mac}; a reply's with its
+ * request's n): only the driver can ask for a run and no one else can answer in the control's name.
+ * {@code n} counts the driver's requests and the control takes only an n above the last it took, so
+ * that a request seen on the network cannot be sent again. A run goes only to a probe responder
+ * that the driver registered for this application ({@link Targets}), and the control listens only
+ * on the address where the driver reaches this executor.
+ *
+ * <p>One thread reads every request without blocking, as the connection is accepted (the driver's
+ * has usually arrived by then) or later within {@link #REQUEST_TIMEOUT_MS}; only an authenticated
+ * request takes one of the {@link #WORKERS} workers. A peer address keeps at most {@link
+ * #PENDING_PER_PEER} connections waiting for their request (all peers {@link #PENDING}); past that
+ * its oldest is closed, so that silent or garbage connections, however many, cost a file descriptor
+ * each for at most 2 s and do not hold the driver's request back.
  */
 final class ProbeControl implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(ProbeControl.class);
@@ -44,11 +64,17 @@ final class ProbeControl implements AutoCloseable {
   /** How long a connection may take to send its request line. */
   static final int REQUEST_TIMEOUT_MS = 2000;
 
-  /** Connections served at once, and waiting for a worker. */
+  /** Authenticated requests run at once, and waiting for a worker. */
   static final int WORKERS = 4, QUEUED = 16;
 
-  /** The longest request line: PROBE, a 64-digit token, an address, a port, a count, a timeout. */
+  /** Connections waiting for their request, from one peer address and from all. */
+  static final int PENDING_PER_PEER = 64, PENDING = 256;
+
+  /** The longest request line: PROBE, n, an address, a port, a count, a timeout, a 64-digit mac. */
   private static final int MAX_LINE = 512;
+
+  /** The requests this JVM (the driver) sent: each request's n. */
+  private static final AtomicLong SENT = new AtomicLong();
 
   /** The probe responders a run may go to: those the driver registered for this application. */
   interface Targets {
@@ -62,20 +88,51 @@ final class ProbeControl implements AutoCloseable {
     }
   }
 
-  private final ServerSocket server;
-  private final String token;
+  /** A connection that has not sent its request yet. */
+  private static final class Pending {
+    final SocketChannel channel;
+    final InetAddress peer;
+    final long deadlineNanos;
+    final ByteBuffer line = ByteBuffer.allocate(MAX_LINE);
+
+    Pending(SocketChannel channel, InetAddress peer, long deadlineNanos) {
+      this.channel = channel;
+      this.peer = peer;
+      this.deadlineNanos = deadlineNanos;
+    }
+  }
+
+  private final ServerSocketChannel server;
+  private final Selector selector;
   private final byte[] secret;
   private final Targets targets;
   private final ThreadPoolExecutor workers;
   private final Guard guard = new Guard("the probe control");
 
+  /** Oldest first (their deadlines in the same order), and how many of them each peer has. */
+  private final LinkedHashSet<Pending> pending = new LinkedHashSet<>();
+
+  private final Map<InetAddress, Integer> pendingOf = new HashMap<>();
+  private boolean saidClosing;
+
+  /** The n of the last request taken (read and written by the accepting thread only). */
+  private long lastTaken;
+
   /** A control on a free port of {@code bindAddress}, answering runs to {@code targets} only. */
   ProbeControl(byte[] secret, String bindAddress, Targets targets) throws IOException {
-    this.secret = secret;
+    this.secret = secret.clone();
     this.targets = targets;
-    token = HexFormat.of().formatHex(secret);
-    server = new ServerSocket();
-    server.bind(new InetSocketAddress(bindAddress, 0), QUEUED);
+    selector = Selector.open();
+    server = ServerSocketChannel.open();
+    try {
+      server.bind(new InetSocketAddress(bindAddress, 0), PENDING);
+      server.configureBlocking(false);
+      server.register(selector, SelectionKey.OP_ACCEPT);
+    } catch (IOException | RuntimeException e) {
+      server.close();
+      selector.close();
+      throw e;
+    }
     workers =
         new ThreadPoolExecutor(
             WORKERS,
@@ -89,105 +146,250 @@ final class ProbeControl implements AutoCloseable {
   }
 
   int port() {
-    return server.getLocalPort();
+    return server.socket().getLocalPort();
+  }
+
+  /** HMAC-SHA256 under {@code secret} of {@code text}, in hex. */
+  static String mac(byte[] secret, String text) {
+    return HexFormat.of().formatHex(TscDomain.hmac(secret, text));
+  }
+
+  /** What a reply's mac covers: the request's n, then the reply. */
+  private static String replied(long n, String body) {
+    return "REPLY " + n + "\n" + body;
   }
 
   private void serve() {
-    while (!server.isClosed()) {
-      Socket s;
-      try {
-        s = server.accept();
-      } catch (IOException e) {
-        if (!server.isClosed())
-          LOG.warn("cloudprofiler: probe control stops accepting: {}", e.toString());
-        return;
+    try {
+      while (server.isOpen()) {
+        long wait = 0; // select without a timeout while nothing waits for its request
+        if (!pending.isEmpty()) {
+          long left = pending.iterator().next().deadlineNanos - System.nanoTime();
+          wait = Math.max(1, TimeUnit.NANOSECONDS.toMillis(left) + 1);
+        }
+        selector.select(wait);
+        if (!server.isOpen()) return;
+        List<Pending> complete = new ArrayList<>();
+        for (Iterator<SelectionKey> it = selector.selectedKeys().iterator(); it.hasNext(); ) {
+          SelectionKey key = it.next();
+          it.remove();
+          if (!key.isValid()) continue;
+          if (key.isAcceptable()) acceptAll();
+          else if (key.isReadable() && read((Pending) key.attachment())) {
+            key.cancel();
+            complete.add((Pending) key.attachment());
+          }
+        }
+        long now = System.nanoTime();
+        while (!pending.isEmpty() && pending.iterator().next().deadlineNanos - now <= 0)
+          drop(pending.iterator().next());
+        if (!complete.isEmpty()) {
+          selector.selectNow(); // deregisters the cancelled keys: their channels may block again
+          for (Pending p : complete) dispatch(p);
+        }
       }
+    } catch (IOException e) {
+      if (server.isOpen()) {
+        LOG.warn("cloudprofiler: probe control stops accepting: {}", e.toString());
+        close();
+      }
+    } catch (Throwable e) { // an Error would end the thread with the control's port still open
+      guard.disable("the probe control's requests", e);
+      close();
+    } finally {
+      for (Pending p : new ArrayList<>(pending)) drop(p);
+      closeQuietly(selector);
+    }
+  }
+
+  /**
+   * Accepts every waiting connection: one whose request is there already is dispatched at once (the
+   * selector never saw it), the others wait for theirs.
+   */
+  private void acceptAll() throws IOException {
+    for (SocketChannel c; (c = server.accept()) != null; ) {
+      InetAddress peer = ((InetSocketAddress) c.getRemoteAddress()).getAddress();
+      Pending p =
+          new Pending(
+              c, peer, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REQUEST_TIMEOUT_MS));
       try {
-        workers.execute(() -> handle(s));
-      } catch (RejectedExecutionException busy) {
-        closeQuietly(s);
+        c.configureBlocking(false);
+      } catch (IOException e) {
+        closeQuietly(c);
+        continue;
+      }
+      pending.add(p); // read() forgets or drops it
+      pendingOf.merge(peer, 1, Integer::sum);
+      if (read(p)) {
+        dispatch(p);
+        continue;
+      }
+      if (!c.isOpen()) continue;
+      try {
+        c.register(selector, SelectionKey.OP_READ, p);
+      } catch (IOException e) {
+        drop(p);
+        continue;
+      }
+      if (pendingOf.getOrDefault(peer, 0) > PENDING_PER_PEER) {
+        for (Pending old : pending) {
+          if (old.peer.equals(peer)) {
+            drop(old);
+            break;
+          }
+        }
+        closingSaid(peer);
+      }
+      if (pending.size() > PENDING) {
+        drop(pending.iterator().next());
+        closingSaid(peer);
       }
     }
   }
 
-  private void handle(Socket connection) {
-    try (Socket s = connection) {
-      s.setSoTimeout(REQUEST_TIMEOUT_MS);
+  /** One line, once, the first time connections that sent no request are closed early. */
+  private void closingSaid(InetAddress peer) {
+    if (saidClosing) return;
+    saidClosing = true;
+    LOG.warn(
+        "cloudprofiler: probe control on port {}: more than {} connections from {} (or {} from all)"
+            + " sent no request; the oldest are closed",
+        port(),
+        PENDING_PER_PEER,
+        peer.getHostAddress(),
+        PENDING);
+  }
+
+  /**
+   * Reads what the connection sent; whether its line is complete (false: dropped or still open).
+   */
+  private boolean read(Pending p) {
+    int n;
+    try {
+      n = p.channel.read(p.line);
+    } catch (IOException e) {
+      n = -1;
+    }
+    if (n < 0) {
+      drop(p);
+      return false;
+    }
+    byte[] bytes = p.line.array();
+    for (int i = p.line.position() - n; i < p.line.position(); i++) {
+      if (bytes[i] == '\n') {
+        forget(p);
+        return true;
+      }
+    }
+    if (!p.line.hasRemaining()) drop(p); // no request is that long
+    return false;
+  }
+
+  private void forget(Pending p) {
+    if (pending.remove(p)) pendingOf.computeIfPresent(p.peer, (k, v) -> v == 1 ? null : v - 1);
+  }
+
+  private void drop(Pending p) {
+    forget(p);
+    closeQuietly(p.channel);
+  }
+
+  /**
+   * A complete request: to a worker when made with the secret and new, else refused at once (the
+   * reply's mac then covers n 0).
+   */
+  private void dispatch(Pending p) {
+    String line = requestLine(p);
+    String[] f = line.split(" ");
+    long n = f.length == 7 && f[1].matches("[0-9]{1,18}") ? Long.parseLong(f[1]) : 0;
+    boolean authentic =
+        n > 0
+            && f[0].equals("PROBE")
+            && MessageDigest.isEqual(
+                f[6].getBytes(StandardCharsets.US_ASCII),
+                mac(secret, line.substring(0, line.lastIndexOf(' ')))
+                    .getBytes(StandardCharsets.US_ASCII));
+    if (!authentic || n <= lastTaken) {
+      reply(
+          p,
+          0,
+          authentic
+              ? "ERR request " + n + " is not after request " + lastTaken + ": sent again"
+              : "ERR expected PROBE <n> <address> <port> <count> <timeoutMs> <mac of this"
+                  + " application>");
+      closeQuietly(p.channel);
+      return;
+    }
+    lastTaken = n;
+    try {
+      p.channel.configureBlocking(true);
+      workers.execute(() -> handle(p, n, f));
+    } catch (IOException | RejectedExecutionException busy) {
+      closeQuietly(p.channel);
+    }
+  }
+
+  private static String requestLine(Pending p) {
+    String text = new String(p.line.array(), 0, p.line.position(), StandardCharsets.US_ASCII);
+    return text.substring(0, text.indexOf('\n')).trim();
+  }
+
+  /** Sends a reply line, authenticated; on a non-blocking channel as much as its buffer takes. */
+  private void reply(Pending p, long n, String body) {
+    String line = body + " " + mac(secret, replied(n, body)) + "\n";
+    try {
+      ByteBuffer out = ByteBuffer.wrap(line.getBytes(StandardCharsets.US_ASCII));
+      while (out.hasRemaining()) if (p.channel.write(out) == 0) return;
+    } catch (IOException e) {
+      // the client went away: nothing to answer
+    }
+  }
+
+  private void handle(Pending p, long n, String[] request) {
+    try {
       DaemonThreads.faultPoint();
-      String reply = answer(readLine(s));
-      OutputStream out = s.getOutputStream();
-      out.write((reply + "\n").getBytes(StandardCharsets.US_ASCII));
-      out.flush();
-    } catch (SocketException closed) {
-      if (!server.isClosed())
-        LOG.warn("cloudprofiler: probe control connection failed: {}", closed.toString());
+      reply(p, n, answer(Arrays.copyOfRange(request, 1, request.length)));
     } catch (Exception e) {
       LOG.warn("cloudprofiler: probe control connection failed: {}", e.toString());
     } catch (Throwable e) { // an Error would end the worker, and on a cluster the executor's JVM
       guard.disable("a probe run", e);
       close();
+    } finally {
+      closeQuietly(p.channel);
     }
   }
 
-  /**
-   * The request line, read whole within {@link #REQUEST_TIMEOUT_MS} (not per byte) and at most
-   * MAX_LINE long.
-   */
-  private static String readLine(Socket s) throws IOException {
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REQUEST_TIMEOUT_MS);
-    StringBuilder line = new StringBuilder();
-    java.io.InputStream in = s.getInputStream();
-    while (line.length() < MAX_LINE) {
-      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
-      if (left <= 0)
-        throw new java.net.SocketTimeoutException(
-            "no request line within " + REQUEST_TIMEOUT_MS + " ms");
-      s.setSoTimeout((int) left);
-      int c = in.read();
-      if (c == -1 || c == '\n') return line.toString();
-      line.append((char) c);
-    }
-    return line.toString();
-  }
-
-  private static void closeQuietly(Socket s) {
+  private static void closeQuietly(java.io.Closeable c) {
     try {
-      s.close();
+      c.close();
     } catch (IOException ignored) {
-      // a connection refused for lack of workers: nothing to recover
+      // a connection refused or done with: nothing to recover
     }
   }
 
-  private String answer(String line) {
-    String[] f = line == null ? new String[0] : line.trim().split(" ");
-    if (f.length != 6 || !f[0].equals("PROBE")) {
-      return "ERR expected PROBE <token> <address> <port> <count> <timeoutMs>";
-    }
-    if (!MessageDigest.isEqual(
-        f[1].getBytes(StandardCharsets.US_ASCII), token.getBytes(StandardCharsets.US_ASCII))) {
-      return "ERR wrong token";
-    }
-    Integer count = Config.CALIBRATION_PROBES.parse(f[4]),
-        timeoutMs = Config.CALIBRATION_TIMEOUT.parse(f[5]);
+  /** The reply to an authenticated request: f = {n, address, port, count, timeoutMs, mac}. */
+  private String answer(String[] f) {
+    Integer count = Config.CALIBRATION_PROBES.parse(f[3]),
+        timeoutMs = Config.CALIBRATION_TIMEOUT.parse(f[4]);
     if (count == null || timeoutMs == null) {
       return "ERR count "
-          + f[4]
+          + f[3]
           + " or timeout "
-          + f[5]
+          + f[4]
           + " is not "
           + Config.CALIBRATION_PROBES.expected
           + " and "
           + Config.CALIBRATION_TIMEOUT.expected;
     }
     try {
-      int port = Integer.parseInt(f[3]);
+      int port = Integer.parseInt(f[2]);
       if (port < 1 || port > 65535)
         return "ERR port " + port + " is out of range: expected 1 to 65535";
-      if (!targets.registered(f[2], port)) {
-        return "ERR " + f[2] + ":" + port + " is not a probe responder of this application";
+      if (!targets.registered(f[1], port)) {
+        return "ERR " + f[1] + ":" + port + " is not a probe responder of this application";
       }
       StringBuilder out = new StringBuilder("OK");
-      for (long v : probe(f[2], port, count, timeoutMs, secret)) out.append(' ').append(v);
+      for (long v : probe(f[1], port, count, timeoutMs, secret)) out.append(' ').append(v);
       return out.toString();
     } catch (RuntimeException e) {
       return "ERR " + String.valueOf(e.getMessage()).replace('\n', ' ');
@@ -212,7 +414,7 @@ final class ProbeControl implements AutoCloseable {
 
   /**
    * Asks the process whose control socket is host:controlPort to probe address:port; throws on any
-   * failure.
+   * failure: {@link RunFailed} when the control answered with an error.
    */
   static long[] request(
       String host,
@@ -223,26 +425,36 @@ final class ProbeControl implements AutoCloseable {
       int count,
       int timeoutMs)
       throws IOException {
+    String where = "probe control at " + host + ":" + controlPort;
+    long n = SENT.incrementAndGet();
     try (Socket s = new Socket()) {
       s.connect(new InetSocketAddress(host, controlPort), 2000);
-      s.setSoTimeout(count * timeoutMs + 5000);
       String line =
           String.join(
               " ",
               "PROBE",
-              HexFormat.of().formatHex(secret),
+              String.valueOf(n),
               address,
               String.valueOf(port),
               String.valueOf(count),
               String.valueOf(timeoutMs));
+      line += " " + mac(secret, line);
       s.getOutputStream().write((line + "\n").getBytes(StandardCharsets.US_ASCII));
-      InputStreamReader in = new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII);
-      String reply = new BufferedReader(in).readLine();
-      if (reply == null)
-        throw new IOException("probe control at " + host + ":" + controlPort + ": no answer");
-      if (!reply.startsWith("OK"))
-        throw new RunFailed("probe control at " + host + ":" + controlPort + ": " + reply);
-      String[] f = reply.substring(2).trim().split(" ");
+      s.setSoTimeout(count * timeoutMs + 5000);
+      String reply =
+          new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.US_ASCII))
+              .readLine();
+      if (reply == null) throw new IOException(where + ": no answer");
+      int cut = reply.lastIndexOf(' ');
+      String body = cut < 0 ? "" : reply.substring(0, cut);
+      if (cut < 0
+          || !MessageDigest.isEqual(
+              reply.substring(cut + 1).getBytes(StandardCharsets.US_ASCII),
+              mac(secret, replied(n, body)).getBytes(StandardCharsets.US_ASCII)))
+        throw new IOException(
+            where + ": a reply not made with this application's secret: " + reply);
+      if (!body.startsWith("OK")) throw new RunFailed(where + ": " + body);
+      String[] f = body.substring(2).trim().split(" ");
       long[] out = new long[f[0].isEmpty() ? 0 : f.length];
       for (int i = 0; i < out.length; i++) out[i] = Long.parseLong(f[i]);
       return out;
@@ -253,6 +465,7 @@ final class ProbeControl implements AutoCloseable {
   public void close() {
     try {
       server.close();
+      selector.wakeup();
     } catch (IOException ignored) {
       // closing a listening socket: nothing to recover
     }

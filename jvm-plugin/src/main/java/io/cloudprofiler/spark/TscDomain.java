@@ -3,7 +3,10 @@ package io.cloudprofiler.spark;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
+import java.security.GeneralSecurityException;
+import java.security.SecureRandom;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 
 /**
  * A TSC domain is a machine: the processes that share one TSC. A process claims its machine's boot
@@ -12,9 +15,12 @@ import java.security.MessageDigest;
  * agrees with none (another socket with an unsynchronized TSC, a TSC simulation in tests) founds a
  * domain of its own, {@code <boot id>#<n>}. Executor ids never define a domain.
  *
- * <p>The shared probe secret is derived from the application id, so responders answer only their
- * own application's probes; with {@code spark.authenticate} on, also from the application's
- * authentication secret, so that only processes that hold it can probe.
+ * <p>The probe secret is made at random by the driver as it starts ({@link #newSecret}) and handed
+ * to the executors in the answer to their first message ({@link Messages.Welcome}), over Spark's
+ * RPC, which Spark authenticates and encrypts when the application turns that on ({@code
+ * spark.authenticate}, {@code spark.network.crypto.enabled}). Nothing of it derives from the
+ * application id or any other public value. Probes and the probe control's requests and replies
+ * carry an HMAC-SHA256 under it.
  */
 final class TscDomain {
   private TscDomain() {}
@@ -35,16 +41,24 @@ final class TscDomain {
     }
   }
 
-  static byte[] secret(String appId) {
-    String seed = "cloudprofiler:" + appId;
-    org.apache.spark.SecurityManager security = org.apache.spark.SparkEnv.get().securityManager();
-    if (security.isAuthenticationEnabled()) seed += ":" + security.getSecretKey();
+  /** Bytes of a probe secret: HMAC-SHA256's block is 64, its output 32. */
+  static final int SECRET_BYTES = 32;
+
+  /** A new probe secret for an application, from the system's strong random source. */
+  static byte[] newSecret() {
+    byte[] secret = new byte[SECRET_BYTES];
+    new SecureRandom().nextBytes(secret);
+    return secret;
+  }
+
+  /** HMAC-SHA256 of {@code text} (as UTF-8) under {@code secret}. */
+  static byte[] hmac(byte[] secret, String text) {
     try {
-      byte[] digest =
-          MessageDigest.getInstance("SHA-256").digest(seed.getBytes(StandardCharsets.UTF_8));
-      return java.util.Arrays.copyOf(digest, 32);
-    } catch (Exception e) {
-      throw new IllegalStateException("SHA-256 is not available", e);
+      Mac mac = Mac.getInstance("HmacSHA256");
+      mac.init(new SecretKeySpec(secret, "HmacSHA256"));
+      return mac.doFinal(text.getBytes(StandardCharsets.UTF_8));
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("HmacSHA256 is not available in this JVM", e);
     }
   }
 

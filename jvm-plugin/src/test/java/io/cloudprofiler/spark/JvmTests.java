@@ -4,6 +4,7 @@ import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.nio.channels.Channels;
@@ -12,6 +13,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -320,6 +322,8 @@ public final class JvmTests {
                     new Messages.Candidate("boot", "h1", 4000, "jvm-1"),
                     new Messages.Candidate("boot#1", "h2", 4001, "jvm-2"))),
             new Messages.Candidates(List.of()),
+            new Messages.Welcome(
+                "00ff", List.of(new Messages.Candidate("boot", "h1", 4000, "jvm-1"))),
             new Messages.Join(
                 "boot",
                 "",
@@ -529,16 +533,17 @@ public final class JvmTests {
   }
 
   /**
-   * The control listens on the address it was given only, and clients that connect and say nothing
-   * (one per worker but one) do not delay a run.
+   * The control listens on the address it was given only, and a flood of clients that connect and
+   * say nothing or send garbage (more than a peer and all peers may keep waiting, more than the
+   * workers and their queue) does not delay a run.
    */
-  public static void testSilentClientsDoNotHoldTheProbeControlWhichListensOnOneAddress()
+  public static void testSilentAndGarbageClientsDoNotHoldTheProbeControlWhichListensOnOneAddress()
       throws Exception {
     loadNative();
-    byte[] secret = new byte[32];
+    byte[] secret = TscDomain.newSecret();
     long responder = CloudProfiler.responderStart("127.0.0.1", 0, secret);
     int port = CloudProfiler.responderPort(responder);
-    List<java.net.Socket> silent = new ArrayList<>();
+    List<java.net.Socket> flood = new ArrayList<>();
     try (ProbeControl control = new ProbeControl(secret, "127.0.0.2", (a, p) -> p == port)) {
       try {
         new java.net.Socket("127.0.0.1", control.port()).close();
@@ -546,17 +551,74 @@ public final class JvmTests {
       } catch (java.net.ConnectException refused) {
         // listening on 127.0.0.2 only
       }
-      for (int i = 0; i < ProbeControl.WORKERS - 1; i++)
-        silent.add(new java.net.Socket("127.0.0.2", control.port()));
+      for (int i = 0; i < ProbeControl.PENDING + 44; i++) {
+        java.net.Socket s = new java.net.Socket("127.0.0.2", control.port());
+        if (i % 2 == 1) s.getOutputStream().write("\u0000garbage\nmore\n".getBytes());
+        flood.add(s);
+      }
       long t0 = System.nanoTime();
       long[] run =
           ProbeControl.request("127.0.0.2", control.port(), secret, "127.0.0.1", port, 5, 500);
       long ms = (System.nanoTime() - t0) / 1_000_000;
       check(
-          run.length == 15 && ms < ProbeControl.REQUEST_TIMEOUT_MS,
+          run.length == 15 && ms < ProbeControl.REQUEST_TIMEOUT_MS / 2,
           () -> ms + " ms, " + Arrays.toString(run));
     } finally {
-      for (java.net.Socket s : silent) s.close();
+      for (java.net.Socket s : flood) s.close();
+      CloudProfiler.responderStop(responder);
+    }
+  }
+
+  /**
+   * Only requests made with the application's secret run: the old token (a hash of the application
+   * id), another secret's mac and a request seen on the network sent again are refused; a reply is
+   * taken only when made with the secret.
+   */
+  public static void testTheProbeControlRunsOnlyRequestsMadeWithTheApplicationsSecret()
+      throws Exception {
+    loadNative();
+    byte[] secret = TscDomain.newSecret(), other = TscDomain.newSecret();
+    check(!Arrays.equals(secret, other), () -> "two secrets alike");
+    long responder = CloudProfiler.responderStart("127.0.0.1", 0, secret);
+    int port = CloudProfiler.responderPort(responder);
+    String oldToken =
+        HexFormat.of()
+            .formatHex(
+                java.security.MessageDigest.getInstance("SHA-256")
+                    .digest("cloudprofiler:app-20260101000000-0000".getBytes()));
+    try (ProbeControl control = new ProbeControl(secret, "127.0.0.1", (a, p) -> p == port)) {
+      java.util.function.Function<String, String> exchange =
+          line -> {
+            try (java.net.Socket s = new java.net.Socket("127.0.0.1", control.port())) {
+              s.getOutputStream().write((line + "\n").getBytes());
+              return new java.io.BufferedReader(new java.io.InputStreamReader(s.getInputStream()))
+                  .readLine();
+            } catch (IOException e) {
+              throw new java.io.UncheckedIOException(e);
+            }
+          };
+      String body = "PROBE 7 127.0.0.1 " + port + " 5 500";
+      String request = body + " " + ProbeControl.mac(secret, body); // as the network sees it
+      String good = exchange.apply(request);
+      check(good.startsWith("OK "), () -> good);
+      String replayed = exchange.apply(request);
+      check(replayed.startsWith("ERR request 7 is not after request 7"), () -> replayed);
+      String[] refused = {
+        exchange.apply("PROBE " + oldToken + " 127.0.0.1 " + port + " 5 500"),
+        exchange.apply(
+            "PROBE 8 127.0.0.1 " + port + " 5 500 " + ProbeControl.mac(other, "PROBE 8 127.0.0.1")),
+        exchange.apply("PROBE 9 127.0.0.1 " + port + " 5 500 " + ProbeControl.mac(other, body))
+      };
+      for (String reply : refused) check(reply.startsWith("ERR expected PROBE"), () -> reply);
+      try {
+        ProbeControl.request("127.0.0.1", control.port(), other, "127.0.0.1", port, 5, 500);
+        throw new AssertionError("a run for another secret");
+      } catch (ProbeControl.RunFailed e) {
+        throw new AssertionError("a reply taken without this secret: " + e.getMessage());
+      } catch (IOException e) {
+        check(e.getMessage().contains("not made with this application's secret"), e::getMessage);
+      }
+    } finally {
       CloudProfiler.responderStop(responder);
     }
   }
