@@ -131,8 +131,39 @@ def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):
     row = app.stages().where(f"stage_id = {stage}").first()
     assert math.isclose(row["p99_ns"], np.quantile(durations, 0.99, method="inverted_cdf"), rel_tol=1e-12)
     assert math.isclose(row["p50_ns"], np.quantile(durations, 0.5, method="inverted_cdf"), rel_tol=1e-12)
+    assert math.isclose(row["p90_ns"], np.quantile(durations, 0.9, method="inverted_cdf"), rel_tol=1e-12)
+    assert math.isclose(row["skew"], durations.max() / row["p50_ns"], rel_tol=1e-12)
     assert row["tasks"] == len(tasks[tasks["stage_id"] == stage]) and row["stragglers"] == sum(
         durations > 1.5 * row["p50_ns"])
+
+
+def test_each_stages_gap_matches_the_raw_files(app, folder):
+    """gap_before_ns: from the latest end of a stage that ended before this one started to this one's first task
+    start, by hand from the task records' TSCs and the task table's stages (one host: no translation needed)."""
+    hz = _driver(folder)["tsc.hz"]
+    table = cp.read_log(folder / "spark-tasks.arrows").to_pandas().set_index("task_attempt_id")
+    start, end = (dict(zip(*_raw(folder, c).to_pydict().values())) for c in ("spark.task.start", "spark.task.end"))
+    spans = {}
+    for attempt, task in table.iterrows():
+        key = (task["stage_id"], task["stage_attempt"])
+        low, high = spans.get(key, (None, None))
+        if attempt in start:
+            low = start[attempt] if low is None else min(low, start[attempt])
+        if attempt in end:
+            high = end[attempt] if high is None else max(high, end[attempt])
+        spans[key] = (low, high)
+    ends = sorted(high for _, high in spans.values() if high is not None)
+    rows = {(r["stage_id"], r["stage_attempt"]): r for r in app.stages().collect()}
+    assert set(rows) == set(spans) and len(rows) >= 5
+    gaps = 0
+    for key, (low, _) in spans.items():
+        before = [e for e in ends if e < low]
+        if not before:
+            assert rows[key]["gap_before_ns"] is None, key
+            continue
+        gaps += 1
+        assert math.isclose(rows[key]["gap_before_ns"], (low - before[-1]) / hz * 1e9, rel_tol=1e-9, abs_tol=1), key
+    assert gaps >= 4
 
 
 def test_a_hops_median_matches_the_raw_files_and_joins_are_sort_merge_joins(app, folder):
