@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import com.google.flatbuffers.FlatBufferBuilder;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -8,13 +9,27 @@ import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.arrow.flatbuf.Block;
+import org.apache.arrow.flatbuf.Field;
+import org.apache.arrow.flatbuf.Footer;
+import org.apache.arrow.flatbuf.Int;
+import org.apache.arrow.flatbuf.KeyValue;
 import org.apache.arrow.flatbuf.Message;
+import org.apache.arrow.flatbuf.MessageHeader;
+import org.apache.arrow.flatbuf.MetadataVersion;
+import org.apache.arrow.flatbuf.Schema;
+import org.apache.arrow.flatbuf.Type;
 
 /**
  * How much of a log file a reader can use while its process still writes it: the file's leading
  * magic and every complete Arrow IPC message after it (the schema, then record batches), found from
  * the messages' framing alone (continuation marker, metadata length, the metadata's body length),
- * never from the bodies.
+ * never from the bodies; and the end that makes such a part a whole Arrow IPC file, for the files
+ * of a process that was killed.
  */
 final class CompleteBatches {
   /** The first 8 bytes of an Arrow IPC file; a closed one ends with its first 6. */
@@ -63,6 +78,99 @@ final class CompleteBatches {
       }
       return complete;
     }
+  }
+
+  /**
+   * Footer metadata of a file completed from the part a killed process left (cloudprofiler/logs.py
+   * reads them): the bytes left out after its last complete batch, and the batches kept.
+   */
+  static final String CUT_BYTES = "cut.bytes";
+
+  static final String CUT_BATCHES = "cut.batches";
+
+  /**
+   * The end that makes the file's first {@code complete} bytes (a length {@link #length} returned)
+   * a whole Arrow IPC file that every reader opens (polars, DuckDB, pyarrow's file reader): the
+   * end-of-stream marker, a footer listing its record batches, the footer's length and the magic.
+   * The footer's schema is the file's own, its metadata saying {@code closed: false} and the cut
+   * ({@link #CUT_BYTES}, {@link #CUT_BATCHES}); the batches keep their bytes.
+   */
+  static byte[] cutEnd(Path file, long complete) throws IOException {
+    try (FileChannel in = FileChannel.open(file, StandardOpenOption.READ)) {
+      long offset = MAGIC.length;
+      ByteBuffer schemaMessage = null;
+      List<long[]> blocks = new ArrayList<>();
+      while (offset + 8 <= complete) {
+        ByteBuffer head = read(in, offset, 8).order(ByteOrder.LITTLE_ENDIAN);
+        if (head.getInt(0) != CONTINUATION) throw new IOException(file + ": not a log file");
+        int metadataLength = head.getInt(4);
+        if (metadataLength <= 0) break;
+        ByteBuffer metadata = read(in, offset + 8, metadataLength).order(ByteOrder.LITTLE_ENDIAN);
+        Message message = Message.getRootAsMessage(metadata);
+        if (message.headerType() == MessageHeader.Schema && schemaMessage == null) {
+          schemaMessage = metadata;
+        } else if (message.headerType() == MessageHeader.RecordBatch) {
+          blocks.add(new long[] {offset, 8 + metadataLength, message.bodyLength()});
+        }
+        offset += 8 + metadataLength + message.bodyLength();
+      }
+      if (schemaMessage == null) throw new IOException(file + ": no complete schema message");
+      Map<String, String> extra = new LinkedHashMap<>();
+      extra.put("closed", "false");
+      extra.put(CUT_BYTES, Long.toString(in.size() - complete));
+      extra.put(CUT_BATCHES, Integer.toString(blocks.size()));
+      FlatBufferBuilder b = new FlatBufferBuilder(1024);
+      int schema =
+          copySchema(
+              b, (Schema) Message.getRootAsMessage(schemaMessage).header(new Schema()), extra);
+      Footer.startRecordBatchesVector(b, blocks.size());
+      for (int i = blocks.size() - 1; i >= 0; i--)
+        Block.createBlock(b, blocks.get(i)[0], (int) blocks.get(i)[1], blocks.get(i)[2]);
+      int batches = b.endVector();
+      Footer.startDictionariesVector(b, 0);
+      int dictionaries = b.endVector();
+      b.finish(Footer.createFooter(b, MetadataVersion.V5, schema, dictionaries, batches, 0));
+      byte[] footer = b.sizedByteArray();
+      ByteBuffer out =
+          ByteBuffer.allocate(8 + footer.length + 4 + 6).order(ByteOrder.LITTLE_ENDIAN);
+      out.putInt(CONTINUATION).putInt(0).put(footer).putInt(footer.length).put(MAGIC, 0, 6);
+      return out.array();
+    }
+  }
+
+  /**
+   * A log file's schema (integer columns, as the library writes them) rebuilt in {@code b}, its
+   * metadata's values without the padding of the in-place header and {@code extra} set over them.
+   */
+  private static int copySchema(FlatBufferBuilder b, Schema from, Map<String, String> extra)
+      throws IOException {
+    int[] fields = new int[from.fieldsLength()];
+    for (int i = 0; i < fields.length; i++) {
+      Field f = from.fields(i);
+      if (f.typeType() != Type.Int) throw new IOException("not a log file: column " + f.name());
+      Int type = (Int) f.type(new Int());
+      int name = b.createString(f.name());
+      int intType = Int.createInt(b, type.bitWidth(), type.isSigned());
+      int children = Field.createChildrenVector(b, new int[0]);
+      fields[i] = Field.createField(b, name, f.nullable(), Type.Int, intType, 0, children, 0);
+    }
+    Map<String, String> metadata = new LinkedHashMap<>();
+    for (int i = 0; i < from.customMetadataLength(); i++) {
+      KeyValue kv = from.customMetadata(i);
+      metadata.put(kv.key(), kv.value().stripTrailing());
+    }
+    metadata.putAll(extra);
+    int[] pairs = new int[metadata.size()];
+    int i = 0;
+    for (Map.Entry<String, String> e : metadata.entrySet())
+      pairs[i++] =
+          KeyValue.createKeyValue(b, b.createString(e.getKey()), b.createString(e.getValue()));
+    return Schema.createSchema(
+        b,
+        from.endianness(),
+        Schema.createFieldsVector(b, fields),
+        Schema.createCustomMetadataVector(b, pairs),
+        0);
   }
 
   private static ByteBuffer read(FileChannel in, long position, int length) throws IOException {

@@ -8,6 +8,7 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.nio.channels.Channels;
+import java.nio.channels.SeekableByteChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -22,8 +23,10 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.BigIntVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowFileReader;
 import org.apache.arrow.vector.ipc.ArrowFileWriter;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
+import org.apache.arrow.vector.util.ByteArrayReadableSeekableByteChannel;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -483,6 +486,57 @@ public final class JvmTests {
       equal(3, batchesIn(Arrays.copyOf(whole, (int) previous)));
       Files.write(file, whole);
       check(CompleteBatches.closed(file), () -> "the closed file read as open");
+    } finally {
+      Files.delete(file);
+    }
+  }
+
+  /**
+   * A file cut at every length its killed writer may leave it, completed as the collector completes
+   * a lost executor's files: Arrow's file reader (which needs the footer) reads its complete
+   * batches, and the footer says the file was not closed and what was cut.
+   */
+  public static void testACutFileIsCompletedUpToItsLastBatchForFileReaders() throws Exception {
+    byte[] whole = threeBatches();
+    byte[] withoutEnd = Arrays.copyOf(whole, (int) lengthBeforeItsEnd(whole));
+    Path file = Files.createTempFile("cut", ".arrows");
+    try {
+      Set<Integer> seen = new HashSet<>();
+      for (int length = 200; length <= withoutEnd.length; length++) {
+        Files.write(file, Arrays.copyOf(withoutEnd, length));
+        long complete = CompleteBatches.length(file, 0);
+        byte[] tail = CompleteBatches.cutEnd(file, complete);
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        out.write(withoutEnd, 0, (int) complete);
+        out.write(tail);
+        int cut = length;
+        try (BufferAllocator allocator = new RootAllocator();
+            SeekableByteChannel in = new ByteArrayReadableSeekableByteChannel(out.toByteArray());
+            ArrowFileReader reader = new ArrowFileReader(in, allocator)) {
+          int batches = reader.getRecordBlocks().size();
+          long rows = 0;
+          while (reader.loadNextBatch()) rows += reader.getVectorSchemaRoot().getRowCount();
+          equal(100L * batches, rows);
+          Map<String, String> meta = reader.getVectorSchemaRoot().getSchema().getCustomMetadata();
+          equal("false", meta.get("closed"));
+          equal(Long.toString(cut - complete), meta.get(CompleteBatches.CUT_BYTES));
+          equal(Integer.toString(batches), meta.get(CompleteBatches.CUT_BATCHES));
+          seen.add(batches);
+        }
+      }
+      equal(Set.of(0, 1, 2, 3), seen);
+    } finally {
+      Files.delete(file);
+    }
+  }
+
+  /** The length of a whole file's part before its end-of-stream marker: its last batch's end. */
+  private static long lengthBeforeItsEnd(byte[] whole) throws Exception {
+    Path file = Files.createTempFile("whole", ".arrows");
+    try {
+      Files.write(
+          file, Arrays.copyOf(whole, whole.length - 1)); // no magic at its end: read as open
+      return CompleteBatches.length(file, 0);
     } finally {
       Files.delete(file);
     }
