@@ -33,9 +33,10 @@ def c_rows(iterations: int, folder: str, *options: str, env: "dict | None" = Non
     return json.loads(out.stdout)
 
 
-def rules_rows(iterations: int, runs: int, folder: str) -> list[dict]:
+def rules_rows(iterations: int, runs: int, folder: str) -> "tuple[list[dict], dict]":
     """Per handler, ns per call from C of a channel opened by handler and of one opened by rules in a process that
-    follows a rules file (CLOUDPROFILER_RULES, polled by the library's timer thread), in alternating runs."""
+    follows a rules file (CLOUDPROFILER_RULES, polled by the library's timer thread), in alternating runs; and the
+    cost order of the runs opened by handler."""
     rules_file = Path(folder) / "bench.rules"
     rules_file.write_text("other=null\n")
     followed = {**os.environ, "CLOUDPROFILER_RULES": str(rules_file)}
@@ -44,8 +45,24 @@ def rules_rows(iterations: int, runs: int, folder: str) -> list[dict]:
         for opened, env in (("direct", None), ("rules", followed)):
             for row in c_rows(iterations, f"{folder}/{opened}-{run}", "--open", opened, env=env):
                 times.setdefault(row["handler"], {"direct": [], "rules": []})[opened].append(row["ns_per_call"])
-    return [{"handler": handler, "caller": "c", **compared(sides["direct"], sides["rules"])}
+    rows = [{"handler": handler, "caller": "c", **compared(sides["direct"], sides["rules"])}
             for handler, sides in times.items() if handler != "tsc-read"]
+    return rows, cost_order({handler: sides["direct"] for handler, sides in times.items()})
+
+
+# What each handler does per call orders their costs: nothing, buffering a record, writing it through.
+COST_ORDER = ("null", "buffered", "identity")
+
+
+def cost_order(runs: "dict[str, list[float]]", order: "tuple[str, ...]" = COST_ORDER) -> dict:
+    """Whether the handlers' ns per call (each a list of runs) rise in `order`, judged pair by pair against the runs'
+    spread (`compared`): "holds" when each is slower than the one before beyond the noise, "does not hold" when one
+    is faster beyond it, else "within noise"."""
+    verdicts = [compared(runs[a], runs[b])["verdict"] for a, b in zip(order, order[1:])]
+    verdict = ("does not hold" if "faster" in verdicts else "holds" if set(verdicts) == {"slower"}
+               else "within noise")
+    return {"order": " < ".join(order), "medians_ns": [statistics.median(runs[h]) for h in order],
+            "pairs": verdicts, "verdict": verdict}
 
 
 def compared(direct: list[float], by_rules: list[float]) -> dict:
@@ -101,11 +118,11 @@ def run(args) -> int:
         cp.start(folder)
         rows += python_rows(args.python_iterations, args.vectorized_size)
         cp.stop()
-        by_rules = rules_rows(args.iterations, args.rules_runs, folder)
+        by_rules, order = rules_rows(args.iterations, args.rules_runs, folder) if args.rules_runs else ([], None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if args.json:
-        print(json.dumps(rows + by_rules, indent=1))
+        print(json.dumps(rows + by_rules + ([order] if order else []), indent=1))
         return 0
     from ...console import print_table
 
@@ -119,6 +136,10 @@ def run(args) -> int:
         print_table(by_rules, [("handler", "handler", ""), ("direct_ns", "by handler ns/call", ".2f"),
                                ("rules_ns", "by rules ns/call", ".2f"), ("difference_ns", "difference", "+.2f"),
                                ("noise_ns", "noise", ".2f"), ("verdict", "", "")])
+    if order:
+        medians = ", ".join(f"{h} {m:.2f}" for h, m in zip(COST_ORDER, order["medians_ns"]))
+        print(f"\ncost order {order['order']} (C, by handler, {args.rules_runs} runs each): {order['verdict']} "
+              f"({medians} ns/call; pairs: {', '.join(order['pairs'])})")
     for r in rows:
         if "compression_ratio" in r:
             print(f"\nbuffered + ZSTD to disk (one compression thread): {r['sustained_mrec_per_s']:.2f} M records/s "
