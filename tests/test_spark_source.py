@@ -1,6 +1,7 @@
 """The generator as a Spark streaming source: exactly once through real micro-batches, across a restart from
 a checkpoint, clear errors, and the search finding a pipeline's capacity set on purpose."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -241,6 +242,67 @@ def test_a_uint64_value_past_bigint_fails_the_query_naming_it(spark, tmp_path):
     finally:
         query.stop()
         generator.join(60)
+
+
+class FakeEmitter:
+    """A ROUTER socket (pyzmq) that answers as an emitter of buckets of 100 int64 tuples, except that its fetch
+    replies break the bounds: a payload frame of 4 MiB ("oversized") or 400 data frames ("many")."""
+
+    def __init__(self, mode):
+        import json
+        import struct
+        import threading
+
+        import zmq
+
+        self.sock = zmq.Context.instance().socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.endpoint = f"tcp://127.0.0.1:{self.sock.bind_to_random_port('tcp://127.0.0.1')}"
+        schema = pa.schema([("v", pa.int64())]).serialize().to_pybytes()
+        header = struct.pack("<BxxxIQQQQq", 1, 0, 0, 0, 100, 0, 0)
+        self.stop = threading.Event()
+
+        def serve():
+            while not self.stop.is_set():
+                if not self.sock.poll(50):
+                    continue
+                identity, body = self.sock.recv_multipart()
+                request = json.loads(body)
+                state, data = {"rid": request["rid"], "latest": 1, "low": 0, "bucket_tuples": 100}, []
+                if request["op"] == "info":
+                    data = [schema]
+                elif request["op"] == "fetch":
+                    state["count"] = 1
+                    data = [header, bytes(4 << 20)] if mode == "oversized" else [header, b"x" * 8] * 200
+                self.sock.send_multipart([identity, json.dumps(state).encode(), *data])
+            self.sock.close()
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("oversized", "sent a frame of 4194304 bytes, more than 1048576 (the most a reply's state or a bucket of 100 "
+                  "tuples of this query's payload columns can take)"),
+    ("many", "sent a message of more than 129 frames"),
+])
+def test_an_emitter_past_the_bounds_of_a_bucket_fails_the_query_naming_it(spark, tmp_path, mode, message):
+    emitter = FakeEmitter(mode)
+    started = time.monotonic()
+    query = (read_generator(spark, [emitter.endpoint], timeout=60).writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        with pytest.raises(Exception, match=re.escape(f"the emitter at {emitter.endpoint} {message}")):
+            query.awaitTermination(90)
+        assert time.monotonic() - started < 40  # refused at once, not retried until the 60 s timeout
+    finally:
+        query.stop()
+        emitter.close()
+    assert spark.range(1000).count() == 1000  # the executor lives on
 
 
 CAPACITY = 40_000  # tuples/s: the pipeline below sleeps 1/CAPACITY s per tuple, in one task per batch

@@ -65,7 +65,12 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
   private BucketReader(SourceOptions options, PayloadSchema schema, EmitterRange range) {
     this.schema = schema;
     this.range = range;
-    this.client = new EmitterClient(range.endpoint(), options.timeoutS);
+    this.client =
+        new EmitterClient(
+            range.endpoint(),
+            options.timeoutS,
+            range.bucketTuples(),
+            schema.maxBucketBytes(range.bucketTuples()));
     this.trace =
         options.traceChannel == null ? 0 : TraceExpression.channel(options.traceChannel, 0, 0);
     this.next = range.start();

@@ -37,15 +37,54 @@ final class EmitterClient implements AutoCloseable {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final long RECONNECT_MS = 100;
 
+  /** A reply's state and the payloads' schema: JSON and an Arrow schema message, a few KiB. */
+  static final long CONTROL_FRAME_BYTES = 1 << 20;
+
+  /** The size of a bucket's header frame (wire.HEADER). */
+  static final int HEADER_BYTES = 48;
+
+  /** The frames of the longest reply: its state and the most buckets a fetch asks for. */
+  static final int MAX_FRAMES = 1 + 2 * (int) BucketReader.MAX_FETCH_BUCKETS;
+
   private final String endpoint;
   private final double timeoutS;
+  private final ZmtpDealer.Limits limits;
+  private final long bucketTuples, bucketBytes;
   private ZmtpDealer dealer;
   private long nextRid;
 
+  /** A client for the driver's requests (state, schema, commit): no buckets. */
   EmitterClient(String endpoint, double timeoutS) {
+    this(endpoint, timeoutS, 0, 0);
+  }
+
+  /**
+   * A client that fetches buckets of at most {@code bucketTuples} tuples, {@code bucketBytes} bytes
+   * of payload ({@link PayloadSchema#maxBucketBytes}): a longer frame or a bigger bucket fails the
+   * query naming the emitter, before it is read.
+   */
+  EmitterClient(String endpoint, double timeoutS, long bucketTuples, long bucketBytes) {
     ZmtpDealer.address(endpoint);
     this.endpoint = endpoint;
     this.timeoutS = timeoutS;
+    this.bucketTuples = bucketTuples;
+    this.bucketBytes = bucketBytes;
+    this.limits =
+        bucketBytes > CONTROL_FRAME_BYTES
+            ? new ZmtpDealer.Limits(
+                MAX_FRAMES,
+                bucketBytes,
+                "the most a bucket of "
+                    + bucketTuples
+                    + " tuples of this query's payload columns can take")
+            : new ZmtpDealer.Limits(
+                MAX_FRAMES,
+                CONTROL_FRAME_BYTES,
+                bucketTuples > 0
+                    ? "the most a reply's state or a bucket of "
+                        + bucketTuples
+                        + " tuples of this query's payload columns can take"
+                    : "the most a reply's state or the payloads' schema can take");
   }
 
   Reply request(String op, Map<String, Long> fields) {
@@ -83,7 +122,7 @@ final class EmitterClient implements AutoCloseable {
     if (dealer == null) dealer = new ZmtpDealer(endpoint, (int) Math.ceil(timeoutS * 1000));
     dealer.send(request);
     while (true) { // replies to requests that timed out earlier are skipped by their id
-      List<byte[]> frames = dealer.receive();
+      List<byte[]> frames = dealer.receive(limits);
       JsonNode state = JSON.readTree(frames.get(0));
       if (state.path("rid").asLong(-1) != rid) continue;
       if (state.has("error"))
@@ -116,10 +155,42 @@ final class EmitterClient implements AutoCloseable {
   List<Bucket> fetch(long from, long to, long most) {
     Reply reply = request("fetch", Map.of("from", from, "to", to, "max", most));
     int count = reply.state().path("count").asInt();
+    if (count < 0 || count > most || reply.data().size() != 2 * count)
+      throw refused(
+          "a reply of "
+              + count
+              + " buckets in "
+              + reply.data().size()
+              + " data frames to a fetch of at most "
+              + most
+              + " (two frames a bucket)");
     List<Bucket> buckets = new ArrayList<>(count);
-    for (int i = 0; i < count; i++)
-      buckets.add(Bucket.of(reply.data().get(2 * i), reply.data().get(2 * i + 1)));
+    for (int i = 0; i < count; i++) {
+      byte[] header = reply.data().get(2 * i), payload = reply.data().get(2 * i + 1);
+      if (header.length != HEADER_BYTES)
+        throw refused("a bucket header of " + header.length + " bytes, not " + HEADER_BYTES);
+      Bucket bucket = Bucket.of(header, payload);
+      if (bucket.tuples() < 0 || bucket.tuples() > bucketTuples)
+        throw refused(
+            "a bucket of " + bucket.tuples() + " tuples, more than its buckets' " + bucketTuples);
+      if (payload.length > bucketBytes)
+        throw refused(
+            "a bucket of "
+                + payload.length
+                + " bytes, more than "
+                + bucketBytes
+                + " ("
+                + limits.why()
+                + ")");
+      buckets.add(bucket);
+    }
     return buckets;
+  }
+
+  private IllegalStateException refused(String what) {
+    close();
+    return new IllegalStateException(
+        "cloudprofiler source: the emitter at " + endpoint + " sent " + what);
   }
 
   @Override

@@ -23,6 +23,7 @@ final class GeneratorStream implements MicroBatchStream, SupportsAdmissionContro
   private final SourceOptions options;
   private final byte[] payloadSchema;
   private final Map<String, EmitterClient> clients = new LinkedHashMap<>();
+  private final Map<String, Long> bucketTuples = new LinkedHashMap<>();
 
   GeneratorStream(SourceOptions options, byte[] payloadSchema) {
     this.options = options;
@@ -59,6 +60,7 @@ final class GeneratorStream implements MicroBatchStream, SupportsAdmissionContro
     for (String e : options.endpoints) {
       var state = client(e).latest();
       long latest = state.path("latest").asLong();
+      bucketTuples.put(e, state.path("bucket_tuples").asLong());
       if (start != null && limit instanceof ReadMaxRows rows) {
         // the budget shared evenly, in whole buckets, at least one bucket each
         long bucketTuples = Math.max(1, state.path("bucket_tuples").asLong());
@@ -76,9 +78,15 @@ final class GeneratorStream implements MicroBatchStream, SupportsAdmissionContro
     for (String e : options.endpoints) {
       long from = ((EmitterOffsets) start).of(e);
       long to = ((EmitterOffsets) end).of(e);
-      if (to > from) ranges.add(new EmitterRange(e, from, to));
+      if (to > from) ranges.add(new EmitterRange(e, from, to, bucketTuples(e)));
     }
     return ranges.toArray(new InputPartition[0]);
+  }
+
+  /** The tuples of the emitter's buckets: from its last state, else asked (a restarted query). */
+  private long bucketTuples(String endpoint) {
+    return bucketTuples.computeIfAbsent(
+        endpoint, e -> client(e).latest().path("bucket_tuples").asLong());
   }
 
   @Override

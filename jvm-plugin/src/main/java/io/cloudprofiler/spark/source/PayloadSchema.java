@@ -62,6 +62,19 @@ final class PayloadSchema {
   /** The selected output columns, as indexes into payload columns then id, event_time, emit_tsc. */
   final int[] selected;
 
+  /**
+   * The most bytes an Arrow record batch message of {@code tuples} rows of the payload columns can
+   * take: its metadata (a few hundred bytes, 32 a column), then each column's validity bitmap and
+   * values (a bitmap for booleans), each padded to 64 bytes.
+   */
+  long maxBucketBytes(long tuples) {
+    long bitmap = (tuples + 7) / 8 + 64;
+    long bytes = (64 << 10) + 64L * payloadKinds.size();
+    for (Kind kind : payloadKinds)
+      bytes += bitmap + (kind == Kind.BOOL ? bitmap : tuples * kind.bytes + 64);
+    return bytes;
+  }
+
   private PayloadSchema(List<String> names, List<Kind> kinds, int[] selected) {
     this.payloadNames = names;
     this.payloadKinds = kinds;

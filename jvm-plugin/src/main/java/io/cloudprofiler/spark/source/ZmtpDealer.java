@@ -24,11 +24,6 @@ final class ZmtpDealer implements AutoCloseable {
   private static final int FLAG_COMMAND = 4;
   private static final int GREETING_BYTES = 64;
 
-  /**
-   * A bound on a frame's claimed size: a bucket is a few MiB, a corrupt length is not allocated.
-   */
-  private static final long MAX_FRAME_BYTES = 1L << 30;
-
   private final String endpoint;
   private final Socket socket;
   private final DataInputStream in;
@@ -132,16 +127,35 @@ final class ZmtpDealer implements AutoCloseable {
 
   /**
    * The frames of the next message; commands between messages (the peer's READY, heartbeats) are
-   * skipped, an ERROR command fails naming its reason.
+   * skipped, an ERROR command fails naming its reason. A frame longer than {@code limits} allow, or
+   * a message of more frames, is refused before it is read, with an {@link IllegalStateException}
+   * naming the emitter (not retried: the emitter would send it again).
    */
-  List<byte[]> receive() throws IOException {
+  List<byte[]> receive(Limits limits) throws IOException {
     List<byte[]> frames = new ArrayList<>();
     while (true) {
       int flags = in.readUnsignedByte();
       long size = (flags & FLAG_LONG) != 0 ? in.readLong() : in.readUnsignedByte();
-      if (size < 0 || size > MAX_FRAME_BYTES)
-        throw new IOException(
-            endpoint + " sent a frame of " + size + " bytes, more than " + MAX_FRAME_BYTES);
+      if (size < 0 || size > limits.frameBytes())
+        throw new IllegalStateException(
+            "cloudprofiler source: the emitter at "
+                + endpoint
+                + " sent a frame of "
+                + Long.toUnsignedString(size)
+                + " bytes, more than "
+                + limits.frameBytes()
+                + " ("
+                + limits.why()
+                + ")");
+      if ((flags & FLAG_COMMAND) == 0 && frames.size() >= limits.frames())
+        throw new IllegalStateException(
+            "cloudprofiler source: the emitter at "
+                + endpoint
+                + " sent a message of more than "
+                + limits.frames()
+                + " frames (a reply holds its state and at most "
+                + (limits.frames() - 1) / 2
+                + " buckets of two frames)");
       byte[] frame = new byte[(int) size];
       in.readFully(frame);
       if ((flags & FLAG_COMMAND) != 0) {
@@ -169,6 +183,12 @@ final class ZmtpDealer implements AutoCloseable {
       throw new IOException(endpoint + " refused the connection: " + reason);
     }
   }
+
+  /**
+   * What a message may hold: {@code frames} frames, none longer than {@code frameBytes}; {@code
+   * why} says where that bound comes from.
+   */
+  record Limits(int frames, long frameBytes, String why) {}
 
   /** Whether a failed wait was a timeout rather than a broken connection. */
   static boolean timedOut(IOException e) {
