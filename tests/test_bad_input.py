@@ -139,3 +139,151 @@ def test_simulated_offset_below_zero_is_refused_instead_of_wrapping():
     )
     assert result.returncode == 0 and result.stdout.strip() == "True"
     assert f"offset={behind} would put the TSC below zero" in result.stderr
+
+
+# ---- bad input at the command line's edges: refused before anything starts ----------------------------------------
+# (arguments, what the message must name). Paths in braces are made by `edges`. Each case exits 2 with one message
+# naming the value, no traceback, and starts no JVM: a Spark JVM takes several seconds of CPU to start, the command
+# well under one (CPU time, unlike the wall clock, does not grow with the load of a shared machine).
+EDGE_CASES = [
+    (["spark-conf", "--channel", "x=downsampel:64"], "channel.x.handler=downsampel"),
+    (["spark-conf", "--channel", "x=downsample:0"], "channel.x.params=0"),
+    (["spark-conf", "--channel", "x=buffered:7"], "channel.x.params=7"),
+    (["spark-conf", "--channel", "x=mpc:-1"], "channel.x.params=-1"),
+    (["spark-conf", "--channel", "x=xoy:5,2"], "'x=xoy:5,2'"),  # one syntax: parameters separated by ':'
+    (["spark-conf", "--channel", "x=xoy:5:2"], "channel.x.params=5,2"),
+    (["spark-conf", "--compression", "lz4"], "spark.cloudprofiler.compression=lz4"),
+    (["spark-conf", "--channel-blocks", "-3"], "spark.cloudprofiler.channelBlocks=-3"),
+    (["spark-conf", "--task-enabled", "yes"], "spark.cloudprofiler.task.enabled=yes"),
+    (["spark-conf", "--roll-bytes", "1000"], "spark.cloudprofiler.roll.bytes=1000"),
+    (["spark-conf", "--task-handler", "spc"], "handler spc takes 1 parameter"),
+    (["spark-conf", "--rules", "x=bogus"], "'x=bogus'"),
+    (["spark-conf", "--rules", "a=null;x=xoy:5:2"], "'x=xoy:5:2'"),
+    (["config", "set", "--app", "{app}", "x=bogus"], "'x=bogus'"),
+    (["config", "set", "--app", "{app}", "--timeout", "-1", "x=null"], "--timeout -1"),
+    (["config", "get", "--app", "{app}", "--timeout", "0"], "--timeout 0"),
+    (["config", "set", "--app", "{other}", "x=null"], "{other} is no application folder"),
+    (["config", "set", "--app", "{logs}", "x=null"], "application folders (app-1)"),
+    (["config", "get", "--app", "{file}"], "{file} is no application folder (<logDir>/<app id>): it is a file"),
+    (["report", "{missing}", "--master", "local[1]"], "{missing} is not the log folder of an application (it does not"),
+    (["report", "{file}"], "{file} is not the log folder of an application (it is a file"),
+    (["generate", "--rate", "inf"], "got inf"),
+    (["generate", "--rate", "1e30"], "got 1e+30"),
+    (["generate", "--port", "99999"], "got 99999"),
+    (["bench", "accuracy", "--gap", "-1"], "--gap=-1"),
+    (["bench", "accuracy", "--gap", "nan"], "--gap=nan"),
+]
+NO_JVM_CPU_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory):
+    root = tmp_path_factory.mktemp("edges")
+    (root / "app" / "host").mkdir(parents=True)
+    (root / "app" / "spark-tasks.arrows").write_bytes(b"")
+    (root / "logs" / "app-1").mkdir(parents=True)
+    (root / "logs" / "app-1" / "spark-tasks.arrows").write_bytes(b"")
+    (root / "other").mkdir()
+    (root / "other" / "notes.txt").write_text("not a log")
+    (root / "a-file").write_text("not a folder")
+    return {"app": root / "app", "logs": root / "logs", "other": root / "other", "file": root / "a-file",
+            "missing": root / "missing"}
+
+
+@pytest.mark.parametrize("argv, named", EDGE_CASES, ids=[" ".join(argv) for argv, _ in EDGE_CASES])
+def test_a_bad_value_is_refused_at_once_naming_it(edges, argv, named):
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    argv = [arg.format(**edges) for arg in argv]
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "cloudprofiler.cli", *argv], capture_output=True, text=True,
+                          timeout=120)
+    wall, after = time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert named.format(**edges) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "Py4J" not in done.stderr
+    assert cpu < NO_JVM_CPU_S, f"{cpu:.1f} s of CPU ({wall:.1f} s): a JVM started"
+
+
+# ---- the analysis's arguments: refused before any Spark job, with one line naming them ----------------------------
+@pytest.fixture(scope="module")
+def small_app(tmp_path_factory):
+    """An application folder of two record channels and a counter channel (written without Spark), and a file cut
+    short beside them."""
+    folder = tmp_path_factory.mktemp("small-app")
+    made = run_python(
+        """
+        import numpy as np
+        import cloudprofiler as cp
+        for name, handler, params in (("ysb.source", "buffered", ()), ("ysb.sink", "buffered", ()),
+                                      ("ysb.rate", "spc", (1000000,))):
+            with cp.Channel(name, handler, params) as ch:
+                ch.log_many(np.arange(1000))
+        """,
+        env={"CLOUDPROFILER_LOG_DIR": str(folder)},
+    )
+    assert made.returncode == 0, made.stderr
+    (folder / "cut.arrows").write_bytes(next(folder.glob("ysb.sink.*.arrows")).read_bytes()[:600])
+    return folder
+
+
+ANALYSIS_CASES = [
+    (lambda app: app.tasks(job_id="x"), "tasks(job_id='x'): job_id takes an integer"),
+    (lambda app: app.tasks(job_id=[1, "a"]), "tasks(job_id=[1, 'a'])"),
+    (lambda app: app.stages(job_group=5), "stages(job_group=5): job_group takes a string"),
+    (lambda app: app.tasks(jobid=3), "no filter 'jobid'; the filters are job_id, job_group, job_tag"),
+    (lambda app: app.stages(ratio=-1), "stages(ratio=-1)"),
+    (lambda app: app.stragglers(ratio=float("nan")), "stragglers(ratio=nan)"),
+    (lambda app: app.counters("ysb.source"), "'ysb.source' is a record channel, read by records()"),
+    (lambda app: app.records("ysb.rate"), "'ysb.rate' is a counter channel, read by counters()"),
+]
+
+
+def test_the_analysis_refuses_bad_arguments_before_any_spark_job(small_app):
+    from cloudprofiler.analysis import open_application
+
+    app = open_application(small_app)
+    tracker = app.spark.sparkContext.statusTracker()
+    for i, (call, message) in enumerate(ANALYSIS_CASES):
+        app.spark.sparkContext.setJobGroup(f"edge-{i}", message)
+        with pytest.raises(cp.CloudProfilerError) as refused:  # InvalidArgumentError, UnknownChannelError
+            call(app)
+        assert message in str(refused.value) and "\n" not in str(refused.value)
+        assert list(tracker.getJobIdsForGroup(f"edge-{i}")) == [], f"{message}: a Spark job ran"
+    assert app.stages(ratio=2, job_id=[1, 2]).count() == 0  # good filters still plan
+
+
+def test_open_application_says_a_path_is_missing_or_a_file_before_a_session_starts(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    result = run_python(
+        f"""
+        from pyspark import SparkContext
+        from cloudprofiler.analysis import NotAnApplicationError, open_application
+        for path in ({str(tmp_path / "missing")!r}, {str(tmp_path / "a-file")!r}):
+            try:
+                open_application(path)
+            except NotAnApplicationError as exc:
+                print(exc)
+        print("no JVM" if SparkContext._jvm is None else "a JVM started")
+        """
+    )
+    assert result.stdout.splitlines()[:1] == [
+        f"{tmp_path / 'missing'} is not the log folder of an application (it does not exist); expected "
+        "<logDir>/<application id> as spark.cloudprofiler.logDir collects it"], result.stderr[-2000:]
+    assert f"{tmp_path / 'a-file'} is not the log folder of an application (it is a file, not a folder)" in result.stdout
+    assert result.stdout.splitlines()[-1] == "no JVM"
+
+
+def test_the_report_s_file_warnings_are_its_findings_not_raw_warnings(small_app, tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "cloudprofiler.cli", "report", str(small_app), "-o",
+                           str(tmp_path / "report.html")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "UserWarning" not in done.stderr and "catalog.py" not in done.stderr, done.stderr[-3000:]
+    assert "cut.arrows could not be read" in done.stdout  # in the findings
