@@ -77,3 +77,37 @@ def test_spark_conf_command_prints_channel_flags_and_names_a_bad_one():
     assert "--conf spark.cloudprofiler.channel.sink.handler=null" in out.stdout
     bad = subprocess.run(command + ["--channel", "after-join=xoy:one"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "'after-join=xoy:one': parameter 'one' is not an integer" in bad.stderr
+
+
+@pytest.mark.parametrize("values, named", [
+    ({"compression": "lz4"}, "spark.cloudprofiler.compression=lz4 is invalid: expected none or zstd"),
+    ({"channel_blocks": -3}, "spark.cloudprofiler.channelBlocks=-3 is invalid: expected an integer from 2 to 65536"),
+    ({"task_enabled": "yes"}, "spark.cloudprofiler.task.enabled=yes is invalid"),
+    ({"rules": "x=bogus"}, "spark.cloudprofiler.rules=x=bogus is invalid: rule at line 1 'x=bogus': unknown handler"),
+    ({"channels": {"x": ("downsample", 0)}}, "spark.cloudprofiler.channel.x.params=0 is invalid: downsample n=0"),
+    ({"channels": {"x": "downsampel"}}, "spark.cloudprofiler.channel.x.handler=downsampel is invalid"),
+])
+def test_the_builder_helper_checks_values_before_the_jvm_starts(values, named):
+    """The driver's own checks (option kinds from the jar's table, handlers and rules by the native library), made
+    where the values are given: the same message the driver gave 4-5 s into the application."""
+    from pyspark.sql import SparkSession
+
+    import cloudprofiler as cp
+
+    with pytest.raises(cp.InvalidArgumentError, match=re.escape(named)):
+        cps.configure(SparkSession.builder, **values)
+    with pytest.raises(cp.InvalidArgumentError, match=re.escape(named)):
+        cps.spark_conf(**values)
+
+
+def test_the_builder_helper_checks_what_the_builder_has_already():
+    from pyspark.sql import SparkSession
+
+    import cloudprofiler as cp
+
+    builder = SparkSession.builder.config("spark.cloudprofiler.task.handler", "xoy")
+    with pytest.raises(cp.InvalidArgumentError, match=re.escape("spark.cloudprofiler.task.params= is invalid: "
+                                                                "handler xoy takes 2 parameter(s), got 0")):
+        cps.configure(builder, log_dir="/tmp/logs")
+    builder.config("spark.cloudprofiler.task.params", "1,4")
+    cps.configure(builder, log_dir="/tmp/logs")  # the handler with its parameters: accepted
