@@ -274,7 +274,8 @@ def test_open_application_says_a_path_is_missing_or_a_file_before_a_session_star
     assert result.stdout.splitlines()[:1] == [
         f"{tmp_path / 'missing'} is not the log folder of an application (it does not exist); expected "
         "<logDir>/<application id> as spark.cloudprofiler.logDir collects it"], result.stderr[-2000:]
-    assert f"{tmp_path / 'a-file'} is not the log folder of an application (it is a file, not a folder)" in result.stdout
+    assert f"{tmp_path / 'a-file'} is not the log folder of an application (it is a file, not a folder)" in \
+        result.stdout
     assert result.stdout.splitlines()[-1] == "no JVM"
 
 

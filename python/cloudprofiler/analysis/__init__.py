@@ -7,7 +7,12 @@
 
 Without a session an embedded local one starts (`local_session`). Column documentation: the README, "Analysis".
 """
+from typing import TYPE_CHECKING
+
 from ..errors import NotAnApplicationError, UnknownChannelError
+
+if TYPE_CHECKING:
+    from .application import Application
 
 
 def open_application(path, spark=None) -> "Application":

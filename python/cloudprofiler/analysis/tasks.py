@@ -65,8 +65,8 @@ def check_scope(method: str, scope: dict) -> None:
                                                      f"{', '.join(SCOPE_FILTERS)}")
         kind = SCOPE_FILTERS[name]
         if wanted is not None and not all(isinstance(v, kind) and not isinstance(v, bool) for v in _values(wanted)):
-            raise InvalidArgumentError(errno.EINVAL, f"{method}({name}={wanted!r}): {name} takes "
-                                                     f"{'an integer' if kind is numbers.Integral else 'a string'} or a list of "
+            what = "an integer" if kind is numbers.Integral else "a string"
+            raise InvalidArgumentError(errno.EINVAL, f"{method}({name}={wanted!r}): {name} takes {what} or a list of "
                                                      "them")
 
 
