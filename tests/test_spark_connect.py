@@ -78,6 +78,36 @@ def test_rules_change_from_a_remote_session(remote_rules):
 
 
 @pytest.fixture(scope="module")
+def scoped_rules(server):
+    """Two sessions: the rules one sets through SQL are its own; the other, and the application, keep theirs."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    setter = RemoteSession.builder.remote(server["url"]).create()
+    other = RemoteSession.builder.remote(server["url"]).create()
+    said = {"version": cps.set_rules(setter, "scoped.*=downsample:8"), "setter": cps.rules(setter),
+            "other": cps.rules(other)}
+    trace = "select sum(t) from (select cp_trace('{}', id) as t from range(0, 1000, 1, 2))"
+    said["traced"] = (setter.sql(trace.format("scoped.setter")).first()[0],
+                      other.sql(trace.format("scoped.other")).first()[0])
+    # the application-wide entry point, reached through SQL's reflect(), is the driver's only
+    said["reflect"] = other.sql("select reflect('io.cloudprofiler.spark.RuleChanges', 'setRules', '*=null')"
+                                ).first()[0]
+    said["other_after"] = cps.rules(other)
+    said["sessions"] = {setter.session_id, other.session_id}
+    setter.stop()
+    other.stop()
+    return said
+
+
+def test_rules_set_through_sql_are_the_sessions_own(scoped_rules):
+    assert scoped_rules["version"] == 1
+    assert scoped_rules["setter"] == ["scoped.*=downsample:8"]
+    assert scoped_rules["other"] == scoped_rules["other_after"] == []  # the application's rules, unchanged
+    assert scoped_rules["traced"] == (sum(range(1000)), sum(range(1000)))
+    assert scoped_rules["reflect"].startswith("rules not set: the application's rules are set on the driver")
+
+
+@pytest.fixture(scope="module")
 def remote_source(server):
     """A remote session's streaming query over the generator source (in the server's plugin jar)."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
@@ -106,7 +136,7 @@ def test_a_remote_session_reads_the_generator_source_every_tuple_once(remote_sou
 
 
 @pytest.fixture(scope="module")
-def sessions(server, remote_rules, remote_source):
+def sessions(server, remote_rules, remote_source, scoped_rules):
     """Two sessions' ids and what the helper said; the server stopped afterwards (its task table written)."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
@@ -131,7 +161,8 @@ def sessions(server, remote_rules, remote_source):
     server["process"].send_signal(signal.SIGTERM)  # as stop-connect-server.sh does: the plugin writes its table
     assert server["process"].wait(timeout=120) is not None
     assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
-    return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"]},
+    return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"],
+                                                      *scoped_rules["sessions"]},
             "said": [str(w.message) for w in said], "categories": [w.category for w in said],
             "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page}
 
@@ -163,6 +194,15 @@ def test_a_remote_sessions_rules_reach_its_trace_channel(sessions):
     files = open_application(str(sessions["app"])).files().toPandas()
     traced = files[files["channel"] == "connect.r"]
     assert set(traced["handler"]) == {"downsample"}, files[["channel", "handler"]]
+
+
+def test_each_sessions_trace_channels_follow_its_own_rules(sessions):
+    """The session that set `scoped.*=downsample:8` traced under it; the other under the application's rules."""
+    from cloudprofiler.analysis import open_application
+
+    files = open_application(str(sessions["app"])).files().toPandas()
+    handlers = {c: set(files[files["channel"] == c]["handler"]) for c in ("scoped.setter", "scoped.other")}
+    assert handlers == {"scoped.setter": {"downsample"}, "scoped.other": {"buffered"}}, handlers
 
 
 def test_each_sessions_tasks_are_told_apart(sessions):

@@ -250,8 +250,10 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   public Object receive(Object message) {
     Object question = Messages.fromWire(message);
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
-    if (question instanceof Messages.SetRules change)
-      return Messages.toWire(rules.trySet(change.text()));
+    if (question instanceof Messages.SetRules change) // from SQL: that session's rules only
+    return Messages.toWire(rules.trySetSession(change.session(), change.text()));
+    if (question instanceof Messages.SessionRulesNow asked)
+      return Messages.toWire(rules.ofSession(asked.session()));
     awaitStart();
     return calibration != null ? Messages.toWire(calibration.receive(question)) : null;
   }

@@ -85,7 +85,13 @@ final class Messages {
    * A task's cp_set_rules on an executor. Answer: {@link RulesNow}, or the refusal's message (a
    * String).
    */
-  record SetRules(String text) {}
+  record SetRules(String text, String session) {}
+
+  /**
+   * The rules Spark Connect session {@code session} set for itself (version 0 and the application's
+   * rules when it set none). Answer: {@link RulesNow}.
+   */
+  record SessionRulesNow(String session) {}
 
   private static final List<Class<? extends Record>> TYPES =
       List.of(
@@ -99,7 +105,8 @@ final class Messages {
           Responders.class,
           CurrentRules.class,
           RulesNow.class,
-          SetRules.class);
+          SetRules.class,
+          SessionRulesNow.class);
 
   /**
    * A record as an Object[] of its name and its components, lists element by element; other values

@@ -3,8 +3,10 @@ package io.cloudprofiler.spark;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.CloudProfilerException;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.spark.TaskContext;
 
 /**
  * The driver's rules for the trace channels of its application, which change while it runs: the
@@ -24,6 +26,7 @@ public final class RuleChanges {
   private static volatile RuleChanges running;
 
   private final List<Object[]> changes = new ArrayList<>();
+  private final Map<String, Messages.RulesNow> sessions = new HashMap<>();
   private long version;
   private String text;
 
@@ -50,12 +53,35 @@ public final class RuleChanges {
    */
   public static String setRules(String text) {
     try {
+      RuleChanges rules = running;
+      if (rules == null || TaskContext.get() != null) // SQL's reflect() reaches public methods too
+      return "rules not set: the application's rules are set on the driver (cps.set_rules), by "
+            + Config.RULES.name
+            + " or by cloudprofiler config set; SQL's cp_set_rules sets a Spark Connect"
+            + " session's";
+      Object answer = rules.trySet(text);
+      return answer instanceof Messages.RulesNow now
+          ? Long.toString(now.version())
+          : String.valueOf(answer);
+    } catch (Throwable e) {
+      return "rules not set, the rules in force stay: " + e;
+    }
+  }
+
+  /**
+   * cp_set_rules: replaces the rules of the Spark Connect session whose task runs this, for that
+   * session's operations only; returns their version in that session, or the refusal naming the bad
+   * rule. Outside a Connect session it is refused: the application's rules are the driver's.
+   */
+  public static String setSessionRules(String text) {
+    try {
       DaemonThreads.faultPoint(RulesFunctions.SET);
+      String session = SessionRules.currentSession();
       RuleChanges rules = running;
       Object answer =
           rules != null
-              ? rules.trySet(text)
-              : CloudProfilerExecutorPlugin.askDriver(new Messages.SetRules(text));
+              ? rules.trySetSession(session, text)
+              : CloudProfilerExecutorPlugin.askDriver(new Messages.SetRules(text, session));
       return answer instanceof Messages.RulesNow now
           ? Long.toString(now.version())
           : String.valueOf(answer);
@@ -64,13 +90,29 @@ public final class RuleChanges {
     }
   }
 
+  /** cp_rules: the rules of the Connect session whose task runs this, else the application's. */
+  public static String sessionRules() {
+    try {
+      DaemonThreads.faultPoint(RulesFunctions.GET);
+      String session = SessionRules.currentSession();
+      if (session != null) return SessionRules.of(session).text();
+      return rules();
+    } catch (Throwable e) {
+      return "rules unknown: " + e;
+    }
+  }
+
+  /** The running application's rules, or null when it has stopped. */
+  static RuleChanges running() {
+    return running;
+  }
+
   /**
    * The rules in force in the running application, one a line; or, where they cannot be had (the
    * driver does not answer, the library failed), a line saying why, not a failed task.
    */
   public static String rules() {
     try {
-      DaemonThreads.faultPoint(RulesFunctions.GET);
       RuleChanges rules = running;
       Object answer =
           rules != null
@@ -110,6 +152,36 @@ public final class RuleChanges {
     } catch (IllegalArgumentException e) {
       return e.getMessage();
     }
+  }
+
+  /**
+   * A session's rules from SQL: checked as the library checks them, kept for that session's
+   * operations; the new rules and their version in that session, or the refusal's message.
+   */
+  synchronized Object trySetSession(String session, String newText) {
+    String text = Config.rulesText(newText);
+    try {
+      SessionRules.check(text);
+    } catch (IllegalArgumentException e) {
+      return "rules refused, the rules in force stay: " + e.getMessage();
+    } catch (LinkageError e) {
+      return "rules cannot be checked: the driver could not load the native library";
+    }
+    if (session == null || session.isEmpty())
+      return "rules not set: cp_set_rules sets the rules of the Spark Connect session that runs it,"
+          + " and this query runs in none; the application's rules are set on the driver"
+          + " (cps.set_rules), by "
+          + Config.RULES.name
+          + " or by cloudprofiler config set";
+    Messages.RulesNow now = new Messages.RulesNow(ofSession(session).version() + 1, text);
+    sessions.put(session, now);
+    return now;
+  }
+
+  /** The rules of {@code session}: those it set, else version 0 and the application's. */
+  synchronized Messages.RulesNow ofSession(String session) {
+    Messages.RulesNow set = session == null ? null : sessions.get(session);
+    return set != null ? set : new Messages.RulesNow(0, text);
   }
 
   synchronized Messages.RulesNow now() {

@@ -12,10 +12,12 @@ import scala.collection.Seq;
 /**
  * {@code cp_set_rules('rules')} (the new version, or the refusal naming the bad rule, as a string:
  * the rules in force then stay) and {@code cp_rules()} (the rules in force, one a line): the rules
- * of the running application from SQL, for sessions that have no py4j (Spark Connect). Each is
- * Spark's own {@code reflect()} calling {@link RuleChanges#setRules} or {@link RuleChanges#rules}
- * in the task that evaluates its row: {@code SELECT cp_set_rules('ysb.*=null')} sets the rules
- * once.
+ * of a Spark Connect session from SQL (such sessions have no py4j). Any SQL client of a Connect
+ * server may run them, so the rules they set apply to the operations of that session only ({@link
+ * SessionRules}), never to the application's, and a query outside a Connect session is refused.
+ * Each is Spark's own {@code reflect()} calling {@link RuleChanges#setSessionRules} or {@link
+ * RuleChanges#sessionRules} in the task that evaluates its row: {@code SELECT
+ * cp_set_rules('ysb.*=null')} sets the rules once.
  */
 final class RulesFunctions {
   static final String SET = "cp_set_rules";
@@ -24,11 +26,12 @@ final class RulesFunctions {
   private RulesFunctions() {}
 
   static Expression set(Object arguments) {
-    return reflect(SET, "setRules", ScalaLists.toJava((Seq<?>) arguments, Expression.class), 1);
+    return reflect(
+        SET, "setSessionRules", ScalaLists.toJava((Seq<?>) arguments, Expression.class), 1);
   }
 
   static Expression get(Object arguments) {
-    return reflect(GET, "rules", ScalaLists.toJava((Seq<?>) arguments, Expression.class), 0);
+    return reflect(GET, "sessionRules", ScalaLists.toJava((Seq<?>) arguments, Expression.class), 0);
   }
 
   private static Expression reflect(

@@ -159,8 +159,13 @@ public final class TraceExpression extends SingleChildExpression implements Seri
    */
   public static long channel(String name, long x, long y) {
     try {
+      Messages.RulesNow own = y == 0 ? ownRules() : null;
+      if (own != null) // a Connect session that set rules of its own: a channel of its own
       return CHANNELS.computeIfAbsent(
-          name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y));
+            name + "\0" + SessionRules.currentSession() + "\0" + own.version(),
+            key -> open(name, x, y, own.text()));
+      return CHANNELS.computeIfAbsent(
+          name + (y == 0 ? "" : "\0" + x + "/" + y), key -> open(name, x, y, null));
     } catch (Throwable e) {
       GUARD.disable("opening channel '" + name + "'", e);
       return 0;
@@ -175,7 +180,23 @@ public final class TraceExpression extends SingleChildExpression implements Seri
     CHANNELS.clear();
   }
 
-  private static long open(String name, long x, long y) {
+  /**
+   * The rules the Connect session of this task set for itself ({@link SessionRules}), or null: no
+   * session, none set, or the driver did not say (the application's rules then choose).
+   */
+  private static Messages.RulesNow ownRules() {
+    String session = SessionRules.currentSession();
+    if (session == null) return null;
+    try {
+      Messages.RulesNow own = SessionRules.of(session);
+      return own.version() > 0 ? own : null;
+    } catch (Exception e) {
+      return null;
+    }
+  }
+
+  /** {@code sessionRules}: the rules of the task's Connect session, or null (the library's). */
+  private static long open(String name, long x, long y, String sessionRules) {
     SparkEnv env = SparkEnv.get();
     if (NativeLoader.load(env == null ? null : Config.NATIVE_PATH.text(env.conf())) != null)
       return 0;
@@ -183,7 +204,9 @@ public final class TraceExpression extends SingleChildExpression implements Seri
     Config.Handler handler =
         configured != null
             ? configured.handler()
-            : y == 0 ? null : new Config.Handler("xoy", new long[] {x, y});
+            : y != 0
+                ? new Config.Handler("xoy", new long[] {x, y})
+                : sessionRules != null ? SessionRules.handlerFor(sessionRules, name) : null;
     String[] keys = {"spark.event"};
     String[] values = {"sql_trace"};
     try {
