@@ -250,8 +250,9 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   public Object receive(Object message) {
     Object question = Messages.fromWire(message);
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
-    if (question instanceof Messages.SetRules change) // from SQL: that session's rules only
-    return Messages.toWire(rules.trySetSession(change.session(), change.text()));
+    // from SQL in a task: the rules of that task's Connect session only
+    if (question instanceof Messages.SetRules change)
+      return Messages.toWire(rules.trySetSession(change.session(), change.text()));
     if (question instanceof Messages.SessionRulesNow asked)
       return Messages.toWire(rules.ofSession(asked.session()));
     awaitStart();

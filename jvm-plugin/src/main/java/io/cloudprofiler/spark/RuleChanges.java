@@ -13,9 +13,11 @@ import org.apache.spark.TaskContext;
  * rules text and its version (0 for {@code spark.cloudprofiler.rules}, then one more per accepted
  * change). Executors ask for them about once a second ({@link Messages.CurrentRules}) and apply a
  * new version. Python reaches the one of the running application through {@link #setRules} and
- * {@link #rules} (cps.set_rules and cps.rules: over py4j, or on Spark Connect through the SQL
- * functions cp_set_rules and cp_rules of {@link RulesFunctions}), the command line through {@link
- * RuleRequests}.
+ * {@link #rules} (cps.set_rules and cps.rules over py4j), the command line through {@link
+ * RuleRequests}. A Spark Connect session sets rules of its own through the SQL functions
+ * cp_set_rules and cp_rules of {@link RulesFunctions} ({@link #setSessionRules}, {@link
+ * #sessionRules}): kept here per session, for that session's cp_trace channels ({@link
+ * SessionRules}).
  *
  * <p>New rules are checked with the native library's own check (they are set in the driver's
  * process, whose channels follow them too); a bad rule is refused with the library's message naming
@@ -46,16 +48,17 @@ public final class RuleChanges {
 
   /**
    * Replaces the rules of the running application ({@code ;} or new lines between rules): returns
-   * their new version, or the refusal naming the bad rule (the rules in force then stay). A result,
-   * not an exception: SQL calls this through {@code reflect()}, whose failure wraps the cause, and
-   * Spark Connect clients get that message cut before it. In the driver's JVM (where a local mode's
-   * tasks run too) directly, else asked of the driver by the executor that runs the task.
+   * their new version, or the refusal naming the bad rule (the rules in force then stay). The
+   * driver's Python API (py4j) only: called in a task (SQL's {@code reflect()}) it is refused, for
+   * SQL sets a Connect session's rules ({@link #setSessionRules}). A result, not an exception:
+   * Spark Connect clients get an exception's message cut.
    */
   public static String setRules(String text) {
     try {
       RuleChanges rules = running;
-      if (rules == null || TaskContext.get() != null) // SQL's reflect() reaches public methods too
-      return "rules not set: the application's rules are set on the driver (cps.set_rules), by "
+      // in a task: SQL's reflect(), which reaches any public static method, called it
+      if (rules == null || TaskContext.get() != null)
+        return "rules not set: the application's rules are set on the driver (cps.set_rules), by "
             + Config.RULES.name
             + " or by cloudprofiler config set; SQL's cp_set_rules sets a Spark Connect"
             + " session's";

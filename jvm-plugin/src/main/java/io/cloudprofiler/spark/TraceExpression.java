@@ -160,8 +160,9 @@ public final class TraceExpression extends SingleChildExpression implements Seri
   public static long channel(String name, long x, long y) {
     try {
       Messages.RulesNow own = y == 0 ? ownRules() : null;
-      if (own != null) // a Connect session that set rules of its own: a channel of its own
-      return CHANNELS.computeIfAbsent(
+      // a Connect session that set rules of its own has channels of its own
+      if (own != null)
+        return CHANNELS.computeIfAbsent(
             name + "\0" + SessionRules.currentSession() + "\0" + own.version(),
             key -> open(name, x, y, own.text()));
       return CHANNELS.computeIfAbsent(
