@@ -3,6 +3,7 @@ killed application collected by the next one on the host; local copies removed o
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -117,7 +118,7 @@ def test_the_files_of_a_killed_application_are_collected_by_the_next_one_and_rea
     while (not list(app.rglob("process-lost.arrows")) or (local_dir / app_id).exists()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert list(app.rglob("process-lost.arrows")) and not (local_dir / app_id).exists()  # collected, then removed
-    died = sorted(snapshot.rglob("*.arrows"))
+    died = sorted(p for p in snapshot.rglob("*.arrows") if not p.parent.name.startswith("driver-spool-"))
     assert [p.name for p in died] == sorted(p.name for p in _task_folder(app).glob("spark.task.*.arrows"))
     for p in died:  # every record it had written, as it was on disk when it died
         assert (_task_folder(app) / p.name).read_bytes() == p.read_bytes()
@@ -127,6 +128,20 @@ def test_the_files_of_a_killed_application_are_collected_by_the_next_one_and_rea
         health = open_application(app, spark).health()
     cut = {r["subject"].rsplit("/", 1)[-1] for r in health.where("kind = 'cut_file'").collect()}
     assert cut == {p.name for p in died}
+
+
+def test_a_killed_driver_spools_in_its_application_folder_and_the_next_one_removes_the_spool(session, killed):
+    """The driver's task table grows in a spool in the application's local folder (0700, the file 0600), not in
+    /tmp; the next application on the host removes what a killed driver left there."""
+    _, local_dir, app_id, snapshot = killed
+    spools = list(snapshot.glob("driver-spool-*/cloudprofiler-spark-tasks*.arrows"))
+    assert spools, sorted(p.relative_to(snapshot) for p in snapshot.rglob("*"))
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in spools)
+    assert all(stat.S_IMODE(p.parent.stat().st_mode) == 0o700 for p in spools)
+    deadline = time.monotonic() + 30
+    while (local_dir / app_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (local_dir / app_id).exists(), sorted((local_dir / app_id).rglob("*"))
 
 
 def test_stop_collects_everything_removes_the_local_copies_and_writes_no_crc_files(session):
@@ -221,7 +236,7 @@ def test_names_a_neighbour_planted_in_a_shared_local_dir_are_never_followed(tmp_
             print("sum", spark.sparkContext.parallelize(range(100), 2).sum())
             import time; time.sleep(1)  # the collection of lost executors runs in the background
             spark.stop()
-        """)
+        """, timeout=300)
         assert "sum 4950" in run.stdout, run.stderr[-3000:]
         assert (victim / "keep.txt").read_text() == "the Spark user's"
         assert not list(loot.iterdir()) and (planted / "x.arrows").is_symlink()

@@ -7,6 +7,7 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -103,7 +104,7 @@ final class ArrowTables {
     replace(
         target,
         (fs, path) -> {
-          try (OutputStream out = fs.create(path, true)) {
+          try (OutputStream out = fs.create(path, false)) {
             ArrowIpc.writeFile(out, layout, rows);
           }
         });
@@ -119,7 +120,7 @@ final class ArrowTables {
         target,
         (fs, path) -> {
           try (InputStream in = new FileInputStream(stream);
-              OutputStream out = fs.create(path, true)) {
+              OutputStream out = fs.create(path, false)) {
             out.write(ArrowIpc.MAGIC);
             copyPrefix(in, out, length, () -> stream + " ends before its " + length + " bytes");
             out.write(end);
@@ -151,8 +152,8 @@ final class ArrowTables {
     replace(
         target,
         (fs, path) -> {
-          try (InputStream in = new FileInputStream(local);
-              OutputStream out = fs.create(path, true)) {
+          try (InputStream in = Files.newInputStream(local.toPath(), LinkOption.NOFOLLOW_LINKS);
+              OutputStream out = fs.create(path, false)) {
             copyPrefix(
                 in, out, length, () -> local + " shrank below " + length + " bytes while copied");
           }
@@ -164,20 +165,31 @@ final class ArrowTables {
   }
 
   /**
-   * Writes a hidden sibling of {@code target} and renames it over the target, so that a reader (the
-   * analysis of a running application) never finds a part of a table. A local file system renames
-   * over the old table in one step; where the file system does not rename over an existing file
-   * (HDFS, object stores), the old one is deleted first, and a reader in between finds none
-   * (README, "Folder layout").
+   * Writes a hidden sibling of {@code target} (a random name, created exclusively with the file
+   * system's settings for new files) and renames it over the target, so that a reader (the analysis
+   * of a running application) never finds a part of a table. A local file system renames over the
+   * old table in one step; where the file system does not rename over an existing file (HDFS,
+   * object stores), the old one is deleted first, and a reader in between finds none (README,
+   * "Folder layout").
    */
   static void replace(String target, Writer writer) throws Exception {
     Path path = path(target);
     FileSystem fs = fileSystem(path);
     fs.mkdirs(path.getParent());
-    Path aside = new Path(path.getParent(), "." + path.getName() + ".tmp");
-    writer.write(fs, aside);
-    if (!fs.rename(aside, path) && !(fs.delete(path, false) && fs.rename(aside, path))) {
-      throw new IOException("could not rename " + aside + " to " + path);
+    // a random name, created exclusively: no one can plant a link at it ahead of the write
+    Path aside =
+        new Path(path.getParent(), "." + path.getName() + "." + UUID.randomUUID() + ".tmp");
+    try {
+      writer.write(fs, aside);
+      if (!fs.rename(aside, path) && !(fs.delete(path, false) && fs.rename(aside, path))) {
+        throw new IOException("could not rename " + aside + " to " + path);
+      }
+    } catch (Exception e) { // its random name would stay behind for good
+      try {
+        fs.delete(aside, false);
+      } catch (Exception ignored) { // the first failure is the one to report
+      }
+      throw e;
     }
   }
 }
