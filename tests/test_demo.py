@@ -4,6 +4,7 @@ against the executors' domain), and the report is written. `cloudprofiler demo h
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,3 +128,31 @@ def test_the_cluster_demo_measures_latencies_across_its_hosts_within_bounds(tmp_
     # the shuffle sends about half the rows to the other worker's executor, in another TSC domain
     assert 0.3 * hop["count"] < hop["remote_count"] < 0.7 * hop["count"] and hop["unbounded_count"] == 0
     assert 0 < hop["err_p99_ns"] < 100e3 and output.stat().st_size > 0
+    _latencies_hold_the_simulated_truth(analysed, app, "batch.map", "batch.reduce")
+
+
+def _true_ticks(path: Path):
+    """A log file's TSCs as this machine's TSC read them: its simulation (tsc.simulation: offset and skew) undone."""
+    table, sim = cp.read_log(path), cp.log_metadata(path).get("tsc.simulation")
+    tsc = table.column("tsc").to_numpy().astype(np.float64)
+    truth = tsc if not sim else (tsc - sim["offset"]) / (1 + sim["skew_ppm"] * 1e-6)
+    return dict(zip(table.column("tuple_id").to_pylist(), truth))
+
+
+def _latencies_hold_the_simulated_truth(analysed, app: Path, first: str, second: str) -> None:
+    """Each tuple's latency between two channels, across simulated hosts hours and tens of ppm apart, lies within its
+    bound of the truth that undoing each file's simulation gives."""
+    truth = {}
+    for channel in (first, second):
+        ticks = {}
+        for path in app.rglob("*.arrows"):
+            if cp.log_metadata(path).get("channel.name") == channel:
+                ticks.update(_true_ticks(path))
+        truth[channel] = ticks
+    hz = analysed.timebase.hz
+    rows = analysed.latency(first, second).select("tuple_id", "latency_ns", "err_ns", "remote").toPandas()
+    rows["true_ns"] = [(truth[second][t] - truth[first][t]) / hz * 1e9 for t in rows["tuple_id"]]
+    remote = rows[rows["remote"]]
+    assert len(remote) > 0.3 * len(rows) > 0
+    miss = (rows["latency_ns"] - rows["true_ns"]).abs() - rows["err_ns"]
+    assert (miss <= 1).all(), rows[miss > 1].head()  # 1 ns: the rounding of a tick to nanoseconds
