@@ -159,6 +159,8 @@ EDGE_CASES = [
     (["spark-conf", "--task-handler", "spc"], "handler spc takes 1 parameter"),
     (["spark-conf", "--rules", "x=bogus"], "'x=bogus'"),
     (["spark-conf", "--rules", "a=null;x=xoy:5:2"], "'x=xoy:5:2'"),
+    (["spark-conf", "--rules-file", "{bad_json}"], "rules.file={bad_json} is invalid: rule at line 1 'a=xoy:5:2'"),
+    (["spark-conf", "--rules-file", "{toml}"], "rules.file={toml} is invalid: rules file {toml}: cannot be read as"),
     (["config", "set", "--app", "{app}", "x=bogus"], "'x=bogus'"),
     (["config", "set", "--app", "{app}", "--timeout", "-1", "x=null"], "--timeout -1"),
     (["config", "get", "--app", "{app}", "--timeout", "0"], "--timeout 0"),
@@ -186,8 +188,10 @@ def edges(tmp_path_factory):
     (root / "other").mkdir()
     (root / "other" / "notes.txt").write_text("not a log")
     (root / "a-file").write_text("not a folder")
+    (root / "bad.json").write_text('{"rules": [{"pattern": "a", "handler": "xoy", "params": [5, 2]}]}')
+    (root / "rules.toml").write_text('[[rules]]\npattern = "a"\nhandler = "null"\n')  # the driver reads JSON
     return {"app": root / "app", "logs": root / "logs", "other": root / "other", "file": root / "a-file",
-            "missing": root / "missing"}
+            "missing": root / "missing", "bad_json": root / "bad.json", "toml": root / "rules.toml"}
 
 
 @pytest.mark.parametrize("argv, named", EDGE_CASES, ids=[" ".join(argv) for argv, _ in EDGE_CASES])

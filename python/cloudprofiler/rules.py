@@ -39,9 +39,9 @@ def rules_text(rules: str | Iterable[str] | os.PathLike) -> str:
     return rules if isinstance(rules, str) else "\n".join(rules)
 
 
-def read_rules_file(path: "str | os.PathLike") -> list[str]:
-    """The rules of a JSON (`.json`) or TOML (any other name) file, one `pattern=handler[:param...]` string each, in
-    their order::
+def read_rules_file(path: "str | os.PathLike", json_only: bool = False) -> list[str]:
+    """The rules of a JSON (`.json`, or any name with json_only as the driver reads spark.cloudprofiler.rules.file)
+    or TOML (any other name) file, one `pattern=handler[:param...]` string each, in their order::
 
         {"rules": [{"pattern": "ysb.*", "handler": "downsample", "params": [64]}, {"pattern": "*", "handler": "null"}]}
 
@@ -53,11 +53,12 @@ def read_rules_file(path: "str | os.PathLike") -> list[str]:
     A file that cannot be read or parsed, or an entry that is not such a table, raises InvalidArgumentError naming
     the file and the entry (rule i is line i of the text, as the library's messages count them)."""
     path = Path(path)
+    as_json = json_only or path.suffix == ".json"
     try:
         raw = path.read_bytes()
-        document = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
+        document = json.loads(raw) if as_json else tomllib.loads(raw.decode())
     except (OSError, UnicodeDecodeError, ValueError) as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
-        raise _bad(path, f"cannot be read as {'JSON' if path.suffix == '.json' else 'TOML'}: {e}") from None
+        raise _bad(path, f"cannot be read as {'JSON' if as_json else 'TOML'}: {e}") from None
     entries = document.get("rules") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise _bad(path, "expected a list 'rules' of tables with 'pattern', 'handler' and optional 'params'")

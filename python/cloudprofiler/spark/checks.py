@@ -6,6 +6,7 @@ A bad value raises InvalidArgumentError with the driver's message: `<key>=<value
 from __future__ import annotations
 
 import errno
+import os
 import re
 
 from ..errors import InvalidArgumentError
@@ -69,15 +70,36 @@ def check_handler(handler_key: str, handler: str, params_key: str, params: str) 
         raise invalid(params_key, params, str(exc)) from None
 
 
-def check_rules(key: str, text: str) -> None:
+def check_rules(key: str, text: str, value: "str | None" = None) -> None:
     """Rules separated by new lines or ';' (spark.cloudprofiler.rules, `config set`), with the native library's
-    check of cp_rules_set; the rules in force in this process stay."""
+    check of cp_rules_set; the rules in force in this process stay. The message names `value` (default: the text)."""
     from ..native import call, lib
 
     try:
         call(lib.cp_rules_check, text.replace(";", "\n").encode())
     except InvalidArgumentError as exc:
-        raise invalid(key, text, str(exc)) from None
+        raise invalid(key, text if value is None else value, str(exc)) from None
+
+
+def check_rules_file(key: str, value: str) -> None:
+    """spark.cloudprofiler.rules.file where it is a file of this machine (no scheme, or file:): read as the driver
+    reads it (JSON, whatever its name) and its rules checked. A path of another file system, or one missing here (it
+    may exist where the driver runs), is left to the driver."""
+    from urllib.parse import urlparse
+
+    from ..rules import read_rules_file
+
+    parsed = urlparse(value)
+    path = parsed.path if parsed.scheme == "file" else value
+    if parsed.scheme not in ("", "file") or not value or not os.path.isfile(path):
+        return
+    try:
+        lines = read_rules_file(path, json_only=True)
+    except InvalidArgumentError as exc:
+        toml = " (the driver reads JSON; cps.builder(rules=pathlib.Path(file)) reads TOML)" if path.endswith(
+            ".toml") else ""
+        raise invalid(key, value, f"{exc}{toml}") from None
+    check_rules(key, "\n".join(lines), value)
 
 
 def parse_integers(text: str) -> "list[int] | None":
@@ -92,6 +114,8 @@ def _check_option(option: dict, value: str) -> None:
     key, kind = option["key"], option["kind"]
     if key == "spark.cloudprofiler.rules":
         check_rules(key, value)
+    elif key == "spark.cloudprofiler.rules.file":
+        check_rules_file(key, value)
     elif kind == "choice" and value not in option["choices"]:
         raise invalid(key, value, "expected " + option["expected"])
     elif kind == "integer" and value not in option["choices"]:
