@@ -43,10 +43,11 @@ def test_forced_calibration_places_the_executor_as_usual(tmp_path):
     assert records.num_rows == 2 and (records.column("tsc_err").to_numpy() == 0).all()
 
 
-def test_with_spark_authenticate_the_application_id_alone_does_not_open_the_responders(tmp_path):
-    """With spark.authenticate on, the probe secret also derives from the application's authentication secret
-    (spark.authenticate.secret): the driver and its executor process still calibrate, probes tagged with that
-    secret get answers, and probes tagged with the secret of the application id alone, or with none, do not."""
+def test_with_spark_authenticate_nothing_derived_from_the_application_opens_the_responders(tmp_path):
+    """With spark.authenticate on, the driver and its executor process still calibrate with the random secret the
+    driver hands over Spark's (authenticated) RPC; probes tagged with a key derived from the application id and its
+    authentication secret (spark.authenticate.secret: the old scheme), from the id alone, or with none, get no
+    answer."""
     result = run_python(f"""
         import hashlib
         import cloudprofiler.spark as cps
@@ -59,11 +60,11 @@ def test_with_spark_authenticate_the_application_id_alone_does_not_open_the_resp
         spark.sparkContext.parallelize(range(10), 2).sum()
         app = spark.sparkContext.applicationId
         domains = load_domains({str(tmp_path)!r} + "/" + app).to_pylist()
-        port = next(d["responder_port"] for d in domains if d["role"] == "reference")
+        host, port = next((d["host"], d["responder_port"]) for d in domains if d["role"] == "reference")
         for seed in (f"cloudprofiler:{{app}}:s3cret", "cloudprofiler:" + app, None):
             key = hashlib.sha256(seed.encode()).digest() if seed else b""
-            try:
-                print("answered", len(probe("127.0.0.1", port, 20, timeout_ms=100, secret=key).send))
+            try:  # where the driver's responder listens (Spark's driver address, not every interface)
+                print("answered", len(probe(host, port, 20, timeout_ms=100, secret=key).send))
             except PeerTimeoutError:
                 print("answered 0")
         print("checks", [d["check"] for d in domains if d["role"] != "reference"])
@@ -71,5 +72,5 @@ def test_with_spark_authenticate_the_application_id_alone_does_not_open_the_resp
         """, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     answered = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("answered")]
-    assert answered == [20, 0, 0], result.stdout
-    assert "agrees with" in result.stdout  # the executor calibrated with the same secret as the driver
+    assert answered == [0, 0, 0], result.stdout
+    assert "agrees with" in result.stdout  # the executor calibrated with the driver's secret
