@@ -292,3 +292,27 @@ def test_the_report_s_file_warnings_are_its_findings_not_raw_warnings(small_app,
     assert done.returncode == 0, done.stderr[-3000:]
     assert "UserWarning" not in done.stderr and "catalog.py" not in done.stderr, done.stderr[-3000:]
     assert "cut.arrows could not be read" in done.stdout  # in the findings
+
+
+def test_a_build_with_an_old_setuptools_stops_with_one_line_naming_the_version_it_needs(tmp_path):
+    """`pip install --no-build-isolation .` in a fresh venv (Python 3.11's bundles setuptools 65, which cannot read
+    project.license as an SPDX string) stops with one line, not a page of setuptools' validation."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    version = subprocess.run([python, "-c", "import setuptools; print(setuptools.__version__)"], capture_output=True,
+                             text=True, timeout=60).stdout.strip()
+    if not version or int(version.split(".")[0]) >= 77:  # a Python that bundles none, or a newer one
+        subprocess.run([python, "-m", "pip", "install", "-q", "setuptools==65.5.0"], check=True, timeout=300)
+        version = "65.5.0"
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", str(root)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert f"cloudprofiler: building needs setuptools >= 77 (this environment has {version})" in output, output
+    assert "configuration error" not in output and "project.license" not in output
