@@ -348,9 +348,9 @@ CP_EXPORT int cp_ret_info_get(const cp_channel *channel, cp_ret_info *out, cp_er
  * With a secret (1 to 64 bytes, shared by responder and prober), every packet carries a tag: HMAC-SHA256 of the
  * packet's other bytes under the secret, its first CP_PROBE_TAG_BYTES bytes. A responder answers only requests
  * tagged with its secret and a prober takes only answers so tagged, to its own random nonce: without the secret
- * no one can make a responder answer, nor forge an answer, even after reading every packet. An empty secret
- * turns the check off (tests and trusted networks only). Packets of the wrong size, magic or tag are counted as
- * rejected.
+ * no one can forge a probe or an answer, even after reading every packet (a request sent again is answered
+ * again, and its prober, done with that nonce, takes no such answer). An empty secret turns the check off (tests
+ * and trusted networks only). Packets of the wrong size, magic or tag are counted as rejected.
  *
  * CLOUDPROFILER_RESPONDER_DELAY_US="<before>,<after>" (a test feature, off by default) makes a responder wait
  * that many microseconds before reading its TSC and after, to build asymmetric paths. */
