@@ -42,7 +42,7 @@ def test_a_linkage_error_in_any_thread_leaves_the_executors_and_the_jobs_running
         print("executors", sc._jsc.sc().getExecutorIds().mkString(","), flush=True)
         print("app", sc.applicationId, "home", _find_spark_home(), flush=True)
         spark.stop()
-        """, timeout=180)
+        """, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert out.count("sum 499500") == 2, out + result.stderr[-3000:]
