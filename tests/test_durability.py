@@ -102,7 +102,7 @@ def test_log_files_are_private_and_a_link_planted_at_a_name_is_not_followed(tmp_
         """
     )
     assert result.returncode == 0, result.stderr
-    assert target.read_text() == "not a log"
+    assert target.read_bytes() == b"not a log"
     files = cp.log_files(logs)
     assert len(files) == 2 and sum(cp.read_log(p).num_rows for p in files) == 1000
     for p in files:
