@@ -247,3 +247,30 @@ def test_names_a_neighbour_planted_in_a_shared_local_dir_are_never_followed(tmp_
         assert len(list((tmp_path / "logs").rglob("spark.task.start.*.arrows"))) == 1  # its own tasks, collected
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_python_workers_follow_no_name_a_neighbour_planted():
+    """A Python worker finds its executor's folder and inbox through the names in `<localDir>/executors`: names in a
+    folder another user made, or another user's names, are not followed (the worker logs to files of its own)."""
+    from cloudprofiler.spark import worker
+
+    neighbour()
+    shared = Path(tempfile.mkdtemp(prefix="cp-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)
+        names = shared / "local" / "executors"
+        parent = os.getppid()  # where a worker looks first: its parent, the executor
+        made = as_neighbour(["sh", "-c", f"""set -e; umask 0; mkdir -p {names}
+            printf /tmp/neighbours-folder > {names}/{parent}
+            printf /dev/shm/neighbours-inbox > {names}/{parent}.inbox"""])
+        assert made.returncode == 0, made.stderr
+        assert worker.executor_folder(str(shared / "local")) is None
+        assert worker.executor_inbox(str(shared / "local")) is None
+        shutil.rmtree(shared / "local")  # a names folder of this user's, a name of the neighbour's in it
+        names.mkdir(parents=True, mode=0o700)
+        (names / str(parent)).write_text("/tmp/own-folder")
+        assert worker.executor_folder(str(shared / "local")) == "/tmp/own-folder"
+        os.chown(names / str(parent), neighbour().pw_uid, neighbour().pw_gid)
+        assert worker.executor_folder(str(shared / "local")) is None
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
