@@ -146,9 +146,9 @@ final class ArrowTables {
 
   /**
    * Replaces {@code target} with a copy of the first {@code length} bytes of the local file {@code
-   * local}.
+   * local}, followed by {@code end} (empty, or what completes a cut file: CompleteBatches.cutEnd).
    */
-  static void copy(File local, long length, String target) throws Exception {
+  static void copy(File local, long length, byte[] end, String target) throws Exception {
     replace(
         target,
         (fs, path) -> {
@@ -156,6 +156,7 @@ final class ArrowTables {
               OutputStream out = fs.create(path, false)) {
             copyPrefix(
                 in, out, length, () -> local + " shrank below " + length + " bytes while copied");
+            out.write(end);
           }
         });
   }

@@ -36,6 +36,8 @@ final class LogCollector {
    */
   static final String LOST_MARKER = "process-lost.arrows";
 
+  private static final byte[] NO_END = new byte[0];
+
   private final File source;
   private final String target;
 
@@ -96,7 +98,7 @@ final class LogCollector {
               : CompleteBatches.length(
                   path, last == null || last.copiedLength == last.length ? 0 : last.copiedLength);
       if (complete > 0 && (last == null || complete != last.copiedLength || complete == length)) {
-        ArrowTables.copy(f, complete, target + "/" + f.getName());
+        ArrowTables.copy(f, complete, NO_END, target + "/" + f.getName());
         bytes += complete;
         files++;
       } else {
@@ -126,12 +128,22 @@ final class LogCollector {
     Exception firstFailure = null;
     for (File f : logFiles()) {
       try {
-        long length = Files.size(f.toPath());
+        Path path = f.toPath();
+        long length = Files.size(path);
         Copied last = copied.get(f.getName());
-        if (last == null
+        if (lost && !CompleteBatches.closed(path)) {
+          // killed while it wrote a batch: logDir gets the file whole up to its last complete
+          // batch,
+          // with a footer every reader opens (nothing of it is complete: nothing to copy)
+          long complete = CompleteBatches.length(path, 0);
+          if (complete > 0) {
+            byte[] end = CompleteBatches.cutEnd(path, complete);
+            ArrowTables.copy(f, complete, end, target + "/" + f.getName());
+          }
+        } else if (last == null
             || last.copiedLength != length
-            || !last.modified.equals(Files.getLastModifiedTime(f.toPath()))) {
-          ArrowTables.copy(f, length, target + "/" + f.getName());
+            || !last.modified.equals(Files.getLastModifiedTime(path))) {
+          ArrowTables.copy(f, length, NO_END, target + "/" + f.getName());
         }
         collected.add(f);
       } catch (Exception e) {
