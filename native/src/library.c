@@ -43,8 +43,9 @@ static int roll_bytes(int64_t given, int64_t *out, cp_error *error) {
 }
 
 /* Creates the log folder and its missing parents for this user only (0700), or takes an existing one that is this
- * user's and that no other user can write to (or that root owns with the sticky bit, like /tmp): in a folder another
- * user can write, that user could read the files, or plant links at their names. Never through a link. */
+ * user's and that not every user can write to (its group's writes are the owner's choice), or that root owns with
+ * the sticky bit, like /tmp: in a folder another user can write, that user could read the files, or plant links at
+ * their names. Never through a link. */
 static int make_dirs(const char *path, cp_error *error) {
   char *copy = strdup(path);
   if (!copy) return cp__fail(error, ENOMEM, "out of memory");
@@ -69,11 +70,11 @@ static int make_dirs(const char *path, cp_error *error) {
   }
   if (!S_ISDIR(st.st_mode)) return cp__fail(error, ENOTDIR, "log folder %s is not a folder (a link?)", path);
   bool sticky = st.st_mode & S_ISVTX;
-  if (st.st_uid == geteuid() ? !sticky && (st.st_mode & (S_IWGRP | S_IWOTH)) : !(st.st_uid == 0 && sticky))
+  if (st.st_uid == geteuid() ? !sticky && (st.st_mode & S_IWOTH) : !(st.st_uid == 0 && sticky))
     return cp__fail(
         error, EPERM,
         "refusing log folder %s: %s (mode %04o, owner uid %ld): other users could read or replace its files", path,
-        st.st_uid == geteuid() ? "other users can write to it" : "it belongs to another user",
+        st.st_uid == geteuid() ? "every user can write to it" : "it belongs to another user",
         (unsigned)(st.st_mode & 07777), (long)st.st_uid);
   if (access(path, W_OK | X_OK) != 0) {
     int code = errno;

@@ -27,7 +27,7 @@ def _parent(pid: int) -> int:
 
 def _trusted(path: Path, folder: bool) -> bool:
     """Whether `path` is this user's own file or folder, not a link: a name another user of the host wrote in a
-    shared localDir is never followed. A folder must also be closed to other users' writes, unless root owns it
+    shared localDir is never followed. A folder must also be closed to other users' writes (its group's are the owner's choice), unless root owns it
     with the sticky bit (like /tmp: nobody else can rename this user's names in it)."""
     try:
         st = os.lstat(path)
@@ -37,7 +37,7 @@ def _trusted(path: Path, folder: bool) -> bool:
         return False
     sticky = bool(st.st_mode & stat.S_ISVTX)
     if st.st_uid == os.geteuid():
-        return not folder or sticky or not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        return not folder or sticky or not st.st_mode & stat.S_IWOTH
     return folder and st.st_uid == 0 and sticky
 
 

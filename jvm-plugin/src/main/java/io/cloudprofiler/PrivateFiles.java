@@ -14,7 +14,6 @@ import java.nio.file.attribute.FileAttribute;
 import java.nio.file.attribute.PosixFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.util.EnumSet;
 import java.util.Set;
 
 /**
@@ -29,8 +28,6 @@ public final class PrivateFiles {
   public static final FileAttribute<Set<PosixFilePermission>> FILE_MODE =
       PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
   private static final LinkOption NOFOLLOW = LinkOption.NOFOLLOW_LINKS;
-  private static final Set<PosixFilePermission> OTHERS_WRITE =
-      EnumSet.of(PosixFilePermission.GROUP_WRITE, PosixFilePermission.OTHERS_WRITE);
   private static volatile Integer uid;
 
   private PrivateFiles() {}
@@ -55,9 +52,10 @@ public final class PrivateFiles {
   }
 
   /**
-   * Null when {@code path} is a folder (not a link to one) of this user that no other user can
-   * write to (or one with the sticky bit that root owns, like /tmp: others cannot remove or rename
-   * this user's entries in it); else why it cannot be trusted.
+   * Null when {@code path} is a folder (not a link to one) of this user that not every user can
+   * write to (its group's writes are its owner's choice), or one with the sticky bit that root
+   * owns, like /tmp (others cannot remove or rename this user's entries in it); else why it cannot
+   * be trusted.
    */
   public static String untrustedFolder(Path path) throws IOException {
     PosixFileAttributes a = Files.readAttributes(path, PosixFileAttributes.class, NOFOLLOW);
@@ -66,14 +64,14 @@ public final class PrivateFiles {
     int owner = owner(path);
     boolean sticky = ((Integer) Files.getAttribute(path, "unix:mode", NOFOLLOW) & 01000) != 0;
     if (owner == uid()) {
-      if (sticky || a.permissions().stream().noneMatch(OTHERS_WRITE::contains)) return null;
+      if (sticky || !a.permissions().contains(PosixFilePermission.OTHERS_WRITE)) return null;
     } else if (owner == 0 && sticky) {
       return null;
     } else {
       return path + " belongs to another user (uid " + owner + ")";
     }
     return path
-        + " can be written by other users ("
+        + " can be written by every user ("
         + PosixFilePermissions.toString(a.permissions())
         + ")";
   }
