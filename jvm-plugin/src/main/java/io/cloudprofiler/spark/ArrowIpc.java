@@ -181,20 +181,28 @@ final class ArrowIpc {
      */
     byte[] end(List<long[]> blocks) {
       FlatBufferBuilder b = new FlatBufferBuilder(1024);
-      int schema = write(b);
-      Footer.startRecordBatchesVector(b, blocks.size());
-      for (int i = blocks.size() - 1; i >= 0; i--) {
-        Block.createBlock(b, blocks.get(i)[0], (int) blocks.get(i)[1], blocks.get(i)[2]);
-      }
-      int batches = b.endVector();
-      Footer.startDictionariesVector(b, 0);
-      int dictionaries = b.endVector();
-      b.finish(Footer.createFooter(b, MetadataVersion.V5, schema, dictionaries, batches, 0));
-      byte[] footer = b.sizedByteArray();
-      ByteBuffer out = little(END_OF_STREAM.length + footer.length + 4 + 6);
-      out.put(END_OF_STREAM).put(footer).putInt(footer.length).put(MAGIC, 0, 6);
-      return out.array();
+      return fileEnd(b, write(b), blocks);
     }
+  }
+
+  /**
+   * A file's end after its last batch: the end-of-stream marker, the footer of {@code schema} (a
+   * Schema table built in {@code b}) listing the batches ({offset in the file, framed metadata
+   * length, body length} each), its length and the magic.
+   */
+  static byte[] fileEnd(FlatBufferBuilder b, int schema, List<long[]> blocks) {
+    Footer.startRecordBatchesVector(b, blocks.size());
+    for (int i = blocks.size() - 1; i >= 0; i--) {
+      Block.createBlock(b, blocks.get(i)[0], (int) blocks.get(i)[1], blocks.get(i)[2]);
+    }
+    int batches = b.endVector();
+    Footer.startDictionariesVector(b, 0);
+    int dictionaries = b.endVector();
+    b.finish(Footer.createFooter(b, MetadataVersion.V5, schema, dictionaries, batches, 0));
+    byte[] footer = b.sizedByteArray();
+    ByteBuffer out = little(END_OF_STREAM.length + footer.length + 4 + 6);
+    out.put(END_OF_STREAM).put(footer).putInt(footer.length).put(MAGIC, 0, 6);
+    return out.array();
   }
 
   private static ByteBuffer little(long size) {

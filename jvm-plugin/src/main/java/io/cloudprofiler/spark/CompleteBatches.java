@@ -13,14 +13,11 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.apache.arrow.flatbuf.Block;
 import org.apache.arrow.flatbuf.Field;
-import org.apache.arrow.flatbuf.Footer;
 import org.apache.arrow.flatbuf.Int;
 import org.apache.arrow.flatbuf.KeyValue;
 import org.apache.arrow.flatbuf.Message;
 import org.apache.arrow.flatbuf.MessageHeader;
-import org.apache.arrow.flatbuf.MetadataVersion;
 import org.apache.arrow.flatbuf.Schema;
 import org.apache.arrow.flatbuf.Type;
 
@@ -123,18 +120,7 @@ final class CompleteBatches {
       int schema =
           copySchema(
               b, (Schema) Message.getRootAsMessage(schemaMessage).header(new Schema()), extra);
-      Footer.startRecordBatchesVector(b, blocks.size());
-      for (int i = blocks.size() - 1; i >= 0; i--)
-        Block.createBlock(b, blocks.get(i)[0], (int) blocks.get(i)[1], blocks.get(i)[2]);
-      int batches = b.endVector();
-      Footer.startDictionariesVector(b, 0);
-      int dictionaries = b.endVector();
-      b.finish(Footer.createFooter(b, MetadataVersion.V5, schema, dictionaries, batches, 0));
-      byte[] footer = b.sizedByteArray();
-      ByteBuffer out =
-          ByteBuffer.allocate(8 + footer.length + 4 + 6).order(ByteOrder.LITTLE_ENDIAN);
-      out.putInt(CONTINUATION).putInt(0).put(footer).putInt(footer.length).put(MAGIC, 0, 6);
-      return out.array();
+      return ArrowIpc.fileEnd(b, schema, blocks);
     }
   }
 
