@@ -337,13 +337,18 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       PrivateFiles.folder(new File(options.localDir(), Config.EXECUTOR_FOLDERS).toPath());
       return true;
     } catch (Exception e) {
-      LOG.warn(
-          "cloudprofiler: executor {} names no folder nor inbox for its Python workers (they log to"
-              + " files of their own, uncollected): {}",
-          ctx.executorID(),
-          e.getMessage());
+      workersOnTheirOwn("names no folder nor inbox for its Python workers", e.getMessage());
       return false;
     }
+  }
+
+  /** Says why this executor's Python workers log to files of their own: one log line. */
+  private void workersOnTheirOwn(String what, String why) {
+    LOG.warn(
+        "cloudprofiler: executor {} {} (they log to files of their own): {}",
+        ctx.executorID(),
+        what,
+        why);
   }
 
   /** {@code <localDir>/executors/<pid><suffix>}: what this executor tells its Python workers. */
@@ -373,12 +378,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       writeInPlace(pointer, dir.toPath().toAbsolutePath().normalize().toString());
       return pointer;
     } catch (Exception e) {
-      LOG.warn(
-          "cloudprofiler: executor {} takes no records of Python workers in {} (they log to files"
-              + " of their own): {}",
-          ctx.executorID(),
-          dir,
-          e.toString());
+      workersOnTheirOwn("takes no records of Python workers in " + dir, e.toString());
       return null;
     }
   }
@@ -520,34 +520,28 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    */
   private String[] joinOwnJvm(String boot, Messages.Candidate member) throws Exception {
     String check = "shares the JVM of " + member.domain() + "'s member (no probes needed)";
-    Object reply =
-        ask(
-            new Messages.Join(
-                boot,
-                member.domain(),
-                0,
-                member.host(),
-                member.responderPort(),
-                0,
-                ctx.executorID(),
-                ProcessHandle.current().pid(),
-                TscDomain.PROCESS,
-                check));
-    if (reply instanceof Messages.Joined joined) return new String[] {joined.domain(), check};
-    throw unassigned(reply);
+    return joinAs(boot, member.domain(), member.host(), member.responderPort(), check);
   }
 
   /** Tells a driver that does not calibrate that this executor is there: no probes, no secret. */
   private String[] joinUncalibrated(String boot) throws Exception {
-    String check = "not checked: the driver does not calibrate";
+    return joinAs(boot, "", blockManagerHost(), 0, "not checked: the driver does not calibrate");
+  }
+
+  /**
+   * Asks the driver to place this executor in {@code domain} ("": a new one) with no probe run,
+   * reachable at {@code host} ({@code port}: a responder's, or 0); returns {domain, check}.
+   */
+  private String[] joinAs(String boot, String domain, String host, int port, String check)
+      throws Exception {
     Object reply =
         ask(
             new Messages.Join(
                 boot,
-                "",
+                domain,
                 0,
-                blockManagerHost(),
-                0,
+                host,
+                port,
                 0,
                 ctx.executorID(),
                 ProcessHandle.current().pid(),
