@@ -93,9 +93,9 @@ CP_INTERNAL int cp__ipc_file_end(cp_buf *out, int record_kind, const char *const
 CP_INTERNAL extern const uint8_t cp__ipc_eos[8];
 CP_INTERNAL extern const uint8_t cp__ipc_magic[8]; /* "ARROW1" and two bytes of padding: a file's first bytes */
 
-/* ---- probe.c and ret.c ---- */
-/* Keyed FNV-1a over secret || bytes: the tag of probes and acknowledgements (see the header for what it is and
- * is not). */
+/* ---- ret.c ---- */
+/* Keyed FNV-1a over secret || bytes: the tag of ReT acknowledgements, which only pair a handler's own records (see
+ * the header for what it is and is not; probes are tagged with an HMAC, hmac.h). */
 static inline uint64_t cp__tag_of(const uint8_t *secret, size_t secret_len, const void *data, size_t len) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < secret_len; i++) h = (h ^ secret[i]) * 0x100000001b3ull;
