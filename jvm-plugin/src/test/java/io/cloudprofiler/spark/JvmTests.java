@@ -13,11 +13,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
@@ -27,6 +30,14 @@ import org.apache.arrow.vector.ipc.ArrowFileReader;
 import org.apache.arrow.vector.ipc.ArrowFileWriter;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.arrow.vector.util.ByteArrayReadableSeekableByteChannel;
+import org.apache.logging.log4j.Level;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.core.LogEvent;
+import org.apache.logging.log4j.core.LoggerContext;
+import org.apache.logging.log4j.core.appender.AbstractAppender;
+import org.apache.logging.log4j.core.config.Configuration;
+import org.apache.logging.log4j.core.config.LoggerConfig;
+import org.apache.logging.log4j.core.config.Property;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -539,6 +550,93 @@ public final class JvmTests {
       return CompleteBatches.length(file, 0);
     } finally {
       Files.delete(file);
+    }
+  }
+
+  /**
+   * The WARN lines {@code logger} says while {@code body} runs (Spark's log4j2, which shows only
+   * errors without a configuration).
+   */
+  static List<String> warnings(Class<?> logger, Callable<Void> body) throws Exception {
+    LoggerContext context = (LoggerContext) LogManager.getContext(false);
+    Configuration config = context.getConfiguration();
+    List<String> lines = Collections.synchronizedList(new ArrayList<>());
+    AbstractAppender capture =
+        new AbstractAppender("capture", null, null, true, Property.EMPTY_ARRAY) {
+          @Override
+          public void append(LogEvent event) {
+            lines.add(event.getMessage().getFormattedMessage());
+          }
+        };
+    capture.start();
+    LoggerConfig captured = new LoggerConfig(logger.getName(), Level.WARN, false);
+    captured.addAppender(capture, Level.WARN, null);
+    config.addLogger(logger.getName(), captured);
+    context.updateLoggers();
+    try {
+      body.call();
+    } finally {
+      config.removeLogger(logger.getName());
+      context.updateLoggers();
+      capture.stop();
+    }
+    return new ArrayList<>(lines);
+  }
+
+  /**
+   * An executor whose driver stops answering (it fails, then it hangs) keeps the rules it follows,
+   * says so once, and follows the next version once the driver answers again.
+   */
+  public static void testAnExecutorKeepsItsRulesWhileTheDriverDoesNotAnswerAndSaysSoOnce()
+      throws Exception {
+    loadNative();
+    Path dir = Files.createTempDirectory("cp-rules-follower");
+    CloudProfiler.start(
+        dir.toString(),
+        CloudProfiler.COMPRESSION_NONE,
+        0,
+        0,
+        CloudProfiler.FULL_BLOCK,
+        CloudProfiler.TSC_ORDERED,
+        -1);
+    try {
+      AtomicInteger asked = new AtomicInteger();
+      List<String> applied = Collections.synchronizedList(new ArrayList<>());
+      Callable<Messages.RulesNow> driver =
+          () -> {
+            int n = asked.incrementAndGet();
+            if (n == 1) return new Messages.RulesNow(1, "follow*=null");
+            if (n <= 4) throw new IllegalStateException("the driver's endpoint is gone");
+            if (n == 5) Thread.sleep(2 * RulesFollower.INTERVAL_MS); // an answer too late
+            if (n <= 8) return null; // no answer
+            return new Messages.RulesNow(2, "follow*=downsample:4");
+          };
+      List<String> said =
+          warnings(
+              RulesFollower.class,
+              () -> {
+                RulesFollower follower = new RulesFollower("7", driver, applied::add);
+                try {
+                  long deadline = System.nanoTime() + 20_000_000_000L;
+                  while (asked.get() < 6 && System.nanoTime() < deadline) Thread.sleep(50);
+                  equal(List.of("follow*=null"), new ArrayList<>(applied)); // kept while unanswered
+                  check(
+                      CloudProfiler.rules().contains("follow*=null"), () -> CloudProfiler.rules());
+                  while (applied.size() < 2 && System.nanoTime() < deadline) Thread.sleep(50);
+                } finally {
+                  follower.stop();
+                }
+                return null;
+              });
+      equal(List.of("follow*=null", "follow*=downsample:4"), new ArrayList<>(applied));
+      List<String> kept = said.stream().filter(l -> l.contains("keeps its rules")).toList();
+      equal(1, kept.size()); // once, however long the driver does not answer
+      check(
+          kept.get(0).contains("executor 7 keeps its rules (version 1)")
+              && kept.get(0).contains("the driver's endpoint is gone"),
+          () -> kept.get(0));
+    } finally {
+      CloudProfiler.stop();
     }
   }
 
