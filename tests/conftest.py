@@ -92,3 +92,27 @@ def jar_without_library(tmp_path_factory):
             else:
                 dst.writestr(item, src.read(item))
     return stripped, library
+
+
+def assert_collected_as_it_died(collected, as_it_died) -> None:
+    """A killed process's log file as its collector wrote it into logDir (`collected`) holds what the file held on
+    disk when the process died (`as_it_died`): the same bytes when it died between batches, its last flush's footer
+    in place; else its complete batches byte for byte, then a footer that says it was cut (CompleteBatches.cutEnd)."""
+    import warnings
+
+    import pyarrow.ipc as ipc
+
+    import cloudprofiler as cp
+
+    got, had = collected.read_bytes(), as_it_died.read_bytes()
+    if had.endswith(b"ARROW1"):
+        assert got == had, collected
+        return
+    # its bytes up to the end of its last complete batch, then end marker (8), footer, its length (4), magic (6)
+    complete = len(got) - 18 - int.from_bytes(got[-10:-6], "little")
+    meta = cp.log_metadata(collected)
+    assert got[:complete] == had[:complete] and meta["closed"] is False, collected
+    assert meta["cut.bytes"] == len(had) - complete, collected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ipc.open_file(got).read_all().num_rows == cp.read_log(as_it_died).num_rows, collected

@@ -18,7 +18,7 @@ import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
 from cloudprofiler.harness.bench.spark_logs import run_problems
-from conftest import run_python
+from conftest import assert_collected_as_it_died, run_python
 from neighbour import as_neighbour, neighbour
 
 INTERVAL_S = 1
@@ -121,7 +121,7 @@ def test_the_files_of_a_killed_application_are_collected_by_the_next_one_and_rea
     died = sorted(p for p in snapshot.rglob("*.arrows") if not p.parent.name.startswith("driver-spool-"))
     assert [p.name for p in died] == sorted(p.name for p in _task_folder(app).glob("spark.task.*.arrows"))
     for p in died:  # every record it had written, as it was on disk when it died
-        assert (_task_folder(app) / p.name).read_bytes() == p.read_bytes()
+        assert_collected_as_it_died(_task_folder(app) / p.name, p)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert cp.read_log_dir(app, channel="spark.task.start").num_rows > 8  # the first job and part of the next

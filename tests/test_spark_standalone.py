@@ -18,6 +18,7 @@ import cloudprofiler.spark as cps
 from cloudprofiler.calibration.spark import load_domains, records_in_reference
 from cloudprofiler.harness.hosts import Hosts
 from cloudprofiler.harness.standalone import small_executors, standalone_cluster, wait_for_executors
+from conftest import assert_collected_as_it_died
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
 
@@ -323,18 +324,7 @@ def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(cluste
         warnings.simplefilter("ignore")
         assert len(died) == 2 and cp.read_log(died[0]).num_rows > 0
     for p in died:  # every record it had written reached logDir
-        collected, as_it_died = (app / killed / p.name).read_bytes(), p.read_bytes()
-        if as_it_died.endswith(b"ARROW1"):  # it died between batches, its last flush's footer in place
-            assert collected == as_it_died
-        else:  # it died inside a batch: its complete batches, then a footer saying so
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                assert ipc.open_file(collected).read_all().num_rows == cp.read_log(p).num_rows
-            # its bytes up to the end of its last complete batch, then end marker (8), footer, its length, magic
-            complete = len(collected) - 18 - int.from_bytes(collected[-10:-6], "little")
-            meta = cp.log_metadata(app / killed / p.name)
-            assert collected[:complete] == as_it_died[:complete] and meta["closed"] is False
-            assert meta["cut.bytes"] == len(as_it_died) - complete
+        assert_collected_as_it_died(app / killed / p.name, p)
     import polars
 
     with warnings.catch_warnings():
