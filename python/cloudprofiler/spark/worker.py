@@ -27,8 +27,9 @@ def _parent(pid: int) -> int:
 
 def _trusted(path: Path, folder: bool) -> bool:
     """Whether `path` is this user's own file or folder, not a link: a name another user of the host wrote in a
-    shared localDir is never followed. A folder must also be closed to other users' writes (its group's are the owner's choice), unless root owns it
-    with the sticky bit (like /tmp: nobody else can rename this user's names in it)."""
+    shared localDir is never followed. A folder must also be closed to other users' writes (its group's are the
+    owner's choice), unless root owns it with the sticky bit (like /tmp: nobody else can rename this user's names
+    in it)."""
     try:
         st = os.lstat(path)
     except OSError:
