@@ -192,7 +192,7 @@ def test_a_straggler_is_explained_by_the_records_it_read(run):
     stage = reducers.groupby("stage_id")["shuffle_read_records"].max().idxmax()
     heavy = reducers[reducers["stage_id"] == stage].sort_values("shuffle_read_records").iloc[-1]
     assert heavy["shuffle_read_records"] >= 17_500
-    every = app.stragglers(ratio=0.0, job_group="q-sql").toPandas()  # ratio 0: every timed attempt
+    every = app.stragglers(ratio=1.0, job_group="q-sql").toPandas()  # every attempt slower than its median
     row = next(every[every["task_attempt_id"] == heavy["task_attempt_id"]].itertuples())
     median = reducers[reducers["stage_id"] == stage]["shuffle_read_records"].median()
     assert (row.records_read, row.median_records_read) == (heavy["shuffle_read_records"], median)
