@@ -589,16 +589,7 @@ public final class JvmTests {
    */
   public static void testAnExecutorKeepsItsRulesWhileTheDriverDoesNotAnswerAndSaysSoOnce()
       throws Exception {
-    loadNative();
-    Path dir = Files.createTempDirectory("cp-rules-follower");
-    CloudProfiler.start(
-        dir.toString(),
-        CloudProfiler.COMPRESSION_NONE,
-        0,
-        0,
-        CloudProfiler.FULL_BLOCK,
-        CloudProfiler.TSC_ORDERED,
-        -1);
+    startLibrary("cp-rules-follower");
     try {
       AtomicInteger asked = new AtomicInteger();
       List<String> applied = Collections.synchronizedList(new ArrayList<>());
@@ -638,6 +629,19 @@ public final class JvmTests {
     } finally {
       CloudProfiler.stop();
     }
+  }
+
+  /** Loads the JNI library and starts it with defaults, logging into a new temporary folder. */
+  static void startLibrary(String prefix) throws IOException {
+    loadNative();
+    CloudProfiler.start(
+        Files.createTempDirectory(prefix).toString(),
+        CloudProfiler.COMPRESSION_NONE,
+        0,
+        0,
+        CloudProfiler.FULL_BLOCK,
+        CloudProfiler.TSC_ORDERED,
+        -1);
   }
 
   static void loadNative() {
@@ -780,16 +784,7 @@ public final class JvmTests {
    * abandon, none is kept.
    */
   public static void testTaskRecordsWaitForTheirChannels() throws Exception {
-    loadNative();
-    java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("cp-task-records");
-    CloudProfiler.start(
-        dir.toString(),
-        CloudProfiler.COMPRESSION_NONE,
-        0,
-        0,
-        CloudProfiler.FULL_BLOCK,
-        CloudProfiler.TSC_ORDERED,
-        -1);
+    startLibrary("cp-task-records");
     try {
       TaskRecords tasks = new TaskRecords();
       equal(0, tasks.channels().length);
