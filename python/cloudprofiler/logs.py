@@ -137,15 +137,7 @@ def read_log(source: LogSource, name: str | None = None) -> pa.Table:
             return reader.read_all()
         reader = _stream_reader(f, name)
         schema = _unpadded(reader.schema)
-        batches, cut = [], None
-        while True:
-            try:
-                batches.append(reader.read_next_batch())
-            except StopIteration:
-                break
-            except (pa.ArrowInvalid, OSError) as exc:
-                cut = exc
-                break
+        batches, cut, _ = _complete_batches(reader, f)
     if cut is not None:
         message = f"{name}: ends inside a batch ({cut}); read its {len(batches)} complete batches"
         warnings.warn(IncompleteLogWarning(message, name, len(batches), True), stacklevel=2)
@@ -153,6 +145,20 @@ def read_log(source: LogSource, name: str | None = None) -> pa.Table:
         message = f"{name}: has no end (its process was killed, or still writes it); read its {len(batches)} batches"
         warnings.warn(IncompleteLogWarning(message, name, len(batches), False), stacklevel=2)
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def _complete_batches(reader: ipc.RecordBatchStreamReader, f: pa.NativeFile) -> tuple[list, Exception | None, int]:
+    """The stream's batches up to its end or its first incomplete one; what stopped the reading there (None at the
+    end); and the offset in `f` after the last complete one."""
+    batches, end = [], f.tell()
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            return batches, None, end
+        except (pa.ArrowInvalid, OSError) as exc:
+            return batches, exc, end
+        end = f.tell()
 
 
 def repair(path: "str | os.PathLike") -> "dict[str, int] | None":
@@ -165,18 +171,10 @@ def repair(path: "str | os.PathLike") -> "dict[str, int] | None":
         if _file_reader(f) is not None:
             return None
         reader = _stream_reader(f, path)
-        batches, kept = [], f.tell()
-        while True:
-            try:
-                batches.append(reader.read_next_batch())
-            except StopIteration:
-                break
-            except (pa.ArrowInvalid, OSError):
-                break
-            kept = f.tell()
+        batches, _, kept = _complete_batches(reader, f)
         size = f.size()
     schema = _unpadded(reader.schema)
-    cut = {"cut.bytes": size - kept, "cut.batches": len(batches)}
+    cut = dict(zip(CUT_KEYS, (size - kept, len(batches))))
     metadata = {**(schema.metadata or {}), b"closed": b"false", **{k.encode(): str(v).encode() for k, v in cut.items()}}
     compressed = (schema.metadata or {}).get(b"compression") == b"zstd"
     options = ipc.IpcWriteOptions(compression="zstd" if compressed else None)
