@@ -133,8 +133,7 @@ final class LogCollector {
         Copied last = copied.get(f.getName());
         if (lost && !CompleteBatches.closed(path)) {
           // killed while it wrote a batch: logDir gets the file whole up to its last complete
-          // batch,
-          // with a footer every reader opens (nothing of it is complete: nothing to copy)
+          // batch, with a footer every reader opens (none complete: nothing to copy)
           long complete = CompleteBatches.length(path, 0);
           if (complete > 0) {
             byte[] end = CompleteBatches.cutEnd(path, complete);
