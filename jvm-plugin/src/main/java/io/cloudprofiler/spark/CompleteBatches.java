@@ -59,22 +59,38 @@ final class CompleteBatches {
         if (size < MAGIC.length) return 0;
         offset = ByteBuffer.wrap(MAGIC).equals(read(in, 0, MAGIC.length)) ? MAGIC.length : 0;
       }
-      long complete = from;
-      while (offset + 8 <= size) {
-        ByteBuffer head = read(in, offset, 8).order(ByteOrder.LITTLE_ENDIAN);
-        int prefix = head.getInt(0) == CONTINUATION ? 8 : 4; // 4: the framing of Arrow before 0.15
-        int metadataLength = head.getInt(prefix - 4);
-        if (metadataLength <= 0 || offset + prefix + metadataLength > size)
-          break; // the end marker, or a part
-        ByteBuffer metadata =
-            read(in, offset + prefix, metadataLength).order(ByteOrder.LITTLE_ENDIAN);
-        long end =
-            offset + prefix + metadataLength + Message.getRootAsMessage(metadata).bodyLength();
-        if (end > size) break;
-        offset = complete = end;
-      }
-      return complete;
+      long end = walk(in, offset, size, (at, framed, message, metadata) -> {});
+      return end == offset ? from : end;
     }
+  }
+
+  /** What {@link #walk} hands on of each complete message: its offset, framed metadata length. */
+  private interface Visitor {
+    void message(long offset, int framedLength, Message message, ByteBuffer metadata);
+  }
+
+  /**
+   * Walks the complete messages from {@code offset} up to {@code limit}, from their framing alone
+   * (continuation marker, metadata length, the metadata's body length), handing each to {@code
+   * visitor}; returns the end of the last (offset when there is none).
+   */
+  private static long walk(FileChannel in, long offset, long limit, Visitor visitor)
+      throws IOException {
+    while (offset + 8 <= limit) {
+      ByteBuffer head = read(in, offset, 8).order(ByteOrder.LITTLE_ENDIAN);
+      int prefix = head.getInt(0) == CONTINUATION ? 8 : 4; // 4: the framing of Arrow before 0.15
+      int metadataLength = head.getInt(prefix - 4);
+      if (metadataLength <= 0 || offset + prefix + metadataLength > limit)
+        break; // the end marker, or a part
+      ByteBuffer metadata =
+          read(in, offset + prefix, metadataLength).order(ByteOrder.LITTLE_ENDIAN);
+      Message message = Message.getRootAsMessage(metadata);
+      long end = offset + prefix + metadataLength + message.bodyLength();
+      if (end > limit) break;
+      visitor.message(offset, prefix + metadataLength, message, metadata);
+      offset = end;
+    }
+    return offset;
   }
 
   /**
@@ -94,24 +110,19 @@ final class CompleteBatches {
    */
   static byte[] cutEnd(Path file, long complete) throws IOException {
     try (FileChannel in = FileChannel.open(file, StandardOpenOption.READ)) {
-      long offset = MAGIC.length;
-      ByteBuffer schemaMessage = null;
+      List<ByteBuffer> schemas = new ArrayList<>();
       List<long[]> blocks = new ArrayList<>();
-      while (offset + 8 <= complete) {
-        ByteBuffer head = read(in, offset, 8).order(ByteOrder.LITTLE_ENDIAN);
-        if (head.getInt(0) != CONTINUATION) throw new IOException(file + ": not a log file");
-        int metadataLength = head.getInt(4);
-        if (metadataLength <= 0) break;
-        ByteBuffer metadata = read(in, offset + 8, metadataLength).order(ByteOrder.LITTLE_ENDIAN);
-        Message message = Message.getRootAsMessage(metadata);
-        if (message.headerType() == MessageHeader.Schema && schemaMessage == null) {
-          schemaMessage = metadata;
-        } else if (message.headerType() == MessageHeader.RecordBatch) {
-          blocks.add(new long[] {offset, 8 + metadataLength, message.bodyLength()});
-        }
-        offset += 8 + metadataLength + message.bodyLength();
-      }
-      if (schemaMessage == null) throw new IOException(file + ": no complete schema message");
+      walk(
+          in,
+          MAGIC.length,
+          complete,
+          (offset, framed, message, metadata) -> {
+            if (message.headerType() == MessageHeader.Schema) schemas.add(metadata);
+            else if (message.headerType() == MessageHeader.RecordBatch)
+              blocks.add(new long[] {offset, framed, message.bodyLength()});
+          });
+      if (schemas.isEmpty()) throw new IOException(file + ": no complete schema message");
+      ByteBuffer schemaMessage = schemas.get(0);
       Map<String, String> extra = new LinkedHashMap<>();
       extra.put("closed", "false");
       extra.put(CUT_BYTES, Long.toString(in.size() - complete));
