@@ -14,7 +14,8 @@ import pytest
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.harness.hosts import Hosts
-from cloudprofiler.harness.standalone import small_executors, standalone_cluster, wait_for_executors
+from cloudprofiler.harness.standalone import (small_executors, standalone_cluster, wait_for_collection,
+                                                  wait_for_executors)
 
 CHANNELS = ("strm", "pystrm")
 PHASES = ["null", "buffered", "downsample:4"]  # after "buffered" at start
@@ -69,10 +70,7 @@ def run(request, tmp_path_factory):
         finally:
             spark.stop()
         app = log_dir / app_id
-        # executors copy their logs at shutdown, which the workers run after the application ends
-        deadline = time.monotonic() + 60
-        while len(list(app.rglob("spark.task.end.*.arrows"))) < executors and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_for_collection(base / "executor-local", app_id)
     with ipc.open_file(app / "rules-changes.arrows") as reader:
         changes = reader.read_all()
     files = {channel: [(cp.log_metadata(t), t, p) for p in cp.log_files(app) if p.name.startswith(f"{channel}.")

@@ -3,7 +3,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -17,7 +16,8 @@ import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.calibration.spark import load_domains, records_in_reference
 from cloudprofiler.harness.hosts import Hosts
-from cloudprofiler.harness.standalone import small_executors, standalone_cluster, wait_for_executors
+from cloudprofiler.harness.standalone import (small_executors, standalone_cluster, wait_for_collection,
+                                                  wait_for_executors)
 from conftest import assert_collected_as_it_died
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
@@ -54,10 +54,7 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
         spark.stop()  # at once: the round after the last job is all that anchors its records
     assert total == 10
     app = log_dir / app_id
-    # executors copy their logs at shutdown, which the workers run after the application ends
-    deadline = time.monotonic() + 60
-    while len(list(app.rglob("spark.task.end.*.arrows"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for_collection(base / "executor-local", app_id)
     executors = {cp.log_metadata(p)["spark.executor_id"] for p in app.rglob("spark.task.end.*.arrows")}
     assert executors == {"0", "1"}
 
@@ -137,17 +134,8 @@ def test_executors_load_a_library_shipped_with_files_when_the_jar_has_none(clust
         app_id = spark.sparkContext.applicationId
     finally:
         spark.stop()
-    def ended() -> int:  # each executor collects its files as it stops, one after the other
-        if not list((log_dir / app_id).rglob("spark.task.end.*.arrows")):
-            return 0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return cp.read_log_dir(log_dir / app_id, channel="spark.task.end").num_rows
-
-    deadline = time.monotonic() + 60
-    while ended() < 4 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert ended() >= 4
+    wait_for_collection(base / "executor-local-files", app_id)
+    assert cp.read_log_dir(log_dir / app_id, channel="spark.task.end").num_rows == 4
     # each executor names where its library came from: its own copy of the --files library
     stderr = "".join(p.read_text(errors="replace") for p in base.rglob(f"{app_id}/*/stderr"))
     sources = re.findall(r"executor \d+ loaded libcloudprofiler_jni from SparkFiles (\S+)", stderr)

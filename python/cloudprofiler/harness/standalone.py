@@ -42,6 +42,18 @@ def wait_for(path: Path, pattern: str, count: int, timeout: float) -> None:
     raise TimeoutError(f"{path} did not show {count} x {pattern!r} within {timeout} s:\n{text}")
 
 
+def wait_for_collection(local_dir: "str | Path", app_id: str, timeout: float = 120) -> None:
+    """Until every executor of `app_id` has copied its log files into logDir: each does so as it stops, which a
+    worker runs after the application ends, and removes its local folder (`local_dir`/`app_id`/...) once every file
+    reached logDir. A file logDir already holds while the executor runs may not be its last version yet."""
+    folder = Path(local_dir) / app_id
+    deadline = time.monotonic() + timeout
+    while left := list(folder.rglob("*.arrows")):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"executors did not collect {[str(p) for p in left]} within {timeout:g} s")
+        time.sleep(0.3)
+
+
 def small_executors(builder, count: int):
     """`builder` asking for `count` executors of one core and 512 MiB each, the driver on loopback: what the
     clusters of `standalone_cluster` on this machine hold."""
