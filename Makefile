@@ -34,6 +34,7 @@ bench: build
 	-$(VENV)/bin/cloudprofiler bench accuracy
 	-$(VENV)/bin/cloudprofiler bench ingest
 	-$(VENV)/bin/cloudprofiler bench analysis
+	-$(VENV)/bin/cloudprofiler bench operators
 
 # System packages: libzstd-dev for the native library, a JDK for Spark and the plugin, clang-format for the C style
 # check of the native tests and chromium for the report's browser test (each says so and skips where it cannot be

@@ -69,6 +69,20 @@ def log_dir(tmp_path_factory):
     return folder
 
 
+TPCH_SCALE = 0.01  # the tests' TPC-H: 60,175 lineitems, a few seconds to generate
+
+
+@pytest.fixture(scope="session")
+def tpch_root(tmp_path_factory):
+    """A folder whose `sf0.01` holds TPC-H at scale factor `TPCH_SCALE`, generated once per test run (the layout
+    of `harness.tpch.generate`, which the bench's --data takes)."""
+    from cloudprofiler.harness import tpch
+
+    root = tmp_path_factory.mktemp("tpch")
+    tpch.generate(root, TPCH_SCALE)
+    return root
+
+
 def run_python(code: str, *, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run a Python snippet in a fresh process (for options that are fixed once per process)."""
     return subprocess.run(

@@ -13,8 +13,10 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
+from cloudprofiler.harness.bench.operators import judge, same_results
 from cloudprofiler.harness.bench.spark import ONE_JOB_APP, application_summary, plugin_conf, submit
 from cloudprofiler.harness.bench.spark_logs import TASK_TABLE, record_problems, run_problems, task_problems
+from conftest import TPCH_SCALE
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
 
@@ -156,3 +158,47 @@ def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_b
     assert record_problems(app, {}) == {}
     assert record_problems(app, {"bench-sql": (10, 10)}) == {
         "bench-sql": f"{app}: channel bench-sql holds 0 records, expected 10"}
+
+
+def test_the_operators_bench_runs_tpch_queries_off_and_on_and_compares_their_results(tpch_root):
+    """The smallest run: three queries of the tests' TPC-H (the fixture's folder reused, not generated again), one
+    run of each side, no warm-up. One run per side has no floor, so the goal cannot be judged."""
+    out = bench("operators", "--scale", str(TPCH_SCALE), "--data", str(tpch_root), "--repeat", "1", "--warmups", "0",
+                "--queries", "q01,q06,q13", timeout=600)
+    assert [q["query"] for q in out["queries"]] == ["q01", "q06", "q13"]
+    for q in out["queries"]:
+        assert len(q["off_s"]) == len(q["on_s"]) == 1 and all(map(finite_positive, q["off_s"] + q["on_s"])), q
+        assert q["results_equal"] is True and q["rows"] > 0, q
+        assert math.isclose(q["added"], q["on_s"][0] / q["off_s"][0] - 1), q
+    total = out["total"]
+    assert total["off_s"] == [pytest.approx(sum(q["off_s"][0] for q in out["queries"]))]
+    assert total["floor"] is None and total["verdict"] == "not measurable" and total["goal"] == 0.03
+
+
+def test_the_operators_goal_is_judged_against_the_machine_s_floor():
+    """Known answers: totals of three runs a side (seconds over all queries)."""
+    met = judge([100.0, 101.0, 100.5], [101.0, 102.0, 101.5])  # +1.0% added, floor 1%
+    assert met["added"] == pytest.approx(0.00995, abs=1e-4) and met["floor"] == pytest.approx(0.01)
+    assert met["verdict"] == "met" and met["added_runs"] == pytest.approx([0.01, 0.0099, 0.00995], abs=1e-4)
+    not_met = judge([100.0, 101.0, 100.5], [110.0, 111.0, 112.0])  # +10.4%, floor 1%
+    assert not_met["verdict"] == "not met" and not_met["added_min"] == pytest.approx(0.099, abs=1e-3)
+    # +2% added, but the runs off lie 8% apart: whether it is under 3% is not resolved
+    noisy = judge([100.0, 108.0, 104.0], [104.0, 110.0, 106.0])
+    assert noisy["floor"] == pytest.approx(0.08) and noisy["verdict"] == "not measurable"
+    # far above the goal even with that floor
+    assert judge([100.0, 108.0, 104.0], [130.0, 140.0, 135.0])["verdict"] == "not met"
+    one = judge([100.0], [101.0])
+    assert one["floor"] is None and one["verdict"] == "not measurable" and one["added"] == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="as many runs off as on"):
+        judge([1.0, 2.0], [1.0])
+
+
+def test_results_compare_as_sorted_rows_with_doubles_within_a_relative_tolerance():
+    from decimal import Decimal
+
+    rows = [("A", Decimal("1.10"), 3), ("B", Decimal("2.20"), None)]
+    assert same_results(rows, list(reversed(rows)))
+    assert not same_results(rows, [("A", Decimal("1.10"), 3), ("B", Decimal("2.21"), None)])  # decimals exactly
+    assert not same_results(rows, rows[:1])
+    assert same_results([("x", 0.1 + 0.2)], [("x", 0.3)])  # doubles summed in another order
+    assert not same_results([("x", 0.3001)], [("x", 0.3)])

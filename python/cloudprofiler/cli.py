@@ -28,6 +28,7 @@ BENCHES = {
     "accuracy": ("cloudprofiler.harness.bench.accuracy", "error bounds of cross-node duration translation"),
     "ingest": ("cloudprofiler.harness.bench.ingest", "generator and Spark ingest maximum sustainable rates"),
     "analysis": ("cloudprofiler.harness.bench.analysis", "the report and the analyses on 100 M synthetic records"),
+    "operators": ("cloudprofiler.harness.bench.operators", "time added to the 22 TPC-H queries by operator timing"),
 }
 
 

@@ -1,0 +1,72 @@
+"""TPC-H from the real generator (tpchgen-cli) at a small scale factor: the eight tables in the specification's
+proportions, a complete folder reused and an incomplete one replaced, and the 22 queries run on Spark (one session
+for the module) with the results the specification's queries have at that scale."""
+import datetime
+import os
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+import cloudprofiler.spark as cps
+from cloudprofiler.harness import tpch
+from conftest import TPCH_SCALE
+
+
+def test_the_generator_writes_the_eight_tables_in_the_specification_s_proportions(tpch_root):
+    folder = tpch.scale_folder(tpch_root, TPCH_SCALE)
+    assert folder.name == "sf0.01" and (folder / tpch.MARKER).is_file()
+    rows = {t: pq.ParquetFile(folder / f"{t}.parquet").metadata.num_rows for t in tpch.TABLES}
+    assert rows["region"] == 5 and rows["nation"] == 25
+    for table in ("supplier", "customer", "part", "partsupp", "orders"):  # exactly SF x their count at SF 1
+        assert rows[table] == round(tpch.ROWS_AT_SCALE_1[table] * TPCH_SCALE), rows
+    # 1 to 7 lines per order, 4 on average: about 6,000,000 x SF
+    assert rows["lineitem"] == pytest.approx(tpch.ROWS_AT_SCALE_1["lineitem"] * TPCH_SCALE, rel=0.02), rows
+
+
+def test_a_complete_folder_is_reused_and_an_incomplete_one_replaced(tmp_path):
+    folder = tpch.generate(tmp_path, 0.001)
+    assert folder == tmp_path / "sf0.001" and sorted(p.name for p in tmp_path.iterdir()) == ["sf0.001"]
+    marker = (folder / tpch.MARKER).stat().st_mtime_ns
+    assert tpch.generate(tmp_path, 0.001) == folder and (folder / tpch.MARKER).stat().st_mtime_ns == marker
+    (folder / tpch.MARKER).unlink()  # as a folder left by hand or by another tool: not whole
+    (folder / "orders.parquet").write_bytes(b"cut short")
+    time.sleep(0.01)
+    assert tpch.generate(tmp_path, 0.001) == folder
+    assert (folder / tpch.MARKER).is_file() and pq.ParquetFile(folder / "orders.parquet").metadata.num_rows == 1500
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sf0.001"]  # no temporary folder left beside it
+
+
+def test_unknown_queries_and_scales_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="no TPC-H query 'q23'"):
+        tpch.query("q23")
+    with pytest.raises(ValueError, match="must be > 0"):
+        tpch.generate(tmp_path, 0)
+
+
+@pytest.fixture(scope="module")
+def spark(tpch_root, tmp_path_factory):
+    session = (cps.builder(log_dir=str(tmp_path_factory.mktemp("tpch-logs"))).master("local[2]")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    tpch.register(session, tpch.scale_folder(tpch_root, TPCH_SCALE))
+    yield session
+    session.stop()
+
+
+def test_the_22_queries_run_and_return_what_the_specification_s_queries_return_at_this_scale(spark):
+    """At scale factor 0.01 every query returns rows. Q17's one row holds a null: no part of brand 23 in a MED BOX
+    has a line under a fifth of its average quantity at this scale, and the sum over no rows is null. Q1 groups the
+    lines shipped by 1998-09-02 into the specification's four (returnflag, linestatus) pairs."""
+    results = {name: spark.sql(tpch.query(name)).collect() for name in tpch.QUERIES}
+    assert {name: len(rows) for name, rows in results.items() if not rows} == {}
+    assert [tuple(row) for row in results["q17"]] == [(None,)]
+    assert all(v is not None for name, rows in results.items() if name != "q17" for row in rows for v in row), \
+        {name: rows[:2] for name, rows in results.items()}
+    q1 = results["q01"]
+    assert [(r.l_returnflag, r.l_linestatus) for r in q1] == [("A", "F"), ("N", "F"), ("N", "O"), ("R", "F")]
+    shipped = spark.table("lineitem").where(f"l_shipdate <= date '{datetime.date(1998, 9, 2)}'").count()
+    assert sum(r.count_order for r in q1) == shipped
+    # the row-count clauses: Q10 keeps its first 20 of more, Q3 its first 10
+    assert len(results["q10"]) == 20 and len(results["q03"]) == 10
+    assert os.path.basename(tpch.generator_program()) == "tpchgen-cli"
