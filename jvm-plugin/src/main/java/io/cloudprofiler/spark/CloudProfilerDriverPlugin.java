@@ -41,6 +41,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   static final String START_RULES = "rules";
 
   private TaskListener listener;
+  private OperatorNodes operators;
   private RuleChanges rules;
   private RuleRequests ruleRequests;
   private CalibrationCoordinator calibration;
@@ -90,7 +91,9 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     }
     rules = new RuleChanges(startRules, failure == null ? CloudProfiler.tsc() : 0L);
     RuleChanges.run(rules);
-    listener = new TaskListener(failure == null ? startClock() : Map::of);
+    Supplier<Map<String, String>> clock = failure == null ? startClock() : Map::of;
+    listener = new TaskListener(clock);
+    operators = OperatorNodes.start(clock);
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
     DaemonThreads.named("cloudprofiler-driver-start")
         .newThread(() -> startInBackground(sc, options))
@@ -230,6 +233,12 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
                 LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
               }
               try {
+                operators.publish(appFolder());
+              } catch (Exception e) {
+                LOG.warn(
+                    "cloudprofiler: could not publish the operator tables to " + appFolder(), e);
+              }
+              try {
                 rules.publish(appFolder() + "/" + RULES_TABLE);
               } catch (Exception e) {
                 LOG.warn(
@@ -276,6 +285,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       rules.publish(appFolder + "/" + RULES_TABLE);
     } catch (Exception e) {
       LOG.warn("cloudprofiler: could not write the rules' changes to " + appFolder, e);
+    }
+    try {
+      operators.finish(appFolder);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the operator tables to " + appFolder, e);
     }
   }
 }

@@ -190,6 +190,13 @@ public final class Config {
           "spark.cloudprofiler.task.enabled",
           "true",
           "Log a TSC record at the start and at the end of every task attempt");
+  public static final Key<Boolean> OPERATORS =
+      bool(
+          "spark.cloudprofiler.operators",
+          "false",
+          "Time every operator of every SQL query inside whole-stage code generation: rows, and the"
+              + " time of each operator with and without its children, from a sample of the gaps"
+              + " between rows (read per query from the session's configuration)");
   public static final Key<Boolean> PYTHON_HANDOFF =
       bool(
           "spark.cloudprofiler.python.handoff",
@@ -335,6 +342,7 @@ public final class Config {
           LOG_DIR,
           LOCAL_DIR,
           TASK_ENABLED,
+          OPERATORS,
           PYTHON_HANDOFF,
           TASK_HANDLER,
           TASK_PARAMS,

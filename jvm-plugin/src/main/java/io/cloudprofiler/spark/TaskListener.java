@@ -119,6 +119,7 @@ public class TaskListener extends SparkListener {
             },
             event));
     if (batch.size() >= BATCH_ROWS) spoolBatch();
+    OperatorNodes.taskEnded(event);
   }
 
   private Object[] withDetails(Object[] row, SparkListenerTaskEnd event) {

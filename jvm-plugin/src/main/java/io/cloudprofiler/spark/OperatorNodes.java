@@ -1,0 +1,161 @@
+package io.cloudprofiler.spark;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
+import org.apache.spark.scheduler.AccumulableInfo;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The driver's two tables of operator timing: {@value #NODES_TABLE}, a row per probe placed in a
+ * plan (the operator it measures, the probe of the operator that consumes its rows, the SQL
+ * execution that planned it), and {@value #TASKS_TABLE}, a row per probe and task attempt (rows,
+ * the operator's time with its children in TSC ticks and that estimate's standard error, the gaps
+ * timed), read from the probes' SQL metrics in each task's end. Rows go through local spools in
+ * batches, as the task table's do; the probes' metric ids are kept for the latest {@link #KEPT}
+ * probes.
+ */
+final class OperatorNodes {
+  private static final Logger LOG = LoggerFactory.getLogger(OperatorNodes.class);
+  static final String NODES_TABLE = "spark-operator-nodes.arrows";
+  static final String TASKS_TABLE = "spark-operators.arrows";
+  static final long NO_PROBE = -1;
+  static final int KEPT = 100_000;
+  private static final int BATCH_ROWS = 4096;
+  private static final int DESCRIPTION_CHARS = 400;
+
+  static final List<String> NODE_COLUMNS =
+      List.of("probe_id", "parent_probe_id", "operator", "description", "sql_execution_id");
+  static final List<Class<?>> NODE_TYPES =
+      List.of(Long.class, Long.class, String.class, String.class, Long.class);
+  static final List<String> TASK_COLUMNS =
+      List.of("task_attempt_id", "probe_id", "rows", "ticks", "ticks_error", "timed_gaps");
+  static final List<Class<?>> TASK_TYPES =
+      List.of(Long.class, Long.class, Long.class, Long.class, Long.class, Long.class);
+
+  /** The metric's place: which probe, which of its values (an index into the task row's last 4). */
+  private record Slot(long probe, int value) {}
+
+  private static OperatorNodes current;
+
+  private final Map<Long, Slot> slots =
+      new LinkedHashMap<>() {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Long, Slot> eldest) {
+          return size() > KEPT * 4;
+        }
+      };
+
+  private final List<Object[]> nodes = new ArrayList<>();
+  private final List<Object[]> tasks = new ArrayList<>();
+  private final ArrowSpool nodeSpool;
+  private final ArrowSpool taskSpool;
+
+  private OperatorNodes(Supplier<Map<String, String>> metadata) {
+    nodeSpool = new ArrowSpool("cloudprofiler-operator-nodes", NODE_COLUMNS, NODE_TYPES, metadata);
+    taskSpool = new ArrowSpool("cloudprofiler-operators", TASK_COLUMNS, TASK_TYPES, metadata);
+  }
+
+  /**
+   * The tables of the application the driver plugin starts, replacing an earlier one's; {@code
+   * metadata} as the task table's.
+   */
+  static synchronized OperatorNodes start(Supplier<Map<String, String>> metadata) {
+    current = new OperatorNodes(metadata);
+    return current;
+  }
+
+  /** A probe placed in a plan; without a driver plugin (no tables) it is only measured. */
+  static void register(long probe, long parent, SparkPlan operator, ProbeMetrics metrics) {
+    OperatorNodes tables;
+    synchronized (OperatorNodes.class) {
+      tables = current;
+    }
+    if (tables != null) tables.add(probe, parent, operator, metrics);
+  }
+
+  private synchronized void add(long probe, long parent, SparkPlan operator, ProbeMetrics metrics) {
+    String description = operator.simpleString(25);
+    if (description.length() > DESCRIPTION_CHARS)
+      description = description.substring(0, DESCRIPTION_CHARS) + "...";
+    String execution =
+        operator.session() == null
+            ? null
+            : operator.session().sparkContext().getLocalProperty("spark.sql.execution.id");
+    nodes.add(
+        new Object[] {
+          probe,
+          parent == NO_PROBE ? null : parent,
+          operator.nodeName(),
+          description,
+          execution == null ? null : Long.valueOf(execution)
+        });
+    slots.put(metrics.rows.id(), new Slot(probe, 0));
+    slots.put(metrics.ticks.id(), new Slot(probe, 1));
+    slots.put(metrics.ticksError.id(), new Slot(probe, 2));
+    slots.put(metrics.gaps.id(), new Slot(probe, 3));
+    if (nodes.size() >= BATCH_ROWS) spool(nodeSpool, nodes, "node");
+  }
+
+  /** The probes' values of one task attempt, from its end event, into the current tables. */
+  static void taskEnded(SparkListenerTaskEnd event) {
+    OperatorNodes tables;
+    synchronized (OperatorNodes.class) {
+      tables = current;
+    }
+    if (tables != null) tables.add(event);
+  }
+
+  private synchronized void add(SparkListenerTaskEnd event) {
+    Map<Long, Object[]> rows = new HashMap<>();
+    scala.collection.Iterator<AccumulableInfo> it = event.taskInfo().accumulables().iterator();
+    while (it.hasNext()) {
+      AccumulableInfo info = it.next();
+      Slot slot = slots.get(info.id());
+      if (slot == null || info.update().isEmpty()) continue;
+      Object[] row =
+          rows.computeIfAbsent(
+              slot.probe(), p -> new Object[] {event.taskInfo().taskId(), p, 0L, null, null, 0L});
+      row[2 + slot.value()] = ((Number) info.update().get()).longValue();
+    }
+    tasks.addAll(rows.values());
+    if (tasks.size() >= BATCH_ROWS) spool(taskSpool, tasks, "task");
+  }
+
+  private static void spool(ArrowSpool spool, List<Object[]> rows, String what) {
+    try {
+      spool.append(rows);
+    } catch (Exception e) {
+      LOG.warn(
+          "cloudprofiler: the operator {} table lost {} rows (its local spool failed)",
+          what,
+          rows.size(),
+          e);
+    }
+    rows.clear();
+  }
+
+  /** Publishes both tables into the application's folder, if they have rows. */
+  void publish(String appFolder) throws Exception {
+    synchronized (this) {
+      spool(nodeSpool, nodes, "node");
+      spool(taskSpool, tasks, "task");
+    }
+    nodeSpool.copyTo(appFolder + "/" + NODES_TABLE);
+    taskSpool.copyTo(appFolder + "/" + TASKS_TABLE);
+  }
+
+  /** Writes both tables a last time. */
+  synchronized void finish(String appFolder) throws Exception {
+    spool(nodeSpool, nodes, "node");
+    spool(taskSpool, tasks, "task");
+    nodeSpool.finish(appFolder + "/" + NODES_TABLE);
+    taskSpool.finish(appFolder + "/" + TASKS_TABLE);
+  }
+}

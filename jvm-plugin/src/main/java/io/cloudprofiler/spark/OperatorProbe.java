@@ -1,0 +1,186 @@
+package io.cloudprofiler.spark;
+
+import java.util.List;
+import java.util.Objects;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
+import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.execution.CodegenSupport;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.WholeStageCodegenExec;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+
+/**
+ * Placed by {@link OperatorProbes} above each operator of a whole-stage-codegen pipeline, inside
+ * the pipeline: the operator's rows pass through it unchanged, in the same generated code, and it
+ * counts them and times the gaps between them ({@link ProbeCounters}), so that each operator's time
+ * with its children (inclusive) is measured where it runs and the analysis derives the operator's
+ * own time (exclusive) by subtracting its children's. The probe directly under the pipeline's
+ * {@link WholeStageCodegenExec} also brackets each {@code processNext} call ({@link
+ * PipelineClock}), so that the time the pipeline is returned to its consumer counts in no gap.
+ *
+ * <p>Per row the generated code costs a decrement and two comparisons; a row whose gap is timed
+ * (the first 64, then one in 64) costs two TSC reads. The parent's code is wrapped in {@code do {
+ * ... } while (false)} as Spark's own filter wraps it, so that a parent that drops the row with
+ * {@code continue} still leaves through the probe. Outside whole-stage codegen (code generation off
+ * or failed) the probe passes its child's rows on and measures nothing.
+ *
+ * <p>Canonically the probe is its child, so that instrumented plans reuse exchanges and subqueries
+ * as uninstrumented ones do.
+ */
+public final class OperatorProbe extends UnaryCodegenPlan {
+  private static final long serialVersionUID = 1L;
+  static final String NAME = "CloudprofilerProbe";
+
+  /** The pipeline's clock while its code is generated (generation runs on one thread). */
+  private static final ThreadLocal<String> CLOCK = new ThreadLocal<>();
+
+  private final SparkPlan child;
+  private final long id;
+  private final String operator;
+  private final ProbeMetrics metrics;
+
+  OperatorProbe(SparkPlan child, long id, String operator, ProbeMetrics metrics) {
+    this.child = Objects.requireNonNull(child, "child");
+    this.id = id;
+    this.operator = operator;
+    this.metrics = metrics;
+  }
+
+  @Override
+  public SparkPlan child() {
+    return child;
+  }
+
+  @Override
+  SparkPlan withNewChild(SparkPlan newChild) {
+    return new OperatorProbe(newChild, id, operator, metrics);
+  }
+
+  @Override
+  public String nodeName() {
+    return NAME;
+  }
+
+  @Override
+  public String simpleString(int maxFields) {
+    return NAME + " " + id + " (" + operator + ")";
+  }
+
+  @Override
+  public String verboseString(int maxFields) {
+    return simpleString(maxFields);
+  }
+
+  @Override
+  @SuppressWarnings("unchecked") // Map.updated's value type is a supertype parameter in Scala
+  public scala.collection.immutable.Map<String, SQLMetric> metrics() {
+    scala.collection.immutable.Map<String, SQLMetric> byName =
+        scala.collection.immutable.Map$.MODULE$.empty();
+    for (var metric : metrics.byName().entrySet())
+      byName = byName.updated(metric.getKey(), metric.getValue());
+    return byName;
+  }
+
+  @Override
+  public Partitioning outputPartitioning() {
+    return child.outputPartitioning();
+  }
+
+  @Override
+  public SparkPlan doCanonicalize() {
+    return child.canonicalized();
+  }
+
+  @Override
+  public RDD<InternalRow> doExecute() {
+    return child.execute();
+  }
+
+  @Override
+  public boolean supportCodegen() {
+    return true; // a child outside code generation comes in through an InputAdapter
+  }
+
+  @Override
+  public String doProduce(CodegenContext ctx) {
+    if (!(parent() instanceof WholeStageCodegenExec)) {
+      return ((CodegenSupport) child).produce(ctx, this);
+    }
+    String clock =
+        ctx.addMutableState(
+            PipelineClock.class.getName(),
+            "cpClock",
+            v -> v + " = new " + PipelineClock.class.getName() + "();",
+            true,
+            true);
+    String outer = CLOCK.get();
+    CLOCK.set(clock);
+    String pipeline;
+    try {
+      pipeline = ((CodegenSupport) child).produce(ctx, this);
+    } finally {
+      CLOCK.set(outer);
+    }
+    return clock + ".enter();\ntry {\n" + pipeline + "\n} finally {\n" + clock + ".leave();\n}\n";
+  }
+
+  @Override
+  String consumeCode(CodegenContext ctx, List<ExprCode> input, ExprCode row) {
+    // the row as the child gave it, when it is one already; else the parent builds it, as before
+    String rowTerm =
+        row != null && row.code().toString().trim().isEmpty() ? row.value().toString() : null;
+    String clock = CLOCK.get();
+    if (clock == null) return passOn(ctx, input, rowTerm); // not under a pipeline's top probe
+    String metricsTerm = ctx.addReferenceObj("cpMetrics", metrics, ProbeMetrics.class.getName());
+    String counters =
+        ctx.addMutableState(
+            ProbeCounters.class.getName(),
+            "cpProbe",
+            v ->
+                v
+                    + " = new "
+                    + ProbeCounters.class.getName()
+                    + "("
+                    + clock
+                    + ", "
+                    + metricsTerm
+                    + ", "
+                    + id
+                    + "L);",
+            true,
+            true);
+    return "if (--"
+        + counters
+        + ".countdown == 0L) "
+        + counters
+        + ".gapEnds();\ndo {\n"
+        + passOn(ctx, input, rowTerm)
+        + "\n} while (false);\nif ("
+        + counters
+        + ".countdown == 1L) "
+        + counters
+        + ".gapStarts();\n";
+  }
+
+  @Override
+  public int productArity() {
+    return 4;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    if (n == 0) return child;
+    if (n == 1) return id;
+    if (n == 2) return operator;
+    if (n == 3) return metrics;
+    throw new IndexOutOfBoundsException(String.valueOf(n));
+  }
+
+  @Override
+  public boolean canEqual(Object other) {
+    return other instanceof OperatorProbe;
+  }
+}

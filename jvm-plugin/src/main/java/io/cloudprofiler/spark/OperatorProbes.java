@@ -1,0 +1,113 @@
+package io.cloudprofiler.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.physical.BroadcastPartitioning;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.CodegenSupport;
+import org.apache.spark.sql.execution.ColumnarRule;
+import org.apache.spark.sql.execution.LocalTableScanExec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.ObjectType;
+
+/**
+ * With {@code spark.cloudprofiler.operators} true in the session, places an {@link OperatorProbe}
+ * above every operator that whole-stage code generation will put in a pipeline: each operator that
+ * generates code, and each child such an operator reads through an InputAdapter (a shuffle's read,
+ * a Python UDF's evaluation, a sort below a merge join), so that each one's time is measured in the
+ * pipeline that runs it. The rule runs where Spark applies columnar rules, after the plan's
+ * exchanges are in place and before the pipelines are formed, for every query and for each stage
+ * that adaptive execution plans.
+ *
+ * <p>Left alone: the build side of a broadcast (its consumer needs the broadcast itself), columnar
+ * operators, operators of typed Dataset objects (code generation keeps them out of pipelines), a
+ * local table scan alone, and plans already instrumented.
+ */
+final class OperatorProbes extends Rule<SparkPlan> {
+  private static final Guard GUARD = new Guard("operator timing (" + Config.OPERATORS.name + ")");
+  private static final AtomicLong NEXT_ID = new AtomicLong();
+
+  private final SparkSession session;
+
+  private OperatorProbes(SparkSession session) {
+    this.session = session;
+  }
+
+  /** The columnar rule the SQL extension injects: the probes go in after the transitions. */
+  static ColumnarRule columnarRule(SparkSession session) {
+    Rule<SparkPlan> probes = new OperatorProbes(session);
+    return new ColumnarRule() {
+      @Override
+      public Rule<SparkPlan> postColumnarTransitions() {
+        return probes;
+      }
+    };
+  }
+
+  /** The session's setting, checked: a bad value fails the query naming it. */
+  static boolean enabled() {
+    String text = SQLConf.get().getConfString(Config.OPERATORS.name, Config.OPERATORS.defaultValue);
+    Boolean on = Config.OPERATORS.parse(text.trim());
+    if (on == null) {
+      throw new IllegalArgumentException(
+          Config.OPERATORS.name + " must be true or false, got '" + text + "'");
+    }
+    return on;
+  }
+
+  @Override
+  public SparkPlan apply(SparkPlan plan) {
+    if (GUARD.disabled() || !enabled()) return plan;
+    try {
+      return instrument(plan, null, OperatorNodes.NO_PROBE);
+    } catch (Throwable e) {
+      GUARD.disable("instrumenting a plan", e);
+      return plan;
+    }
+  }
+
+  private SparkPlan instrument(SparkPlan node, SparkPlan parent, long parentProbe) {
+    if (node instanceof OperatorProbe) return node;
+    boolean probed = probed(node, parent);
+    long id = probed ? NEXT_ID.incrementAndGet() : parentProbe;
+    List<SparkPlan> children = ScalaLists.toJava(node.children(), SparkPlan.class);
+    List<SparkPlan> instrumented = new ArrayList<>();
+    boolean changed = false;
+    for (SparkPlan child : children) {
+      SparkPlan c = instrument(child, node, id);
+      changed |= c != child;
+      instrumented.add(c);
+    }
+    SparkPlan rebuilt =
+        changed
+            ? node.withNewChildren(ScalaLists.of(instrumented.toArray(new SparkPlan[0])))
+            : node;
+    if (!probed) return rebuilt;
+    ProbeMetrics metrics = new ProbeMetrics(session.sparkContext());
+    OperatorNodes.register(id, parentProbe, node, metrics);
+    return new OperatorProbe(rebuilt, id, node.nodeName(), metrics);
+  }
+
+  /** Whether {@code node} gets a probe: whether code generation will put it in a pipeline. */
+  private static boolean probed(SparkPlan node, SparkPlan parent) {
+    if (node.supportsColumnar() || objects(node)) return false;
+    boolean inParent = parent != null && generates(parent) && !objects(parent);
+    if (generates(node)) return inParent || !(node instanceof LocalTableScanExec);
+    return inParent && !(node.outputPartitioning() instanceof BroadcastPartitioning);
+  }
+
+  private static boolean generates(SparkPlan node) {
+    return node instanceof CodegenSupport c && c.supportCodegen() && !node.supportsColumnar();
+  }
+
+  /** Code generation leaves out an operator whose one column is a JVM object (typed Datasets). */
+  private static boolean objects(SparkPlan node) {
+    List<?> output = ScalaLists.toJava(node.output(), Object.class);
+    return output.size() == 1
+        && ((org.apache.spark.sql.catalyst.expressions.Attribute) output.get(0)).dataType()
+            instanceof ObjectType;
+  }
+}

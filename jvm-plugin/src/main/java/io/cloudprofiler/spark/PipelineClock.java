@@ -1,0 +1,77 @@
+package io.cloudprofiler.spark;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.NativeLoader;
+import org.apache.spark.SparkEnv;
+
+/**
+ * The time of one whole-stage-codegen pipeline in one task, as its operator probes need it: when
+ * the pipeline first ran, and the time it spent outside its {@code processNext} (its consumer
+ * working on the rows it returned) while some probe was timing a gap between rows, which that gap
+ * must not count. Made by the generated code of the pipeline's top probe, one per task; read and
+ * written by the task's thread only. TSC reads happen only while a gap is open, so that a pipeline
+ * none of whose probes is timing pays two field reads per call.
+ */
+public final class PipelineClock {
+  private static final Guard GUARD = new Guard("operator timing");
+
+  /** False where the native library cannot load: the probes then count rows only. */
+  public final boolean timed;
+
+  /** TSC at the pipeline's first {@code processNext}; 0 before it. */
+  long began;
+
+  /** Gaps being timed by this pipeline's probes. */
+  int open;
+
+  /** TSC at the last return from {@code processNext} while a gap was open. */
+  long left;
+
+  /** Ticks spent outside {@code processNext} while gaps were open, summed. */
+  long outside;
+
+  public PipelineClock() {
+    timed = !GUARD.disabled() && loads();
+  }
+
+  private static boolean loads() {
+    try {
+      SparkEnv env = SparkEnv.get();
+      String failure = NativeLoader.load(env == null ? null : Config.NATIVE_PATH.text(env.conf()));
+      if (failure == null) return true;
+      GUARD.disable("loading the native library", new IllegalStateException(failure));
+    } catch (Throwable e) {
+      GUARD.disable("loading the native library", e);
+    }
+    return false;
+  }
+
+  static long now() {
+    return CloudProfiler.tsc();
+  }
+
+  /** At each entry into the pipeline's {@code processNext}. */
+  public void enter() {
+    if (!timed) return;
+    if (began == 0) began = now();
+    else if (open > 0 && left != 0) {
+      outside += now() - left;
+      left = 0;
+    }
+  }
+
+  /** At each return from the pipeline's {@code processNext}, however it returns. */
+  public void leave() {
+    if (open > 0) left = now();
+  }
+
+  /** The TSC at which a gap that started before the first row started: the pipeline's start. */
+  long began() {
+    return began != 0 ? began : now();
+  }
+
+  /** The end of the pipeline's last call: where the gap after its last row ends. */
+  long lastLeft() {
+    return left != 0 ? left : now();
+  }
+}

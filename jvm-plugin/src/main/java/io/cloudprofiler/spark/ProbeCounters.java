@@ -1,0 +1,120 @@
+package io.cloudprofiler.spark;
+
+import org.apache.spark.TaskContext;
+import org.apache.spark.util.TaskCompletionListener;
+
+/**
+ * What one operator probe measures in one task: the rows its operator produced, and the time the
+ * operator and its children in the task took to produce them (inclusive time), from the gaps
+ * between consecutive rows at the probe: a gap starts when the parent operators are done with a row
+ * and ends when the next row arrives (the first starts with the pipeline, the last ends with it),
+ * less the time the pipeline spent returned to its consumer meanwhile.
+ *
+ * <p>The first {@link #EXACT} gaps are all timed, and after them each gap with probability 1 /
+ * {@link #SAMPLE_EVERY}, drawn by geometric skips from a generator seeded by the probe and the
+ * partition, so that runs repeat and no period in the data (a scan's batch of 4,096 rows) lines up
+ * with the sample. The inclusive time is the exact gaps' sum plus the sampled ones' divided by
+ * their probability (Horvitz-Thompson), and its standard error follows from the sampled gaps'
+ * squares: both go out, with the rows, in the probe's SQL metrics when the task completes.
+ *
+ * <p>Generated code calls {@link #gapEnds} where {@code --countdown} reaches 0 as a row arrives and
+ * {@link #gapStarts} where {@code countdown == 1} as it leaves, so that a row that is not timed
+ * costs a decrement and two comparisons. Used by the task's thread only.
+ */
+public final class ProbeCounters implements TaskCompletionListener {
+  static final int EXACT = 64;
+  static final int SAMPLE_EVERY = 64;
+  private static final double LOG_KEEP = Math.log1p(-1.0 / SAMPLE_EVERY);
+
+  /** Rows until the next one whose gap is timed; read and decremented by the generated code. */
+  public long countdown = 1;
+
+  /** The countdowns given so far, summed: the rows so far are {@code issued - countdown}. */
+  private long issued = 1;
+
+  private final PipelineClock clock;
+  private final ProbeMetrics metrics;
+  private long random;
+
+  /** The open gap: its start's TSC (0: the pipeline's start) and the clock's outside time then. */
+  private boolean open;
+
+  private long from;
+  private long outsideFrom;
+
+  private long exactTicks;
+  private long exactGaps;
+  private long sampledTicks;
+  private long sampledGaps;
+  private double sampledSquares;
+
+  public ProbeCounters(PipelineClock clock, ProbeMetrics metrics, long probe) {
+    this.clock = clock;
+    this.metrics = metrics;
+    TaskContext task = TaskContext.get();
+    random = (probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
+    if (task != null) task.addTaskCompletionListener(this);
+    if (clock.timed) {
+      open = true; // the first gap starts with the pipeline
+      clock.open++;
+    }
+  }
+
+  /** The rows that arrived so far. */
+  long rows() {
+    return issued - countdown;
+  }
+
+  /** A row whose gap is timed arrived: the gap ends. */
+  public void gapEnds() {
+    long row = issued - 1; // countdown is 0: this row is the issued-th
+    if (open) close(PipelineClock.now(), row);
+    long skip = row + 1 < EXACT ? 1 : geometric();
+    countdown = skip;
+    issued += skip;
+  }
+
+  /** The next row's gap is timed and starts now: the parents are done with this row. */
+  public void gapStarts() {
+    if (open || !clock.timed) return;
+    open = true;
+    clock.open++;
+    from = PipelineClock.now();
+    outsideFrom = clock.outside;
+  }
+
+  private void close(long to, long gap) {
+    long ticks = to - (from != 0 ? from : clock.began()) - (clock.outside - outsideFrom);
+    open = false;
+    clock.open--;
+    if (ticks < 0) ticks = 0; // a TSC read out of order across cores; never seen on one thread
+    if (gap < EXACT) {
+      exactTicks += ticks;
+      exactGaps++;
+    } else {
+      sampledTicks += ticks;
+      sampledGaps++;
+      sampledSquares += (double) ticks * ticks;
+    }
+    from = 0;
+  }
+
+  /** Rows to the next timed gap: P(k) = p (1 - p)^(k - 1), k >= 1. */
+  private long geometric() {
+    random ^= random << 13; // xorshift64
+    random ^= random >>> 7;
+    random ^= random << 17;
+    double u = ((random >>> 11) + 0.5) / (1L << 53);
+    return 1 + (long) Math.floor(Math.log(u) / LOG_KEEP);
+  }
+
+  /** The task ends: the gap after the last row ends with the pipeline's last call. */
+  @Override
+  public void onTaskCompletion(TaskContext context) {
+    if (open) close(clock.lastLeft(), rows());
+    double p = 1.0 / SAMPLE_EVERY;
+    double estimate = exactTicks + sampledTicks / p;
+    double error = Math.sqrt(sampledSquares * (1 - p)) / p;
+    metrics.publish(rows(), Math.round(estimate), Math.round(error), exactGaps + sampledGaps);
+  }
+}

@@ -1,0 +1,63 @@
+package io.cloudprofiler.spark;
+
+import io.cloudprofiler.CloudProfiler;
+import java.io.Serializable;
+import java.util.Map;
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.execution.metric.SQLMetrics;
+
+/**
+ * An operator probe's SQL metrics: Spark sums them per task and sends each task's values to the
+ * driver with the task's end ({@link OperatorNodes} writes them into the operator table), and the
+ * Spark UI's SQL tab shows them on the probe's node. Made on the driver when the plan is
+ * instrumented; every task gets its own copy, as with any SQL metric.
+ */
+public final class ProbeMetrics implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  final SQLMetric rows;
+  final SQLMetric time;
+  final SQLMetric ticks;
+  final SQLMetric ticksError;
+  final SQLMetric gaps;
+
+  ProbeMetrics(SparkContext sc) {
+    rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");
+    time =
+        SQLMetrics.createNanoTimingMetric(
+            sc,
+            "cloudprofiler time in the operator and its children (est.)",
+            SQLMetrics.createNanoTimingMetric$default$3());
+    ticks = SQLMetrics.createMetric(sc, "cloudprofiler TSC ticks in the operator and its children");
+    ticksError = SQLMetrics.createMetric(sc, "cloudprofiler TSC ticks, standard error");
+    gaps = SQLMetrics.createMetric(sc, "cloudprofiler timed gaps between rows");
+  }
+
+  /** By name, as SparkPlan.metrics gives them to the UI. */
+  Map<String, SQLMetric> byName() {
+    return Map.of(
+        "cpRows",
+        rows,
+        "cpTime",
+        time,
+        "cpTicks",
+        ticks,
+        "cpTicksError",
+        ticksError,
+        "cpGaps",
+        gaps);
+  }
+
+  /** A task's values, at its end; the times only where the TSC was read (gaps > 0). */
+  void publish(long rowCount, long ticksEstimate, long ticksStandardError, long timedGaps) {
+    if (rowCount != 0) rows.add(rowCount);
+    if (timedGaps == 0) return;
+    gaps.add(timedGaps);
+    if (ticksEstimate != 0) {
+      ticks.add(ticksEstimate);
+      time.add(Math.round(ticksEstimate * 1e9 / CloudProfiler.tscHz()));
+    }
+    if (ticksStandardError != 0) ticksError.add(ticksStandardError);
+  }
+}
