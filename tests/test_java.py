@@ -33,7 +33,7 @@ def test_the_jvm_side_s_unit_tests_pass(tmp_path):
 def test_probe_runs_are_taken_as_the_python_prober_takes_its_rounds():
     from cloudprofiler.calibration import probe
 
-    source = (ROOT / "jvm-plugin/src/main/java/io/cloudprofiler/spark/ProbeRuns.java").read_text()
+    source = (ROOT / "jvm-plugin/src/main/java/io/cloudprofiler/spark/calibration/ProbeRuns.java").read_text()
     java = {name: float(value.replace("_", "")) for name, value in
             re.findall(r"static final (?:int|long|double) (\w+) = ([\d_.]+);", source)}
     assert java == {"BURSTS": probe.BURSTS, "BURST_GAP_NANOS": round(probe.BURST_GAP_S * 1e9),

@@ -107,7 +107,7 @@ def test_sbt_package_builds_the_same_classes_and_jni_library_as_build_sh(sbt_jar
     built = ROOT / "jvm-plugin" / "build" / name  # build.sh's, newer than the package's copy
     ours, theirs = _entries(sbt_jars[scala]), _entries(built if built.exists() else Path(cps.jar_path(name)))
     assert "io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so" in ours
-    assert "io/cloudprofiler/spark/SingleChildExpression.class" in ours  # the Scala version's shim
+    assert "io/cloudprofiler/spark/sql/SingleChildExpression.class" in ours  # the Scala version's shim
     assert sorted(ours) == sorted(theirs)
     assert [n for n in ours if n.endswith(".class") and ours[n] != theirs[n]] == []  # same javac flags: same bytes
 

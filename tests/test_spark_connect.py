@@ -90,7 +90,7 @@ def scoped_rules(server):
     said["traced"] = (setter.sql(trace.format("scoped.setter")).first()[0],
                       other.sql(trace.format("scoped.other")).first()[0])
     # the application-wide entry point, reached through SQL's reflect(), is the driver's only
-    said["reflect"] = other.sql("select reflect('io.cloudprofiler.spark.RuleChanges', 'setRules', '*=null')"
+    said["reflect"] = other.sql("select reflect('io.cloudprofiler.spark.rules.RuleChanges', 'setRules', '*=null')"
                                 ).first()[0]
     said["other_after"] = cps.rules(other)
     said["sessions"] = {setter.session_id, other.session_id}

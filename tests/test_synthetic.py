@@ -56,9 +56,9 @@ def test_the_folder_has_the_plugins_layout_tables_and_metadata(made):
     assert made.truth_path.parent == app.parent  # the truth is outside the application folder
     tasks, domains, probes = (_table(app / n) for n in ("spark-tasks.arrows", "tsc-domains.arrows",
                                                         "calibration.arrows"))
-    assert tasks.column_names == _java_columns("TaskListener.java", "task_attempt_id")
-    assert domains.column_names == _java_columns("CalibrationCoordinator.java", "domain")
-    assert probes.column_names == _java_columns("CalibrationCoordinator.java", "domain_a")
+    assert tasks.column_names == _java_columns("driver/TaskListener.java", "task_attempt_id")
+    assert domains.column_names == _java_columns("calibration/CalibrationCoordinator.java", "domain")
+    assert probes.column_names == _java_columns("calibration/CalibrationCoordinator.java", "domain_a")
     assert tasks.schema.field("job_id").type == pa.int32() and tasks.schema.field("launch_time_ms").type == pa.int64()
     assert probes.schema.field("round").type == pa.int32() and probes.schema.field("send_tsc").type == pa.int64()
     reference = probes.schema.metadata[b"reference.domain"].decode()

@@ -1,5 +1,5 @@
 """`spark.readStream.format("cloudprofiler-generator")`: the generator's serve-mode emitters as a Spark streaming
-source, read in the executors' JVMs by the plugin jar (io.cloudprofiler.spark.source.GeneratorSource).
+source, read in the executors' JVMs by the plugin jar (io.cloudprofiler.harness.source.GeneratorSource).
 
     from cloudprofiler.harness.spark_source import read_generator
     df = read_generator(spark, ["tcp://10.0.0.5:5555", "tcp://10.0.0.5:5556"], columns="id,ad_id,event_time")

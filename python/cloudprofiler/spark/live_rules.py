@@ -9,8 +9,8 @@ from .connect import is_connect
 
 
 def _rule_changes(spark):
-    """The plugin's io.cloudprofiler.spark.RuleChanges in the driver's JVM."""
-    return spark.sparkContext._jvm.io.cloudprofiler.spark.RuleChanges
+    """The plugin's io.cloudprofiler.spark.rules.RuleChanges in the driver's JVM."""
+    return spark.sparkContext._jvm.io.cloudprofiler.spark.rules.RuleChanges
 
 
 def set_rules(spark, rules) -> int:

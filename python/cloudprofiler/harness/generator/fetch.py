@@ -1,6 +1,6 @@
 """The reader side of the serve transport in Python: state, offset ranges as (header, Arrow record batch), commits.
 
-The Spark source reads the same protocol in the JVM (the plugin jar's io.cloudprofiler.spark.source); this
+The Spark source reads the same protocol in the JVM (the plugin jar's io.cloudprofiler.harness.source); this
 client is for Python programs. Every wait is bounded: a request without a reply within `timeout_s` raises
 TimeoutError naming the endpoint. Buckets are decoded zero-copy.
 """

@@ -1,5 +1,7 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.spark.sql.RulesFunctions;
+import io.cloudprofiler.spark.sql.TraceExpression;
 import java.util.function.Function;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;

@@ -1,5 +1,7 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.spark.driver.CloudProfilerDriverPlugin;
+import io.cloudprofiler.spark.executor.CloudProfilerExecutorPlugin;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.SparkPlugin;

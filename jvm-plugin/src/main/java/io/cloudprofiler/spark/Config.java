@@ -75,11 +75,11 @@ public final class Config {
     }
 
     /** The value in effect: the configured one, else the default. */
-    String text(SparkConf conf) {
+    public String text(SparkConf conf) {
       return conf.get(name, defaultValue.replace(TMP, System.getProperty("java.io.tmpdir"))).trim();
     }
 
-    T read(SparkConf conf) {
+    public T read(SparkConf conf) {
       String value = text(conf);
       T parsed = parse(value);
       if (parsed == null) throw invalid(name, value, "expected " + expected);
@@ -87,7 +87,7 @@ public final class Config {
     }
 
     /** The typed value of {@code text}, or null when it is not one of {@code expected}. */
-    T parse(String text) {
+    public T parse(String text) {
       return parse.apply(text);
     }
   }
@@ -370,20 +370,20 @@ public final class Config {
    * Under localDir: the folder where each executor names its own folder for its Python workers, in
    * a file named after its process id ({@code <localDir>/executors/<pid>}).
    */
-  static final String EXECUTOR_FOLDERS = "executors";
+  public static final String EXECUTOR_FOLDERS = "executors";
 
   /** Beside an executor's name of its folder: the rules it follows, for its Python workers. */
-  static final String RULES_FILE_SUFFIX = ".rules";
+  public static final String RULES_FILE_SUFFIX = ".rules";
 
   /**
    * Beside an executor's name of its folder: the folder of its inbox, where its Python workers open
    * hand-off channels.
    */
-  static final String INBOX_SUFFIX = ".inbox";
+  public static final String INBOX_SUFFIX = ".inbox";
 
   private Config() {}
 
-  static IllegalArgumentException invalid(String key, String value, String why) {
+  public static IllegalArgumentException invalid(String key, String value, String why) {
     return new IllegalArgumentException(key + "=" + value + " is invalid: " + why);
   }
 
@@ -403,7 +403,7 @@ public final class Config {
    * Rules as the native library takes them, one a line: {@code text} with its ';' separators made
    * new lines.
    */
-  static String rulesText(String text) {
+  public static String rulesText(String text) {
     return text.replace(';', '\n');
   }
 

@@ -15,7 +15,7 @@ import java.util.concurrent.ThreadFactory;
  * of the threads (comma-separated) that throw a {@link LinkageError} at their fault point ({@link
  * #faultPoint}), read here only.
  */
-final class DaemonThreads {
+public final class DaemonThreads {
   static final String FAIL_PROPERTY = "cloudprofiler.test.fail";
 
   private static final Set<String> FAILING =
@@ -27,7 +27,7 @@ final class DaemonThreads {
    * A factory of daemon threads called {@code name} that end, with one log line for all of them, on
    * whatever their work throws (a pool's worker: whatever its task lets through).
    */
-  static ThreadFactory named(String name) {
+  public static ThreadFactory named(String name) {
     Guard guard = new Guard("the thread " + name);
     return r -> {
       Thread t =
@@ -46,7 +46,7 @@ final class DaemonThreads {
   }
 
   /** Starts a daemon thread called {@code name} that runs {@code body} from its fault point. */
-  static void start(String name, Runnable body) {
+  public static void start(String name, Runnable body) {
     named(name)
         .newThread(
             () -> {
@@ -61,7 +61,7 @@ final class DaemonThreads {
    * throws disables it with one log line naming {@code part}, and its later runs return at once (a
    * periodic task that throws would otherwise stop in silence).
    */
-  static Runnable guarded(String part, Runnable task) {
+  public static Runnable guarded(String part, Runnable task) {
     Guard guard = new Guard(part);
     return () -> {
       if (guard.disabled()) return;
@@ -75,12 +75,12 @@ final class DaemonThreads {
   }
 
   /** Throws the failure the tests inject into the current thread ({@value #FAIL_PROPERTY}). */
-  static void faultPoint() {
+  public static void faultPoint() {
     faultPoint(Thread.currentThread().getName());
   }
 
   /** Throws the failure the tests inject into the part called {@code name}. */
-  static void faultPoint(String name) {
+  public static void faultPoint(String name) {
     if (FAILING.contains(name))
       throw new LinkageError(FAIL_PROPERTY + ": a failure injected into " + name);
   }

@@ -17,16 +17,16 @@ import org.slf4j.LoggerFactory;
  * would not: an Error from a listener stops the SparkContext, and one from a session extension
  * fails the session.
  */
-final class Guard {
+public final class Guard {
   private static final Logger LOG = LoggerFactory.getLogger(Guard.class);
   private final String part;
   private volatile boolean disabled;
 
-  Guard(String part) {
+  public Guard(String part) {
     this.part = part;
   }
 
-  boolean disabled() {
+  public boolean disabled() {
     return disabled;
   }
 
@@ -34,7 +34,7 @@ final class Guard {
    * Disables the part; the first failure says why in one line (the stack trace at debug level),
    * later ones are quiet.
    */
-  void disable(String call, Throwable failure) {
+  public void disable(String call, Throwable failure) {
     synchronized (this) {
       if (disabled) return;
       disabled = true;
@@ -102,7 +102,7 @@ final class Guard {
    * {@code passOnFromInit}: the exceptions of {@code init} that are the user's to see (the driver's
    * bad options stop the application at start), thrown on as they are; or null.
    */
-  static <T> T wrap(
+  public static <T> T wrap(
       Class<T> type, T target, String part, Class<? extends Throwable> passOnFromInit) {
     Guard guard = new Guard(part);
     InvocationHandler handler =

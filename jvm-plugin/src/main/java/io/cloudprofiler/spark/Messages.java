@@ -1,5 +1,8 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.spark.calibration.CalibrationCoordinator;
+import io.cloudprofiler.spark.calibration.TscDomain;
+import io.cloudprofiler.spark.rules.RuleChanges;
 import java.lang.reflect.RecordComponent;
 import java.util.ArrayList;
 import java.util.List;
@@ -13,29 +16,29 @@ import java.util.List;
  * executor with a class loader that does not see the plugin's jar, and a class it cannot find there
  * ends the executor.
  */
-final class Messages {
+public final class Messages {
   private Messages() {}
 
   /**
    * The first question of an executor: the domains of its boot id. The first one the driver gets
    * also names the application's folder, where the calibration tables go. Answer: {@link Welcome}.
    */
-  record Hello(String bootId, String appId, String logDir) {}
+  public record Hello(String bootId, String appId, String logDir) {}
 
   /**
    * The application's probe secret in hex (made at random by the driver, {@link
    * TscDomain#newSecret}; empty when the driver does not calibrate) and the domains of the
    * executor's boot id.
    */
-  record Welcome(String secret, List<Candidate> domains) {}
+  public record Welcome(String secret, List<Candidate> domains) {}
 
   /**
    * A domain and the member that answers probes for it; {@code process} names that member's JVM
    * ({@link TscDomain#PROCESS}).
    */
-  record Candidate(String domain, String host, int responderPort, String process) {}
+  public record Candidate(String domain, String host, int responderPort, String process) {}
 
-  record Candidates(List<Candidate> domains) {}
+  public record Candidates(List<Candidate> domains) {}
 
   /**
    * An executor joins {@code domain}, whose member's TSC agreed with its own, or founds one ({@code
@@ -43,7 +46,7 @@ final class Messages {
    * its probes found. Answer: {@link Joined}, or {@link Candidates} to check first when domains of
    * its boot id appeared meanwhile.
    */
-  record Join(
+  public record Join(
       String bootId,
       String domain,
       int checked,
@@ -55,43 +58,43 @@ final class Messages {
       String process,
       String check) {}
 
-  record Joined(String domain) {}
+  public record Joined(String domain) {}
 
   /**
    * An executor that stops asks for a last probe run each way with the driver. Answer: whether it
    * ran.
    */
-  record Last(String executorId) {}
+  public record Last(String executorId) {}
 
   /**
    * The probe responders registered for this application, which alone an executor's probe control
    * probes. Answer: {@link Candidates}, one per process.
    */
-  record Responders() {}
+  public record Responders() {}
 
   /**
    * An executor asks for the rules of the trace channels, about once a second. Answer: {@link
    * RulesNow}.
    */
-  record CurrentRules() {}
+  public record CurrentRules() {}
 
   /**
    * The rules in force on the driver, one a line, and their version (0 for those at start, then 1,
    * 2, ...).
    */
-  record RulesNow(long version, String text) {}
+  public record RulesNow(long version, String text) {}
 
   /**
    * A task's cp_set_rules on an executor. Answer: {@link RulesNow}, or the refusal's message (a
    * String).
    */
-  record SetRules(String text, String session) {}
+  public record SetRules(String text, String session) {}
 
   /**
    * The rules Spark Connect session {@code session} set for itself (version 0 and the application's
    * rules when it set none). Answer: {@link RulesNow}.
    */
-  record SessionRulesNow(String session) {}
+  public record SessionRulesNow(String session) {}
 
   private static final List<Class<? extends Record>> TYPES =
       List.of(
@@ -112,7 +115,7 @@ final class Messages {
    * A record as an Object[] of its name and its components, lists element by element; other values
    * as they are.
    */
-  static Object toWire(Object value) {
+  public static Object toWire(Object value) {
     if (value instanceof List<?> list)
       return new ArrayList<>(list.stream().map(Messages::toWire).toList());
     if (!(value instanceof Record message)) return value;
@@ -129,7 +132,7 @@ final class Messages {
   }
 
   /** The message that {@link #toWire} encoded; null for an Object[] that encodes none of them. */
-  static Object fromWire(Object wire) {
+  public static Object fromWire(Object wire) {
     if (wire instanceof List<?> list) return list.stream().map(Messages::fromWire).toList();
     if (!(wire instanceof Object[] fields) || fields.length == 0) return wire;
     Class<? extends Record> type =

@@ -30,7 +30,7 @@ public record Options(
     String nativePath) {
 
   /** The task handler and every trace channel's handler. */
-  List<Config.HandlerOption> handlers() {
+  public List<Config.HandlerOption> handlers() {
     return Stream.concat(Stream.of(taskHandler), channelHandlers.stream()).toList();
   }
 }

@@ -1,0 +1,307 @@
+package io.cloudprofiler.spark.driver;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.CloudProfilerException;
+import io.cloudprofiler.NativeLoader;
+import io.cloudprofiler.spark.Config;
+import io.cloudprofiler.spark.DaemonThreads;
+import io.cloudprofiler.spark.Guard;
+import io.cloudprofiler.spark.Messages;
+import io.cloudprofiler.spark.Options;
+import io.cloudprofiler.spark.calibration.CalibrationCoordinator;
+import io.cloudprofiler.spark.calibration.TscDomain;
+import io.cloudprofiler.spark.executor.LostExecutors;
+import io.cloudprofiler.spark.rules.RuleChanges;
+import io.cloudprofiler.spark.rules.RuleRequests;
+import io.cloudprofiler.spark.rules.RulesFile;
+import io.cloudprofiler.spark.tables.ArrowTables;
+import java.util.Map;
+import java.util.StringJoiner;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.apache.spark.SparkContext;
+import org.apache.spark.api.plugin.DriverPlugin;
+import org.apache.spark.api.plugin.PluginContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.SparkListenerInterface;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Validates the options (a bad one stops the application at start: the handlers' parameters with
+ * the native library's own check), and records every task attempt through {@link TaskListener}. The
+ * log folder must be writable from the driver.
+ */
+public class CloudProfilerDriverPlugin implements DriverPlugin {
+  private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
+
+  /**
+   * Beside the task table: every rules text accepted while the application ran, with its wall time.
+   */
+  static final String RULES_TABLE = "rules-changes.arrows";
+
+  /**
+   * To each executor: the rules at start (those of spark.cloudprofiler.rules and of the driver's
+   * rules file).
+   */
+  public static final String START_RULES = "rules";
+
+  private TaskListener listener;
+  private OperatorNodes operators;
+  private RuleChanges rules;
+  private RuleRequests ruleRequests;
+  private CalibrationCoordinator calibration;
+  private SparkContext sc;
+  private String logDir;
+  private ScheduledExecutorService publisher;
+
+  /** How long an executor's calibration message or the shutdown waits for the background start. */
+  private static final int START_WAIT_SECONDS = 10;
+
+  /** Counted down when {@link #startInBackground} has run; its fields are set then. */
+  private final CountDownLatch started = new CountDownLatch(1);
+
+  @Override
+  public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+    Options options = Config.read(sc.getConf());
+    StringJoiner settings = new StringJoiner(", ", "cloudprofiler: ", "");
+    for (Config.Key<?> key : Config.ALL) settings.add(key.name + "=" + key.text(sc.getConf()));
+    LOG.info("{}", settings);
+    this.sc = sc;
+    logDir = options.logDir();
+    ArrowTables.useHadoopSettingsOf(sc.getConf());
+    try { // found now, not when the application's tables and logs are lost at its end
+      ArrowTables.checkWritable(logDir);
+    } catch (Exception e) {
+      throw new IllegalArgumentException(
+          Config.LOG_DIR.name + "=" + logDir + " is invalid: cannot write there (" + e + ")", e);
+    }
+    String rulesFile = Config.RULES_FILE.read(sc.getConf());
+    String fileRules = rulesFile.isEmpty() ? "" : RulesFile.read(rulesFile);
+    String startRules =
+        options.rules().isEmpty() || fileRules.isEmpty()
+            ? options.rules() + fileRules
+            : options.rules() + "\n" + fileRules;
+    String failure = NativeLoader.load(options.nativePath());
+    if (failure == null) {
+      for (Config.HandlerOption handler : options.handlers())
+        handler.check(); // a bad one stops the application
+      checkRules(Config.RULES, sc, options.rules());
+      checkRules(Config.RULES_FILE, sc, fileRules);
+      CloudProfiler.setRules(startRules);
+    } else {
+      LOG.warn(
+          "cloudprofiler: the driver checks no handler parameters (each executor checks them as it"
+              + " opens its channels) and calibrates nothing: {}",
+          failure);
+    }
+    rules = new RuleChanges(startRules, failure == null ? CloudProfiler.tsc() : 0L);
+    RuleChanges.run(rules);
+    Supplier<Map<String, String>> clock = failure == null ? startClock() : Map::of;
+    listener = new TaskListener(clock);
+    operators = OperatorNodes.start(clock);
+    sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
+    DaemonThreads.named("cloudprofiler-driver-start")
+        .newThread(() -> startInBackground(sc, options))
+        .start();
+    LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
+    // executors read and validate the same options from their own configuration; the rules file is
+    // the driver's
+    return Map.of(START_RULES, startRules);
+  }
+
+  /**
+   * The part of the start that the application need not wait for (20 ms of a short application's
+   * start): the rule requests' poll, the calibration's coordinator and listener, the collection of
+   * lost executors and the tables' publishing. Executors' calibration messages and the shutdown
+   * wait for it ({@link #awaitStart}).
+   */
+  private void startInBackground(SparkContext sc, Options options) {
+    try {
+      ruleRequests = new RuleRequests(rules, this::appFolder);
+      if (options.calibrationEnabled()) {
+        String host =
+            sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
+        calibration =
+            new CalibrationCoordinator(
+                host,
+                sc.conf().get("spark.driver.bindAddress", host), // where Spark's driver listens
+                options.calibrationIntervalSeconds(),
+                options.calibrationProbes(),
+                options.calibrationTimeoutMs(),
+                options.calibrationPeers(),
+                options.calibrationForce());
+        sc.addSparkListener(
+            Guard.wrap(
+                SparkListenerInterface.class,
+                new CalibrationEvents(calibration),
+                "the calibration's listener",
+                null));
+      }
+      LostExecutors.collectInBackground(
+          options.localDir()); // those of this host that earlier applications lost
+      if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
+    } catch (Throwable e) {
+      LOG.warn(
+          "cloudprofiler: the driver runs without calibration, rule requests or published tables",
+          e);
+    } finally {
+      started.countDown();
+    }
+  }
+
+  /** Waits a bounded time for {@link #startInBackground}. */
+  private void awaitStart() {
+    try {
+      started.await(START_WAIT_SECONDS, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** The native library's check of the rules of one option; throws naming it. */
+  private static void checkRules(Config.Key<String> key, SparkContext sc, String text) {
+    try {
+      CloudProfiler.setRules(text);
+    } catch (CloudProfilerException e) {
+      throw Config.invalid(key.name, key.text(sc.getConf()), e.getMessage());
+    }
+  }
+
+  /**
+   * The task table's metadata: the driver's TSC and clocks as the application starts (the
+   * analysis's origin of time, t_ns = 0, and its pairing of TSC with wall clock for Spark's
+   * millisecond times), its TSC domain, and the TSC frequency, which the native library measures
+   * over 50 ms where the CPU does not report it: measured in the background, so that the
+   * application's start does not wait for it (the table's first batch does, if it comes first).
+   */
+  private static Supplier<Map<String, String>> startClock() {
+    long[] c = CloudProfiler.clockRead();
+    CompletableFuture<Double> hz = new CompletableFuture<>();
+    DaemonThreads.named("cloudprofiler-tsc-hz")
+        .newThread(
+            () -> {
+              try {
+                hz.complete(CloudProfiler.tscHz());
+              } catch (Throwable e) {
+                hz.completeExceptionally(e);
+              }
+            })
+        .start();
+    String clock =
+        String.format(
+            "{\"tsc\": %d, \"monotonic_raw_ns\": %d, \"realtime_ns\": %d, \"uncertainty_ticks\":"
+                + " %d}",
+            c[0], c[1], c[2], c[3]);
+    return () ->
+        Map.of(
+            "application.start.clock",
+            clock,
+            "tsc.hz",
+            String.valueOf(hz.join()),
+            "tsc.domain",
+            TscDomain.bootId());
+  }
+
+  /** What the calibration learns from the scheduler: jobs that end, executors that are gone. */
+  private static final class CalibrationEvents extends SparkListener {
+    private final CalibrationCoordinator calibration;
+
+    CalibrationEvents(CalibrationCoordinator calibration) {
+      this.calibration = calibration;
+    }
+
+    @Override
+    public void onJobEnd(SparkListenerJobEnd jobEnd) {
+      calibration.jobEnded();
+    }
+
+    @Override
+    public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+      calibration.executorRemoved(removed.executorId());
+    }
+  }
+
+  /**
+   * Publishes the task table every {@code seconds}, so that a running application's folder holds
+   * it.
+   */
+  private void publishEvery(int seconds) {
+    publisher =
+        Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-publish"));
+    publisher.scheduleWithFixedDelay(
+        DaemonThreads.guarded(
+            "the publishing of the task and rules tables",
+            () -> {
+              try {
+                listener.publishTable(appFolder() + "/spark-tasks.arrows");
+              } catch (Exception e) {
+                LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
+              }
+              try {
+                operators.publish(appFolder());
+              } catch (Exception e) {
+                LOG.warn(
+                    "cloudprofiler: could not publish the operator tables to " + appFolder(), e);
+              }
+              try {
+                rules.publish(appFolder() + "/" + RULES_TABLE);
+              } catch (Exception e) {
+                LOG.warn(
+                    "cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
+              }
+            }),
+        seconds,
+        seconds,
+        TimeUnit.SECONDS);
+  }
+
+  private String appFolder() {
+    return logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
+  }
+
+  /** Executors find their TSC domain, register their probe responders and learn the rules here. */
+  @Override
+  public Object receive(Object message) {
+    Object question = Messages.fromWire(message);
+    if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
+    // from SQL in a task: the rules of that task's Connect session only
+    if (question instanceof Messages.SetRules change)
+      return Messages.toWire(rules.trySetSession(change.session(), change.text()));
+    if (question instanceof Messages.SessionRulesNow asked)
+      return Messages.toWire(rules.ofSession(asked.session()));
+    awaitStart();
+    return calibration != null ? Messages.toWire(calibration.receive(question)) : null;
+  }
+
+  @Override
+  public void shutdown() {
+    awaitStart();
+    if (publisher != null) publisher.shutdown();
+    if (calibration != null) calibration.shutdown();
+    RuleChanges.run(null);
+    if (ruleRequests != null) ruleRequests.stop();
+    String appFolder = appFolder();
+    try {
+      listener.writeTable(appFolder + "/spark-tasks.arrows");
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the task table to " + appFolder, e);
+    }
+    try {
+      rules.publish(appFolder + "/" + RULES_TABLE);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the rules' changes to " + appFolder, e);
+    }
+    try {
+      operators.finish(appFolder);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the operator tables to " + appFolder, e);
+    }
+  }
+}

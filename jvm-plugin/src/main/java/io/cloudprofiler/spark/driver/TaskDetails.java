@@ -1,0 +1,167 @@
+package io.cloudprofiler.spark.driver;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Properties;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.spark.executor.InputMetrics;
+import org.apache.spark.executor.OutputMetrics;
+import org.apache.spark.executor.ShuffleReadMetrics;
+import org.apache.spark.executor.ShuffleWriteMetrics;
+import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.TaskInfo;
+
+/**
+ * The columns of the task table beyond the attempt's identity: Spark's task metrics (as its UI and
+ * REST API show them) and what the job was submitted with (group, description, tags, SQL execution,
+ * Spark Connect operation), so that one table answers why an attempt took its time and whose query
+ * it served. Only accessors that Spark 3.5 and 4.x share, none with a Scala collection type.
+ */
+final class TaskDetails {
+  private TaskDetails() {}
+
+  /** Metric columns, all int64; null where Spark reported no metrics for the attempt. */
+  static final List<String> METRICS =
+      List.of(
+          "executor_run_time_ms",
+          "executor_cpu_time_ns",
+          "executor_deserialize_time_ms",
+          "executor_deserialize_cpu_time_ns",
+          "result_serialization_time_ms",
+          "jvm_gc_time_ms",
+          "scheduler_delay_ms",
+          "getting_result_time_ms",
+          "result_size_bytes",
+          "peak_execution_memory_bytes",
+          "input_bytes",
+          "input_records",
+          "output_bytes",
+          "output_records",
+          "shuffle_local_blocks",
+          "shuffle_remote_blocks",
+          "shuffle_local_bytes",
+          "shuffle_remote_bytes",
+          "shuffle_remote_bytes_to_disk",
+          "shuffle_fetch_wait_ms",
+          "shuffle_read_records",
+          "shuffle_write_bytes",
+          "shuffle_write_records",
+          "shuffle_write_time_ns",
+          "memory_spilled_bytes",
+          "disk_spilled_bytes");
+
+  /** Job columns: utf8 but sql_execution_id (int64); null where the job had none. */
+  static final List<String> JOB =
+      List.of(
+          "job_group",
+          "job_description",
+          "job_tags",
+          "sql_execution_id",
+          "connect_session_id",
+          "connect_operation_id");
+
+  static final List<String> COLUMNS = concat(METRICS, JOB);
+  static final List<Class<?>> TYPES = types();
+
+  // Spark Connect tags each operation's jobs
+  // "SparkConnect_OperationTag_User_<user>_Session_<id>_Operation_<id>"
+  private static final Pattern CONNECT_TAG =
+      Pattern.compile("SparkConnect_OperationTag_User_.*_Session_([^_,]+)_Operation_([^_,]+)");
+
+  private static List<String> concat(List<String> a, List<String> b) {
+    List<String> all = new ArrayList<>(a);
+    all.addAll(b);
+    return List.copyOf(all);
+  }
+
+  private static List<Class<?>> types() {
+    List<Class<?>> types = new ArrayList<>(Collections.nCopies(METRICS.size(), Long.class));
+    for (String name : JOB) types.add(name.equals("sql_execution_id") ? Long.class : String.class);
+    return List.copyOf(types);
+  }
+
+  /**
+   * The values of COLUMNS for one attempt; {@code metrics} and {@code job} (the job's properties)
+   * may be null.
+   */
+  static Object[] values(TaskInfo info, TaskMetrics metrics, Properties job) {
+    Object[] row = new Object[COLUMNS.size()];
+    if (metrics != null) System.arraycopy(metrics(info, metrics), 0, row, 0, METRICS.size());
+    if (job != null) System.arraycopy(job(job), 0, row, METRICS.size(), JOB.size());
+    return row;
+  }
+
+  private static Object[] metrics(TaskInfo info, TaskMetrics m) {
+    InputMetrics in = m.inputMetrics();
+    OutputMetrics out = m.outputMetrics();
+    ShuffleReadMetrics read = m.shuffleReadMetrics();
+    ShuffleWriteMetrics write = m.shuffleWriteMetrics();
+    long gettingResult = gettingResultTime(info);
+    return new Object[] {
+      m.executorRunTime(),
+      m.executorCpuTime(),
+      m.executorDeserializeTime(),
+      m.executorDeserializeCpuTime(),
+      m.resultSerializationTime(),
+      m.jvmGCTime(),
+      schedulerDelay(info, m, gettingResult),
+      gettingResult,
+      m.resultSize(),
+      m.peakExecutionMemory(),
+      in.bytesRead(),
+      in.recordsRead(),
+      out.bytesWritten(),
+      out.recordsWritten(),
+      read.localBlocksFetched(),
+      read.remoteBlocksFetched(),
+      read.localBytesRead(),
+      read.remoteBytesRead(),
+      read.remoteBytesReadToDisk(),
+      read.fetchWaitTime(),
+      read.recordsRead(),
+      write.bytesWritten(),
+      write.recordsWritten(),
+      write.writeTime(),
+      m.memoryBytesSpilled(),
+      m.diskBytesSpilled()
+    };
+  }
+
+  /** The driver's time fetching a large result from the block manager (Spark's AppStatusUtils). */
+  private static long gettingResultTime(TaskInfo info) {
+    return info.gettingResultTime() > 0 ? info.finishTime() - info.gettingResultTime() : 0;
+  }
+
+  /**
+   * What Spark's UI and REST API call scheduler delay: the attempt's time that was neither
+   * deserializing, running, serializing its result nor the driver fetching it (sending the task,
+   * queueing, the result's way back).
+   */
+  private static long schedulerDelay(TaskInfo info, TaskMetrics m, long gettingResult) {
+    long duration = info.finishTime() - info.launchTime();
+    return Math.max(
+        0,
+        duration
+            - m.executorRunTime()
+            - m.executorDeserializeTime()
+            - m.resultSerializationTime()
+            - gettingResult);
+  }
+
+  private static Object[] job(Properties job) {
+    String tags = job.getProperty("spark.job.tags");
+    Matcher connect = CONNECT_TAG.matcher(tags == null ? "" : tags);
+    boolean isConnect = connect.find();
+    String execution = job.getProperty("spark.sql.execution.id");
+    return new Object[] {
+      job.getProperty("spark.jobGroup.id"),
+      job.getProperty("spark.job.description"),
+      tags,
+      execution == null ? null : Long.valueOf(execution),
+      isConnect ? connect.group(1) : null,
+      isConnect ? connect.group(2) : null
+    };
+  }
+}

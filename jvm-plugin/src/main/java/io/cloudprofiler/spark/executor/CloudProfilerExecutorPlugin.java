@@ -1,0 +1,510 @@
+package io.cloudprofiler.spark.executor;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.NativeLoader;
+import io.cloudprofiler.spark.Config;
+import io.cloudprofiler.spark.DaemonThreads;
+import io.cloudprofiler.spark.Messages;
+import io.cloudprofiler.spark.Options;
+import io.cloudprofiler.spark.calibration.ProbeControl;
+import io.cloudprofiler.spark.calibration.RegisteredResponders;
+import io.cloudprofiler.spark.calibration.TscDomain;
+import io.cloudprofiler.spark.driver.CloudProfilerDriverPlugin;
+import io.cloudprofiler.spark.rules.RulesFollower;
+import io.cloudprofiler.spark.sql.TraceExpression;
+import io.cloudprofiler.spark.tables.ArrowTables;
+import java.io.File;
+import java.net.InetAddress;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.TaskContext;
+import org.apache.spark.TaskFailedReason;
+import org.apache.spark.api.plugin.ExecutorPlugin;
+import org.apache.spark.api.plugin.PluginContext;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Loads the native library, opens the task channels and logs (task attempt id, TSC) at the start
+ * and at the end of every task. A library that cannot load makes the plugin step aside with one log
+ * line.
+ *
+ * <p>The one-time setup (the library's start, the TSC domain found with the driver: {@link
+ * DomainJoin}, the task channels) runs in the background from {@link #init}, so that no task pays
+ * for it: a task waits at most for the library's start (its code may open cp_trace channels or
+ * start Python workers, which need the folder), and never for the domain (see {@link TaskRecords}).
+ *
+ * <p>Everything this process logs (task channels, cp_trace channels) goes to one local folder, and
+ * so do the records of the Python workers it starts: they hand them to this library's inbox through
+ * shared memory (or, where they cannot, write files of their own into the folder); they find both
+ * through {@code <localDir>/executors/<pid>} and {@code <pid>.inbox} (cloudprofiler.spark.worker;
+ * {@link PythonWorkerFiles}). Its metrics: {@link ExecutorMetrics}. The folder is copied into
+ * logDir every collect interval and at shutdown, then removed; the folders of killed executors on
+ * this host are collected when an executor starts.
+ */
+public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
+  private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerExecutorPlugin.class);
+
+  /**
+   * TaskContext is null in onTaskSucceeded/onTaskFailed: the attempt id is kept per task thread.
+   */
+  private static final ThreadLocal<Long> CURRENT_TASK = new ThreadLocal<>();
+
+  /**
+   * Short: a worker that stops an executor kills it 10 s later, and the logs must be copied before
+   * that.
+   */
+  private static final long LAST_CALIBRATION_WAIT_SECONDS = 3;
+
+  /**
+   * How long a task or the shutdown waits for the library's start, and the shutdown for the task
+   * channels.
+   */
+  private static final long SETUP_WAIT_SECONDS = 2;
+
+  /**
+   * How long the setup waits for the application id (local mode sets it just after the executor
+   * starts).
+   */
+  static final long APPLICATION_ID_WAIT_SECONDS = 60;
+
+  /**
+   * For a question to the driver from a task: this JVM's executor plugin (one per executor
+   * process).
+   */
+  private static volatile CloudProfilerExecutorPlugin running;
+
+  /**
+   * The library loaded (and, once {@link #libraryStarted} opens, started in this executor's
+   * folder).
+   */
+  private volatile boolean active;
+
+  private volatile boolean taskLogging;
+  private final TaskRecords tasks = new TaskRecords();
+  private final ExecutorMetrics metrics = new ExecutorMetrics();
+
+  /**
+   * Open once the library has started (or failed to); {@link #setUp} once the task channels are
+   * open (or not).
+   */
+  private final CountDownLatch libraryStarted = new CountDownLatch(1),
+      setUp = new CountDownLatch(1);
+
+  private boolean finished;
+
+  private LogCollector collector;
+  private ScheduledExecutorService collectTimer;
+  private Thread shutdownHook;
+  private long responder;
+  private ProbeControl control;
+  private RulesFollower rules;
+
+  /** The rules at start, as the driver has them (its rules file included). */
+  private String startRules;
+
+  /** What this executor names for its Python workers: its folder, its inbox, its rules. */
+  private PythonWorkerFiles workers;
+
+  private PluginContext ctx;
+  private Options options;
+
+  /**
+   * Loads the library and starts the setup in the background. The options are read from the
+   * executor's own configuration: in local mode executors start before the application has its id.
+   */
+  @Override
+  public void init(PluginContext ctx, Map<String, String> extraConf) {
+    this.ctx = ctx;
+    running = this;
+    this.options = Config.read(ctx.conf());
+    startRules = extraConf.getOrDefault(CloudProfilerDriverPlugin.START_RULES, options.rules());
+    ArrowTables.useHadoopSettingsOf(ctx.conf());
+    String failure = NativeLoader.load(options.nativePath());
+    if (failure != null) {
+      LOG.warn("cloudprofiler: disabled on executor {}: {}", ctx.executorID(), failure);
+      return;
+    }
+    LOG.info(
+        "cloudprofiler: executor {} loaded libcloudprofiler_jni from {}",
+        ctx.executorID(),
+        NativeLoader.source());
+    active = true;
+    taskLogging = options.taskEnabled();
+    metrics.register(ctx.metricRegistry());
+    shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
+    Runtime.getRuntime().addShutdownHook(shutdownHook);
+    DaemonThreads.named("cloudprofiler-setup").newThread(this::setUp).start();
+  }
+
+  /**
+   * The setup, in the background: the library's start (whether or not tasks are logged: cp_trace
+   * channels and Python workers need the folder too), then the TSC domain and the task channels.
+   */
+  private void setUp() {
+    String appId = applicationId();
+    try {
+      synchronized (this) {
+        if (!finished) startLibrary(appId);
+      }
+    } catch (Throwable e) {
+      LOG.warn("cloudprofiler: disabled on executor " + ctx.executorID(), e);
+      active = false;
+    } finally {
+      libraryStarted.countDown();
+    }
+    try {
+      if (active && taskLogging) openTaskChannels(appId, hostName());
+    } catch (Throwable e) {
+      LOG.warn("cloudprofiler: no task records on executor " + ctx.executorID(), e);
+      taskLogging = false;
+    } finally {
+      if (tasks.channels().length == 0) tasks.abandon();
+      setUp.countDown();
+    }
+  }
+
+  /**
+   * In local mode the executor starts just before the driver assigns the application id to the
+   * configuration.
+   */
+  private String applicationId() {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(APPLICATION_ID_WAIT_SECONDS);
+    while (!ctx.conf().contains("spark.app.id") && System.nanoTime() < deadline) {
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    return ctx.conf().get("spark.app.id", "unknown-application");
+  }
+
+  private void startLibrary(String appId) {
+    String host = hostName();
+    String leaf = appId + "/" + host + "-" + ctx.executorID();
+    File local = new File(options.localDir(), leaf);
+    try {
+      CloudProfiler.start(
+          local.getPath(),
+          options.compression() == Config.Compression.ZSTD
+              ? CloudProfiler.COMPRESSION_ZSTD
+              : CloudProfiler.COMPRESSION_NONE,
+          options.channelBlocks(),
+          0,
+          CloudProfiler.FULL_BLOCK,
+          options.tscRead() == Config.TscRead.UNORDERED
+              ? CloudProfiler.TSC_UNORDERED
+              : CloudProfiler.TSC_ORDERED,
+          options.rollBytes());
+      metrics.libraryStarted();
+    } catch (RuntimeException e) {
+      LOG.warn(
+          "cloudprofiler: disabled on executor "
+              + ctx.executorID()
+              + " ("
+              + Config.LOCAL_DIR.name
+              + "="
+              + options.localDir()
+              + ")",
+          e);
+      active = false;
+      return;
+    }
+    try {
+      CloudProfiler.setRules(
+          startRules); // checked by the driver; also replaces an earlier application's
+    } catch (RuntimeException e) {
+      LOG.warn(
+          "cloudprofiler: executor {} keeps no rules of {}: {}",
+          ctx.executorID(),
+          Config.RULES.name,
+          e.getMessage());
+    }
+    workers = new PythonWorkerFiles(ctx.executorID(), options.localDir());
+    workers.writeRules(startRules);
+    if (options.pythonHandoff()) workers.startInbox(appId);
+    rules =
+        new RulesFollower(
+            ctx.executorID(),
+            () -> (Messages.RulesNow) ask(new Messages.CurrentRules()),
+            workers::writeRules);
+    collector = new LogCollector(local, options.logDir() + "/" + leaf);
+    try {
+      collector.nameTarget();
+    } catch (
+        Exception
+            e) { // collected at shutdown all the same; only a killed executor's files would stay
+      LOG.warn(
+          "cloudprofiler: executor {} could not name its collection target in {}: {}",
+          ctx.executorID(),
+          local,
+          e.toString());
+    }
+    LostExecutors.collectInBackground(options.localDir());
+    int interval = options.collectIntervalSeconds();
+    if (interval > 0) {
+      collectTimer =
+          Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-collect"));
+      collectTimer.scheduleWithFixedDelay(
+          DaemonThreads.guarded(
+              "the periodic collection of executor " + ctx.executorID(), this::collect),
+          interval,
+          interval,
+          TimeUnit.SECONDS);
+    }
+    workers.pointTo(local);
+    LOG.info(
+        "cloudprofiler: executor {} logs to {}, collected into {}",
+        ctx.executorID(),
+        local,
+        collector.target());
+  }
+
+  /** Finds the TSC domain (when calibrating), then opens the task channels, which name it. */
+  private void openTaskChannels(String appId, String host) {
+    Config.Handler handler = options.taskHandler().handler();
+    String[] domain = {TscDomain.bootId(), "not checked (calibration disabled)"};
+    if (options.calibrationEnabled()) {
+      try {
+        CloudProfiler.requireInvariantTsc(options.calibrationForce());
+        domain = new DomainJoin(this, ctx.executorID(), options).join(appId);
+      } catch (
+          Exception
+              e) { // task logging goes on; this process's durations stay unbounded, never wrong
+        LOG.warn(
+            "cloudprofiler: no calibration for executor {} ({} to calibrate anyway): {}",
+            ctx.executorID(),
+            Config.CALIBRATION_FORCE.name + "=true",
+            e.getMessage());
+        domain =
+            new String[] {
+              TscDomain.bootId() + "#unchecked-" + ctx.executorID(),
+              "not checked: " + e.getMessage()
+            };
+      }
+    }
+    String[] keys = {
+      "spark.app_id",
+      "spark.executor_id",
+      "spark.host",
+      "spark.event",
+      "tsc.domain",
+      "tsc.domain.check"
+    };
+    synchronized (this) {
+      if (finished) return; // the executor stopped meanwhile: its records are counted as lost
+      long start =
+          CloudProfiler.openChannel(
+              "spark.task.start",
+              handler.name(),
+              handler.params(),
+              keys,
+              new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
+      long end =
+          CloudProfiler.openChannel(
+              "spark.task.end",
+              handler.name(),
+              handler.params(),
+              keys,
+              new String[] {appId, ctx.executorID(), host, "task_end", domain[0], domain[1]});
+      tasks.open(start, end);
+    }
+  }
+
+  /**
+   * Starts the probe responder and the probe control on {@code address}, where the driver reaches
+   * this executor, as Spark's own services: for {@link DomainJoin}, which then probes.
+   */
+  synchronized void startProbing(String address, byte[] secret, RegisteredResponders targets)
+      throws Exception {
+    if (finished) throw new IllegalStateException("the executor stopped while it started");
+    responder = CloudProfiler.responderStart(address, 0, secret);
+    control = new ProbeControl(secret, address, targets);
+  }
+
+  /** The port of this executor's probe responder. */
+  int responderPort() {
+    return CloudProfiler.responderPort(responder);
+  }
+
+  /** The port of this executor's probe control. */
+  int controlPort() {
+    return control.port();
+  }
+
+  /** The driver's answer to a {@link Messages} message. */
+  Object ask(Record message) throws Exception {
+    return Messages.fromWire(ctx.ask(Messages.toWire(message)));
+  }
+
+  /** The driver's answer to {@code message}, asked from a task of this executor (within 10 s). */
+  public static Object askDriver(Record message) throws Exception {
+    CloudProfilerExecutorPlugin plugin = running;
+    if (plugin == null)
+      throw new IllegalStateException("the cloudprofiler plugin runs in no executor here");
+    return plugin.askWithin(message, 10);
+  }
+
+  /**
+   * {@link #ask}, waiting at most {@code seconds} (Spark's own timeout for an answer is minutes).
+   */
+  Object askWithin(Record message, long seconds) throws Exception {
+    return CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return ask(message);
+              } catch (Exception e) {
+                throw new CompletionException(e);
+              }
+            })
+        .get(seconds, TimeUnit.SECONDS);
+  }
+
+  /**
+   * PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has
+   * no address).
+   */
+  private static String hostName() {
+    try {
+      return InetAddress.getLocalHost().getHostName();
+    } catch (Exception e) {
+      return "unknown-host";
+    }
+  }
+
+  @Override
+  public void onTaskStart() {
+    if (!active) return;
+    long early =
+        libraryStarted.getCount() > 0
+            ? CloudProfiler.tsc()
+            : 0; // the task started before the library
+    if (early != 0) awaitLibrary();
+    TaskContext task = TaskContext.get();
+    if (!taskLogging || "false".equals(task.getLocalProperty(Config.TASK_ENABLED.name)))
+      return; // off for this job
+    long id = task.taskAttemptId();
+    CURRENT_TASK.set(id);
+    if (early != 0) tasks.startAt(id, early);
+    else tasks.start(id);
+  }
+
+  /**
+   * A task's code may open cp_trace channels or start Python workers: the library must log to this
+   * executor's folder first. The start takes milliseconds; the wait is bounded all the same.
+   */
+  private void awaitLibrary() {
+    try {
+      if (!libraryStarted.await(SETUP_WAIT_SECONDS, TimeUnit.SECONDS)) {
+        LOG.warn(
+            "cloudprofiler: executor {} runs a task before its library started", ctx.executorID());
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Override
+  public void onTaskSucceeded() {
+    logEnd();
+  }
+
+  @Override
+  public void onTaskFailed(TaskFailedReason reason) {
+    logEnd();
+  }
+
+  private void logEnd() {
+    Long id = CURRENT_TASK.get();
+    if (active && id != null) tasks.end(id);
+    CURRENT_TASK.remove();
+  }
+
+  /**
+   * No flush here: the library writes partial blocks within a second by itself, and tasks never
+   * wait on this.
+   */
+  private void collect() {
+    try {
+      collector.copyChanged();
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: collecting logs into " + collector.target() + " failed", e);
+    }
+  }
+
+  /**
+   * While this process still answers probes, the driver runs a last calibration each way with it:
+   * the records it logged after the driver's last round then lie between two anchors. Waits a
+   * bounded time for the driver.
+   */
+  private void lastCalibration() {
+    try {
+      askWithin(new Messages.Last(ctx.executorID()), LAST_CALIBRATION_WAIT_SECONDS);
+    } catch (Exception e) {
+      LOG.info(
+          "cloudprofiler: no last calibration run for executor {}: {}",
+          ctx.executorID(),
+          e.toString());
+    }
+  }
+
+  /**
+   * Flushes, closes and copies everything; runs once, from shutdown() or the JVM shutdown hook.
+   * Waits a bounded time for a setup under way (the task records that wait for their channels).
+   */
+  private void finish() {
+    try {
+      setUp.await(SETUP_WAIT_SECONDS, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    closeAll();
+  }
+
+  private synchronized void closeAll() {
+    if (finished) return;
+    finished = true;
+    long lost = tasks.abandon();
+    if (lost > 0) {
+      LOG.warn(
+          "cloudprofiler: executor {} lost {} task records: its task channels did not open in time",
+          ctx.executorID(),
+          lost);
+    }
+    if (collector == null) return; // never started
+    active = false;
+    if (collectTimer != null)
+      collectTimer.shutdown(); // a collection under way ends first: collectAll waits for it
+    if (rules != null) rules.stop();
+    if (control != null) lastCalibration();
+    if (control != null) control.close();
+    control = null;
+    if (responder != 0) CloudProfiler.responderStop(responder);
+    responder = 0;
+    workers.removeInboxName(); // the stop below takes what workers handed over
+    CloudProfiler.stop();
+    metrics.libraryStopped(); // the metrics' last report may come after this
+    TraceExpression.forgetChannels();
+    collector.collectAll(false);
+    workers.removeNames(); // after the copy: a process killed during it leaves its folder named
+    collector = null;
+  }
+
+  @Override
+  public void shutdown() {
+    running = null;
+    finish();
+    try {
+      if (shutdownHook != null) Runtime.getRuntime().removeShutdownHook(shutdownHook);
+    } catch (IllegalStateException alreadyShuttingDown) {
+      // the hook is running or has run: nothing left to do
+    }
+  }
+}

@@ -1,0 +1,116 @@
+package io.cloudprofiler.spark.rules;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.DaemonThreads;
+import io.cloudprofiler.spark.Messages;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * An executor's copy of the driver's rules ({@link RuleChanges}): asks the driver every {@link
+ * #INTERVAL_MS} for the rules' version and applies a new one with {@link CloudProfiler#setRules},
+ * so that the trace channels opened by rules switch within about a second of a change. At most one
+ * question is under way; while the driver does not answer, the executor keeps the rules it has (and
+ * says so, the first time, in its log).
+ */
+public final class RulesFollower {
+  private static final Logger LOG = LoggerFactory.getLogger(RulesFollower.class);
+  static final long INTERVAL_MS = 400;
+
+  private final String executorId;
+  private final Callable<Messages.RulesNow> driver;
+  private final Consumer<String> applied;
+  private final ScheduledExecutorService timer =
+      Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-rules"));
+  private final ExecutorService asker =
+      Executors.newSingleThreadExecutor(DaemonThreads.named("cloudprofiler-rules-ask"));
+  private Future<Messages.RulesNow> pending;
+
+  /**
+   * The version applied: 0, that of spark.cloudprofiler.rules, which the executor set as it
+   * started.
+   */
+  private long version;
+
+  private boolean warned;
+
+  /**
+   * {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a
+   * bounded time); {@code applied}: told each rules text applied.
+   */
+  public RulesFollower(
+      String executorId, Callable<Messages.RulesNow> driver, Consumer<String> applied) {
+    this.executorId = executorId;
+    this.driver = driver;
+    this.applied = applied;
+    timer.scheduleWithFixedDelay(
+        DaemonThreads.guarded("the rules' follower of executor " + executorId, this::poll),
+        0,
+        INTERVAL_MS,
+        TimeUnit.MILLISECONDS);
+  }
+
+  private void poll() {
+    if (pending == null) pending = asker.submit(driver);
+    Messages.RulesNow now;
+    try {
+      now = pending.get(INTERVAL_MS, TimeUnit.MILLISECONDS);
+      pending = null;
+    } catch (TimeoutException e) {
+      unreachable("no answer within " + INTERVAL_MS + " ms");
+      return;
+    } catch (ExecutionException e) {
+      pending = null;
+      unreachable(String.valueOf(e.getCause()));
+      return;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    }
+    if (now == null || now.version() == version) return;
+    try {
+      CloudProfiler.setRules(now.text());
+      applied.accept(now.text());
+      LOG.info(
+          "cloudprofiler: executor {} follows rules version {}: {}",
+          executorId,
+          now.version(),
+          now.text().replace('\n', ';'));
+    } catch (RuntimeException
+        | LinkageError e) { // the driver checked them: this library differs; not retried
+      LOG.warn(
+          "cloudprofiler: executor {} keeps its rules, refusing version {}: {}",
+          executorId,
+          now.version(),
+          e.toString());
+    }
+    version = now.version();
+  }
+
+  /** Said once: a driver that answers late now and then would otherwise fill the log. */
+  private void unreachable(String why) {
+    if (!warned) {
+      LOG.warn(
+          "cloudprofiler: executor {} keeps its rules (version {}) while the driver does not answer"
+              + " ({}); said once",
+          executorId,
+          version,
+          why);
+    }
+    warned = true;
+  }
+
+  public void stop() {
+    timer.shutdownNow();
+    asker.shutdownNow();
+  }
+}

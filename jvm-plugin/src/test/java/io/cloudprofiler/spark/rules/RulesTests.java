@@ -1,0 +1,112 @@
+package io.cloudprofiler.spark.rules;
+
+import static io.cloudprofiler.spark.JvmTests.check;
+import static io.cloudprofiler.spark.JvmTests.equal;
+import static io.cloudprofiler.spark.JvmTests.startLibrary;
+import static io.cloudprofiler.spark.JvmTests.thrown;
+import static io.cloudprofiler.spark.JvmTests.warnings;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.Messages;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Tests of the rules of the trace channels: a rules file, and an executor's copy of the driver's
+ * rules.
+ */
+public final class RulesTests {
+  private RulesTests() {}
+
+  public static void testARulesFileInJsonBecomesRulesTextOrIsRefusedNamingTheEntry()
+      throws Exception {
+    Path dir = Files.createTempDirectory("rules-file");
+    Path good =
+        Files.writeString(
+            dir.resolve("good.json"),
+            "{\"rules\": [{\"pattern\": \"ysb.*\", \"handler\": \"downsample\", \"params\": [64]},"
+                + " {\"pattern\": \"*\", \"handler\": \"null\"}]}");
+    equal("ysb.*=downsample:64\n*=null", RulesFile.read(good.toString()));
+    String[][] bad = {
+      {"{\"rules\": [", "cannot be read as JSON"},
+      {"{\"rule\": []}", "expected a list 'rules' of tables"},
+      {
+        "{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\"}, {\"pattern\": \"b\","
+            + " \"handler\": \"xoy\", \"params\": [1, \"2\"]}]}",
+        "rule 2 {\"pattern\":\"b\",\"handler\":\"xoy\",\"params\":[1,\"2\"]}: 'params'"
+      },
+      {
+        "{\"rules\": [{\"pattern\": \"a\", \"handler\": \"null\", \"param\": 1}]}",
+        "unknown key param"
+      },
+      {
+        "{\"rules\": [{\"pattern\": \"a=b\", \"handler\": \"null\"}]}",
+        "'pattern' must be a non-empty string"
+      },
+    };
+    for (String[] entry : bad) {
+      Path file = Files.writeString(dir.resolve("bad.json"), entry[0]);
+      String message = thrown(() -> RulesFile.read(file.toString()));
+      check(
+          message.startsWith("spark.cloudprofiler.rules.file=" + file + " is invalid: ")
+              && message.contains(entry[1]),
+          () -> message);
+    }
+    Path toml = Files.writeString(dir.resolve("rules.toml"), "[[rules]]\npattern = \"*\"\n");
+    String message = thrown(() -> RulesFile.read(toml.toString()));
+    check(message.contains("cps.builder(rules=pathlib.Path(file)) reads TOML"), () -> message);
+  }
+
+  /**
+   * An executor whose driver stops answering (it fails, then it hangs) keeps the rules it follows,
+   * says so once, and follows the next version once the driver answers again.
+   */
+  public static void testAnExecutorKeepsItsRulesWhileTheDriverDoesNotAnswerAndSaysSoOnce()
+      throws Exception {
+    startLibrary("cp-rules-follower");
+    try {
+      AtomicInteger asked = new AtomicInteger();
+      List<String> applied = Collections.synchronizedList(new ArrayList<>());
+      Callable<Messages.RulesNow> driver =
+          () -> {
+            int n = asked.incrementAndGet();
+            if (n == 1) return new Messages.RulesNow(1, "follow*=null");
+            if (n <= 4) throw new IllegalStateException("the driver's endpoint is gone");
+            if (n == 5) Thread.sleep(2 * RulesFollower.INTERVAL_MS); // an answer too late
+            if (n <= 8) return null; // no answer
+            return new Messages.RulesNow(2, "follow*=downsample:4");
+          };
+      List<String> said =
+          warnings(
+              RulesFollower.class,
+              () -> {
+                RulesFollower follower = new RulesFollower("7", driver, applied::add);
+                try {
+                  long deadline = System.nanoTime() + 20_000_000_000L;
+                  while (asked.get() < 6 && System.nanoTime() < deadline) Thread.sleep(50);
+                  equal(List.of("follow*=null"), new ArrayList<>(applied)); // kept while unanswered
+                  check(
+                      CloudProfiler.rules().contains("follow*=null"), () -> CloudProfiler.rules());
+                  while (applied.size() < 2 && System.nanoTime() < deadline) Thread.sleep(50);
+                } finally {
+                  follower.stop();
+                }
+                return null;
+              });
+      equal(List.of("follow*=null", "follow*=downsample:4"), new ArrayList<>(applied));
+      List<String> kept = said.stream().filter(l -> l.contains("keeps its rules")).toList();
+      equal(1, kept.size()); // once, however long the driver does not answer
+      check(
+          kept.get(0).contains("executor 7 keeps its rules (version 1)")
+              && kept.get(0).contains("the driver's endpoint is gone"),
+          () -> kept.get(0));
+    } finally {
+      CloudProfiler.stop();
+    }
+  }
+}
