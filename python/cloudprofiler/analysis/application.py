@@ -8,6 +8,7 @@ from ..errors import NotAnApplicationError, UnknownChannelError
 from . import calibration as calibration_module
 from . import health as health_module
 from . import latency as latency_module
+from . import operators as operators_module
 from . import pipeline as pipeline_module
 from . import reader
 from . import stages as stages_module
@@ -144,6 +145,22 @@ class Application:
         """tsc-domains.arrows: every process with a probe responder and its TSC domain."""
         return reader.table_frame(self.spark, "tsc-domains.arrows", self._table_file("tsc-domains.arrows"))
 
+    def operator_nodes(self):
+        """spark-operator-nodes.arrows: a row per operator probe placed in a plan (empty where operator timing was
+        off: spark.cloudprofiler.operators)."""
+        name = operators_module.NODES_TABLE
+        return reader.table_frame(self.spark, name, self._table_file(name))
+
+    def operator_values(self):
+        """spark-operators.arrows: a row per operator probe and task attempt (rows, ticks, their standard error)."""
+        name = operators_module.TASKS_TABLE
+        return reader.table_frame(self.spark, name, self._table_file(name))
+
+    @property
+    def operators_timed(self) -> bool:
+        """Whether the folder holds the operator tables (the application ran with spark.cloudprofiler.operators)."""
+        return operators_module.TASKS_TABLE in self.catalog.tables
+
     # -- analyses ----------------------------------------------------------------------------------------------
 
     def tasks(self, **scope):
@@ -167,6 +184,18 @@ class Application:
         stages_module.check_ratio("stragglers", ratio)
         tasks_module.check_scope("stragglers", scope)
         return stages_module.stragglers(self.tasks(**scope), ratio)
+
+    def operators(self, **scope):
+        """One row per SQL execution and operator probe: rows, inclusive and exclusive seconds with their standard
+        errors, share of the query's task time, skew and the slowest task (operators.operators); `scope` as tasks().
+        Empty where the application did not time its operators (spark.cloudprofiler.operators=true)."""
+        tasks_module.check_scope("operators", scope)
+        return operators_module.operators(self, **scope)
+
+    def operator_tasks(self, **scope):
+        """One row per operator probe and task attempt, with the exclusive time (operators.operator_tasks)."""
+        tasks_module.check_scope("operator_tasks", scope)
+        return operators_module.operator_tasks(self, **scope)
 
     def latency(self, from_channel: str, to_channel: str):
         """Per tuple id on both channels: the latency from the first to the second, with its bound and path."""

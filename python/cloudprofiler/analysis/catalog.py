@@ -16,7 +16,10 @@ from ..logs import log_metadata
 from .logfile import kind_of, read_log_bytes
 
 TASK_CHANNELS = ("spark.task.start", "spark.task.end")
-DRIVER_TABLES = ("spark-tasks.arrows", "calibration.arrows", "tsc-domains.arrows")
+# the driver's tables that place the log files on the time axis, and those of operator timing (operators.py)
+PLACING_TABLES = ("spark-tasks.arrows", "calibration.arrows", "tsc-domains.arrows")
+OPERATOR_TABLES = ("spark-operator-nodes.arrows", "spark-operators.arrows")
+DRIVER_TABLES = PLACING_TABLES + OPERATOR_TABLES
 # beside the collected files of a process that was killed (the plugin's LogCollector.LOST_MARKER)
 LOST_MARKER = "process-lost.arrows"
 

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..calibration.spark import calibrations_from_probes
 from ..logs import log_schema
-from .catalog import DRIVER_TABLES, Catalog
+from .catalog import PLACING_TABLES, Catalog
 from .logfile import read_log_bytes
 from .reader import RECORD_SCHEMA, TABLE_SCHEMAS, cast_table, translated_batches
 from .timebase import Timebase
@@ -70,7 +70,7 @@ class LogsReader(DataSourceReader):
         rows, tables = [], {}
         for path in folder.files():
             name = path.rsplit("/", 1)[-1]
-            if name in DRIVER_TABLES:
+            if name in PLACING_TABLES:
                 table = read_log_bytes(path, folder.read(path)).table()
                 tables[name] = cast_table(table, TABLE_SCHEMAS[name])
             rows.append({"file": folder.prefix + path, "schema": folder.schema(path).serialize().to_pybytes(),

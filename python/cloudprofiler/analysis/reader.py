@@ -57,6 +57,13 @@ TABLE_SCHEMAS = {
         ("domain", pa.string()), ("boot_id", pa.string()), ("role", pa.string()), ("host", pa.string()),
         ("executor_id", pa.string()), ("pid", pa.int64()), ("responder_port", pa.int32()),
         ("control_port", pa.int32()), ("check", pa.string())]),
+    # operator timing (spark.cloudprofiler.operators): a row per probe placed in a plan, and per probe and task
+    "spark-operator-nodes.arrows": pa.schema([
+        ("probe_id", pa.int64()), ("parent_probe_id", pa.int64()), ("operator", pa.string()),
+        ("description", pa.string()), ("sql_execution_id", pa.int64())]),
+    "spark-operators.arrows": pa.schema([
+        ("task_attempt_id", pa.int64()), ("probe_id", pa.int64()), ("rows", pa.int64()), ("ticks", pa.int64()),
+        ("ticks_error", pa.int64()), ("timed_gaps", pa.int64())]),
 }
 
 
