@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.spark.sql.OperatorProbes;
 import io.cloudprofiler.spark.sql.RulesFunctions;
 import io.cloudprofiler.spark.sql.TraceExpression;
 import java.util.function.Function;

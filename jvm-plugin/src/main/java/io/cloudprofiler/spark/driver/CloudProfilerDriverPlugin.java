@@ -14,6 +14,7 @@ import io.cloudprofiler.spark.executor.LostExecutors;
 import io.cloudprofiler.spark.rules.RuleChanges;
 import io.cloudprofiler.spark.rules.RuleRequests;
 import io.cloudprofiler.spark.rules.RulesFile;
+import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.util.Map;
 import java.util.StringJoiner;

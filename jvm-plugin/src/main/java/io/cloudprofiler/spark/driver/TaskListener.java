@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark.driver;
 
+import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.tables.ArrowSpool;
 import java.util.ArrayList;
 import java.util.Arrays;

@@ -1,4 +1,4 @@
-package io.cloudprofiler.spark;
+package io.cloudprofiler.spark.sql;
 
 import io.cloudprofiler.CloudProfiler;
 import java.io.Serializable;

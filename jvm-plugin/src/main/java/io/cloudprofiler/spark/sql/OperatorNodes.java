@@ -1,5 +1,6 @@
-package io.cloudprofiler.spark;
+package io.cloudprofiler.spark.sql;
 
+import io.cloudprofiler.spark.tables.ArrowSpool;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -21,7 +22,7 @@ import org.slf4j.LoggerFactory;
  * batches, as the task table's do; the probes' metric ids are kept for the latest {@link #KEPT}
  * probes.
  */
-final class OperatorNodes {
+public final class OperatorNodes {
   private static final Logger LOG = LoggerFactory.getLogger(OperatorNodes.class);
   static final String NODES_TABLE = "spark-operator-nodes.arrows";
   static final String TASKS_TABLE = "spark-operators.arrows";
@@ -66,7 +67,7 @@ final class OperatorNodes {
    * The tables of the application the driver plugin starts, replacing an earlier one's; {@code
    * metadata} as the task table's.
    */
-  static synchronized OperatorNodes start(Supplier<Map<String, String>> metadata) {
+  public static synchronized OperatorNodes start(Supplier<Map<String, String>> metadata) {
     current = new OperatorNodes(metadata);
     return current;
   }
@@ -104,7 +105,7 @@ final class OperatorNodes {
   }
 
   /** The probes' values of one task attempt, from its end event, into the current tables. */
-  static void taskEnded(SparkListenerTaskEnd event) {
+  public static void taskEnded(SparkListenerTaskEnd event) {
     OperatorNodes tables;
     synchronized (OperatorNodes.class) {
       tables = current;
@@ -142,7 +143,7 @@ final class OperatorNodes {
   }
 
   /** Publishes both tables into the application's folder, if they have rows. */
-  void publish(String appFolder) throws Exception {
+  public void publish(String appFolder) throws Exception {
     synchronized (this) {
       spool(nodeSpool, nodes, "node");
       spool(taskSpool, tasks, "task");
@@ -152,7 +153,7 @@ final class OperatorNodes {
   }
 
   /** Writes both tables a last time. */
-  synchronized void finish(String appFolder) throws Exception {
+  public synchronized void finish(String appFolder) throws Exception {
     spool(nodeSpool, nodes, "node");
     spool(taskSpool, tasks, "task");
     nodeSpool.finish(appFolder + "/" + NODES_TABLE);

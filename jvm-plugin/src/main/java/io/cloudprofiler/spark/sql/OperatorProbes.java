@@ -1,5 +1,7 @@
-package io.cloudprofiler.spark;
+package io.cloudprofiler.spark.sql;
 
+import io.cloudprofiler.spark.Config;
+import io.cloudprofiler.spark.Guard;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
@@ -26,7 +28,7 @@ import org.apache.spark.sql.types.ObjectType;
  * operators, operators of typed Dataset objects (code generation keeps them out of pipelines), a
  * local table scan alone, and plans already instrumented.
  */
-final class OperatorProbes extends Rule<SparkPlan> {
+public final class OperatorProbes extends Rule<SparkPlan> {
   private static final Guard GUARD = new Guard("operator timing (" + Config.OPERATORS.name + ")");
   private static final AtomicLong NEXT_ID = new AtomicLong();
 
@@ -37,7 +39,7 @@ final class OperatorProbes extends Rule<SparkPlan> {
   }
 
   /** The columnar rule the SQL extension injects: the probes go in after the transitions. */
-  static ColumnarRule columnarRule(SparkSession session) {
+  public static ColumnarRule columnarRule(SparkSession session) {
     Rule<SparkPlan> probes = new OperatorProbes(session);
     return new ColumnarRule() {
       @Override

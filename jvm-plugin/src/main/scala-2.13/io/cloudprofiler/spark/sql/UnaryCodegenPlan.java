@@ -1,4 +1,4 @@
-package io.cloudprofiler.spark;
+package io.cloudprofiler.spark.sql;
 
 import java.util.List;
 import org.apache.spark.rdd.RDD;

@@ -1,7 +1,9 @@
-package io.cloudprofiler.spark;
+package io.cloudprofiler.spark.sql;
 
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
+import io.cloudprofiler.spark.Config;
+import io.cloudprofiler.spark.Guard;
 import org.apache.spark.SparkEnv;
 
 /**

@@ -1,4 +1,4 @@
-package io.cloudprofiler.spark;
+package io.cloudprofiler.spark.sql;
 
 import org.apache.spark.TaskContext;
 import org.apache.spark.util.TaskCompletionListener;
