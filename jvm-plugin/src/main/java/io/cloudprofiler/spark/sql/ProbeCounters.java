@@ -84,10 +84,10 @@ public final class ProbeCounters implements TaskCompletionListener {
   }
 
   private void close(long to, long gap) {
-    long ticks = to - (from != 0 ? from : clock.began()) - (clock.outside - outsideFrom);
+    long ticks =
+        PipelineClock.gap(from != 0 ? from : clock.began(), to - (clock.outside - outsideFrom));
     open = false;
     clock.open--;
-    if (ticks < 0) ticks = 0; // a TSC read out of order across cores; never seen on one thread
     if (gap < EXACT) {
       exactTicks += ticks;
       exactGaps++;

@@ -1,0 +1,152 @@
+"""Operator timing (spark.cloudprofiler.operators): a probe above every operator of each whole-stage-codegen
+pipeline, inside the generated code; queries return what they return without it; rows are exact; the time of the
+pipeline's top operator is its task's; the driver's two tables name every probe and its values per task."""
+import re
+import time
+
+import pyarrow.ipc as ipc
+import pytest
+from pyspark.sql import functions as F
+
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+
+OPERATORS = "spark.cloudprofiler.operators"
+
+# a query per kind of operator the probes sit above or under: scans, filters, projections, partial and final
+# aggregation, shuffles read through AQE, sort, window, both join strategies (broadcast and sort-merge), a
+# semi and an anti join (whose generated code drops rows with `continue`), limit, union, expand, a Python UDF
+QUERIES = {
+    "aggregate": "select id % 7 k, count(*) c, sum(id) s from range(0, 200000, 1, 4) where id % 3 = 0 "
+                 "group by id % 7 order by k",
+    "broadcast join": "select a.id, b.id * 2 from range(0, 50000, 1, 2) a join range(0, 500) b on a.id = b.id",
+    "merge join": "select /*+ MERGE(b) */ a.id % 10 k, count(*) from range(0, 50000, 1, 2) a "
+                  "join range(0, 50000, 1, 2) b on a.id = b.id * 3 group by 1 order by 1",
+    "semi and anti": "select count(*) from range(0, 20000) a where a.id in (select id * 2 from range(0, 5000)) "
+                     "and a.id not in (select id * 5 from range(0, 3000))",
+    "window": "select id, rank() over (partition by id % 5 order by id desc) r from range(0, 5000, 1, 2) "
+              "order by id limit 20",
+    "union and expand": "select k, count(distinct v), sum(v) from (select id % 3 k, id v from range(1000) "
+                        "union all select id % 4 k, id v from range(2000)) group by cube(k) order by 1",
+    "strings": "select concat('x', cast(id as string)) s, length(repeat('ab', cast(id % 5 as int))) n "
+               "from range(0, 3000) where id % 11 != 0 order by s desc limit 7",
+}
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    base = tmp_path_factory.mktemp("operators")
+    session = (cps.builder(log_dir=str(base / "logs"), local_dir=str(base / "local"), collect_interval_seconds=1)
+               .master("local[2]")
+               .config("spark.ui.enabled", "false")
+               # a pipeline whose generated code fails to compile fails the query instead of running uninstrumented
+               .config("spark.sql.codegen.fallback", "false")
+               .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    yield session, base / "logs"
+    session.stop()
+
+
+def run(spark, query, operators: bool):
+    spark.conf.set(OPERATORS, str(operators).lower())
+    try:
+        df = spark.sql(query) if isinstance(query, str) else query()
+        rows = df.collect()
+        return rows, df._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.unset(OPERATORS)
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_a_query_returns_the_same_rows_with_its_operators_timed(spark, name):
+    session, _ = spark
+    plain, plain_plan = run(session, QUERIES[name], False)
+    timed, timed_plan = run(session, QUERIES[name], True)
+    assert timed == plain and plain
+    assert "CloudprofilerProbe" not in plain_plan and "CloudprofilerProbe" in timed_plan
+
+
+def test_a_python_udf_returns_the_same_rows_and_is_timed_where_its_rows_are_read(spark):
+    session, _ = spark
+    double = F.udf(lambda v: v * 2, "long")
+
+    def query():
+        return session.range(0, 300, 1, 2).select(double("id").alias("d")).where("d % 3 = 0")
+
+    plain, _ = run(session, query, False)
+    timed, plan = run(session, query, True)
+    assert timed == plain and len(plain) == 100
+    assert re.search(r"CloudprofilerProbe \d+ \((Batch|Arrow)EvalPython\)", plan)  # Spark 4 runs it through Arrow
+
+
+def read_tables(logs, app_id):
+    folder = logs / app_id
+    return [ipc.open_file(folder / name).read_all().to_pylist()
+            for name in ("spark-operator-nodes.arrows", "spark-operators.arrows")]
+
+
+@pytest.fixture(scope="module")
+def filtered(spark):
+    """One query, operators timed: a range of 400,000 rows over 4 partitions, a filter keeping one in four, then
+    a global aggregation; the tables as the driver publishes them while the application runs (every second)."""
+    session, logs = spark
+    session.conf.set(OPERATORS, "true")
+    try:
+        total = session.sql("select count(*), sum(id) from range(0, 400000, 1, 4) where id % 4 = 0").first()
+    finally:
+        session.conf.unset(OPERATORS)
+    app_id = session.sparkContext.applicationId
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            nodes, tasks = read_tables(logs, app_id)
+            if any(n["operator"] == "Filter" for n in nodes) and tasks:
+                break
+        except (FileNotFoundError, OSError):
+            pass
+        time.sleep(0.5)
+    return total, nodes, tasks
+
+
+def test_every_probe_counts_its_operators_rows_exactly(filtered):
+    total, nodes, tasks = filtered
+    assert total[0] == 100000
+    probe = {n["operator"]: n["probe_id"] for n in nodes}
+    rows = {}
+    for row in tasks:
+        rows[row["probe_id"]] = rows.get(row["probe_id"], 0) + row["rows"]
+    assert rows[probe["Range"]] == 400000 and rows[probe["Filter"]] == 100000
+    by_id = {n["probe_id"]: n for n in nodes}
+    assert by_id[probe["Range"]]["parent_probe_id"] == probe["Filter"]  # the filter consumes the range's rows
+
+
+def test_each_operator_takes_at_least_the_time_of_its_children_in_each_task(filtered):
+    _, nodes, tasks = filtered
+    parent = {n["probe_id"]: n["parent_probe_id"] for n in nodes}
+    ticks = {(t["task_attempt_id"], t["probe_id"]): t for t in tasks}
+    checked = 0
+    for (task, probe), row in ticks.items():
+        up = ticks.get((task, parent.get(probe)))
+        if up is None or row["timed_gaps"] == 0:
+            continue
+        # inclusive times nest; a sampled estimate may overshoot its parent's by its standard errors
+        slack = 3 * ((row["ticks_error"] or 0) + (up["ticks_error"] or 0))
+        assert row["ticks"] <= up["ticks"] + slack, (row, up)
+        checked += 1
+    assert checked >= 4
+
+
+def test_the_setting_takes_only_true_or_false_and_names_the_bad_value(spark):
+    session, _ = spark
+    session.conf.set(OPERATORS, "yes")
+    try:
+        with pytest.raises(Exception, match=r"spark\.cloudprofiler\.operators must be true or false, got 'yes'"):
+            session.sql("select count(*) from range(10)").collect()
+    finally:
+        session.conf.unset(OPERATORS)
+
+
+def test_ticks_read_as_seconds_by_the_tsc_frequency(filtered):
+    _, _, tasks = filtered
+    hz = cp.tsc_frequency().hz
+    # 400,000 rows through four operators in well under a minute, and more than nothing
+    assert all(0 <= t["ticks"] / hz < 60 for t in tasks) and any(t["ticks"] > 0 for t in tasks)
