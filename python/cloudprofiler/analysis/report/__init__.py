@@ -27,11 +27,11 @@ def render(data, output, quiet: bool = False) -> Path:
 
     found = findings(data)
     named = {"summary": tables.summary(data), "stages": tables.stages(data), "pipeline": tables.pipeline(data),
-             "health": tables.health(data)}
+             "health": tables.health(data), "queries": tables.queries(data)}
     output = Path(output)
     output.write_text(html.page(data, found, all_plots(data), named), encoding="utf-8")
     if not quiet:
-        print_summary(found, named)
+        print_summary(found, named, data)
         print(f"\nreport: {output}")
     return output
 

@@ -26,6 +26,7 @@ TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "parti
                 "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
                 "launch_t_ns", "finish_t_ns", "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "unbounded"]
 REASON_CHARS = 400  # a failed section's reason, as the report shows it
+QUERIES_SHOWN = 5  # the Queries section: the SQL executions with the most task time, each with its operator tree
 STAGE_BOX_QUANTILES = {"p5_ns": 0.05, "p25_ns": 0.25, "p50_ns": 0.5, "p75_ns": 0.75, "p95_ns": 0.95}
 
 
@@ -40,6 +41,9 @@ class ReportData:
     - hop_bounds: pipeline, hop, remote, count, exact (err_ns == 0), unbounded, err_p50_ns, err_max_ns (finite bounds)
     - hop_errors: pipeline, hop, remote, lo_ns, hi_ns, count (distribution of the finite, non-zero bounds)
     - latency_histograms: pipeline, hop plus latency_histogram()'s columns
+    - queries: sql_execution_id, query_task_s, probes, exclusive_s (summed over its probes), description (its
+      first job's description), shown: every SQL execution with timed operators, the most task time first
+    - operators: operators()'s rows of the queries shown
     """
     summary: dict
     channels: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -57,6 +61,9 @@ class ReportData:
     throughput_period_ms: int = 1000
     calibration: pd.DataFrame = field(default_factory=pd.DataFrame)
     health: pd.DataFrame = field(default_factory=pd.DataFrame)
+    queries: pd.DataFrame = field(default_factory=pd.DataFrame)
+    operators: pd.DataFrame = field(default_factory=pd.DataFrame)
+    operators_timed: bool = False  # the folder holds the operator tables (spark.cloudprofiler.operators)
 
     @property
     def tasks_sampled(self) -> bool:
@@ -134,9 +141,38 @@ def _pipeline(app, data: ReportData) -> None:
         data.latency_histograms = pd.concat(densities, ignore_index=True)
 
 
+def _queries(app, data: ReportData) -> None:
+    """The SQL executions with timed operators (a row each), and the operators of the QUERIES_SHOWN with the most
+    task time; operators() is computed once (persisted) for both."""
+    from pyspark.sql import functions as F
+
+    data.operators_timed = bool(app.operators_timed)
+    if not data.operators_timed:
+        return
+    operators = app.operators().where(F.col("sql_execution_id").isNotNull()).persist()
+    try:
+        queries = (operators.groupBy("sql_execution_id")
+                   .agg(F.max("query_task_s").alias("query_task_s"), F.count(F.lit(1)).alias("probes"),
+                        F.sum("exclusive_s").alias("exclusive_s")).toPandas())
+        if queries.empty:
+            return
+        queries = queries.sort_values(["query_task_s", "sql_execution_id"], ascending=[False, True],
+                                      ignore_index=True, na_position="last")
+        queries["shown"] = queries.index < QUERIES_SHOWN
+        shown = [int(q) for q in queries.loc[queries["shown"], "sql_execution_id"]]
+        described = (app.task_table().where(F.col("sql_execution_id").isin(shown))
+                     .groupBy("sql_execution_id").agg(F.min_by("job_description", "job_id").alias("description"))
+                     .toPandas())
+        queries = queries.merge(described, on="sql_execution_id", how="left")
+        data.queries = queries
+        data.operators = operators.where(F.col("sql_execution_id").isin(shown)).toPandas()
+    finally:
+        operators.unpersist()
+
+
 # The report's sections, gathered in this order (the pipeline's trace channels come from `channels`)
-SECTIONS = [("health", _health), ("channels", _channels), ("stages", _stages), ("calibration", _calibration),
-            ("throughput", _throughput), ("pipeline", _pipeline)]
+SECTIONS = [("health", _health), ("channels", _channels), ("stages", _stages), ("queries", _queries),
+            ("calibration", _calibration), ("throughput", _throughput), ("pipeline", _pipeline)]
 
 
 def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..stages import STRAGGLER_RATIO
 from . import format as fmt
+from . import queries as queries_module
 from .data import ReportData
 
 SEVERITIES = ("error", "warning", "info")
@@ -28,6 +29,9 @@ CAUSE_SHARE = 0.10  # a part of a straggler's time (GC, shuffle fetch wait, sche
 # parts of an attempt's time in Spark's metrics (ms), as the findings name them
 TIME_CAUSES = (("jvm_gc_time_ms", "GC"), ("shuffle_fetch_wait_ms", "waiting for shuffle blocks"),
                ("scheduler_delay_ms", "scheduler delay"))
+OPERATOR_DOMINANT = 0.5  # an operator with this share of its query's task time is a warning
+OPERATOR_NAMED = 0.05  # ...and one under this share of it gets no line
+SKEW_NAMED = STRAGGLER_RATIO  # the slowest task of an operator over this x its median is named, with its partition
 HEALTH_COMPUTED_HERE = {"drops", "cut_file"}  # health kinds the findings below word themselves (and "unbounded"
 # where there are traced durations: `_unbounded` counts those, health counts records)
 
@@ -287,6 +291,36 @@ def _gaps(data: ReportData) -> list[Finding]:
                     "the span with no stage running: driver-side work or an idle cluster)", "gap")]
 
 
+def _operators(data: ReportData) -> list[Finding]:
+    """Per query shown in the Queries section: the operator with the largest share of its task time (own time),
+    and where that operator is skewed, the partition where it took longest and how its rows compare."""
+    if data.operators.empty:
+        return []
+    found = []
+    for query in data.queries[data.queries["shown"]].itertuples():
+        rows = data.operators[(data.operators["sql_execution_id"] == query.sql_execution_id)
+                              & data.operators["share"].notna()]
+        if rows.empty:
+            continue
+        top = next(rows.sort_values(["share", "probe_id"], ascending=[False, True]).itertuples())
+        share = float(top.share)
+        if share < OPERATOR_NAMED:
+            continue
+        text = (f"query (SQL execution {int(query.sql_execution_id)}): {queries_module.operator_name(top)} takes "
+                f"{fmt.percent(share)} of the query's task time ({fmt.duration(top.exclusive_s * 1e9)} of "
+                f"{fmt.duration(query.query_task_s * 1e9)})")
+        if top.tasks >= 2 and top.skew == top.skew and top.skew >= SKEW_NAMED and top.exclusive_s > 0:
+            text += (f"; {fmt.percent(top.max_exclusive_s / top.exclusive_s)} of it in partition "
+                     f"{int(top.max_partition)}")
+            ratio = queries_module.row_ratio(top)
+            if ratio and ratio[0] >= SKEW_NAMED:
+                text += f", which {ratio[1]} {queries_module.times(ratio[0])} the median rows"
+            else:
+                text += f" ({top.skew:.1f}x the median task's own time)"
+        found.append(Finding("warning" if share >= OPERATOR_DOMINANT else "info", share, text, "operator"))
+    return found
+
+
 def _nothing_stands_out(data: ReportData) -> Finding:
     stages = len(data.stages)
     attempts = int(data.stages["tasks"].sum()) if stages else data.tasks_total
@@ -295,4 +329,5 @@ def _nothing_stands_out(data: ReportData) -> Finding:
                    "lost, no dominant hop", "none")
 
 
-RULES = [_drops, _cut_files, _other_health, _stragglers, _failures, _hops, _unbounded, _bounds, _stage_time, _gaps]
+RULES = [_drops, _cut_files, _other_health, _stragglers, _failures, _hops, _operators, _unbounded, _bounds,
+         _stage_time, _gaps]

@@ -7,8 +7,10 @@ from __future__ import annotations
 import datetime as dt
 from html import escape
 
+from . import format as fmt
 from .data import ReportData
 from .findings import Finding
+from .queries import QUERIES_CAPTION, queries_notes
 from .plots import Plot
 from .tables import Table
 
@@ -40,6 +42,9 @@ th { position: sticky; top: 0; background: #fff; color: var(--muted); font-weigh
 th:first-child, td:first-child { text-align: left; }
 table.summary td:last-child { text-align: left; white-space: normal; }
 table.health td:last-child { text-align: left; white-space: normal; }
+td.tree { text-align: left; white-space: pre; }
+h3 { font-size: 14px; margin: 12px 0 2px; }
+span.bar { display: inline-block; height: 9px; margin-right: 6px; background: var(--warning); vertical-align: middle; }
 td.error { color: var(--error); font-weight: 600; } td.warning { color: var(--warning); font-weight: 600; }
 """
 
@@ -54,7 +59,10 @@ def _table(table: Table) -> str:
         for cell in row:
             value = f' data-value="{float(cell.value)!r}"' if cell.value is not None else ""
             css = f' class="{escape(cell.text)}"' if table.key == "health" and cell is row[0] else ""
-            cells.append(f"<td{value}{css}>{escape(cell.text)}</td>")
+            css = ' class="tree"' if table.key == "operators" and cell is row[0] else css
+            bar = (f'<span class="bar" style="width:{max(min(cell.bar, 1.0), 0.0) * 60:.1f}px"></span>'
+                   if cell.bar is not None else "")
+            cells.append(f"<td{value}{css}>{bar}{escape(cell.text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<div class="scroll"><table class="{table.key}">'
             + (f"<thead><tr>{head}</tr></thead>" if head else "") + "<tbody>" + "".join(body)
@@ -81,12 +89,28 @@ def _plot(plot: Plot, table: "Table | None") -> str:
     return "".join(parts)
 
 
+def queries_section(data: ReportData, queries: list) -> str:
+    """The Queries section: each query shown (tables.queries) with its operator tree, or why there is none."""
+    parts = ['<section id="queries"><h2>Queries</h2>']
+    for line in queries_notes(data):
+        parts.append(f'<p class="note">{escape(line)}</p>')
+    if queries:
+        parts.append(f'<p class="caption">{escape(QUERIES_CAPTION)}</p>')
+    for title, task_s, table in queries:
+        parts.append(f"<h3>{escape(title)} &middot; task time {escape(fmt.duration(task_s * 1e9))}</h3>")
+        parts.append(_table(table))
+    parts.append("</section>")
+    return "".join(parts)
+
+
 def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict[str, Table]) -> str:
-    """The whole page; `tables` by key: summary, stages, pipeline, health."""
+    """The whole page; `tables` by key: summary, stages, pipeline, health, and queries (tables.queries)."""
     app_id = str(data.summary.get("app_id") or "application")
     made = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     shown_with = {"stages": "stages", "pipeline": "pipeline"}  # plot key -> the table drawn under it
     nav = [("findings", "Findings"), ("summary", "Summary")] + [(p.key, p.title.split(",")[0]) for p in plots]
+    nav.insert(next((i + 1 for i, (key, _) in enumerate(nav) if key == "stages"), len(nav)), ("queries", "Queries"))
+    queries = queries_section(data, tables.get("queries") or [])
     nav.append(("health", "Health"))
     findings = "".join(f'<li class="{f.severity}" data-kind="{f.kind}">{escape(f.text)}</li>' for f in found)
     health = tables["health"]
@@ -99,7 +123,8 @@ def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict
         "<nav>" + "".join(f'<a href="#{key}">{escape(name)}</a>' for key, name in nav) + "</nav>",
         f'<section id="findings"><h2>Findings</h2><ol class="findings">{findings}</ol></section>',
         f'<section id="summary"><h2>Summary</h2><div class="halves">{_halves(tables["summary"])}</div></section>',
-        *(_plot(p, tables.get(shown_with.get(p.key, ""))) for p in plots),
+        *(_plot(p, tables.get(shown_with.get(p.key, ""))) + (queries if p.key == "stages" else "") for p in plots),
+        "" if any(p.key == "stages" for p in plots) else queries,
         '<section id="health"><h2>Health</h2>',
         _table(health) if health.rows else '<p class="note">No problem found in the logs.</p>',
         "</section></main></body></html>\n",

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from . import format as fmt
+from . import queries as queries_module
 from .data import ReportData, hops_shown
 
 
@@ -13,6 +14,7 @@ from .data import ReportData, hops_shown
 class Cell:
     text: str
     value: "float | None" = None  # the number behind the text (the page carries it as data-value)
+    bar: "float | None" = None  # a share (0 to 1) the page draws as a bar before the text
 
 
 @dataclass
@@ -119,3 +121,39 @@ def health(data: ReportData) -> Table:
     for r in rows.itertuples():
         table.rows.append([Cell(r.severity), Cell(r.kind), Cell(str(r.subject)), _n(r.count), Cell(str(r.message))])
     return table
+
+
+def _seconds(value, error=None) -> Cell:
+    text = fmt.duration(value * 1e9)
+    if error is not None and error == error and error > 0:
+        text += f" \u00b1 {fmt.duration(error * 1e9)}"
+    return Cell(text, None if value is None or value != value else float(value))
+
+
+def query_table(rows) -> Table:
+    """One query's operators as a tree (the first column indents each probe under its consumer)."""
+    table = Table("operators", ["operator", "probe", "stage", "tasks", "rows", "own time", "share of query",
+                                "with children", "skew", "slowest"])
+    for node, depth in queries_module.walk(queries_module.forest(rows)):
+        r = node.row
+        prefix = "  " * (depth - 1) + ("\u2514\u2500 " if not node.via_shuffle else "\u2514\u2550 ") if depth else ""
+        share = None if r.share != r.share else float(r.share)
+        table.rows.append([
+            Cell(prefix + str(r.operator)), Cell(str(int(r.probe_id)), float(r.probe_id)),
+            Cell("-" if r.stage_id != r.stage_id else str(int(r.stage_id))), _n(r.tasks), _n(r.rows),
+            _seconds(r.exclusive_s, r.exclusive_err_s), Cell(fmt.percent(share), share, bar=share),
+            _seconds(r.inclusive_s, r.inclusive_err_s),
+            Cell("-" if r.skew != r.skew or r.tasks < 2 else f"{r.skew:.1f}x", None if r.skew != r.skew else r.skew),
+            Cell(queries_module.slowest_partition(r))])
+    return table
+
+
+def queries(data: ReportData) -> list:
+    """(title, the query's task time, Table) per query shown, the most task time first."""
+    if data.queries.empty:
+        return []
+    out = []
+    for query in data.queries[data.queries["shown"]].itertuples():
+        rows = data.operators[data.operators["sql_execution_id"] == query.sql_execution_id]
+        out.append((queries_module.query_title(query), float(query.query_task_s), query_table(rows)))
+    return out

@@ -5,11 +5,14 @@ import shutil
 import textwrap
 
 from ...console import print_table
+from . import format as fmt
 from .findings import Finding
+from .queries import queries_notes
 from .tables import Table
 
 MARKS = {"error": "!!", "warning": " !", "info": " -"}
 STAGE_ROWS = 20  # the terminal shows this many stages; the page has them all
+OPERATOR_ROWS = 25  # ...and this many operators of each query shown
 
 
 def _print(table: Table, limit: "int | None" = None) -> None:
@@ -20,7 +23,7 @@ def _print(table: Table, limit: "int | None" = None) -> None:
         print(f"({len(table.rows) - limit} more in the HTML report)")
 
 
-def print_summary(found: list[Finding], tables: dict[str, Table]) -> None:
+def print_summary(found: list[Finding], tables: dict[str, Table], data=None) -> None:
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
     print("Findings")
     for f in found:
@@ -30,3 +33,14 @@ def print_summary(found: list[Finding], tables: dict[str, Table]) -> None:
         if tables[key].rows:
             print(f"\n{title}")
             _print(tables[key], limit)
+        if key == "stages" and data is not None:
+            _print_queries(tables.get("queries") or [], queries_notes(data), width)
+
+
+def _print_queries(queries: list, notes: list[str], width: int) -> None:
+    print("\nQueries")
+    for line in notes:
+        print(textwrap.fill(line, width))
+    for title, task_s, table in queries:
+        print(f"{title} (task time {fmt.duration(task_s * 1e9)})")
+        _print(table, OPERATOR_ROWS)
