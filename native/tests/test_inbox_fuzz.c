@@ -133,6 +133,9 @@ static void hostile(const char *inbox, int out) {
         bad_head(head);
         t.bad++;
     }
+    /* the owner attaches (copies and checks the header) before it takes the first block: until then the header
+     * stays as the open wrote it, else the owner would refuse the file as garbage and never take its records */
+    if (r == 0) wait_taken(h, published);
     if (rnd() % 16 == 0) { /* the header's names and numbers, which the owner copied when it attached */
       fill_random(h->text, sizeof h->text);
       fill_random(&h->writer_pid, sizeof h->writer_pid);
