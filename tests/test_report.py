@@ -121,6 +121,9 @@ def test_sections_without_data_say_so_in_one_line(tmp_path):
         "densities": "No trace channels (cp_trace in SQL, cps.trace in Python): no pipeline to measure.",
         "calibration": "One TSC domain (laptop-boot): every duration is measured on one clock, nothing to calibrate.",
         "health": "No problem found in the logs.",
+        "queries": "Operator timing was off: run with spark.cloudprofiler.operators=true (or spark.conf.set(&quot;"
+                   "spark.cloudprofiler.operators&quot;, &quot;true&quot;) before the queries) to time every SQL "
+                   "operator.",
     }
     assert page.count('<figure class="plot"') == 3  # timeline, stages, throughput
 
@@ -136,8 +139,8 @@ def test_the_page_loads_offline_with_every_figure_drawn(tmp_path):
                                                   "calibration"]
     for figure in loaded.figures:
         assert figure["marks"] >= 3 and figure["width"] > 800 and figure["height"] > 150, figure
-    assert loaded.sections == ["findings", "summary", "timeline", "stages", "pipeline", "densities", "throughput",
-                               "calibration", "health"]
+    assert loaded.sections == ["findings", "summary", "timeline", "stages", "queries", "pipeline", "densities",
+                               "throughput", "calibration", "health"]
     assert loaded.text.index("join -> sink adds 71%") < loaded.text.index("application\tapp-20261123101500-0001")
     _assert_not_blank(loaded.screenshot)
 

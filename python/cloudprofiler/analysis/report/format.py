@@ -12,6 +12,7 @@ def duration(ns) -> str:
         return "-"
     if math.isinf(ns):
         return "unbounded"
+    ns = float(f"{ns:.3g}")  # rounded first, so that 999.7 us reads "1 ms", not "1e+03 us"
     for scale, unit in _UNITS:
         if abs(ns) >= scale or unit == "ns":
             value = ns / scale
