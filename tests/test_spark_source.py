@@ -321,7 +321,7 @@ def capped(events, trace=False):
 def test_search_finds_the_capacity_of_a_pipeline(spark):
     trial = generator_trial(spark, Pipeline(capped, "ysb", "append"), GeneratorConfig(emitters=1, timeout_s=30),
                             duration_s=5, warmup_s=2)
-    result = search(trial, start=CAPACITY / 4, tolerance=0.2)
+    result = search(trial, start=CAPACITY / 2, tolerance=0.2)  # one doubling past it, then bisection
     assert any(not s.sustainable and s.rate >= CAPACITY for s in result.steps)
     assert 0.6 * CAPACITY <= result.max_sustainable_tps <= CAPACITY
 
