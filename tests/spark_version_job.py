@@ -2,11 +2,13 @@
 `python spark_version_job.py <log dir> [plugin jar]`. Prints one JSON line of what it saw.
 
 One local[2] session runs a job of 4 tasks whose ids pass a SQL trace point (`cp_trace`) and a Python one
-(`cps.trace`); after it stops, the analysis reads the application's folder. With a plugin jar named, that jar is
-used instead of the one the helper picks (a jar built for the other Scala: the job must run all the same)."""
+(`cps.trace`), and a query runs with its operators untimed and timed (spark.cloudprofiler.operators); after it
+stops, the analysis reads the application's folder. With a plugin jar named, that jar is used instead of the one the
+helper picks (a jar built for the other Scala: the job must run all the same)."""
 import json
 import sys
 
+import pyarrow.ipc as ipc
 import pyspark
 from pyspark.sql import SparkSession
 
@@ -14,6 +16,11 @@ import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
 
 ROWS = 2000
+
+
+def pq_table(path: str) -> list:
+    with ipc.open_file(path) as reader:
+        return reader.read_all().to_pylist()
 
 
 def main(log_dir: str, jar: "str | None") -> dict:
@@ -27,10 +34,19 @@ def main(log_dir: str, jar: "str | None") -> dict:
     app_id = spark.sparkContext.applicationId
     traced = spark.sql(f"select cp_trace('sql.ids', id) as id from range(0, {ROWS}, 1, 4)")
     ids = cps.trace(traced, "python.ids", "id").agg({"id": "sum"}).collect()[0][0]
+    query = f"select id % 5 k, count(*) c from range(0, {ROWS}, 1, 4) where id % 4 = 0 group by 1 order by 1"
+    plain = [tuple(r) for r in spark.sql(query).collect()]
+    spark.conf.set("spark.cloudprofiler.operators", "true")
+    timed = [tuple(r) for r in spark.sql(query).collect()]
     spark.stop()
-    result = {"pyspark": pyspark.__version__, "jar": used_jar, "sum": ids, "app_id": app_id}
+    result = {"pyspark": pyspark.__version__, "jar": used_jar, "sum": ids, "app_id": app_id,
+              "operators_same_rows": plain == timed}
     if jar:
         return result
+    nodes = pq_table(f"{log_dir}/{app_id}/spark-operator-nodes.arrows")
+    filters = {n["probe_id"] for n in nodes if n["operator"] == "Filter"}
+    result["filter_rows"] = sum(r["rows"] for r in pq_table(f"{log_dir}/{app_id}/spark-operators.arrows")
+                                if r["probe_id"] in filters)
     app = open_application(f"{log_dir}/{app_id}")
     tasks = app.tasks()
     result["tasks"] = tasks.count()

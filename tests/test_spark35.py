@@ -1,6 +1,6 @@
 """Spark 3.5 (Scala 2.12): the package picks the plugin jar built for it, and per-task logs, `cp_trace`, the Python
-trace point and the analysis work there; with the jar built for Spark 4 (Scala 2.13) instead, the parts that fail to
-link step aside with one log line each and the job still runs to its result.
+trace point, operator timing and the analysis work there; with the jar built for Spark 4 (Scala 2.13) instead, the
+parts that fail to link step aside with one log line each and the job still runs to its result.
 
 Runs in the pyspark 3.5 environment that `make build` keeps in build/pyspark-3.5 (tests/spark_version_job.py, one
 local[2] session and the analysis per run)."""
@@ -38,6 +38,8 @@ def test_on_spark_3_5_tasks_trace_points_and_the_analysis_work(tmp_path):
     assert seen["records"]["spark.task.start"] == seen["records"]["spark.task.end"] == seen["tasks"], seen
     assert seen["records"]["sql.ids"] == seen["records"]["python.ids"] == ROWS, seen
     assert seen["latency"]["count"] == ROWS and seen["latency"]["p50_ns"] > 0, seen
+    # operator timing: the same rows, and the filter's rows counted in its probe
+    assert seen["operators_same_rows"] and seen["filter_rows"] == ROWS // 4, seen
 
 
 def test_with_the_spark_4_jar_on_spark_3_5_the_failing_parts_step_aside_and_the_job_runs(tmp_path):
@@ -45,6 +47,7 @@ def test_with_the_spark_4_jar_on_spark_3_5_the_failing_parts_step_aside_and_the_
     seen, log = run_job(tmp_path, wrong)
     assert seen["jar"] == wrong
     assert seen["sum"] == ROWS * (ROWS - 1) // 2  # cp_trace returned the ids, untraced
+    assert seen["operators_same_rows"], seen
     disabled = [line for line in log.splitlines() if "is disabled, the application runs on without it" in line]
     assert any("the task table" in line and "NoSuchMethodError" in line for line in disabled), log[-4000:]
     assert any("the SQL function cp_trace" in line and "NoSuchMethodError" in line for line in disabled), log[-4000:]

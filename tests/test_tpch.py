@@ -1,6 +1,7 @@
 """TPC-H from the real generator (tpchgen-cli) at a small scale factor: the eight tables in the specification's
 proportions, a complete folder reused and an incomplete one replaced, and the 22 queries run on Spark (one session
-for the module) with the results the specification's queries have at that scale."""
+for the module) with the results the specification's queries have at that scale, and the same results with every
+operator timed (spark.cloudprofiler.operators)."""
 import datetime
 import os
 import time
@@ -48,7 +49,9 @@ def test_unknown_queries_and_scales_are_refused(tmp_path):
 def spark(tpch_root, tmp_path_factory):
     session = (cps.builder(log_dir=str(tmp_path_factory.mktemp("tpch-logs"))).master("local[2]")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+               .config("spark.sql.shuffle.partitions", "2")
+               # a pipeline whose generated code (with operator probes) fails to compile fails the query
+               .config("spark.sql.codegen.fallback", "false").getOrCreate())
     tpch.register(session, tpch.scale_folder(tpch_root, TPCH_SCALE))
     yield session
     session.stop()
@@ -70,3 +73,12 @@ def test_the_22_queries_run_and_return_what_the_specification_s_queries_return_a
     # the row-count clauses: Q10 keeps its first 20 of more, Q3 its first 10
     assert len(results["q10"]) == 20 and len(results["q03"]) == 10
     assert os.path.basename(tpch.generator_program()) == "tpchgen-cli"
+    spark.conf.set("spark.cloudprofiler.operators", "true")
+    try:
+        frames = {name: spark.sql(tpch.query(name)) for name in tpch.QUERIES}
+        timed = {name: frame.collect() for name, frame in frames.items()}
+        plan = frames["q05"]._jdf.queryExecution().executedPlan().toString()  # adaptive: the final plan, once run
+    finally:
+        spark.conf.unset("spark.cloudprofiler.operators")
+    assert {name for name in results if timed[name] != results[name]} == set()
+    assert "CloudprofilerProbe" in plan
