@@ -31,11 +31,14 @@ def add_arguments(parser) -> None:
                         help="spark-submit runs of the one-job application with and without the plugin, alternating")
     parser.add_argument("--workers", type=lambda text: [int(w) for w in text.split(",")], default=[2, 8],
                         help="Python workers (local[n]) of the python trace paths' comparison, comma-separated")
-    parser.add_argument("--quick", action="store_true", help="small sizes: a check that everything runs")
+    parser.add_argument("--warmups", type=int, default=2,
+                        help="rounds of each side before the timed ones of a case in one application (the JIT "
+                             "compiles a query's generated code over its first runs); at least 1")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and one warm-up round: a check that everything runs and logs as it must")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-WARMUPS = 2  # rounds of each side before the timed ones of a case in one application
 SIDES = {False: "without", True: "with"}
 BENCH_JAR = "cloudprofiler-bench.jar"  # the JNI benchmark, built beside the plugin jar (jvm-plugin/src/bench)
 
@@ -168,10 +171,10 @@ def task_overhead(tasks: int, repeats: int, log_dir: str) -> dict:
     return {**row, "log_problems": problems}
 
 
-def _alternating(name: str, plain, traced, repeats: int, count: int, unit: str) -> dict:
-    """`plain` and `traced` run alternately, after two warm-up rounds (the JIT compiles a query's generated code
-    over its first runs)."""
-    for _ in range(WARMUPS):
+def _alternating(name: str, plain, traced, repeats: int, warmups: int, count: int, unit: str) -> dict:
+    """`plain` and `traced` run alternately, after `warmups` rounds of both (the JIT compiles a query's generated
+    code over its first runs)."""
+    for _ in range(warmups):
         plain(), traced()
     off, on = [], []
     for _ in range(repeats):
@@ -193,7 +196,7 @@ def _compared(name: str, off: list[float], on: list[float], count: int, unit: st
 TASK_SWITCH_GROUPS = {False: "cloudprofiler-bench-task-logging-off", True: "cloudprofiler-bench-task-logging-on"}
 
 
-def task_switch_overhead(spark, tasks: int, repeats: int) -> dict:
+def task_switch_overhead(spark, tasks: int, repeats: int, warmups: int) -> dict:
     """The same job with task logging switched off and on per job (the local property), in one application: the
     cost of the records alone, without the noise of comparing two JVMs. Each side's jobs run in a job group of
     their own (`TASK_SWITCH_GROUPS`), so that the task table tells which tasks must have records."""
@@ -207,13 +210,13 @@ def task_switch_overhead(spark, tasks: int, repeats: int) -> dict:
         return run
 
     out = _alternating(f"per-task logging switched on per job, {tasks} tasks", job(False), job(True), repeats,
-                       tasks, "task")
+                       warmups, tasks, "task")
     for key in ("spark.cloudprofiler.task.enabled", "spark.jobGroup.id"):
         sc.setLocalProperty(key, None)
     return out
 
 
-def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
+def trace_overheads(spark, rows: int, repeats: int, warmups: int) -> list[dict]:
     """SQL and Python trace points against the same query without them, alternating in one application; the
     YSB query is the streaming benchmark's own pipeline (`cloudprofiler.harness.pipelines.ysb`) run as a batch.
     Each row names, as `channels`, the (least, most) records one traced run logs per channel."""
@@ -252,7 +255,7 @@ def trace_overheads(spark, rows: int, repeats: int) -> list[dict]:
         "python trace point": (lambda: df.mapInArrow(lambda batches: batches, df.schema).count(),
                                lambda: cps.trace(df, "bench-py", "id").count(), {"bench-py": every}),
     }
-    return [{**_alternating(f"{name}, {rows} rows", plain, traced, repeats, rows, "row"), "channels": channels}
+    return [{**_alternating(f"{name}, {rows} rows", plain, traced, repeats, warmups, rows, "row"), "channels": channels}
             for name, (plain, traced, channels) in cases.items()]
 
 
@@ -274,7 +277,10 @@ def check_session_logs(app: Path, task_switch: dict, traces: list[dict], runs: i
 
 def run(args) -> int:
     if args.quick:
-        args.jni_iterations, args.tasks, args.rows, args.repeats, args.app_runs = 1_000_000, 500, 200_000, 1, 1
+        args.jni_iterations, args.tasks, args.rows, args.repeats, args.app_runs, args.warmups = (
+            1_000_000, 100, 50_000, 1, 1, 1)
+    if args.warmups < 1:  # the Python workers' state is measured after the warm-up rounds started them
+        raise SystemExit(f"--warmups {args.warmups}: expected at least 1")
     rows = jni_rows(args.jni_iterations)
     from ... import spark as cps
 
@@ -282,14 +288,14 @@ def run(args) -> int:
         application = application_overhead(args.app_runs, log_dir)
         overheads = [task_overhead(args.tasks, args.repeats, log_dir)]
         spark = _session(True, os.path.join(log_dir, "session"))
-        task_switch = task_switch_overhead(spark, args.tasks, args.repeats)
-        traces = trace_overheads(spark, args.rows, args.repeats)
+        task_switch = task_switch_overhead(spark, args.tasks, args.repeats, args.warmups)
+        traces = trace_overheads(spark, args.rows, args.repeats, args.warmups)
         spark.stop()
-        check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, WARMUPS + args.repeats)
+        check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, args.warmups + args.repeats)
         overheads += [task_switch, *traces]
         workers = [row for n in args.workers for row in python_workers.compare(
             _session(True, os.path.join(log_dir, f"workers-{n}"), f"local[{n}]"), n, args.rows, args.repeats,
-            WARMUPS)]
+            args.warmups)]
     problems = [p for row in [application, *overheads, *workers] for p in row["log_problems"]]
     for row in [application, *overheads, *workers]:
         row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
