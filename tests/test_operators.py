@@ -95,16 +95,22 @@ def filtered(spark):
     finally:
         session.conf.unset(OPERATORS)
     app_id = session.sparkContext.applicationId
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 60
+    while True:  # until the tables published hold the query's four scan tasks (earlier queries' probes are there too)
         try:
             nodes, tasks = read_tables(logs, app_id)
-            if any(n["operator"] == "Filter" for n in nodes) and tasks:
-                break
         except (FileNotFoundError, OSError):
-            pass
+            nodes, tasks = [], []
+        scan = [n for n in nodes if n["operator"] == "Range" and "400000" in n["description"]]
+        if scan:
+            query = [n for n in nodes if n["sql_execution_id"] == scan[0]["sql_execution_id"]]
+            probes = {n["probe_id"] for n in query}
+            ran = [t for t in tasks if t["probe_id"] in probes]
+            filters = {scan[0]["probe_id"], scan[0]["parent_probe_id"]}
+            if len({(t["task_attempt_id"], t["probe_id"]) for t in ran if t["probe_id"] in filters}) == 8:
+                return total, query, ran
+        assert time.monotonic() < deadline, f"the query's operator rows were not published: {nodes} {tasks}"
         time.sleep(0.5)
-    return total, nodes, tasks
 
 
 def test_every_probe_counts_its_operators_rows_exactly(filtered):
