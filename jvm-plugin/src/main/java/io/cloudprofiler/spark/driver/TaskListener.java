@@ -15,8 +15,6 @@ import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.scheduler.TaskInfo;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * Spark's view of every task attempt (job, stage, partition, executor, host, status, times; its
@@ -26,7 +24,6 @@ import org.slf4j.LoggerFactory;
  * the driver's memory.
  */
 public class TaskListener extends SparkListener {
-  private static final Logger LOG = LoggerFactory.getLogger(TaskListener.class);
   static final int BATCH_ROWS = 4096;
   static final List<String> COLUMNS =
       List.of(
@@ -133,14 +130,7 @@ public class TaskListener extends SparkListener {
   }
 
   private void spoolBatch() {
-    try {
-      spool.append(batch);
-    } catch (Exception e) {
-      LOG.warn(
-          "cloudprofiler: the task table lost " + batch.size() + " rows (its local spool failed)",
-          e);
-    }
-    batch.clear();
+    spool.appendAndClear(batch, "task table");
   }
 
   /**

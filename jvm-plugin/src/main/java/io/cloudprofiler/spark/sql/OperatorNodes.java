@@ -10,8 +10,6 @@ import java.util.function.Supplier;
 import org.apache.spark.scheduler.AccumulableInfo;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.execution.SparkPlan;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The driver's two tables of operator timing: {@value #NODES_TABLE}, a row per probe placed in a
@@ -23,7 +21,6 @@ import org.slf4j.LoggerFactory;
  * probes.
  */
 public final class OperatorNodes {
-  private static final Logger LOG = LoggerFactory.getLogger(OperatorNodes.class);
   static final String NODES_TABLE = "spark-operator-nodes.arrows";
   static final String TASKS_TABLE = "spark-operators.arrows";
   static final long NO_PROBE = -1;
@@ -101,7 +98,7 @@ public final class OperatorNodes {
     slots.put(metrics.ticks.id(), new Slot(probe, 1));
     slots.put(metrics.ticksError.id(), new Slot(probe, 2));
     slots.put(metrics.gaps.id(), new Slot(probe, 3));
-    if (nodes.size() >= BATCH_ROWS) spool(nodeSpool, nodes, "node");
+    if (nodes.size() >= BATCH_ROWS) nodeSpool.appendAndClear(nodes, "operator node table");
   }
 
   /** The probes' values of one task attempt, from its end event, into the current tables. */
@@ -114,6 +111,7 @@ public final class OperatorNodes {
   }
 
   private synchronized void add(SparkListenerTaskEnd event) {
+    if (slots.isEmpty()) return; // no query of this application was instrumented
     Map<Long, Object[]> rows = new HashMap<>();
     scala.collection.Iterator<AccumulableInfo> it = event.taskInfo().accumulables().iterator();
     while (it.hasNext()) {
@@ -126,27 +124,14 @@ public final class OperatorNodes {
       row[2 + slot.value()] = ((Number) info.update().get()).longValue();
     }
     tasks.addAll(rows.values());
-    if (tasks.size() >= BATCH_ROWS) spool(taskSpool, tasks, "task");
-  }
-
-  private static void spool(ArrowSpool spool, List<Object[]> rows, String what) {
-    try {
-      spool.append(rows);
-    } catch (Exception e) {
-      LOG.warn(
-          "cloudprofiler: the operator {} table lost {} rows (its local spool failed)",
-          what,
-          rows.size(),
-          e);
-    }
-    rows.clear();
+    if (tasks.size() >= BATCH_ROWS) taskSpool.appendAndClear(tasks, "operator table");
   }
 
   /** Publishes both tables into the application's folder, if they have rows. */
   public void publish(String appFolder) throws Exception {
     synchronized (this) {
-      spool(nodeSpool, nodes, "node");
-      spool(taskSpool, tasks, "task");
+      nodeSpool.appendAndClear(nodes, "operator node table");
+      taskSpool.appendAndClear(tasks, "operator table");
     }
     nodeSpool.copyTo(appFolder + "/" + NODES_TABLE);
     taskSpool.copyTo(appFolder + "/" + TASKS_TABLE);
@@ -154,8 +139,8 @@ public final class OperatorNodes {
 
   /** Writes both tables a last time. */
   public synchronized void finish(String appFolder) throws Exception {
-    spool(nodeSpool, nodes, "node");
-    spool(taskSpool, tasks, "task");
+    nodeSpool.appendAndClear(nodes, "operator node table");
+    taskSpool.appendAndClear(tasks, "operator table");
     nodeSpool.finish(appFolder + "/" + NODES_TABLE);
     taskSpool.finish(appFolder + "/" + TASKS_TABLE);
   }

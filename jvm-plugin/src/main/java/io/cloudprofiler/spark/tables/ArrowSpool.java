@@ -14,6 +14,8 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.function.Supplier;
 import org.apache.spark.SparkEnv;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A table that grows for as long as the application runs (every task attempt, every calibration
@@ -25,6 +27,7 @@ import org.apache.spark.SparkEnv;
  * last time and removes the local file. Rows are as in {@link ArrowIpc}.
  */
 public final class ArrowSpool {
+  private static final Logger LOG = LoggerFactory.getLogger(ArrowSpool.class);
   private final String prefix;
   private final List<String> names;
   private final Supplier<Map<String, String>> metadata;
@@ -86,6 +89,20 @@ public final class ArrowSpool {
     blocks.add(new long[] {ArrowIpc.MAGIC.length + length, batch[0].length, batch[1].length});
     length += batch[0].length + batch[1].length;
     unpublished = true;
+  }
+
+  /**
+   * Appends {@code rows} and empties the list, for a table that takes rows as they come: rows the
+   * local spool cannot take are lost, said in one log line naming {@code table}.
+   */
+  public void appendAndClear(List<Object[]> rows, String table) {
+    try {
+      append(rows);
+    } catch (Exception e) {
+      LOG.warn(
+          "cloudprofiler: the {} lost {} rows (its local spool failed)", table, rows.size(), e);
+    }
+    rows.clear();
   }
 
   /**
