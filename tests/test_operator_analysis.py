@@ -81,7 +81,12 @@ def test_a_filter_keeps_a_quarter_of_the_ranges_rows_exactly(operators):
     # times add up: the filter's own time is its inclusive less the range's, errors in quadrature
     assert filter_["inclusive_s"] >= 0 and filter_["exclusive_s"] <= filter_["inclusive_s"]
     assert filter_["exclusive_err_s"] >= range_["inclusive_err_s"] - 1e-12
-    assert 0 < filter_["query_task_s"] and ops["share"].sum() <= 1.05
+    # no operator takes more than the query's task time (a probe's estimate is bounded by its pipeline's span,
+    # which a stall in a sampled gap would else exceed on a loaded host), and the shares add up to at most all of
+    # it within their stated errors (ms-rounded run times: 5% slack)
+    assert 0 < filter_["query_task_s"] and (ops["share"] <= 1.05).all(), ops[["operator", "share"]]
+    stated = 2 * (ops["exclusive_err_s"] ** 2).sum() ** 0.5 / filter_["query_task_s"]
+    assert ops["share"].sum() <= 1.05 + stated, ops[["operator", "share", "exclusive_err_s"]]
 
 
 def test_the_sleeping_udf_is_the_largest_share_and_its_own_time_is_the_sleep(operators):

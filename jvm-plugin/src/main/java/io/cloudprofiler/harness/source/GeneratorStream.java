@@ -25,6 +25,13 @@ final class GeneratorStream implements MicroBatchStream, SupportsAdmissionContro
   private final Map<String, EmitterClient> clients = new LinkedHashMap<>();
   private final Map<String, Long> bucketTuples = new LinkedHashMap<>();
 
+  /**
+   * Per emitter, the offset after its end-of-period pill, once it said so: an emitter stops once
+   * its pill was fetched, so a batch planned after that must not ask it again (a query whose
+   * emitters end in different batches would else wait for the gone one until the timeout and fail).
+   */
+  private final Map<String, Long> finalOffsets = new LinkedHashMap<>();
+
   GeneratorStream(SourceOptions options, byte[] payloadSchema) {
     this.options = options;
     this.payloadSchema = payloadSchema;
@@ -58,7 +65,13 @@ final class GeneratorStream implements MicroBatchStream, SupportsAdmissionContro
   public Offset latestOffset(Offset start, ReadLimit limit) {
     Map<String, Long> end = new LinkedHashMap<>();
     for (String e : options.endpoints) {
+      Long last = finalOffsets.get(e);
+      if (start != null && last != null && ((EmitterOffsets) start).of(e) >= last) {
+        end.put(e, last);
+        continue;
+      }
       var state = client(e).latest();
+      if (state.path("final").isIntegralNumber()) finalOffsets.put(e, state.path("final").asLong());
       long latest = state.path("latest").asLong();
       bucketTuples.put(e, state.path("bucket_tuples").asLong());
       if (start != null && limit instanceof ReadMaxRows rows) {
@@ -101,8 +114,12 @@ final class GeneratorStream implements MicroBatchStream, SupportsAdmissionContro
 
   @Override
   public void commit(Offset end) {
-    for (var entry : ((EmitterOffsets) end).offsets.entrySet())
+    for (var entry : ((EmitterOffsets) end).offsets.entrySet()) {
+      // the pill's own batch holds no data: its commit frees nothing, and its emitter may be gone
+      Long last = finalOffsets.get(entry.getKey());
+      if (last != null && entry.getValue() >= last) continue;
       client(entry.getKey()).commit(entry.getValue());
+    }
   }
 
   @Override
