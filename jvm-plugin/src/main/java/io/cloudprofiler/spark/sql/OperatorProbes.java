@@ -88,7 +88,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             ? node.withNewChildren(ScalaLists.of(instrumented.toArray(new SparkPlan[0])))
             : node;
     if (!probed) return rebuilt;
-    ProbeMetrics metrics = new ProbeMetrics(session.sparkContext());
+    ProbeMetrics metrics = new ProbeMetrics(session.sparkContext(), id);
     OperatorNodes.register(id, parentProbe, node, metrics);
     return new OperatorProbe(rebuilt, id, node.nodeName(), metrics);
   }

@@ -48,11 +48,11 @@ public final class ProbeCounters implements TaskCompletionListener {
   private long sampledGaps;
   private double sampledSquares;
 
-  public ProbeCounters(PipelineClock clock, ProbeMetrics metrics, long probe) {
+  public ProbeCounters(PipelineClock clock, ProbeMetrics metrics) {
     this.clock = clock;
     this.metrics = metrics;
     TaskContext task = TaskContext.get();
-    random = (probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
+    random = (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
     if (task != null) task.addTaskCompletionListener(this);
     if (clock.timed) {
       open = true; // the first gap starts with the pipeline

@@ -16,13 +16,19 @@ import org.apache.spark.sql.execution.metric.SQLMetrics;
 public final class ProbeMetrics implements Serializable {
   private static final long serialVersionUID = 1L;
 
+  /**
+   * The probe's id; here rather than in the generated code, so that runs of the same plan share it.
+   */
+  final long probe;
+
   final SQLMetric rows;
   final SQLMetric time;
   final SQLMetric ticks;
   final SQLMetric ticksError;
   final SQLMetric gaps;
 
-  ProbeMetrics(SparkContext sc) {
+  ProbeMetrics(SparkContext sc, long probe) {
+    this.probe = probe;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");
     time =
         SQLMetrics.createNanoTimingMetric(
