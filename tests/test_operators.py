@@ -169,3 +169,53 @@ def test_ticks_read_as_seconds_by_the_tsc_frequency(filtered):
     hz = cp.tsc_frequency().hz
     # 400,000 rows through four operators in well under a minute, and more than nothing
     assert all(0 <= t["ticks"] / hz < 60 for t in tasks) and any(t["ticks"] > 0 for t in tasks)
+
+
+def plan_nodes(node):
+    """Every node of an executed plan, adaptive execution's final plan and its stages' plans included."""
+    yield node
+    if node.nodeName() == "AdaptiveSparkPlan":
+        yield from plan_nodes(node.executedPlan())
+        return
+    if node.nodeName().endswith("QueryStage"):
+        yield from plan_nodes(node.plan())
+        return
+    seq = node.children()
+    for i in range(seq.size()):
+        yield from plan_nodes(seq.apply(i))
+
+
+def metric(node, name):
+    found = node.metrics().get(name)
+    return found.get().value() if found.isDefined() else None
+
+
+def test_probes_agree_with_spark_s_own_sql_metrics(spark):
+    # Spark's figures, which nobody here computed: each probed operator's numOutputRows equals the probe's rows; a
+    # pipeline ending in a hash aggregation holds its probe's time between Spark's two clocks around it: at least
+    # the aggregation's build ("time in aggregation build", which leaves out making its hash maps), at most the
+    # pipeline's duration (from its iterator's creation to its end); Spark floors each task's ms, 4 tasks here
+    session, _ = spark
+    session.conf.set(OPERATORS, "true")
+    try:
+        df = session.sql("select id % 5 k, sum(id * 3) s from range(0, 4000000, 1, 4) where id % 3 != 0 group by 1")
+        assert len(df.collect()) == 5
+        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
+    finally:
+        session.conf.unset(OPERATORS)
+    compared = set()
+    for probe in (n for n in nodes if n.nodeName() == "CloudprofilerProbe"):
+        child = probe.children().apply(0)
+        rows = metric(child, "numOutputRows")
+        if rows is not None:
+            assert metric(probe, "cpRows") == rows, child.nodeName()
+            compared.add(child.nodeName())
+    for pipeline in (n for n in nodes if n.nodeName().startswith("WholeStageCodegen")):
+        probe = pipeline.children().apply(0)
+        aggregate = probe.children().apply(0)
+        if probe.nodeName() == "CloudprofilerProbe" and metric(aggregate, "numOutputRows") == 20:  # the partial one
+            timed_ms = metric(probe, "cpTime") / 1e6
+            build_ms, pipeline_ms = metric(aggregate, "aggTime"), metric(pipeline, "pipelineTime")
+            assert build_ms <= timed_ms + 1 <= pipeline_ms + 4 + 1, (build_ms, timed_ms, pipeline_ms)
+            compared.add("pipeline")
+    assert {"Range", "Filter", "HashAggregate", "pipeline"} <= compared, compared
