@@ -78,6 +78,17 @@ def test_a_query_run_again_with_its_operators_timed_compiles_nothing(spark):
     assert again == first and compiled.getCount() == before
 
 
+def test_without_whole_stage_code_generation_no_probe_is_placed(spark):
+    session, _ = spark
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
+    try:
+        plain, _ = run(session, QUERIES["aggregate"], False)
+        timed, plan = run(session, QUERIES["aggregate"], True)
+    finally:
+        session.conf.unset("spark.sql.codegen.wholeStage")
+    assert timed == plain and "CloudprofilerProbe" not in plan
+
+
 def test_a_python_udf_returns_the_same_rows_and_is_timed_where_its_rows_are_read(spark):
     session, _ = spark
     double = F.udf(lambda v: v * 2, "long")

@@ -4,6 +4,7 @@ import io.cloudprofiler.spark.Config;
 import io.cloudprofiler.spark.Guard;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.physical.BroadcastPartitioning;
@@ -14,6 +15,8 @@ import org.apache.spark.sql.execution.LocalTableScanExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.ObjectType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * With {@code spark.cloudprofiler.operators} true in the session, places an {@link OperatorProbe}
@@ -26,11 +29,14 @@ import org.apache.spark.sql.types.ObjectType;
  *
  * <p>Left alone: the build side of a broadcast (its consumer needs the broadcast itself), columnar
  * operators, operators of typed Dataset objects (code generation keeps them out of pipelines), a
- * local table scan alone, and plans already instrumented.
+ * local table scan alone, and plans already instrumented. With whole-stage code generation off
+ * nothing is instrumented (the probes measure inside pipelines only), which the log says once.
  */
 public final class OperatorProbes extends Rule<SparkPlan> {
   private static final Guard GUARD = new Guard("operator timing (" + Config.OPERATORS.name + ")");
   private static final AtomicLong NEXT_ID = new AtomicLong();
+  private static final Logger LOG = LoggerFactory.getLogger(OperatorProbes.class);
+  private static final AtomicBoolean WITHOUT_CODEGEN_SAID = new AtomicBoolean();
 
   private final SparkSession session;
 
@@ -63,6 +69,16 @@ public final class OperatorProbes extends Rule<SparkPlan> {
   @Override
   public SparkPlan apply(SparkPlan plan) {
     if (GUARD.disabled() || !enabled()) return plan;
+    if (!SQLConf.get().wholeStageEnabled()) {
+      // the probes measure inside generated pipelines only: without them they would add nodes and
+      // metrics and measure nothing
+      if (!WITHOUT_CODEGEN_SAID.getAndSet(true))
+        LOG.warn(
+            "cloudprofiler: {} is on but spark.sql.codegen.wholeStage is false: queries run"
+                + " without operator timing",
+            Config.OPERATORS.name);
+      return plan;
+    }
     try {
       return instrument(plan, null, OperatorNodes.NO_PROBE);
     } catch (Throwable e) {
