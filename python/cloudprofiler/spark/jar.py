@@ -6,6 +6,7 @@ import functools
 import importlib.util
 import json
 import os
+import pwd
 import re
 import tempfile
 import zipfile
@@ -60,9 +61,11 @@ def options() -> dict[str, str]:
 
 
 def default(key: str) -> str:
-    """The plugin's default of an option, with this process's temporary folder where it says <tmp>."""
+    """The plugin's default of an option, with this process's temporary folder where it says <tmp> and its user's
+    name where it says <user> (the JVM's user.name: the name of the process's real user id)."""
     (value,) = [o["default"] for o in option_table()["options"] if o["key"] == key]
-    return value.replace(option_table()["tmp"], tempfile.gettempdir())
+    table = option_table()
+    return value.replace(table["tmp"], tempfile.gettempdir()).replace(table["user"], pwd.getpwuid(os.getuid()).pw_name)
 
 
 def channel_key(channel: str, what: str) -> str:

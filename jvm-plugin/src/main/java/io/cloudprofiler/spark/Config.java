@@ -28,7 +28,7 @@ public final class Config {
 
     /**
      * As the README shows it: {@code <tmp>} stands for the temporary folder of the process that
-     * reads it.
+     * reads it, {@code <user>} for the name of the user it runs as.
      */
     public final String defaultValue;
 
@@ -76,7 +76,11 @@ public final class Config {
 
     /** The value in effect: the configured one, else the default. */
     public String text(SparkConf conf) {
-      return conf.get(name, defaultValue.replace(TMP, System.getProperty("java.io.tmpdir"))).trim();
+      String fallback =
+          defaultValue
+              .replace(TMP, System.getProperty("java.io.tmpdir"))
+              .replace(USER, System.getProperty("user.name"));
+      return conf.get(name, fallback).trim();
     }
 
     public T read(SparkConf conf) {
@@ -94,6 +98,9 @@ public final class Config {
 
   /** In a default: the temporary folder of the process that reads it. */
   static final String TMP = "<tmp>";
+
+  /** In a default: the name of the user the process that reads it runs as. */
+  static final String USER = "<user>";
 
   static Key<String> text(String name, String defaultValue, String doc) {
     return new Key<>(name, defaultValue, doc, "any text", v -> v, "text", null, null, List.of());
@@ -183,8 +190,9 @@ public final class Config {
   public static final Key<String> LOCAL_DIR =
       text(
           "spark.cloudprofiler.localDir",
-          TMP + "/cloudprofiler-local",
-          "Executor-local folder the native library writes to before collection");
+          TMP + "/cloudprofiler-local-" + USER,
+          "Executor-local folder the native library writes to before collection (this user's"
+              + " own: made 0700, another user's is refused)");
   public static final Key<Boolean> TASK_ENABLED =
       bool(
           "spark.cloudprofiler.task.enabled",
@@ -522,6 +530,8 @@ public final class Config {
     }
     return out.append("\n],\n\"tmp\": ")
         .append(quote(TMP))
+        .append(",\n\"user\": ")
+        .append(quote(USER))
         .append(",\n\"channel_handler\": ")
         .append(quote(CHANNEL_PREFIX + "<name>" + HANDLER_SUFFIX))
         .append(",\n\"channel_params\": ")

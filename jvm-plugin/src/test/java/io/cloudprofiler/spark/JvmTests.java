@@ -74,7 +74,11 @@ public final class JvmTests {
     equal("xoy", o.taskHandler().handler().name());
     equal(List.of(1L, 2L), Arrays.stream(o.taskHandler().handler().params()).boxed().toList());
     equal("spark.cloudprofiler.channel.a.b.handler", o.channelHandlers().get(0).handlerKey());
-    equal(System.getProperty("java.io.tmpdir") + "/cloudprofiler-local", o.localDir());
+    equal(
+        System.getProperty("java.io.tmpdir")
+            + "/cloudprofiler-local-"
+            + System.getProperty("user.name"),
+        o.localDir());
     equal(100, o.calibrationProbes());
     equal(64L << 20, o.rollBytes());
     check(o.taskEnabled() && o.calibrationEnabled() && !o.calibrationForce(), o::toString);
