@@ -229,11 +229,11 @@ def _new_app_id(out: Path) -> str:
 def _write_table(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch], metadata: dict) -> None:
     """An Arrow IPC file, written aside and renamed into place, as the plugin publishes its tables."""
     schema = schema.with_metadata(metadata)
-    aside = path.parent / f".{path.name}.tmp"
-    with pa.OSFile(str(aside), "wb") as sink, ipc.new_file(sink, schema) as writer:
+    fd, aside = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # O_EXCL, 0600
+    with os.fdopen(fd, "wb") as sink, ipc.new_file(sink, schema) as writer:
         for batch in batches:
             writer.write_batch(batch.replace_schema_metadata(schema.metadata))
-    aside.rename(path)
+    os.rename(aside, path)
 
 
 def _executors(spec: SyntheticSpec, boot: str, clocks: list[HostClock], hz: float) -> list[_Executor]:

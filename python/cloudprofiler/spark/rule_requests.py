@@ -75,11 +75,13 @@ def _ask(app_folder: str, kind: str, text: str, timeout: float) -> tuple[str, st
     deadline = time.monotonic() + timeout
     while fs.get_file_info(request).type != pafs.FileType.NotFound:  # another request waits for the driver
         _wait_until(deadline, app_folder, timeout)
-    aside = f"{folder}/.rules-request-{token}.tmp"
-    with fs.open_output_stream(aside) as out:
-        out.write(f"cloudprofiler-rules-request {token} {kind}\n{text}".encode())
-    if isinstance(fs, pafs.LocalFileSystem):
-        os.chmod(aside, 0o600)
+    aside, body = f"{folder}/.rules-request-{token}.tmp", f"cloudprofiler-rules-request {token} {kind}\n{text}".encode()
+    if isinstance(fs, pafs.LocalFileSystem):  # this user's only from its creation, never through a planted link
+        with os.fdopen(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
+            out.write(body)
+    else:
+        with fs.open_output_stream(aside) as out:
+            out.write(body)
     fs.move(aside, request)
     try:
         while fs.get_file_info(answer).type == pafs.FileType.NotFound:
