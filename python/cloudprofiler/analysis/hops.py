@@ -6,8 +6,8 @@ cores. Here the pipeline's records are read once and shuffled once by tuple id. 
 (numpy), pairs every tuple's records hop by hop (an inner join per hop: a tuple logged twice on a channel is paired
 twice, as a join would), computes the durations with their bounds (joins.durations_of) and counts them in
 log-bucketed sketches (sketch.py); Spark adds the sketches up, and the driver receives a few thousand rows whatever
-the number of records. Quantiles are within sketch.RELATIVE_ACCURACY of the value at their rank; counts, minimum,
-maximum, mean and the largest bound are exact.
+the number of records. Quantiles are within sketch.RELATIVE_ACCURACY of the value at their rank and never outside the
+exact minimum and maximum; counts, minimum, maximum, mean and the largest bound are exact.
 """
 from __future__ import annotations
 
@@ -117,23 +117,24 @@ class HopSketches:
         e (bound p50, p99), err_max_ns."""
         totals = self._of(hop, TOTALS)
         count = int(totals["count"].sum())
+        low, high = _or_none(totals["min_ns"].min()), _or_none(totals["max_ns"].max())
+        err_max = _or_none(totals["err_max_ns"].max())
         return {"count": count, "remote_count": int(totals.loc[totals["remote"], "count"].sum()),
                 "unbounded_count": int(totals["unbounded"].sum()),
-                "min_ns": _or_none(totals["min_ns"].min()), "q": sketch.quantiles(self._of(hop, LATENCY), qs),
-                "max_ns": _or_none(totals["max_ns"].max()),
+                "min_ns": low, "q": sketch.quantiles(self._of(hop, LATENCY), qs, low, high), "max_ns": high,
                 "mean_ns": float(totals["sum_ns"].sum() / count) if count else None,
-                "e": sketch.quantiles(self._of(hop, ERROR), [0.5, 0.99]),
-                "err_max_ns": _or_none(totals["err_max_ns"].max())}
+                "e": sketch.quantiles(self._of(hop, ERROR), [0.5, 0.99], 0.0, err_max), "err_max_ns": err_max}
 
     def bounds(self, hop: int) -> pd.DataFrame:
         """Per remote/local: count (every pairing, bounded or not), exact (bound 0), unbounded, err_p50_ns,
         err_max_ns (of the finite bounds)."""
         rows = []
         for remote, totals in self._of(hop, TOTALS).groupby("remote"):
+            err_max = _or_none(totals["err_max_ns"].max())
             rows.append({"remote": bool(remote), "count": int(totals["count"].sum() + totals["unbounded"].sum()),
                          "exact": int(totals["exact"].sum()), "unbounded": int(totals["unbounded"].sum()),
-                         "err_p50_ns": sketch.quantiles(self._of(hop, ERROR, remote), [0.5])[0],
-                         "err_max_ns": _or_none(totals["err_max_ns"].max())})
+                         "err_p50_ns": sketch.quantiles(self._of(hop, ERROR, remote), [0.5], 0.0, err_max)[0],
+                         "err_max_ns": err_max})
         return pd.DataFrame(rows, columns=["remote", "count", "exact", "unbounded", "err_p50_ns", "err_max_ns"])
 
     def errors(self, hop: int, bins_per_decade: int) -> pd.DataFrame:
@@ -151,14 +152,14 @@ class HopSketches:
         return pd.concat(frames, ignore_index=True).sort_values(["remote", "lo_ns"], ignore_index=True)
 
     def histogram(self, hop: int, bins: int) -> pd.DataFrame:
-        """Counts of bounded latencies in `bins` log-spaced bins over [min, max] (at least 1 ns), per remote/local:
-        remote, bin, lo_ns, hi_ns, count (non-empty bins only)."""
+        """Counts of bounded latencies in at most `bins` log-spaced bins over [min, max] (at least 1 ns), each a run
+        of whole buckets (sketch.bucket_bins: exact counts), per remote/local: remote, bin, lo_ns, hi_ns, count
+        (non-empty bins only; latencies under 1 ns in the first)."""
         totals = self._of(hop, TOTALS)
         low, high = totals["min_ns"].min(), totals["max_ns"].max()
         if pd.isna(low):
             return pd.DataFrame(columns=["remote", "bin", "lo_ns", "hi_ns", "count"])
-        first, step = sketch.log_bins(low, high, bins)
-        edges = first * np.exp(np.arange(bins + 1) * step)
+        edges = sketch.bucket_bins(low, high, bins)
         frames = []
         for remote, buckets in self._of(hop, LATENCY).groupby("remote"):
             counts = sketch.rebin(buckets, edges)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..pipeline import ordered_sketches, pipeline_rows
+from ..sketch import RELATIVE_ACCURACY
 
 TIMELINE_CAP = 20_000  # task attempts drawn on the timeline
 STRAGGLERS_KEPT = 50  # the worst stragglers, by ratio
@@ -28,6 +29,9 @@ TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "parti
 REASON_CHARS = 400  # a failed section's reason, as the report shows it
 QUERIES_SHOWN = 5  # the Queries section: the SQL executions with the most task time, each with its operator tree
 STAGE_BOX_QUANTILES = {"p5_ns": 0.05, "p25_ns": 0.25, "p50_ns": 0.5, "p75_ns": 0.75, "p95_ns": 0.95}
+# how the pipeline's quantiles are estimated, said beside them (the page's caption, the terminal's table)
+SKETCH_NOTE = (f"A hop's percentiles and its bounds' are read from a sketch: within {RELATIVE_ACCURACY:.1%} of the "
+               "true value, and never outside the exact min and max; counts, min, max and mean are exact.")
 
 
 @dataclass

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import format as fmt
-from .data import ReportData, hops_shown, of_hop
+from .data import SKETCH_NOTE, ReportData, hops_shown, of_hop
 
 LOCAL, REMOTE = "#4477aa", "#ee7733"  # the local / remote colours of every figure (Fig. 18 style)
 LOCAL_BOX, REMOTE_BOX = "#a9c4e4", "#f5c39a"  # the same, light, for latency boxes
@@ -196,7 +196,8 @@ def timeline(data: ReportData) -> Plot:
 def stage_durations(data: ReportData) -> Plot:
     plot = Plot("stages", "Task durations per stage",
                 "Box: 25th-75th percentile with the median; whiskers: 5th and 95th percentile; dot: mean; dashes: "
-                "fastest and slowest; red points: stragglers, the worst named (partition, executor).")
+                "fastest and slowest; red points: stragglers, the worst named (partition, executor). Percentiles are "
+                "Spark's percentile_approx: observed durations, their rank within 0.01% of the exact one.")
     stats = data.stage_durations
     if stats.empty:
         plot.note = "No task has a duration from TSC records (task logging off, or every attempt unbounded)."
@@ -264,7 +265,7 @@ def pipeline(data: ReportData) -> Plot:
     plot = Plot("pipeline", "Latency along the pipeline, with error bounds",
                 "Per hop between trace points: box 25th-75th percentile with the median, whiskers 5th-95th, dot "
                 "mean, triangle p99, box width by tuple count. Beside each box: the distribution of the durations' "
-                "error bounds (local and cross-host), on the same scale.")
+                "error bounds (local and cross-host), on the same scale. " + SKETCH_NOTE)
     hops = hops_shown(data.pipeline) if not data.pipeline.empty else data.pipeline
     if hops.empty:
         plot.note = _no_pipeline_note(data)
@@ -318,8 +319,9 @@ def pipeline(data: ReportData) -> Plot:
 @_styled
 def densities(data: ReportData) -> Plot:
     plot = Plot("densities", "Local and cross-host latency densities",
-                "Per hop, the share of its durations per decade of latency: durations that start and end on one "
-                "host (local) and those that cross hosts (remote).")
+                "Per hop, the share of its durations in each bin, bins equally wide on a log scale (a panel's bars, "
+                "local and cross-host, add up to 100%), each panel's axis spanning the hop's durations: durations that "
+                "start and end on one host (local) and those that cross hosts (remote).")
     histograms = data.latency_histograms
     if histograms.empty or data.pipeline.empty:
         plot.note = _no_pipeline_note(data)
@@ -329,26 +331,42 @@ def densities(data: ReportData) -> Plot:
         plot.note = "Every traced duration started and ended on one host: no cross-host latency to compare."
     columns = min(3, len(hops))
     rows = -(-len(hops) // columns)
-    fig, axes = _figure(0.4 + 2.1 * rows, nrows=rows, ncols=columns, sharex=True, squeeze=False)
+    # each panel its own axis: hops a thousand times apart would leave a narrow one a single sliver
+    fig, axes = _figure(0.4 + 2.1 * rows, nrows=rows, ncols=columns, squeeze=False)
     for ax in axes.flat[len(hops):]:
         ax.set_visible(False)
     for ax, hop in zip(axes.flat, hops.itertuples()):
-        part = of_hop(histograms, hop)
-        total = max(float(part["count"].sum()), 1.0)
-        for remote, colour, name in ((False, LOCAL, "local"), (True, REMOTE, "remote")):
-            group = part[part["remote"] == remote]
-            if group["count"].sum():
-                decades = np.log10(group["hi_ns"]) - np.log10(group["lo_ns"])
-                ax.bar(group["lo_ns"], group["count"] / total / decades.where(decades > 0, 1.0),
-                       width=group["hi_ns"] - group["lo_ns"], align="edge", color=colour, alpha=0.6,
-                       linewidth=0, label=f"{name} ({fmt.count(group['count'].sum())})")
-        _duration_axis(ax.xaxis, np.concatenate([histograms["lo_ns"], histograms["hi_ns"]]))
         ax.set_title(_hop_label(hop).replace("\n", " "), fontsize=9)
-        ax.legend(loc="upper right", frameon=True, framealpha=0.85, edgecolor="none")
+        part = of_hop(histograms, hop)
+        part = part[part["count"] > 0] if not part.empty else part
+        if part.empty:
+            ax.text(0.5, 0.5, "no bounded duration", transform=ax.transAxes, ha="center", color="#555555")
+            continue
+        _density_panel(ax, part)
     for ax in axes[:, 0]:
-        ax.set_ylabel("share per decade")
+        ax.set_ylabel("share of durations")
     plot.svg = _render(fig, plot.key)
     return plot
+
+
+def _density_panel(ax, part: pd.DataFrame) -> None:
+    """One hop's bins (part: non-empty ones) as shares of its durations, the x axis from its lowest bin to its
+    highest."""
+    from matplotlib.ticker import FuncFormatter
+
+    total = float(part["count"].sum())
+    for remote, colour, name in ((False, LOCAL, "local"), (True, REMOTE, "remote")):
+        group = part[part["remote"] == remote]
+        if group["count"].sum():
+            ax.bar(group["lo_ns"], group["count"] / total, width=group["hi_ns"] - group["lo_ns"], align="edge",
+                   color=colour, alpha=0.6, linewidth=0, label=f"{name} ({fmt.count(group['count'].sum())})")
+    low, high = float(part["lo_ns"].min()), float(part["hi_ns"].max())
+    _duration_axis(ax.xaxis, [low, high])
+    ax.set_xlim(low, high)
+    ax.set_ylim(0, float(part["count"].max()) / total * 1.25)  # local and remote overlap; room for the legend
+    # plain text: matplotlib's PercentFormatter escapes % as math text where usetex is set
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.3g}%"))
+    ax.legend(loc="upper right", frameon=True, framealpha=0.85, edgecolor="none")
 
 
 # --- throughput --------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import textwrap
 
 from ...console import print_table
 from . import format as fmt
+from .data import SKETCH_NOTE
 from .findings import Finding
 from .queries import queries_notes
 from .tables import Table
@@ -33,6 +34,8 @@ def print_summary(found: list[Finding], tables: dict[str, Table], data=None) -> 
         if tables[key].rows:
             print(f"\n{title}")
             _print(tables[key], limit)
+            if key == "pipeline":
+                print(textwrap.fill(SKETCH_NOTE, width))
         if key == "stages" and data is not None:
             _print_queries(tables.get("queries") or [], queries_notes(data), width)
 
