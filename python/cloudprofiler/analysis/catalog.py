@@ -17,7 +17,8 @@ from .logfile import kind_of, read_log_bytes
 
 TASK_CHANNELS = ("spark.task.start", "spark.task.end")
 # the driver's tables that place the log files on the time axis, and those of operator timing (operators.py)
-PLACING_TABLES = ("spark-tasks.arrows", "calibration.arrows", "tsc-domains.arrows")
+TASK_TABLE = "spark-tasks.arrows"  # the driver's table of every task attempt (published at each collection)
+PLACING_TABLES = (TASK_TABLE, "calibration.arrows", "tsc-domains.arrows")
 OPERATOR_TABLES = ("spark-operator-nodes.arrows", "spark-operators.arrows")
 DRIVER_TABLES = PLACING_TABLES + OPERATOR_TABLES
 # beside the collected files of a process that was killed (the plugin's LogCollector.LOST_MARKER)

@@ -218,11 +218,22 @@ def report(spark, output=None):
     its folder is `log_folder(spark)`. During the run it holds what executors have collected so far
     (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()`, or for a Spark
     Connect session (the server's folder must be readable here), it runs on an embedded local session. Returns the
-    HTML file's path."""
+    HTML file's path, which Jupyter and VS Code show inline as the page itself (analysis.report.notebook)."""
     from ..analysis.report import report as write_report
 
     running = not is_connect(spark) and spark.sparkContext._jsc is not None
     return write_report(log_folder(spark), output, spark if running else None)
+
+
+def live(spark, interval_s=None):
+    """Show a compact summary of this session's application in the notebook, refreshed every `interval_s` seconds
+    (default: the collection interval, within 0.5-5 s) while cells run: the stages running, the task attempts
+    finished and failed, the median and slowest task and the stragglers of the stages with the most task time, the
+    log files collected. Returns the LiveSummary (`.stop()`); it stops by itself when the session stops. Outside a
+    notebook it warns and shows nothing. See cloudprofiler.spark.live_summary."""
+    from .live_summary import live as show
+
+    return show(spark, log_folder(spark), interval_s)
 
 
 def __getattr__(name: str):

@@ -19,16 +19,18 @@ def default_output(app_id: str) -> Path:
 
 
 def render(data, output, quiet: bool = False) -> Path:
-    """Write the HTML page of `data` to `output` and print the terminal summary (unless quiet)."""
+    """Write the HTML page of `data` to `output` and print the terminal summary (unless quiet); returns the page's
+    path, which a notebook shows inline (notebook.ReportPage)."""
     from . import html, tables
     from .findings import findings
+    from .notebook import ReportPage
     from .plots import all_plots
     from .terminal import print_summary
 
     found = findings(data)
     named = {"summary": tables.summary(data), "stages": tables.stages(data), "pipeline": tables.pipeline(data),
              "health": tables.health(data), "queries": tables.queries(data)}
-    output = Path(output)
+    output = ReportPage(output)
     output.write_text(html.page(data, found, all_plots(data), named), encoding="utf-8")
     if not quiet:
         print_summary(found, named, data)
@@ -38,7 +40,8 @@ def render(data, output, quiet: bool = False) -> Path:
 
 def report(app_or_path, output=None, spark=None, quiet: bool = False) -> Path:
     """Analyse an application (an Application, or its log folder: local path or Hadoop-compatible URI) and write
-    its report; returns the HTML file's path (default: see `default_output`)."""
+    its report; returns the HTML file's path (default: see `default_output`), which Jupyter and VS Code show inline
+    as the page itself."""
     from .. import open_application
     from .data import gather
 
