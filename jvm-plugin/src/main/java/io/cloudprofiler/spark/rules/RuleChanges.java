@@ -9,10 +9,12 @@ import io.cloudprofiler.spark.executor.CloudProfilerExecutorPlugin;
 import io.cloudprofiler.spark.sql.RulesFunctions;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.util.ArrayList;
-import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.TaskContext;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The driver's rules for the trace channels of its application, which change while it runs: the
@@ -31,10 +33,32 @@ import org.apache.spark.TaskContext;
  * for the application's {@code rules-changes.arrows}.
  */
 public final class RuleChanges {
+  private static final Logger LOG = LoggerFactory.getLogger(RuleChanges.class);
   private static volatile RuleChanges running;
 
   private final List<Object[]> changes = new ArrayList<>();
-  private final Map<String, Messages.RulesNow> sessions = new HashMap<>();
+
+  /**
+   * The Connect sessions that set rules, the least recently used first: beyond {@link
+   * #MAX_SESSIONS} the oldest is forgotten (its operations then follow the application's rules),
+   * which the log says, so that a server whose clients come and go keeps bounded memory.
+   */
+  private final Map<String, Messages.RulesNow> sessions =
+      new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Messages.RulesNow> eldest) {
+          if (size() <= MAX_SESSIONS) return false;
+          LOG.warn(
+              "cloudprofiler: forgot the rules of Spark Connect session {}, the least recently used"
+                  + " of more than {} that set rules: its operations follow the application's"
+                  + " rules",
+              eldest.getKey(),
+              MAX_SESSIONS);
+          return true;
+        }
+      };
+
+  static final int MAX_SESSIONS = 10_000;
   private long version;
   private String text;
 

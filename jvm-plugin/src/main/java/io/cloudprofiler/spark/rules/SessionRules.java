@@ -28,6 +28,9 @@ public final class SessionRules {
   /** How long an executor keeps a session's rules before asking the driver again. */
   private static final long FRESH_NANOS = TimeUnit.SECONDS.toNanos(1);
 
+  /** Sessions known to an executor beyond which the stale ones are forgotten. */
+  private static final int PRUNE_AT = 256;
+
   private record Known(long atNanos, Messages.RulesNow rules) {}
 
   private static final Map<String, Known> KNOWN = new ConcurrentHashMap<>();
@@ -55,7 +58,11 @@ public final class SessionRules {
     Messages.RulesNow now =
         (Messages.RulesNow)
             CloudProfilerExecutorPlugin.askDriver(new Messages.SessionRulesNow(session));
-    KNOWN.put(session, new Known(System.nanoTime(), now));
+    long at = System.nanoTime();
+    // a cache of the sessions whose tasks ran here lately: stale entries go once there are many, so
+    // that an executor that served many Connect sessions keeps only the recent ones
+    if (KNOWN.size() >= PRUNE_AT) KNOWN.values().removeIf(k -> at - k.atNanos() >= FRESH_NANOS);
+    KNOWN.put(session, new Known(at, now));
     return now;
   }
 

@@ -2,6 +2,7 @@ package io.cloudprofiler.spark.rules;
 
 import static io.cloudprofiler.spark.JvmTests.check;
 import static io.cloudprofiler.spark.JvmTests.equal;
+import static io.cloudprofiler.spark.JvmTests.loadNative;
 import static io.cloudprofiler.spark.JvmTests.startLibrary;
 import static io.cloudprofiler.spark.JvmTests.thrown;
 import static io.cloudprofiler.spark.JvmTests.warnings;
@@ -108,5 +109,22 @@ public final class RulesTests {
     } finally {
       CloudProfiler.stop();
     }
+  }
+
+  /**
+   * A Connect server whose clients come and go keeps the rules of at most MAX_SESSIONS sessions:
+   * the least recently used is forgotten (and follows the application's rules), the others keep
+   * theirs.
+   */
+  public static void testTheRulesOfTheLeastRecentlyUsedSessionAreForgottenBeyondTheBound() {
+    loadNative();
+    RuleChanges rules = new RuleChanges("*=buffered", 0);
+    for (int i = 0; i < RuleChanges.MAX_SESSIONS; i++) rules.trySetSession("s" + i, "x*=null");
+    equal(1L, rules.ofSession("s0").version()); // used: now the most recent
+    rules.trySetSession("late", "y*=null");
+    equal(0L, rules.ofSession("s1").version());
+    equal("*=buffered", rules.ofSession("s1").text());
+    equal(1L, rules.ofSession("s0").version());
+    equal(1L, rules.ofSession("late").version());
   }
 }
