@@ -14,6 +14,7 @@ from . import reader
 from . import stages as stages_module
 from . import tasks as tasks_module
 from . import throughput as throughput_module
+from . import udfs as udfs_module
 from .catalog import Catalog
 from .timebase import Timebase
 
@@ -196,6 +197,12 @@ class Application:
         """One row per operator probe and task attempt, with the exclusive time (operators.operator_tasks)."""
         tasks_module.check_scope("operator_tasks", scope)
         return operators_module.operator_tasks(self, **scope)
+
+    def udfs(self, **scope):
+        """One row per Python UDF evaluation and task attempt: its batches, rows and the parts of its worker's time
+        (udfs.udfs); `scope` as tasks(). Empty where the workers did not time their UDFs (spark.cloudprofiler.udfs)."""
+        tasks_module.check_scope("udfs", scope)
+        return udfs_module.udfs(self, **scope)
 
     def latency(self, from_channel: str, to_channel: str):
         """Per tuple id on both channels: the latency from the first to the second, with its bound and path."""

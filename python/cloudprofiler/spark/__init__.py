@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from ..rules import rules_text
 from .checks import check_conf
 from .connect import is_connect
-from .jar import channel_key, default, jar_path, options
+from .jar import channel_key, default, jar_path, option_table, options
 from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder, worker_channel  # noqa: F401 -- for UDFs
 
@@ -88,8 +88,27 @@ def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str
         conf["spark.executorEnv.CLOUDPROFILER_ROLL_BYTES"] = str(values["roll_bytes"])
     if values.get("log_dir") and "://" not in str(values["log_dir"]):  # where workers write without an executor
         conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(values["log_dir"])
+    if values.get("udfs") is not None and _value("udfs", values["udfs"]).strip() == "true":
+        # PySpark's daemon whose workers time their UDFs' batches
+        conf[option_table()["python_module_keys"][0]] = option_table()["udf_daemon_module"]
     check_conf(conf)
     return conf
+
+
+def _leave_python_modules(builder, conf: dict) -> None:
+    """Leave PySpark's daemon and worker modules to an application (or another tool) that set either: the Python
+    UDFs are then not timed, and a warning says so."""
+    daemon_key = option_table()["python_module_keys"][0]
+    if daemon_key not in conf:
+        return
+    for key in option_table()["python_module_keys"]:
+        value = set_before(builder, key)
+        if value is not None and value != conf[daemon_key]:
+            del conf[daemon_key]
+            warnings.warn(f"cloudprofiler: {key}={value} is the application's: it is left as it is, and the Python "
+                          f"UDFs are not timed (udfs=True needs {daemon_key}={option_table()['udf_daemon_module']})",
+                          stacklevel=3)
+            return
 
 
 def submit_flags(conf: dict) -> str:
@@ -130,6 +149,7 @@ def configure(builder, channels=None, **values):
         return builder
     if not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # PySpark reads the worker interpreter from here
+    _leave_python_modules(builder, conf)
     for key in LIST_KEYS:
         conf[key] = appended(set_before(builder, key), conf[key])
     for key, value in conf.items():

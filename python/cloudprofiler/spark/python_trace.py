@@ -6,7 +6,8 @@ import sys
 
 from .jar import channel_key, default, options
 
-FAIL_ENV = "CLOUDPROFILER_TEST_FAIL"  # the tests' injected failure: "python-trace" fails every trace point's log
+# the tests' injected failures: "python-trace" fails every trace point's log, "udf-timing" the UDF timing's start
+FAIL_ENV = "CLOUDPROFILER_TEST_FAIL"
 
 
 def _fault_point() -> None:
@@ -25,20 +26,21 @@ def _say_unlogged(channel: str, unlogged: int, failure: Exception) -> None:
 
 
 def task_channel(name: str, handler: "str | None" = "buffered", params: tuple = (), local_dir: "str | None" = None,
-                 handoff: bool = True):
+                 handoff: bool = True, metadata: "dict[str, str] | None" = None):
     """A channel of its own for the task this Python worker runs (see worker.worker_channel: into the executor's
     buffers, else into a file in its folder); the caller closes it at the end of the task's partition.
 
     A channel per task rather than per worker: a worker is reused across tasks and killed without running atexit,
     so only a channel closed at the end of its task is complete (a file with its footer, which polars,
     pyarrow.dataset and DuckDB read), and its `spark.task_attempt_id` names the one task that wrote it. `handler`
-    None: the channel follows the rules of the executor (`cps.set_rules`)."""
+    None: the channel follows the rules of the executor (`cps.set_rules`). `metadata`: more of it, or other than the
+    trace point's `spark.event`."""
     from pyspark import TaskContext
 
     from .worker import worker_channel
 
     ctx = TaskContext.get()
-    meta = {"spark.event": "python_trace"}
+    meta = {"spark.event": "python_trace", **(metadata or {})}
     if ctx is not None:
         meta.update({"spark.task_attempt_id": str(ctx.taskAttemptId()), "spark.stage_id": str(ctx.stageId()),
                      "spark.partition_id": str(ctx.partitionId())})

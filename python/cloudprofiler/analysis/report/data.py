@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..pipeline import ordered_sketches, pipeline_rows
+from . import udfs as udfs_section
 from ..sketch import RELATIVE_ACCURACY
 
 TIMELINE_CAP = 20_000  # task attempts drawn on the timeline
@@ -68,6 +69,7 @@ class ReportData:
     queries: pd.DataFrame = field(default_factory=pd.DataFrame)
     operators: pd.DataFrame = field(default_factory=pd.DataFrame)
     operators_timed: bool = False  # the folder holds the operator tables (spark.cloudprofiler.operators)
+    udfs: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per Python UDF (report.udfs.gather)
 
     @property
     def tasks_sampled(self) -> bool:
@@ -176,7 +178,8 @@ def _queries(app, data: ReportData) -> None:
 
 # The report's sections, gathered in this order (the pipeline's trace channels come from `channels`)
 SECTIONS = [("health", _health), ("channels", _channels), ("stages", _stages), ("queries", _queries),
-            ("calibration", _calibration), ("throughput", _throughput), ("pipeline", _pipeline)]
+            ("calibration", _calibration), ("throughput", _throughput), ("pipeline", _pipeline),
+            ("udfs", udfs_section.gather)]
 
 
 def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:

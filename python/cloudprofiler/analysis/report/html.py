@@ -11,6 +11,7 @@ from . import format as fmt
 from .data import ReportData
 from .findings import Finding
 from .queries import QUERIES_CAPTION, queries_notes
+from .udfs import section as udfs_section_html
 from .plots import Plot
 from .tables import Table
 
@@ -111,6 +112,8 @@ def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict
     nav = [("findings", "Findings"), ("summary", "Summary")] + [(p.key, p.title.split(",")[0]) for p in plots]
     nav.insert(next((i + 1 for i, (key, _) in enumerate(nav) if key == "stages"), len(nav)), ("queries", "Queries"))
     queries = queries_section(data, tables.get("queries") or [])
+    udfs = udfs_section_html(data)
+    nav += [("udfs", "Python UDFs")] if udfs else []
     nav.append(("health", "Health"))
     findings = "".join(f'<li class="{f.severity}" data-kind="{f.kind}">{escape(f.text)}</li>' for f in found)
     health = tables["health"]
@@ -125,6 +128,7 @@ def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict
         f'<section id="summary"><h2>Summary</h2><div class="halves">{_halves(tables["summary"])}</div></section>',
         *(_plot(p, tables.get(shown_with.get(p.key, ""))) + (queries if p.key == "stages" else "") for p in plots),
         "" if any(p.key == "stages" for p in plots) else queries,
+        udfs,
         '<section id="health"><h2>Health</h2>',
         _table(health) if health.rows else '<p class="note">No problem found in the logs.</p>',
         "</section></main></body></html>\n",

@@ -211,6 +211,25 @@ public final class Config {
           "true",
           "Python workers' trace points log into their executor's buffers through shared memory"
               + " (false: each worker that logs starts a library with files of its own)");
+  public static final Key<Boolean> UDFS =
+      bool(
+          "spark.cloudprofiler.udfs",
+          "false",
+          "Python workers time every batch of the Python UDFs they run (waiting for the JVM,"
+              + " reading, the function, serializing back): needs"
+              + " spark.python.daemon.module=cloudprofiler_udfs, which the Python helper sets"
+              + " unless the application set PySpark's daemon or worker module");
+
+  /**
+   * PySpark's daemon whose workers time every Python UDF batch ({@link #UDFS}): a Python package
+   * shipped with the cloudprofiler Python package.
+   */
+  public static final String UDF_DAEMON_MODULE = "cloudprofiler_udfs";
+
+  /** PySpark's settings of the Python daemon and worker modules. */
+  public static final String DAEMON_MODULE_KEY = "spark.python.daemon.module",
+      WORKER_MODULE_KEY = "spark.python.worker.module";
+
   public static final Key<String> TASK_HANDLER =
       new Key<>(
           "spark.cloudprofiler.task.handler",
@@ -351,6 +370,7 @@ public final class Config {
           LOCAL_DIR,
           TASK_ENABLED,
           OPERATORS,
+          UDFS,
           PYTHON_HANDOFF,
           TASK_HANDLER,
           TASK_PARAMS,
@@ -542,6 +562,13 @@ public final class Config {
         .append(quote(RULES_FILE_SUFFIX))
         .append(",\n\"inbox_suffix\": ")
         .append(quote(INBOX_SUFFIX))
+        .append(",\n\"udf_daemon_module\": ")
+        .append(quote(UDF_DAEMON_MODULE))
+        .append(",\n\"python_module_keys\": [")
+        .append(quote(DAEMON_MODULE_KEY))
+        .append(", ")
+        .append(quote(WORKER_MODULE_KEY))
+        .append("]")
         .append("\n}\n")
         .toString();
   }

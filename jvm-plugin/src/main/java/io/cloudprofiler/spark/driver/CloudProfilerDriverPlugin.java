@@ -71,6 +71,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext ctx) {
     Options options = Config.read(sc.getConf());
+    PythonUdfTiming.check(sc.getConf());
     StringJoiner settings = new StringJoiner(", ", "cloudprofiler: ", "");
     for (Config.Key<?> key : Config.ALL) settings.add(key.name + "=" + key.text(sc.getConf()));
     LOG.info("{}", settings);

@@ -1,0 +1,88 @@
+"""The report's Python UDFs section (spark.cloudprofiler.udfs): per UDF, where its workers' time went, in words (a
+finding per UDF) and in a table, from udfs()'s rows summed per UDF on Spark."""
+from __future__ import annotations
+
+from html import escape
+
+from . import format as fmt
+
+UDFS_SHOWN = 10  # the UDFs with the most worker time
+UDFS_NAMED = 5  # ...of which this many get a finding
+BOUNDARY_DOMINANT = 0.5  # reading and serializing this share of a UDF's worker time: a warning
+FIRST_WAIT_NAMED_S = 0.1  # a wait for the first batch this long is named
+PARTS = ("setup", "wait", "read", "function", "serialize")
+# each part, as a finding says where the time went
+PART_WORDS = {"setup": "setting up (reading and unpickling the UDF)", "wait": "waiting for its input from the JVM",
+              "read": "reading (deserializing) its input", "function": "in the function",
+              "serialize": "serializing its output"}
+
+
+def gather(app, data) -> None:
+    """data.udfs: a row per UDF (name and kind) of the UDFS_SHOWN with the most worker time: tasks, batches, rows,
+    out_rows, each part's seconds, worker_s, task_s summed over its tasks, and the longest wait for a first batch."""
+    from pyspark.sql import functions as F
+
+    sums = [F.sum(c).alias(c) for c in ("batches", "rows", "out_rows", *(f"{p}_s" for p in PARTS), "worker_s",
+                                         "task_s")]
+    frame = (app.udfs().groupBy("udf", "kind")
+             .agg(F.count(F.lit(1)).alias("tasks"), *sums, F.max("first_wait_s").alias("max_first_wait_s"))
+             .orderBy(F.desc("worker_s"), "udf").limit(UDFS_SHOWN))
+    data.udfs = frame.toPandas()
+
+
+def _shares(row) -> dict:
+    total = float(row.worker_s or 0.0)
+    return {p: (float(getattr(row, f"{p}_s")) / total if total > 0 else 0.0) for p in PARTS}
+
+
+def sentence(row) -> str:
+    """'the pandas UDF `score` spends 70% of its workers' time serializing its output, 25% in the function'."""
+    shares = sorted(_shares(row).items(), key=lambda kv: -kv[1])
+    first, second = shares[0], shares[1]
+    text = (f"the {row.kind} `{row.udf}` spends {fmt.percent(first[1])} of its workers' time "
+            f"({fmt.duration(row.worker_s * 1e9)} over {fmt.count(row.tasks)} tasks, {fmt.count(row.batches)} "
+            f"batches) {PART_WORDS[first[0]]}, {fmt.percent(second[1])} {PART_WORDS[second[0]]}")
+    if row.max_first_wait_s >= FIRST_WAIT_NAMED_S:
+        text += f"; a worker waited {fmt.duration(row.max_first_wait_s * 1e9)} for its first batch"
+    return text[0].upper() + text[1:]
+
+
+def findings(data, finding) -> list:
+    """A finding per UDF of the UDFS_NAMED with the most worker time (`finding`: the Finding class): a warning where
+    reading and serializing take BOUNDARY_DOMINANT of its time, else information."""
+    frame = getattr(data, "udfs", None)
+    if frame is None or frame.empty:
+        return []
+    span_s = float(data.summary.get("span_ns") or 0.0) / 1e9
+    out = []
+    for row in frame.head(UDFS_NAMED).itertuples():
+        shares = _shares(row)
+        boundary = shares["read"] + shares["serialize"]
+        weight = row.worker_s / span_s if span_s > 0 else 0.0
+        out.append(finding("warning" if boundary >= BOUNDARY_DOMINANT else "info", weight, sentence(row) + ".",
+                           "python_udf"))
+    return out
+
+
+def section(data) -> str:
+    """The HTML section: a row per UDF shown, each part's time with its share as a bar; empty without UDF rows."""
+    frame = getattr(data, "udfs", None)
+    if frame is None or frame.empty:
+        return ""
+    head = "".join(f"<th>{escape(c)}</th>" for c in ("UDF", "kind", "tasks", "batches", "rows in", "rows out",
+                                                      *PARTS, "worker time"))
+    body = []
+    for row in frame.itertuples():
+        shares = _shares(row)
+        cells = [escape(str(row.udf)), escape(str(row.kind)), fmt.count(row.tasks), fmt.count(row.batches),
+                 fmt.count(row.rows), fmt.count(row.out_rows)]
+        cells += [f'<span class="bar" style="width:{shares[p] * 60:.1f}px"></span>'
+                  f"{escape(fmt.duration(getattr(row, f'{p}_s') * 1e9))} ({fmt.percent(shares[p])})" for p in PARTS]
+        cells.append(escape(fmt.duration(row.worker_s * 1e9)))
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    note = ("Each UDF's Python workers, summed over its tasks: setting up (unpickling the UDF), waiting for input from "
+            "the JVM, reading it, the function (with PySpark's conversions around it) and serializing the output back. "
+            "The UDFs with the most worker time first.")
+    return (f'<section id="udfs"><h2>Python UDFs</h2><p class="note">{escape(note)}</p>'
+            f'<div class="scroll"><table class="udfs"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}'
+            "</tbody></table></div></section>")

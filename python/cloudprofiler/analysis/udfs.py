@@ -1,0 +1,96 @@
+"""Python UDF batches (spark.cloudprofiler.udfs): per UDF evaluation and task, its batches and rows, and where its
+worker's time went: setup (reading and unpickling the UDFs), waiting for the JVM's bytes, reading (deserializing
+the batches), the function, and serializing its output back.
+
+The worker logs an event record at each boundary (udf_records); from one event to the next it is in one part, so
+the parts partition its time for the task. The socket's wait, timed in the worker around every read, is carried in
+WAIT records and taken out of the part it fell in. Runs on Spark: a window per channel file (one per task and
+evaluation), and only the aggregates come back."""
+from __future__ import annotations
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, IN_EXIT, KIND_BITS, NAMES_KEY, OUT_EXIT,
+                           PART_AFTER, PARTS, START, WAIT)
+from .tasks import tasks
+
+UDFS_DDL = ("udf string, eval_type int, kind string, task_attempt_id long, stage_id int, partition int, "
+            "executor_id string, sql_execution_id long, batches long, rows long, out_batches long, out_rows long, "
+            "setup_s double, first_wait_s double, wait_s double, read_s double, function_s double, "
+            "serialize_s double, worker_s double, task_s double, complete boolean, failed boolean")
+
+
+def _files(app):
+    """A row per channel file: its UDFs' names, eval type and their words (the catalog's metadata, on the driver)."""
+    rows = []
+    for f in app.catalog.logs:
+        if f.channel == CHANNEL:
+            eval_type = int(f.meta[EVAL_TYPE_KEY]) if str(f.meta.get(EVAL_TYPE_KEY, "")).isdigit() else None
+            kind = EVAL_TYPES.get(eval_type, f"eval type {eval_type}")
+            rows.append((f.file, f.meta.get(NAMES_KEY, "?"), eval_type, kind))
+    return app.spark.createDataFrame(rows, "file string, udf string, eval_type int, kind string")
+
+
+def _events(app):
+    """Every record of the UDF channels with its kind, value and part; an event's `dur_ns` lasts to the next event."""
+    records = app.log_frame(CHANNEL, "records", ["file", "task_attempt_id", "tuple_id", "tsc", "t_ns"], required=False)
+    order = Window.partitionBy("file").orderBy("tsc")
+    is_event = F.col("kind") != WAIT
+    part = F.lit(None).cast("string")
+    for kind, name in PART_AFTER.items():
+        part = F.when(F.col("state") == kind, F.lit(name)).otherwise(part)
+    first_batch = F.when((F.col("kind") == IN_EXIT) & (F.col("value") != ENDED), F.col("t_ns"))
+    return (records
+            .select("file", "task_attempt_id", "tsc", "t_ns",
+                    F.col("tuple_id").bitwiseAND(F.lit((1 << KIND_BITS) - 1)).alias("kind"),
+                    F.shiftright("tuple_id", KIND_BITS).alias("value"))
+            .withColumn("next_t", F.first(F.when(is_event, F.col("t_ns")), ignorenulls=True)
+                        .over(order.rowsBetween(1, Window.unboundedFollowing)))
+            .withColumn("state", F.last(F.when(is_event, F.col("kind")), ignorenulls=True)
+                        .over(order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+            .withColumn("first_batch_t", F.min(first_batch).over(Window.partitionBy("file")))
+            .select("*", part.alias("part"),
+                    F.when(is_event, F.col("next_t") - F.col("t_ns")).alias("dur_ns")))
+
+
+def _sum_when(condition, value):
+    return F.coalesce(F.sum(F.when(condition, value)), F.lit(0))
+
+
+def udfs(app, **scope):
+    """One row per UDF evaluation and task attempt of the attempts in `scope` (UDFS_DDL): the UDFs' names (", "
+    between the UDFs one node evaluates), PySpark's eval type and its words (`kind`: "pandas UDF", "mapInArrow"),
+    the task, its input batches and rows and output batches and rows (-2 rows: not found in a batch), then seconds:
+    setup, the wait for the first batch (first_wait_s, part of wait_s), wait, read, function, serialize, their sum
+    (worker_s: the worker's time for the task's evaluation) and the task attempt's TSC duration (task_s); complete:
+    the worker logged the end of its output (false: killed, or its records not collected yet); failed: the function
+    or the serializer raised. Empty where no Python worker timed its UDFs."""
+    events = _events(app)
+    wait, kind, value = F.col("kind") == WAIT, F.col("kind"), F.col("value")
+    batch = lambda k: (kind == k) & (value != ENDED)  # noqa: E731
+    parts = {p: _sum_when(~wait & (F.col("part") == p), F.col("dur_ns"))
+             - _sum_when(wait & (F.col("part") == p), value) for p in PARTS if p != "wait"}
+    per_file = events.groupBy("file", "task_attempt_id").agg(
+        F.count(F.when(batch(IN_EXIT), 1)).alias("batches"),
+        _sum_when(batch(IN_EXIT) & (value >= 0), value).alias("rows"),
+        F.count(F.when(batch(OUT_EXIT), 1)).alias("out_batches"),
+        _sum_when(batch(OUT_EXIT) & (value >= 0), value).alias("out_rows"),
+        (parts["setup"] + _sum_when(kind == START, value)).alias("setup_ns"),
+        _sum_when(wait & (F.coalesce(F.col("t_ns") < F.col("first_batch_t"), F.lit(True))), value)
+        .alias("first_wait_ns"),
+        _sum_when(wait, value).alias("wait_ns"),
+        *[parts[p].alias(f"{p}_ns") for p in ("read", "function", "serialize")],
+        F.max((kind == END).cast("int")).alias("complete"),
+        F.max(F.when(kind == END, value)).alias("end_value"))
+    attempts = tasks(app, **scope).select("task_attempt_id", "stage_id", "partition", "executor_id",
+                                          "sql_execution_id", "duration_ns")
+    joined = per_file.join(_files(app), "file").join(attempts, "task_attempt_id")
+    seconds = {p: (F.col(f"{p}_ns") / 1e9).alias(f"{p}_s") for p in PARTS + ("first_wait",)}
+    worker = sum((F.col(f"{p}_ns") for p in PARTS), F.lit(0)) / 1e9
+    return joined.select(
+        "udf", "eval_type", "kind", "task_attempt_id", "stage_id", "partition", "executor_id", "sql_execution_id",
+        "batches", "rows", "out_batches", "out_rows", seconds["setup"], seconds["first_wait"], seconds["wait"],
+        seconds["read"], seconds["function"], seconds["serialize"], worker.alias("worker_s"),
+        (F.col("duration_ns") / 1e9).alias("task_s"), (F.col("complete") == 1).alias("complete"),
+        F.coalesce(F.col("end_value") == 1, F.lit(False)).alias("failed"))

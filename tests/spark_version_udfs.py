@@ -1,0 +1,49 @@
+"""A pandas UDF sleeping a known time per batch, a pickled Python UDF and mapInArrow with their batches timed
+(spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
+on Spark 3.5). Prints udfs() summed per kind as JSON on its last line. Argument: the folder of its logs."""
+import json
+import sys
+import time
+
+import pandas as pd
+from pyspark.sql import functions as F
+
+import cloudprofiler.spark as cps
+from cloudprofiler.analysis import open_application
+
+ROWS, BATCH_ROWS, SLEEP_S = 2000, 500, 0.1  # 2 tasks of 2 Arrow batches each
+
+
+def sleepy(v: pd.Series) -> pd.Series:
+    time.sleep(SLEEP_S)
+    return v
+
+
+def arrow_batches(batches):
+    yield from batches
+
+
+def main(folder: str) -> None:
+    spark = (cps.builder(log_dir=f"{folder}/logs", local_dir=f"{folder}/local", calibration_enabled=False, udfs=True)
+             .master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS)).getOrCreate())
+    ids = spark.range(0, ROWS, 1, 2)
+    sums = [ids.select(F.pandas_udf(sleepy, "long")("id").alias("y")).agg(F.sum("y")).first()[0],
+            ids.select(F.udf(lambda v: v + 1, "long", useArrow=False)("id").alias("y")).agg(F.sum("y")).first()[0],
+            ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")).first()[0]]
+    app_id = spark.sparkContext.applicationId
+    spark.stop()
+    app = open_application(f"{folder}/logs/{app_id}")
+    per_kind = (app.udfs().groupBy("kind").agg(F.count(F.lit(1)).alias("tasks"), F.sum("batches").alias("batches"),
+                                                F.sum("rows").alias("rows"), F.sum("out_rows").alias("out_rows"),
+                                                F.min("function_s").alias("min_function_s"),
+                                                F.max("function_s").alias("max_function_s"),
+                                                F.min(F.col("complete").cast("int")).alias("complete")).collect())
+    import pyspark
+
+    print(json.dumps({"pyspark": pyspark.__version__, "sums": sums,
+                      "kinds": {r["kind"]: {k: r[k] for k in r.asDict() if k != "kind"} for r in per_kind}}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,228 @@
+"""Python UDF batches timed in their workers (spark.cloudprofiler.udfs), held to known answers on a real local
+application (one session for the module): a pandas UDF that sleeps a known time per batch, one returning small and
+one returning large rows, a pickled Python UDF, mapInArrow and mapInPandas; then the same queries with the session's
+setting off, which must return the same rows and log nothing."""
+import json
+import os
+import re
+import subprocess
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import cloudprofiler as cp
+import cloudprofiler.spark as cps
+from cloudprofiler.analysis import open_application
+from cloudprofiler.analysis.report import render
+from cloudprofiler.analysis.report import udfs as udfs_section
+from cloudprofiler.analysis.report.data import ReportData
+from cloudprofiler.analysis.report.findings import findings
+from cloudprofiler.spark.jar import option_table
+from cloudprofiler.spark.python_trace import FAIL_ENV
+
+ROWS, PARTITIONS, BATCH_ROWS = 2000, 2, 500  # 2 tasks of 1000 rows: 2 Arrow batches each (maxRecordsPerBatch)
+SLEEP_S, SLEEP_BATCHES = 0.2, 2  # the sleeping UDF's sleep per batch, and its batches per task
+SMALL, LARGE = 8, 40_000  # characters of each row the sized UDFs return
+# the margins stated in the README: the function part holds the sleep and PySpark's Arrow <-> pandas conversions of
+# a batch (Spark 4 converts inside the evaluation), at most this much more per task; the task holds the worker's
+# time and the JVM's around it (the range, the worker's hand-over, the aggregation), at most this much more
+FUNCTION_MARGIN_S, TASK_MARGIN_S = 0.1, 1.0
+UDFS_KEY = "spark.cloudprofiler.udfs"
+ROOT = Path(__file__).resolve().parent.parent
+GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas")
+
+
+def _queries(spark):
+    pause = SLEEP_S
+
+    @F.pandas_udf("long")
+    def sleepy(v: pd.Series) -> pd.Series:
+        import time
+
+        time.sleep(pause)
+        return v
+
+    def sized(n):
+        def rows_of(v: pd.Series) -> pd.Series:
+            return pd.Series(["x" * n] * len(v))
+
+        rows_of.__name__ = f"rows_of_{n}"  # the name the worker unpickles
+        return F.pandas_udf(rows_of, "string")
+
+    def arrow_batches(batches):
+        yield from batches
+
+    def pandas_frames(frames):
+        for frame in frames:
+            yield frame.assign(id=frame["id"] + 1)
+
+    plus_one = F.udf(lambda v: v + 1, "long", useArrow=False)
+    ids = spark.range(0, ROWS, 1, PARTITIONS)
+    return {
+        "sleep": lambda: ids.select(sleepy("id").alias("y")).agg(F.sum("y")),
+        "small": lambda: ids.select(sized(SMALL)("id").alias("s")).agg(F.sum(F.length("s"))),
+        "large": lambda: ids.select(sized(LARGE)("id").alias("s")).agg(F.sum(F.length("s"))),
+        "pickled": lambda: ids.select(plus_one("id").alias("y")).agg(F.sum("y")),
+        "arrow": lambda: ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")),
+        "pandas": lambda: ids.mapInPandas(pandas_frames, "id long").agg(F.sum("id")),
+    }
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """(the application's analysis, each group's result with the setting on, and with it off)."""
+    base = tmp_path_factory.mktemp("udfs")
+    spark = (cps.builder(log_dir=str(base / "logs"), local_dir=str(base / "local"), calibration_enabled=False,
+                         udfs=True)
+             .master(f"local[{PARTITIONS}]").config("spark.ui.enabled", "false")
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS)).getOrCreate())
+    sc = spark.sparkContext
+    queries = _queries(spark)
+    sc.setJobGroup("warm-up", "the workers start and import pandas and pyarrow")
+    for query in queries.values():
+        query().collect()
+    on, off = {}, {}
+    for group, query in queries.items():
+        sc.setJobGroup(group, group)
+        on[group] = query().collect()
+    sc.environment[FAIL_ENV] = "udf-timing"  # the UDFs made now run in workers (and a daemon) with this variable
+    faulty = _queries(spark)["sleep"]()  # its UDF's function, with the environment, is made with the DataFrame
+    del sc.environment[FAIL_ENV]
+    sc.setJobGroup("fault", "the timing fails as it starts")
+    on["fault"] = faulty.collect()
+    spark.conf.set(UDFS_KEY, "false")
+    for group, query in queries.items():
+        sc.setJobGroup(f"{group}-off", group)
+        off[group] = query().collect()
+    app_id = sc.applicationId
+    spark.stop()
+    return open_application(str(base / "logs" / app_id)), on, off
+
+
+@pytest.fixture(scope="module")
+def udfs(run):
+    """udfs() of each job group, as pandas."""
+    frame = run[0].udfs(job_group=list(GROUPS)).toPandas()
+    tasks = run[0].tasks(job_group=list(GROUPS)).select("task_attempt_id", "job_group").toPandas()
+    frame = frame.merge(tasks, on="task_attempt_id")
+    return {group: frame[frame["job_group"] == group] for group in GROUPS}
+
+
+PARTS = ["setup_s", "wait_s", "read_s", "function_s", "serialize_s"]
+
+
+def test_a_pandas_udf_sleeping_per_batch_shows_its_sleep_in_the_function_and_the_task_time_in_the_parts(udfs):
+    rows = udfs["sleep"]
+    assert len(rows) == PARTITIONS and (rows["udf"] == "sleepy").all() and (rows["kind"] == "pandas UDF").all()
+    assert (rows["batches"] == SLEEP_BATCHES).all() and (rows["rows"] == ROWS // PARTITIONS).all(), rows
+    assert (rows["out_rows"] == ROWS // PARTITIONS).all() and rows["complete"].all() and not rows["failed"].any()
+    slept = SLEEP_S * SLEEP_BATCHES
+    for row in rows.itertuples():
+        assert slept <= row.function_s <= slept + FUNCTION_MARGIN_S, row
+        others = row.setup_s + row.wait_s + row.read_s + row.serialize_s
+        assert others < FUNCTION_MARGIN_S, row
+        assert abs(sum(getattr(row, p) for p in PARTS) - row.worker_s) < 1e-6
+        # the task's own TSC duration, measured by the executor: the worker's time and the JVM's around it
+        assert row.worker_s <= row.task_s <= row.worker_s + TASK_MARGIN_S, row
+
+
+def test_serialization_grows_with_the_size_of_the_rows_returned(udfs):
+    small, large = udfs["small"], udfs["large"]
+    assert (small["udf"] == f"rows_of_{SMALL}").all() and (large["udf"] == f"rows_of_{LARGE}").all()
+    assert (large["out_rows"] == ROWS // PARTITIONS).all()
+    # 1000 rows of 40 kB: 40 MB written back per task, against 8 kB
+    assert large["serialize_s"].sum() > 10 * small["serialize_s"].sum(), (small[PARTS], large[PARTS])
+    assert large["serialize_s"].min() > small["serialize_s"].max()
+
+
+def test_a_pickled_python_udf_is_timed_per_batch_of_rows(udfs):
+    rows = udfs["pickled"]
+    assert len(rows) == PARTITIONS and (rows["kind"] == "Python UDF").all() and (rows["udf"] == "<lambda>").all()
+    # the JVM sends batches of 100 pickled rows; the worker packs its answers by 100 (PYTHON_UDF_BATCH_SIZE)
+    assert (rows["rows"] == ROWS // PARTITIONS).all() and (rows["out_rows"] == ROWS // PARTITIONS).all(), rows
+    assert (rows["batches"] == ROWS // PARTITIONS // 100).all() and (rows["out_batches"] == rows["batches"]).all()
+    assert rows["complete"].all()
+
+
+@pytest.mark.parametrize("group, kind", [("arrow", "mapInArrow"), ("pandas", "mapInPandas")])
+def test_map_in_arrow_and_in_pandas_are_timed_per_arrow_batch(udfs, group, kind):
+    rows = udfs[group]
+    assert len(rows) == PARTITIONS and (rows["kind"] == kind).all(), rows
+    assert (rows["batches"] == ROWS // PARTITIONS // BATCH_ROWS).all() and (rows["rows"] == ROWS // PARTITIONS).all()
+    assert (rows["out_rows"] == ROWS // PARTITIONS).all() and rows["complete"].all()
+    assert (rows[PARTS] >= 0).all().all()
+
+
+def test_a_failing_timing_never_fails_the_udf_and_turns_itself_off(run):
+    app, on, _ = run
+    assert on["fault"] == on["sleep"]
+    assert app.tasks(job_group="fault").count() >= PARTITIONS and app.udfs(job_group="fault").count() == 0
+
+
+def test_the_results_are_the_same_with_the_setting_on_and_off(run):
+    _, on, off = run
+    assert {g: on[g] for g in GROUPS} == off
+    assert on["sleep"][0][0] == sum(range(ROWS)) and on["large"][0][0] == ROWS * LARGE
+
+
+def test_a_session_with_the_setting_off_logs_nothing(run):
+    app = run[0]
+    groups = [f"{g}-off" for g in GROUPS]
+    assert app.tasks(job_group=groups).count() >= 2 * len(GROUPS)  # the jobs ran
+    assert app.udfs(job_group=groups).count() == 0
+
+
+def test_the_helper_sets_the_daemon_only_when_asked_and_leaves_the_application_s_own():
+    daemon_key, worker_key = option_table()["python_module_keys"]
+    assert cps.spark_conf(udfs=True)[daemon_key] == "cloudprofiler_udfs"
+    assert daemon_key not in cps.spark_conf() and daemon_key not in cps.spark_conf(udfs=False)
+    for key in (daemon_key, worker_key):
+        builder = SparkSession.Builder().config(key, "mytool.daemon")
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            cps.configure(builder, udfs=True)
+        assert builder._options[key] == "mytool.daemon"
+        assert key == worker_key or builder._options.get(daemon_key) == "mytool.daemon"
+        assert daemon_key not in builder._options or key == daemon_key
+        assert any(f"{key}=mytool.daemon" in str(w.message) and "not timed" in str(w.message) for w in said)
+
+
+def test_a_bad_value_is_refused_naming_it():
+    with pytest.raises(cp.InvalidArgumentError, match=f"{UDFS_KEY}=yes is invalid: expected true or false"):
+        cps.spark_conf(udfs="yes")
+
+
+def test_the_report_says_in_words_where_each_udf_s_time_went(run, tmp_path):
+    app = run[0]
+    data = ReportData(summary=dict(app.summary()))
+    udfs_section.gather(app, data)
+    assert set(data.udfs["udf"]) >= {"sleepy", f"rows_of_{LARGE}", "<lambda>", "arrow_batches", "pandas_frames"}
+    found = [f.text for f in findings(data) if f.kind == "python_udf"]
+    sleepy = [text for text in found if "`sleepy`" in text]
+    assert len(sleepy) == 1 and re.match(r"The pandas UDF `sleepy` spends \d+% of its workers' time \(.* over \d+ "
+                                         r"tasks, \d+ batches\) .*", sleepy[0]) and "in the function" in sleepy[0]
+    page = render(data, tmp_path / "report.html", quiet=True).read_text()
+    assert '<section id="udfs"><h2>Python UDFs</h2>' in page and 'href="#udfs"' in page and "sleepy" in page
+
+
+def test_on_spark_3_5_the_same_batches_are_timed(tmp_path):
+    python = ROOT / "build" / "pyspark-3.5" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no pyspark 3.5 environment at {python.parent.parent}: `make build` creates it")
+    result = subprocess.run([str(python), str(Path(__file__).with_name("spark_version_udfs.py")), str(tmp_path)],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                            env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")})  # its own Python
+    assert result.returncode == 0, result.stderr[-4000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["pyspark"].startswith("3.5.") and seen["sums"] == [1999000, 2001000, 1999000], seen
+    kinds = seen["kinds"]
+    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow"}, seen
+    for kind, batches in (("pandas UDF", 4), ("Python UDF", 20), ("mapInArrow", 4)):
+        assert kinds[kind]["tasks"] == 2 and kinds[kind]["batches"] == batches, (kind, seen)
+        assert kinds[kind]["rows"] == kinds[kind]["out_rows"] == 2000 and kinds[kind]["complete"] == 1, (kind, seen)
+    # 0.1 s per batch, 2 batches per task (the same margin as above: Spark 3.5 converts Arrow to pandas in reading)
+    assert 0.2 <= kinds["pandas UDF"]["min_function_s"] <= kinds["pandas UDF"]["max_function_s"] <= 0.2 + 0.1, seen
