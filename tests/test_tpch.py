@@ -82,3 +82,24 @@ def test_the_22_queries_run_and_return_what_the_specification_s_queries_return_a
         spark.conf.unset("spark.cloudprofiler.operators")
     assert {name for name in results if timed[name] != results[name]} == set()
     assert "CloudprofilerProbe" in plan
+
+
+def test_the_bench_prints_each_run_s_time_and_cpu_for_both_sides_and_judges_both_totals(tpch_root):
+    # the real command on the suite's small data: figures of every run, the JVM's CPU beside the time
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "cloudprofiler.cli", "bench", "operators", "--scale", str(TPCH_SCALE),
+                          "--data", str(tpch_root), "--queries", "q06,q14", "--repeat", "2", "--warmups", "0",
+                          "--driver-memory", "1g", "--json"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads(out.stdout)
+    assert [q["query"] for q in figures["queries"]] == ["q06", "q14"]
+    for q in figures["queries"]:
+        assert q["results_equal"] and len(q["off_s"]) == len(q["on_cpu_s"]) == 2
+        # the JVM works at least a little for each run, and at most as long as its two cores could in the run
+        for side in ("off", "on"):
+            assert all(0 < cpu <= 2 * took + 0.05 for cpu, took in zip(q[f"{side}_cpu_s"], q[f"{side}_s"])), q
+    for total in (figures["total"], figures["total_cpu"]):
+        assert total["verdict"] in ("met", "not met", "not measurable") and len(total["added_runs"]) == 2

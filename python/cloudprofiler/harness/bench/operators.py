@@ -83,30 +83,41 @@ def same_results(a: list, b: list, rel_tol: float = 1e-9) -> bool:
     return True
 
 
-def query_runs(spark, text: str, repeat: int, warmups: int) -> dict:
+def process_cpu_s(pid: int) -> float:
+    """The CPU seconds process `pid` used so far, all its threads (user and system; /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3, utime 14, stime 15
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def query_runs(spark, text: str, repeat: int, warmups: int, jvm_pid: int) -> dict:
     """`text` run with operator timing off and on alternately, `warmups` untimed rounds first: every timed run's
-    seconds per side, the median added time, and whether every run returned the rows of the first run off."""
+    seconds and the local JVM's CPU seconds meanwhile per side, the median added time and CPU, and whether every
+    run returned the rows of the first run off."""
     results: dict[bool, list] = {False: [], True: []}
     seconds: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
 
-    def run(on: bool) -> tuple[float, list]:
+    def run(on: bool) -> tuple[float, float, list]:
         spark.conf.set(OPERATORS_KEY, str(on).lower())
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), process_cpu_s(jvm_pid)
         rows = spark.sql(text).collect()
-        return time.perf_counter() - t0, rows
+        return time.perf_counter() - t0, process_cpu_s(jvm_pid) - c0, rows
 
     for _ in range(warmups):
         run(False), run(True)
     for _ in range(repeat):
         for on in (False, True):
-            took, rows = run(on)
+            took, used, rows = run(on)
             seconds[on].append(took)
+            cpu[on].append(used)
             results[on].append(rows)
     spark.conf.unset(OPERATORS_KEY)
     first = results[False][0]
     equal = all(same_results(first, rows) for side in (False, True) for rows in results[side])
-    return {"off_s": seconds[False], "on_s": seconds[True], "rows": len(first),
-            "added": statistics.median(seconds[True]) / statistics.median(seconds[False]) - 1,
+    return {"off_s": seconds[False], "on_s": seconds[True], "off_cpu_s": cpu[False], "on_cpu_s": cpu[True],
+            "rows": len(first), "added": statistics.median(seconds[True]) / statistics.median(seconds[False]) - 1,
+            "added_cpu": statistics.median(cpu[True]) / max(statistics.median(cpu[False]), 1e-9) - 1,
             "results_equal": equal}
 
 
@@ -143,27 +154,34 @@ def run(args: argparse.Namespace) -> int:
         spark = _session(master, args.driver_memory, log_dir)
         try:
             tpch.register(spark, folder)
+            jvm_pid = spark.sparkContext._jvm.ProcessHandle.current().pid()  # local mode: the executor's too
             rows = []
             for name in names:
-                row = {"query": name, **query_runs(spark, tpch.query(name), args.repeat, args.warmups)}
+                row = {"query": name, **query_runs(spark, tpch.query(name), args.repeat, args.warmups, jvm_pid)}
                 rows.append(row)
                 print(f"  {name}: off {_seconds(row['off_s'])} s, on {_seconds(row['on_s'])} s, "
-                      f"{row['added']:+.1%}, results {'equal' if row['results_equal'] else 'DIFFER'}",
-                      file=progress, flush=True)
+                      f"{row['added']:+.1%} ({row['added_cpu']:+.1%} CPU), "
+                      f"results {'equal' if row['results_equal'] else 'DIFFER'}", file=progress, flush=True)
         finally:
             spark.stop()
-    off_totals = [sum(r["off_s"][i] for r in rows) for i in range(args.repeat)]
-    on_totals = [sum(r["on_s"][i] for r in rows) for i in range(args.repeat)]
-    total = {"off_s": off_totals, "on_s": on_totals, **judge(off_totals, on_totals)}
+    total = _total(rows, "off_s", "on_s", args.repeat)
+    cpu = _total(rows, "off_cpu_s", "on_cpu_s", args.repeat)
     differ = [r["query"] for r in rows if not r["results_equal"]]
     if args.json:
         print(json.dumps({"scale": args.scale, "master": master, "repeat": args.repeat, "queries": rows,
-                          "total": total}, indent=1))
+                          "total": total, "total_cpu": cpu}, indent=1))
         return 1 if differ else 0
-    _print(rows, total, args, master)
+    _print(rows, total, cpu, args, master)
     for name in differ:
         print(f"bench operators: {name} returned other rows with operator timing on than off", file=sys.stderr)
     return 1 if differ else 0
+
+
+def _total(rows: list[dict], off: str, on: str, repeat: int) -> dict:
+    """The sums over all queries of each run's `off` and `on` figures, judged."""
+    off_totals = [sum(r[off][i] for r in rows) for i in range(repeat)]
+    on_totals = [sum(r[on][i] for r in rows) for i in range(repeat)]
+    return {off: off_totals, on: on_totals, **judge(off_totals, on_totals)}
 
 
 def _seconds(values: list[float]) -> str:
@@ -174,7 +192,7 @@ def _percent(values: list[float]) -> str:
     return " ".join(f"{v:+.1%}" for v in values)
 
 
-def _print(rows: list[dict], total: dict, args: argparse.Namespace, master: str) -> None:
+def _print(rows: list[dict], total: dict, cpu: dict, args: argparse.Namespace, master: str) -> None:
     from ...console import print_table
 
     print()
@@ -183,14 +201,22 @@ def _print(rows: list[dict], total: dict, args: argparse.Namespace, master: str)
     print_table([{**r, "off": _seconds(r["off_s"]), "on": _seconds(r["on_s"]),
                   "equal": "equal" if r["results_equal"] else "DIFFER"} for r in rows],
                 [("query", "query", ""), ("rows", "rows", "d"), ("off", "off (s), each run", ""),
-                 ("on", "on (s), each run", ""), ("added", "added, median", "+.1%"), ("equal", "results", "")])
+                 ("on", "on (s), each run", ""), ("added", "added, median", "+.1%"),
+                 ("added_cpu", "CPU added, median", "+.1%"), ("equal", "results", "")])
     print()
-    floor = total["floor"]
-    print_table([{"what": "all queries", "off": _seconds(total["off_s"]), "on": _seconds(total["on_s"]),
-                  "added": total["added"], "runs": _percent(total["added_runs"]),
-                  "spread": f"{total['added_min']:+.1%}..{total['added_max']:+.1%}",
-                  "floor": "unknown (one run)" if floor is None else f"{floor:.1%}",
-                  "goal": f"<= {total['goal']:.0%}: {total['verdict']}"}],
+    print_table([_total_row("all queries, time", total["off_s"], total["on_s"], total),
+                 _total_row("all queries, JVM CPU", cpu["off_cpu_s"], cpu["on_cpu_s"], cpu)],
                 [("what", "total", ""), ("off", "off (s), each run", ""), ("on", "on (s), each run", ""),
                  ("added", "added, median", "+.1%"), ("runs", "added, each run", ""),
                  ("spread", "spread", ""), ("floor", "floor (off runs' spread)", ""), ("goal", "goal", "")])
+    print("(JVM CPU: the CPU seconds of the session's JVM, driver and executor, during each run: what the JVM did, "
+          "less sensitive than the time to other processes on the machine)")
+
+
+def _total_row(what: str, off: list[float], on: list[float], verdict: dict) -> dict:
+    floor = verdict["floor"]
+    return {"what": what, "off": _seconds(off), "on": _seconds(on), "added": verdict["added"],
+            "runs": _percent(verdict["added_runs"]),
+            "spread": f"{verdict['added_min']:+.1%}..{verdict['added_max']:+.1%}",
+            "floor": "unknown (one run)" if floor is None else f"{floor:.1%}",
+            "goal": f"<= {verdict['goal']:.0%}: {verdict['verdict']}"}
