@@ -59,7 +59,7 @@ def install(worker=None) -> None:
             if _switched_off():
                 return read
             eval_type = kwargs.get("eval_type", args[2] if len(args) > 2 else None)
-            return _Task(eval_type, perf_counter_ns() - began).wrap(*read)
+            return Task(eval_type, perf_counter_ns() - began).wrap(*read)
         except Exception as e:  # noqa: BLE001 -- the evaluation runs untimed
             _fail(e)
             return read
@@ -103,16 +103,17 @@ def _closed(tuple_id: int) -> None:
     pass
 
 
-class _Task:
+class Task:
     """The timing of one task's evaluation: its channel and the socket time waited since the last event."""
 
-    def __init__(self, eval_type, setup_ns: int):
+    def __init__(self, eval_type, setup_ns: int, channel=None):
+        """`channel`: where the records go (`bench udfs`), else a new channel of the task."""
         from .python_trace import FAIL_ENV, task_channel
 
         if "udf-timing" in os.environ.get(FAIL_ENV, "").split(","):
             raise OSError(f"{FAIL_ENV}: a failure injected into the UDF timing")
         names = ", ".join(dict.fromkeys(_names)) or "?"
-        self.channel = task_channel(CHANNEL, "buffered", metadata={
+        self.channel = channel or task_channel(CHANNEL, "buffered", metadata={
             "spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type)})
         self._log = self.channel.log
         self.waited = 0
@@ -132,19 +133,19 @@ class _Task:
     def wrap(self, func, profiler, deserializer, serializer):
         from pyspark.serializers import BatchedSerializer
 
-        def inputs(load):
-            return lambda stream: _Batches(self, load(_Reads(self, stream)), IN_ENTER, IN_EXIT)
+        def inputs(load, rows):
+            return lambda stream: _Batches(self, load(_Reads(self, stream)), IN_ENTER, IN_EXIT, rows)
 
         if isinstance(deserializer, BatchedSerializer):  # pickled rows: around the batches, not every row
-            batched = serializer._batched
-            deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching)
-            serializer._batched = lambda rows: _Batches(self, batched(rows), OUT_ENTER, OUT_EXIT)
+            batched = serializer._batched  # a batch is a list (or, as the JVM pickles it, a tuple) of rows
+            deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching, len)
+            serializer._batched = lambda rows: _Batches(self, batched(rows), OUT_ENTER, OUT_EXIT, len)
             timed_func = func
         else:
-            deserializer.load_stream = inputs(deserializer.load_stream)
+            deserializer.load_stream = inputs(deserializer.load_stream, _count)
 
             def timed_func(split_index, iterator):
-                return _Batches(self, func(split_index, iterator), OUT_ENTER, OUT_EXIT)
+                return _Batches(self, func(split_index, iterator), OUT_ENTER, OUT_EXIT, _count)
 
         dump = serializer.dump_stream
 
@@ -168,22 +169,20 @@ class _Task:
 class _Reads:
     """The input stream, each read timed: how long the worker waited for the JVM's bytes (and copied them)."""
 
-    def __init__(self, task: _Task, stream):
+    def __init__(self, task: Task, stream):
         self._task, self._stream = task, stream
 
     def read(self, *args):
         began = perf_counter_ns()
-        try:
-            return self._stream.read(*args)
-        finally:
-            self._task.waited += perf_counter_ns() - began
+        data = self._stream.read(*args)
+        self._task.waited += perf_counter_ns() - began
+        return data
 
     def readinto(self, buffer):
         began = perf_counter_ns()
-        try:
-            return self._stream.readinto(buffer)
-        finally:
-            self._task.waited += perf_counter_ns() - began
+        n = self._stream.readinto(buffer)
+        self._task.waited += perf_counter_ns() - began
+        return n
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -193,20 +192,20 @@ class _Batches:
     """An evaluation's input batches (IN_ENTER, IN_EXIT: each one's read and deserialization) or output batches
     (OUT_ENTER, OUT_EXIT: from the serializer's asking for one to its getting it), each `next` logged."""
 
-    def __init__(self, task: _Task, batches, enter: int, exit_: int):
-        self._task, self._batches, self._enter, self._exit = task, iter(batches), enter, exit_
+    def __init__(self, task: Task, batches, enter: int, exit_: int, rows):
+        self._event, self._batches, self._enter, self._exit, self._rows = task.event, iter(batches), enter, exit_, rows
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        self._task.event(self._enter)
+        self._event(self._enter)
         try:
             batch = next(self._batches)
         except StopIteration:
-            self._task.event(self._exit, ENDED)
+            self._event(self._exit, ENDED)
             raise
-        self._task.event(self._exit, _count(batch))
+        self._event(self._exit, self._rows(batch))
         return batch
 
     def close(self):  # PySpark closes the output iterator at the end of the task
