@@ -226,3 +226,17 @@ def test_on_spark_3_5_the_same_batches_are_timed(tmp_path):
         assert kinds[kind]["rows"] == kinds[kind]["out_rows"] == 2000 and kinds[kind]["complete"] == 1, (kind, seen)
     # 0.1 s per batch, 2 batches per task (the same margin as above: Spark 3.5 converts Arrow to pandas in reading)
     assert 0.2 <= kinds["pandas UDF"]["min_function_s"] <= kinds["pandas UDF"]["max_function_s"] <= 0.2 + 0.1, seen
+
+
+def test_the_helper_leaves_pyspark_s_daemon_to_local_workers_whose_python_lacks_ours(monkeypatch):
+    python = "/usr/bin/python3"  # the system's, without this package
+    if not Path(python).exists():
+        pytest.skip(f"no {python}")
+    monkeypatch.setenv("PYSPARK_PYTHON", python)
+    daemon_key = option_table()["python_module_keys"][0]
+    builder = SparkSession.Builder().master("local[1]")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        cps.configure(builder, udfs=True)
+    assert daemon_key not in builder._options
+    assert any(f"({python}, PYSPARK_PYTHON) cannot import cloudprofiler_udfs" in str(w.message) for w in said), said

@@ -64,8 +64,12 @@ def jar_uri(master: "str | None" = None) -> str:
     """The plugin's jar as `spark.jars` names it for an application on `master`: `local:<path>` where every executor
     runs on this machine (`local`, `local[N]`, `local-cluster[...]`), so that executors read it in place instead of
     fetching it from the driver (0.1 s of a short application's start); else its path, which Spark ships."""
-    local = master is not None and re.fullmatch(r"local(\[.*\])?|local-cluster\[.*\]", master.strip())
-    return f"local:{jar_path()}" if local else jar_path()
+    return f"local:{jar_path()}" if local_master(master) else jar_path()
+
+
+def local_master(master: "str | None") -> bool:
+    """Whether every executor of an application on `master` runs on this machine (local, local[N], local-cluster)."""
+    return master is not None and re.fullmatch(r"local(\[.*\])?|local-cluster\[.*\]", master.strip()) is not None
 
 
 def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str, str]:
@@ -95,20 +99,31 @@ def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str
     return conf
 
 
-def _leave_python_modules(builder, conf: dict) -> None:
-    """Leave PySpark's daemon and worker modules to an application (or another tool) that set either: the Python
-    UDFs are then not timed, and a warning says so."""
-    daemon_key = option_table()["python_module_keys"][0]
+def _leave_python_modules(builder, conf: dict, master: "str | None") -> None:
+    """Leave PySpark's daemon and worker modules to an application (or another tool) that set either; and where the
+    workers run on this machine (a local master), leave PySpark's daemon to workers whose Python (PYSPARK_PYTHON)
+    cannot import ours, which would fail every Python task. The Python UDFs are then not timed, and a warning says
+    why."""
+    daemon_key, daemon = option_table()["python_module_keys"][0], option_table()["udf_daemon_module"]
     if daemon_key not in conf:
         return
+    why = None
     for key in option_table()["python_module_keys"]:
         value = set_before(builder, key)
-        if value is not None and value != conf[daemon_key]:
-            del conf[daemon_key]
-            warnings.warn(f"cloudprofiler: {key}={value} is the application's: it is left as it is, and the Python "
-                          f"UDFs are not timed (udfs=True needs {daemon_key}={option_table()['udf_daemon_module']})",
-                          stacklevel=3)
-            return
+        if value is not None and value != daemon:
+            why = f"{key}={value} is the application's: it is left as it is"
+            break
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    if why is None and local_master(master) and os.path.realpath(python) != os.path.realpath(sys.executable):
+        import subprocess
+
+        found = subprocess.run([python, "-c", f"import {daemon}, cloudprofiler.spark.udf_timing"], capture_output=True)
+        if found.returncode != 0:
+            why = f"the workers' Python ({python}, PYSPARK_PYTHON) cannot import {daemon} and cloudprofiler"
+    if why is not None:
+        del conf[daemon_key]
+        warnings.warn(f"cloudprofiler: {why}, so the Python UDFs are not timed (udfs=True needs {daemon_key}="
+                      f"{daemon})", stacklevel=3)
 
 
 def submit_flags(conf: dict) -> str:
@@ -149,7 +164,7 @@ def configure(builder, channels=None, **values):
         return builder
     if not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # PySpark reads the worker interpreter from here
-    _leave_python_modules(builder, conf)
+    _leave_python_modules(builder, conf, set_before(builder, "spark.master"))
     for key in LIST_KEYS:
         conf[key] = appended(set_before(builder, key), conf[key])
     for key, value in conf.items():

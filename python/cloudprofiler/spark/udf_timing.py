@@ -17,6 +17,7 @@ in one line of its executor's log.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from time import perf_counter_ns
@@ -68,15 +69,20 @@ def install(worker=None) -> None:
     worker._cloudprofiler_udfs = True
 
 
+@functools.cache
+def _udfs_key() -> str:
+    from .jar import options
+
+    return options()["udfs"]
+
+
 def _switched_off() -> bool:
     """Whether the task's session set spark.cloudprofiler.udfs=false: a SQL execution's session settings reach its
     tasks as local properties."""
     from pyspark import TaskContext
 
-    from .jar import options
-
     ctx = TaskContext.get()
-    value = ctx.getLocalProperty(options()["udfs"]) if ctx is not None else None
+    value = ctx.getLocalProperty(_udfs_key()) if ctx is not None else None
     return value is not None and value.strip().lower() == "false"
 
 
