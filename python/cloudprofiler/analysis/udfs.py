@@ -65,7 +65,10 @@ def udfs(app, **scope):
     setup, the wait for the first batch (first_wait_s, part of wait_s), wait, read, function, serialize, their sum
     (worker_s: the worker's time for the task's evaluation) and the task attempt's TSC duration (task_s); complete:
     the worker logged the end of its output (false: killed, or its records not collected yet); failed: the function
-    or the serializer raised. Empty where no Python worker timed its UDFs."""
+    or the serializer raised. Empty where no Python worker timed its UDFs (without a Spark job: the report asks every
+    application)."""
+    if CHANNEL not in app.catalog.channels("records"):
+        return app.spark.createDataFrame([], UDFS_DDL)
     events = _events(app)
     wait, kind, value = F.col("kind") == WAIT, F.col("kind"), F.col("value")
     batch = lambda k: (kind == k) & (value != ENDED)  # noqa: E731
