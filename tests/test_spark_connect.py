@@ -78,6 +78,40 @@ def test_rules_change_from_a_remote_session(remote_rules):
 
 
 @pytest.fixture(scope="module")
+def remote_operators(server):
+    """A remote session's query with its operators timed (the setting is the Connect session's own SQL
+    configuration), and what the server's driver wrote of its probes."""
+    import pyarrow.ipc as ipc
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    session = RemoteSession.builder.remote(server["url"]).create()
+    session.conf.set("spark.cloudprofiler.operators", "true")
+    kept = session.sql("select count(*) from range(0, 123456, 1, 2) where id % 3 = 0").first()[0]
+    session.stop()
+    (app,) = [p for p in server["log_dir"].iterdir() if p.is_dir() and p.name.startswith("local-")]
+    deadline = time.monotonic() + 60
+    while True:  # published every second while the server runs
+        try:
+            nodes, values = (ipc.open_file(app / name).read_all().to_pylist()
+                             for name in ("spark-operator-nodes.arrows", "spark-operators.arrows"))
+        except OSError:
+            nodes, values = [], []
+        scan = [n for n in nodes if n["operator"] == "Range" and "123456" in n["description"]]
+        rows = {}
+        for v in values:
+            rows[v["probe_id"]] = rows.get(v["probe_id"], 0) + v["rows"]
+        if scan and rows.get(scan[0]["probe_id"]) == 123456 and rows.get(scan[0]["parent_probe_id"]) == kept:
+            return {"kept": kept, "session": session.session_id}
+        assert time.monotonic() < deadline, (scan, rows)
+        time.sleep(0.5)
+
+
+def test_a_remote_session_times_its_query_s_operators(remote_operators):
+    # the range's probe counted every row and the filter's (the range's consumer) the rows it kept
+    assert remote_operators["kept"] == 41152
+
+
+@pytest.fixture(scope="module")
 def scoped_rules(server):
     """Two sessions: the rules one sets through SQL are its own; the other, and the application, keep theirs."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
@@ -136,7 +170,7 @@ def test_a_remote_session_reads_the_generator_source_every_tuple_once(remote_sou
 
 
 @pytest.fixture(scope="module")
-def sessions(server, remote_rules, remote_source, scoped_rules):
+def sessions(server, remote_rules, remote_source, scoped_rules, remote_operators):
     """Two sessions' ids and what the helper said; the server stopped afterwards (its task table written)."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
@@ -162,7 +196,7 @@ def sessions(server, remote_rules, remote_source, scoped_rules):
     assert server["process"].wait(timeout=120) is not None
     assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
     return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"],
-                                                      *scoped_rules["sessions"]},
+                                           remote_operators["session"], *scoped_rules["sessions"]},
             "said": [str(w.message) for w in said], "categories": [w.category for w in said],
             "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page}
 
