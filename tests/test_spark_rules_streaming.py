@@ -4,7 +4,6 @@ from buffered to null, back to buffered, then to downsample:4 with cps.set_rules
 worker, records under a rule stop within a second of the next change and records resume in the first batch after
 it, judged from the files' TSCs against the change record in rules-changes.arrows; every call the query made is
 counted in some file."""
-import contextlib
 import threading
 import time
 
@@ -13,9 +12,7 @@ import pytest
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
-from cloudprofiler.harness.hosts import Hosts
-from cloudprofiler.harness.standalone import (small_executors, standalone_cluster, wait_for_collection,
-                                                  wait_for_executors)
+from cloudprofiler.harness.standalone import small_executors, wait_for_collection, wait_for_executors
 
 CHANNELS = ("strm", "pystrm")
 PHASES = ["null", "buffered", "downsample:4"]  # after "buffered" at start
@@ -33,44 +30,43 @@ def run(request, tmp_path_factory):
     base = tmp_path_factory.mktemp("streaming-rules")
     log_dir = base / "logs"
     executors = 2 if request.param == "standalone" else 1
-    with contextlib.ExitStack() as cluster:
-        master = request.param
-        if master == "standalone":
-            master = cluster.enter_context(standalone_cluster(cluster.enter_context(Hosts(2, namespaces=False)), base))
-        builder = cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local"), rules=rules_of("buffered"))
-        spark = (small_executors(builder.master(master), 2).config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-        try:
-            if executors > 1:
-                wait_for_executors(spark, executors)
-            deadline = time.monotonic() + 120
-            counted, tracing, untraced = [], threading.Event(), threading.Event()
-            tracing.set()
+    master = request.param
+    if master == "standalone":
+        master = request.getfixturevalue("standalone")[0]  # conftest's, shared with other modules
+    builder = cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local"), rules=rules_of("buffered"))
+    spark = (small_executors(builder.master(master), 2).config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    try:
+        if executors > 1:
+            wait_for_executors(spark, executors)
+        deadline = time.monotonic() + 120
+        counted, tracing, untraced = [], threading.Event(), threading.Event()
+        tracing.set()
 
-            def each_batch(batch, _):  # while the test traces: when each batch ran, the rows it traced
-                if tracing.is_set():  # one job: the SQL trace point, then the Python one, on every row
-                    began = cp.tsc()
-                    traced = cps.trace(batch.selectExpr("cp_trace('strm', value) as value"), "pystrm", "value")
-                    counted.append((began, traced.selectExpr("count(value)").first()[0], cp.tsc()))
-                else:  # batches run one after the other: none traces any more
-                    untraced.set()
+        def each_batch(batch, _):  # while the test traces: when each batch ran, the rows it traced
+            if tracing.is_set():  # one job: the SQL trace point, then the Python one, on every row
+                began = cp.tsc()
+                traced = cps.trace(batch.selectExpr("cp_trace('strm', value) as value"), "pystrm", "value")
+                counted.append((began, traced.selectExpr("count(value)").first()[0], cp.tsc()))
+            else:  # batches run one after the other: none traces any more
+                untraced.set()
 
-            query = (spark.readStream.format("rate").option("rowsPerSecond", 2000).option("numPartitions", 2).load()
-                     .writeStream.foreachBatch(each_batch).trigger(processingTime="100 milliseconds").start())
-            while len(counted) < 3 and query.isActive and time.monotonic() < deadline:
-                time.sleep(0.1)
+        query = (spark.readStream.format("rate").option("rowsPerSecond", 2000).option("numPartitions", 2).load()
+                 .writeStream.foreachBatch(each_batch).trigger(processingTime="100 milliseconds").start())
+        while len(counted) < 3 and query.isActive and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(PHASE_SECONDS)
+        for handler in PHASES:
+            cps.set_rules(spark, rules_of(handler))
             time.sleep(PHASE_SECONDS)
-            for handler in PHASES:
-                cps.set_rules(spark, rules_of(handler))
-                time.sleep(PHASE_SECONDS)
-            tracing.clear()
-            assert untraced.wait(60), "the query ran no batch after tracing stopped"
-            query.stop()
-            app_id = spark.sparkContext.applicationId
-        finally:
-            spark.stop()
-        app = log_dir / app_id
-        wait_for_collection(base / "executor-local", app_id)
+        tracing.clear()
+        assert untraced.wait(60), "the query ran no batch after tracing stopped"
+        query.stop()
+        app_id = spark.sparkContext.applicationId
+    finally:
+        spark.stop()
+    app = log_dir / app_id
+    wait_for_collection(base / "executor-local", app_id)
     with ipc.open_file(app / "rules-changes.arrows") as reader:
         changes = reader.read_all()
     files = {channel: [(cp.log_metadata(t), t, p) for p in cp.log_files(app) if p.name.startswith(f"{channel}.")

@@ -1,12 +1,11 @@
-"""The plugin on a real standalone cluster: a master and two workers, each its own JVM, started here."""
+"""The plugin on a real standalone cluster: a master and two workers, each its own JVM, started here (once for the
+suite: conftest's `standalone`)."""
 import os
 import re
 import subprocess
 import sys
 import warnings
 from pathlib import Path
-
-import pytest
 
 import numpy as np
 import pyarrow.compute as pc
@@ -15,23 +14,14 @@ import pyarrow.ipc as ipc
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.calibration.spark import load_domains, records_in_reference
-from cloudprofiler.harness.hosts import Hosts
-from cloudprofiler.harness.standalone import (small_executors, standalone_cluster, wait_for_collection,
-                                                  wait_for_executors)
+from cloudprofiler.harness.standalone import small_executors, wait_for_collection, wait_for_executors
 from conftest import assert_collected_as_it_died
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    base = tmp_path_factory.mktemp("standalone")
-    with Hosts(2, namespaces=False) as hosts, standalone_cluster(hosts, base) as master:
-        yield master, base
-
-
-def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, tmp_path):
-    master, base = cluster
+def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(standalone, tmp_path):
+    master, base = standalone
     log_dir = tmp_path / "logs"
     spark = (
         small_executors(cps.builder(log_dir=str(log_dir), local_dir=str(base / "executor-local")).master(master), 2)
@@ -114,8 +104,8 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(cluster, t
     assert sum(f"agrees with {domain}" in c for c in checks) == 1
 
 
-def test_executors_load_a_library_shipped_with_files_when_the_jar_has_none(cluster, jar_without_library, tmp_path):
-    master, base = cluster
+def test_executors_load_a_library_shipped_with_files_when_the_jar_has_none(standalone, jar_without_library, tmp_path):
+    master, base = standalone
     jar, library = jar_without_library
     log_dir = tmp_path / "logs"
     spark = (
@@ -181,8 +171,8 @@ spark.stop()
 """
 
 
-def test_a_lost_executor_hands_its_domain_on_and_is_not_waited_for_at_stop(cluster, tmp_path):
-    master, base = cluster
+def test_a_lost_executor_hands_its_domain_on_and_is_not_waited_for_at_stop(standalone, tmp_path):
+    master, base = standalone
     log_dir = tmp_path / "logs"
     run = subprocess.run(
         [sys.executable, "-c", LOSES_AN_EXECUTOR, master, str(log_dir), str(base / "executor-local-lost"),
@@ -217,14 +207,15 @@ def _numbers(app) -> dict:
             "calibration": [tuple(r) for r in app.calibration().collect()], "summary": app.summary()}
 
 
-def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_cluster_as_locally(cluster, tmp_path):
+def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_cluster_as_locally(standalone,
+                                                                                                  tmp_path):
     """Executors in a simulated TSC domain, calibrated against the driver: every translated value holds its truth
     inside its bound; the analysis run on the standalone cluster gives the numbers it gives in local mode."""
     from pyspark.sql import SparkSession
 
     from cloudprofiler.analysis import local_session, open_application
 
-    master, base = cluster
+    master, base = standalone
     rows = 4000  # below percentile_approx's accuracy: exact quantiles, whatever the partitioning
     run = subprocess.run(
         [sys.executable, "-c", TRACED_ON_THE_CLUSTER, master, str(tmp_path / "logs"), str(base / "executor-local-an"),
@@ -296,10 +287,10 @@ spark.stop()
 """
 
 
-def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(cluster, tmp_path):
+def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(standalone, tmp_path):
     from cloudprofiler.analysis import local_session, open_application
 
-    master, base = cluster
+    master, base = standalone
     local_dir, snapshot = base / "executor-local-killed", tmp_path / "as-it-died"
     run = subprocess.run(
         [sys.executable, "-c", KILLS_AN_EXECUTOR_MID_JOB, master, str(tmp_path / "logs"), str(local_dir),
