@@ -1,6 +1,10 @@
-"""`cloudprofiler demo --quick` end to end, as `make demo` runs it at full size: every phase ends, the log folder
-holds what each phase promises (task records, a trace channel per YSB operator and per batch stage, calibration
-against the executors' domain), and the report is written. `cloudprofiler demo handlers` still prints its table."""
+"""`cloudprofiler demo --quick --cluster` end to end, once for every test here (a demo costs minutes): on a standalone
+master and two workers started here, as root each worker a host of its own, each worker's executors a simulated TSC
+domain. Every phase ends, the log folder holds what each phase promises (task records, a trace channel per YSB
+operator and per batch stage, calibration against each executor's domain), the report is written, and the batch
+shuffle's latencies across the hosts lie within their bounds of the truth. Without --cluster (`make demo`) the same
+phases run on local-cluster: its placement is checked here as configured, and local-cluster with simulated executor
+TSCs runs end to end in test_spark_guard. `cloudprofiler demo handlers` still prints its table."""
 import re
 import subprocess
 import sys
@@ -11,11 +15,11 @@ import pytest
 
 import browser
 import cloudprofiler as cp
-from cloudprofiler.demo import QUICK, batch, streaming
+from cloudprofiler.demo import QUICK, batch, session, streaming
 from cloudprofiler.harness.generator.emitter import ID_BITS_PER_EMITTER
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
-PHASES = ("session", "streaming", "batch", "stop", "report")
+PHASES = ("cluster", "session", "streaming", "batch", "stop", "report")
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +27,8 @@ def demo(tmp_path_factory):
     """(completed demo, its log folder, the application's folder, the report's path)"""
     log_dir = tmp_path_factory.mktemp("demo")
     output = log_dir / "the-report.html"
-    done = subprocess.run([*CLI, "demo", "--quick", "--log-dir", str(log_dir), "-o", str(output)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*CLI, "demo", "--quick", "--cluster", "--log-dir", str(log_dir), "-o", str(output)],
+                          capture_output=True, text=True, timeout=900)
     print(done.stdout)
     apps = [p for p in log_dir.iterdir() if p.is_dir() and p.name.startswith("app-")]
     assert len(apps) == 1, (done.stdout, done.stderr[-3000:])
@@ -41,7 +45,7 @@ def test_every_phase_ends_and_says_so_with_its_time(demo):
     assert "FAILED" not in done.stdout and not (log_dir / "demo-errors.txt").exists()
     for phase in PHASES:
         assert re.search(rf"^\[ *\d+\.\d s\] {phase}: done in \d+\.\d s$", done.stdout, re.M), phase
-    assert "simulated TSC domain" in done.stdout  # what is simulated is said
+    assert "simulated TSC domains" in done.stdout  # what is simulated is said
     assert str(output) in done.stdout
 
 
@@ -75,16 +79,29 @@ def test_the_batch_job_traced_every_row_on_both_sides_of_its_shuffle(demo):
         assert np.array_equal(np.sort(ids(app, channel)), batch.FIRST_ID + np.arange(QUICK["rows"])), channel
 
 
-def test_the_executors_domain_was_calibrated_against_the_driver(demo):
+def test_each_workers_domain_was_calibrated_against_the_driver(demo):
     _, _, app, _ = demo
     domains = cp.read_log(app / "tsc-domains.arrows").to_pylist()
     (reference,) = [d["domain"] for d in domains if d["role"] == "reference"]
     executors = {d["domain"] for d in domains if d["executor_id"] in ("0", "1")}
-    assert len(executors) == 1 and reference not in executors  # the simulated TSC: a domain of its own
+    assert len(executors) == 2 and reference not in executors  # each worker's simulated TSC: a domain of its own
     probes = cp.read_log(app / "calibration.arrows")
     pairs = set(zip(probes.column("domain_a").to_pylist(), probes.column("domain_b").to_pylist()))
-    assert pairs == {(reference, *executors)}
+    assert {(reference, d) for d in executors} <= pairs and {d for pair in pairs for d in pair} == {reference,
+                                                                                                    *executors}
     assert len(set(probes.column("round").to_pylist())) >= 2
+
+
+def test_without_cluster_the_executors_run_on_local_cluster_in_a_simulated_domain_of_their_own(tmp_path, monkeypatch):
+    """`make demo`'s placement, as the demo's session is built from it (starting it costs a minute)."""
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # which the builder sets for the driver: undone after the test
+    placement = session.local()
+    options = session.profiled_builder(str(tmp_path), placement)._options
+    hours, skew_ppm = session.LOCAL_SIMULATION
+    offset = int(hours * 3600 * cp.tsc_frequency().hz)
+    assert options["spark.master"] == f"local-cluster[{session.EXECUTORS},1,1024]"
+    assert options["spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC"] == f"offset={offset},skew_ppm={skew_ppm:g}"
+    assert any("simulated TSC domain" in note for note in placement.notes)
 
 
 def test_the_report_is_written_and_names_the_skewed_stages_straggler(demo):
@@ -113,15 +130,11 @@ def test_the_handler_table_is_still_there(tmp_path):
         assert re.search(rf"^{handler} +20,000 ", done.stdout, re.M), handler
 
 
-def test_the_cluster_demo_measures_latencies_across_its_hosts_within_bounds(tmp_path):
+def test_the_cluster_demo_measures_latencies_across_its_hosts_within_bounds(demo):
     from cloudprofiler.analysis import open_application
 
-    log_dir, output = tmp_path / "logs", tmp_path / "report.html"
-    done = subprocess.run([*CLI, "demo", "--quick", "--cluster", "--log-dir", str(log_dir), "-o", str(output)],
-                          capture_output=True, text=True, timeout=900)
+    done, _, app, output = demo
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert re.search(r"^\[ *\d+\.\d s\] cluster: done in \d+\.\d s$", done.stdout, re.M), done.stdout
-    [app] = [p for p in log_dir.iterdir() if p.is_dir() and p.name.startswith("app-")]
     analysed = open_application(str(app))
     assert analysed.tasks().select("host").distinct().count() == 2  # one executor on each worker
     hop = analysed.pipeline(["batch.map", "batch.reduce"]).where("hop = 0").first()

@@ -63,9 +63,9 @@ def _common(builder, master: str, app_name: str, driver_host: str):
             .config("spark.cores.max", str(EXECUTORS)))
 
 
-def profiled(log_dir: str, placement: Placement):
-    """The demo application with the plugin (task records, cp_trace, calibration every few seconds besides the
-    rounds after each job); returns once every executor has registered."""
+def profiled_builder(log_dir: str, placement: Placement):
+    """The builder of the demo application with the plugin (task records, cp_trace, calibration every few seconds
+    besides the rounds after each job) on `placement`; writes the driver's log4j configuration into `log_dir`."""
     import cloudprofiler.spark as cps
 
     log4j = Path(log_dir) / "log4j2.properties"
@@ -75,7 +75,12 @@ def profiled(log_dir: str, placement: Placement):
     builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
     for key, value in placement.executor_env.items():
         builder = builder.config(f"spark.executorEnv.{key}", value)
-    spark = builder.getOrCreate()
+    return builder
+
+
+def profiled(log_dir: str, placement: Placement):
+    """The demo application (`profiled_builder`), once every executor has registered."""
+    spark = profiled_builder(log_dir, placement).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     wait_for_executors(spark, EXECUTORS, EXECUTORS_TIMEOUT_S)
     return spark
