@@ -14,7 +14,7 @@ import pytest
 import cloudprofiler as cp
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
 from cloudprofiler.harness.bench.operators import judge, same_results
-from cloudprofiler.harness.bench.spark import ONE_JOB_APP, application_summary, plugin_conf, submit
+from cloudprofiler.harness.bench.spark import application_summary
 from cloudprofiler.harness.bench.spark_logs import TASK_TABLE, record_problems, run_problems, task_problems
 from conftest import TPCH_SCALE
 
@@ -77,8 +77,15 @@ def test_the_handlers_bench_refuses_a_single_rules_run():
     assert out.returncode != 0 and "--rules-runs 1: expected 0 (skip) or at least 2" in out.stderr
 
 
-def test_spark_bench_reports_jni_rows_and_an_overhead_per_case():
-    rows = bench("spark", "--quick", timeout=900)
+@pytest.fixture(scope="module")
+def spark_bench(tmp_path_factory):
+    """`bench spark --quick`'s rows, and the folder where it kept every run's logs (--log-dir)."""
+    log_dir = tmp_path_factory.mktemp("bench-spark")
+    return bench("spark", "--quick", "--log-dir", str(log_dir), timeout=900), log_dir
+
+
+def test_spark_bench_reports_jni_rows_and_an_overhead_per_case(spark_bench):
+    rows, _ = spark_bench
     jni = [r for r in rows if r.get("caller") == "jni"]
     assert {h for h, _ in HANDLERS if h != "identity"} <= {r["handler"] for r in jni}
     assert all(finite_positive(r["ns_per_call"]) for r in jni)
@@ -125,11 +132,10 @@ def test_the_paired_median_is_not_misled_where_the_sides_medians_fall_in_differe
     assert figures["cpu_added_median"] == pytest.approx(0.5)
 
 
-def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_by_mistake(tmp_path):
-    """Known answers on one real application: the bench's one-job application given the plugin where the bench
-    runs it without (the mistake), and an empty folder, checked as either side."""
-    logs, empty = tmp_path / "logs", tmp_path / "empty"
-    submit(ONE_JOB_APP, plugin_conf(True, logs), tmp_path)
+def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_by_mistake(spark_bench, tmp_path):
+    """Known answers on one real application, the bench's one-job application with the plugin (its run that
+    --log-dir kept), checked as the run without it (the mistake), and an empty folder, checked as either side."""
+    logs, empty = spark_bench[1] / "application-0-with", tmp_path / "empty"
     assert run_problems(logs, plugin=True) == []  # the run with the plugin: every task logged
     (problem,) = run_problems(logs, plugin=False)
     assert problem.startswith(f"{logs}: the run without the plugin logged ") and "files" in problem

@@ -36,6 +36,8 @@ def add_arguments(parser) -> None:
                              "compiles a query's generated code over its first runs); at least 1")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and one warm-up round: a check that everything runs and logs as it must")
+    parser.add_argument("--log-dir", help="keep every run's logs in this folder, one folder per case and run, to "
+                                          "read what a run logged (default: a temporary folder, removed at the end)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -284,7 +286,9 @@ def run(args) -> int:
     rows = jni_rows(args.jni_iterations)
     from ... import spark as cps
 
-    with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as log_dir:
+    with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as scratch:
+        log_dir = os.path.abspath(args.log_dir) if args.log_dir else scratch  # Spark's logDir: an absolute path
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
         application = application_overhead(args.app_runs, log_dir)
         overheads = [task_overhead(args.tasks, args.repeats, log_dir)]
         spark = _session(True, os.path.join(log_dir, "session"))
