@@ -42,14 +42,16 @@ def server(tmp_path_factory):
     with open(log, "w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                    env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    deadline = time.monotonic() + 240
-    while "Spark Connect server started" not in log.read_text():
-        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.5)
-    yield {"url": f"sc://localhost:{port}", "process": process, "log_dir": log_dir, "log": log}
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    try:
+        deadline = time.monotonic() + 240
+        while "Spark Connect server started" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        yield {"url": f"sc://localhost:{port}", "process": process, "log_dir": log_dir, "log": log}
+    finally:  # a server that did not start in time is not left running either
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="module")
