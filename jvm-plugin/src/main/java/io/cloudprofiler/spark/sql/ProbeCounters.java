@@ -117,8 +117,7 @@ public final class ProbeCounters implements TaskCompletionListener {
     double error = Math.sqrt(sampledSquares * (1 - p)) / p;
     // The gaps lie between the pipeline's start and now, so their sum cannot exceed that span: the
     // bound takes in the rare sampled gap that held a long stall of the thread (preempted on a
-    // loaded
-    // host, a GC pause), which the estimate would count SAMPLE_EVERY times.
+    // loaded host, a GC pause), which the estimate would count SAMPLE_EVERY times.
     if (clock.timed && clock.began != 0) {
       double span = Math.max(0, PipelineClock.now() - clock.began);
       estimate = Math.min(estimate, span);
