@@ -1,24 +1,27 @@
 """operators() and the report's Queries section held to known answers: a real local application with operator
 timing on (one session for every query), a filter that keeps one row in four, a Python UDF that sleeps a known
-time per row, a query whose partition 2 holds twenty times the rows of the others; then the analysis and the report
-of its folder."""
+time per row, a query whose partition 2 holds twenty times the rows of the others, a streaming query whose UDF
+sleeps from a known micro-batch on; then the analysis and the report of its folder."""
 import re
 import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
 import browser
 import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
+from cloudprofiler.analysis.reader import TABLE_SCHEMAS
 from cloudprofiler.analysis.report import render
 from cloudprofiler.analysis.report.data import gather
 
 N = 400_000  # rows of the filter and skew queries' range, 4 partitions
 UDF_ROWS, UDF_PARTITIONS, SLEEP_S = 200, 2, 0.002
 SKEWED_PARTITION = 2  # range(0, N, 1, 4)'s partition 2 holds ids [N/2, 3N/4): the skew query keeps all of them
+STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed", 5, 200, 3, 0.01
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +55,37 @@ def app(tmp_path_factory):
     assert total[0] == sum(range(UDF_ROWS))
     sc.setJobGroup("skew", "partition 2 keeps twenty times the rows of the others")
     assert spark.sql(skew).first().s == 128 * (N // 4 + 3 * N // 80)
+    _slowed_stream(spark, base)
     app_id = sc.applicationId
     spark.stop()
     return open_application(str(base / "logs" / app_id))
+
+
+def _slowed_stream(spark, base: Path) -> None:
+    """A streaming query of STREAM_BATCHES micro-batches (a file each, STREAM_ROWS rows): a Python UDF, then an
+    aggregation kept in state; from batch SLOWED_BATCH on the UDF sleeps STREAM_SLEEP_S per row."""
+    source = base / "stream-in"
+    source.mkdir()
+    for batch in range(STREAM_BATCHES):
+        lines = [f'{{"v": {batch * 1000 + i}, "k": {i % 10}}}' for i in range(STREAM_ROWS)]
+        (source / f"part-{batch}.json").write_text("\n".join(lines) + "\n")
+    slowed_from, pause = SLOWED_BATCH * 1000, STREAM_SLEEP_S
+
+    def _slowed(v):
+        import time
+
+        if v >= slowed_from:
+            time.sleep(pause)
+        return v
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    slowed = F.udf(_slowed, "long", useArrow=False)
+    counts = (spark.readStream.schema("v long, k long").option("maxFilesPerTrigger", 1).json(str(source))
+              .select("k", slowed("v").alias("v")).groupBy("k").agg(F.sum("v").alias("s")))
+    query = (counts.writeStream.queryName(STREAM_NAME).outputMode("update").format("noop")
+             .trigger(availableNow=True).option("checkpointLocation", str(base / "stream-checkpoint")).start())
+    query.awaitTermination(120)
+    assert [p["batchId"] for p in query.recentProgress] == list(range(STREAM_BATCHES))
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +220,50 @@ def test_without_operator_tables_the_application_analyses_and_the_section_says_h
     section = html.queries_section(data, [])
     assert re.fullmatch(r'<section id="queries"><h2>Queries</h2><p class="note">[^<]*spark\.cloudprofiler\.operators='
                         r'true[^<]*</p></section>', section), section
+
+
+def test_each_micro_batch_has_its_progress_tasks_and_operators(app):
+    batches = app.batches().toPandas()
+    assert list(batches["batch_id"]) == list(range(STREAM_BATCHES))
+    assert set(batches["query_name"]) == {STREAM_NAME} and batches["run_id"].nunique() == 1
+    assert (batches["num_input_rows"] == STREAM_ROWS).all()
+    # a file's partition, then the aggregation's two shuffle partitions: each batch's tasks carry its ids
+    assert (batches["tasks"] == 3).all() and (batches["jobs"] >= 1).all()
+    query_id = batches["query_id"].iloc[0]
+    assert app.tasks(streaming_query_id=query_id, streaming_batch_id=SLOWED_BATCH).count() == 3
+    assert (batches["add_batch_ms"] <= batches["trigger_execution_ms"]).all()
+    ops = app.batch_operators(query_id).toPandas()
+    udf = ops[ops["operator"] == "BatchEvalPython"].set_index("batch_id")
+    assert list(udf.index.sort_values()) == list(range(STREAM_BATCHES))
+    assert udf["position"].nunique() == 1  # the same place in every batch's plan
+    assert (ops.groupby("batch_id")["position"].max() == ops["position"].max()).all()
+    slept = STREAM_ROWS * STREAM_SLEEP_S
+    for batch in range(SLOWED_BATCH, STREAM_BATCHES):  # the sleep is in the UDF's own time, within its batch's tasks
+        assert slept <= udf.loc[batch, "exclusive_s"] <= batches.loc[batch, "task_s"]
+    for batch in range(1, SLOWED_BATCH):
+        assert udf.loc[batch, "exclusive_s"] < slept / 2
+    assert app.batches(streaming_query_id="no such query").count() == 0
+
+
+def test_the_report_says_which_operator_slowed_the_streaming_query(app, report):
+    page, _ = report
+    [line] = [text for kind, text in _findings(page) if kind == "streaming_slower"]
+    assert line.startswith(f"The streaming query `{STREAM_NAME}`&#x27;s batches grew slower: from ")
+    assert f"(batches 1-{SLOWED_BATCH - 1}) to " in line and "BatchEvalPython (operator " in line
+    section = page.split('<section id="streaming">')[1].split("</section>")[0]
+    assert f"{STREAM_BATCHES} batches" in section
+    assert len(re.findall(r"<tr><td>\d+</td>", section)) == STREAM_BATCHES
+    # the micro-batches' SQL executions are the streaming section's, not queries of their own
+    streaming = set(app.task_table().where("streaming_batch_id is not null").toPandas()["sql_execution_id"])
+    queries = page.split('<section id="queries">')[1].split("</section>")[0]
+    assert not any(f"SQL execution {e}:" in queries for e in streaming)
+
+
+def test_the_driver_writes_each_table_with_the_columns_and_types_the_analysis_reads(app):
+    written = {name: Path(path.removeprefix("file:")) for name, (path, _) in app.catalog.tables.items()}
+    assert {"spark-tasks.arrows", "spark-operator-nodes.arrows", "spark-operators.arrows",
+            "spark-streaming-batches.arrows"} <= set(written)
+    for name, path in written.items():
+        with pa.OSFile(str(path)) as f:
+            schema = pa.ipc.open_file(f).schema
+        assert [(x.name, x.type) for x in schema] == [(x.name, x.type) for x in TABLE_SCHEMAS[name]], name

@@ -12,10 +12,11 @@ from . import operators as operators_module
 from . import pipeline as pipeline_module
 from . import reader
 from . import stages as stages_module
+from . import streaming as streaming_module
 from . import tasks as tasks_module
 from . import throughput as throughput_module
 from . import udfs as udfs_module
-from .catalog import Catalog
+from .catalog import BATCHES_TABLE, Catalog
 from .timebase import Timebase
 
 KIND_WORDS = {"records": "record", "counters": "counter"}  # a log file's kind, as a channel's
@@ -157,6 +158,11 @@ class Application:
         name = operators_module.TASKS_TABLE
         return reader.table_frame(self.spark, name, self._table_file(name))
 
+    def streaming_progress(self):
+        """spark-streaming-batches.arrows: a row per micro-batch of every streaming query, its progress as Spark
+        posted it when the batch ended (empty for an application without streaming queries)."""
+        return reader.table_frame(self.spark, BATCHES_TABLE, self._table_file(BATCHES_TABLE))
+
     @property
     def operators_timed(self) -> bool:
         """Whether the folder holds the operator tables (the application ran with spark.cloudprofiler.operators)."""
@@ -167,8 +173,8 @@ class Application:
     def tasks(self, **scope):
         """One row per task attempt: Spark's view and metrics beside the TSC duration and its bound
         (tasks.TASK_COLUMNS); `scope` keeps some jobs' only: job_id, job_group, job_tag, sql_execution_id,
-        connect_session_id, connect_operation_id (tasks.in_scope). A filter of another name or type raises
-        InvalidArgumentError naming it (tasks.check_scope)."""
+        connect_session_id, connect_operation_id, streaming_query_id, streaming_batch_id (tasks.in_scope). A filter
+        of another name or type raises InvalidArgumentError naming it (tasks.check_scope)."""
         tasks_module.check_scope("tasks", scope)
         return tasks_module.tasks(self, **scope)
 
@@ -203,6 +209,19 @@ class Application:
         (udfs.udfs); `scope` as tasks(). Empty where the workers did not time their UDFs (spark.cloudprofiler.udfs)."""
         tasks_module.check_scope("udfs", scope)
         return udfs_module.udfs(self, **scope)
+
+    def batches(self, streaming_query_id=None):
+        """One row per micro-batch of the streaming queries (an id or a list of them; None: all): Spark's progress
+        of the batch beside its jobs, tasks and, where operators were timed, the operator that took longest
+        (streaming.batches)."""
+        tasks_module.check_scope("batches", {"streaming_query_id": streaming_query_id})
+        return streaming_module.batches(self, streaming_query_id)
+
+    def batch_operators(self, streaming_query_id=None):
+        """One row per micro-batch and operator probe of the streaming queries: the operator's place in the plan,
+        rows, inclusive and exclusive seconds, share of the batch's task time (streaming.batch_operators)."""
+        tasks_module.check_scope("batch_operators", {"streaming_query_id": streaming_query_id})
+        return streaming_module.batch_operators(self, streaming_query_id)
 
     def latency(self, from_channel: str, to_channel: str):
         """Per tuple id on both channels: the latency from the first to the second, with its bound and path."""

@@ -20,7 +20,8 @@ TASK_CHANNELS = ("spark.task.start", "spark.task.end")
 TASK_TABLE = "spark-tasks.arrows"  # the driver's table of every task attempt (published at each collection)
 PLACING_TABLES = (TASK_TABLE, "calibration.arrows", "tsc-domains.arrows")
 OPERATOR_TABLES = ("spark-operator-nodes.arrows", "spark-operators.arrows")
-DRIVER_TABLES = PLACING_TABLES + OPERATOR_TABLES
+BATCHES_TABLE = "spark-streaming-batches.arrows"  # streaming queries' micro-batches (streaming.py)
+DRIVER_TABLES = PLACING_TABLES + OPERATOR_TABLES + (BATCHES_TABLE,)
 # beside the collected files of a process that was killed (the plugin's LogCollector.LOST_MARKER)
 LOST_MARKER = "process-lost.arrows"
 

@@ -48,7 +48,8 @@ TABLE_SCHEMAS = {
         ("finish_time_ms", pa.int64()), ("status", pa.string()), ("failure_reason", pa.string()),
         *[(name, pa.int64()) for name in TASK_METRICS],
         ("job_group", pa.string()), ("job_description", pa.string()), ("job_tags", pa.string()),
-        ("sql_execution_id", pa.int64()), ("connect_session_id", pa.string()), ("connect_operation_id", pa.string())]),
+        ("sql_execution_id", pa.int64()), ("connect_session_id", pa.string()), ("connect_operation_id", pa.string()),
+        ("streaming_query_id", pa.string()), ("streaming_run_id", pa.string()), ("streaming_batch_id", pa.int64())]),
     "calibration.arrows": pa.schema([
         ("domain_a", pa.string()), ("domain_b", pa.string()), ("direction", pa.string()), ("round", pa.int64()),
         ("host_a", pa.string()), ("host_b", pa.string()), ("send_tsc", pa.int64()), ("remote_tsc", pa.int64()),
@@ -61,6 +62,15 @@ TABLE_SCHEMAS = {
     "spark-operator-nodes.arrows": pa.schema([
         ("probe_id", pa.int64()), ("parent_probe_id", pa.int64()), ("operator", pa.string()),
         ("description", pa.string()), ("sql_execution_id", pa.int64())]),
+    # a row per micro-batch of every streaming query (its progress as Spark posts it when the batch ends)
+    "spark-streaming-batches.arrows": pa.schema([
+        ("query_id", pa.string()), ("run_id", pa.string()), ("query_name", pa.string()), ("batch_id", pa.int64()),
+        ("trigger_start_ms", pa.int64()), ("num_input_rows", pa.int64()), ("input_rows_per_second", pa.float64()),
+        ("processed_rows_per_second", pa.float64()),
+        *[(f"{phase}_ms", pa.int64()) for phase in ("latest_offset", "get_batch", "query_planning", "wal_commit",
+                                                     "add_batch", "commit_offsets", "trigger_execution")],
+        ("watermark_ms", pa.int64()), ("event_time_min_ms", pa.int64()), ("event_time_max_ms", pa.int64()),
+        ("state_rows", pa.int64())]),
     "spark-operators.arrows": pa.schema([
         ("task_attempt_id", pa.int64()), ("probe_id", pa.int64()), ("rows", pa.int64()), ("ticks", pa.int64()),
         ("ticks_error", pa.int64()), ("timed_gaps", pa.int64())]),

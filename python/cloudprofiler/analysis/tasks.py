@@ -14,7 +14,7 @@ from .joins import merge_join, with_durations
 from .reader import TASK_METRICS
 
 JOB_COLUMNS = ["job_group", "job_description", "job_tags", "sql_execution_id", "connect_session_id",
-               "connect_operation_id"]
+               "connect_operation_id", "streaming_query_id", "streaming_run_id", "streaming_batch_id"]
 TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
                 "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
                 "spark_duration_ms", "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "path", "extrapolated",
@@ -53,7 +53,8 @@ def tasks(app, **scope):
 
 # the filters of `in_scope`: name -> the type of its values (a value, or a list of them)
 SCOPE_FILTERS = {"job_id": numbers.Integral, "job_group": str, "job_tag": str, "sql_execution_id": numbers.Integral,
-                 "connect_session_id": str, "connect_operation_id": str}
+                 "connect_session_id": str, "connect_operation_id": str, "streaming_query_id": str,
+                 "streaming_batch_id": numbers.Integral}
 
 
 def check_scope(method: str, scope: dict) -> None:
@@ -64,25 +65,27 @@ def check_scope(method: str, scope: dict) -> None:
             raise InvalidArgumentError(errno.EINVAL, f"{method}(): no filter {name!r}; the filters are "
                                                      f"{', '.join(SCOPE_FILTERS)}")
         kind = SCOPE_FILTERS[name]
-        if wanted is not None and not all(isinstance(v, kind) and not isinstance(v, bool) for v in _values(wanted)):
+        if wanted is not None and not all(isinstance(v, kind) and not isinstance(v, bool) for v in values_of(wanted)):
             what = "an integer" if kind is numbers.Integral else "a string"
             raise InvalidArgumentError(errno.EINVAL, f"{method}({name}={wanted!r}): {name} takes {what} or a list of "
                                                      "them")
 
 
 def in_scope(attempts, job_id=None, job_group=None, job_tag=None, sql_execution_id=None, connect_session_id=None,
-             connect_operation_id=None):
+             connect_operation_id=None, streaming_query_id=None, streaming_batch_id=None):
     """The attempts of the jobs that match every filter given: a value, or a list of values any of which matches
     (job_tag: one of the job's tags). Attempts without a task table row (a running application) match none."""
     filters = {"job_id": job_id, "job_group": job_group, "sql_execution_id": sql_execution_id,
-               "connect_session_id": connect_session_id, "connect_operation_id": connect_operation_id}
+               "connect_session_id": connect_session_id, "connect_operation_id": connect_operation_id,
+               "streaming_query_id": streaming_query_id, "streaming_batch_id": streaming_batch_id}
     for name, wanted in filters.items():
         if wanted is not None:
-            attempts = attempts.where(F.col(name).isin(*_values(wanted)))
+            attempts = attempts.where(F.col(name).isin(*values_of(wanted)))
     if job_tag is not None:
-        attempts = attempts.where(F.arrays_overlap("job_tags", F.array(*[F.lit(t) for t in _values(job_tag)])))
+        attempts = attempts.where(F.arrays_overlap("job_tags", F.array(*[F.lit(t) for t in values_of(job_tag)])))
     return attempts
 
 
-def _values(wanted) -> list:
+def values_of(wanted) -> list:
+    """A filter's values: the list, tuple or set given, or the one value."""
     return list(wanted) if isinstance(wanted, (list, tuple, set)) else [wanted]

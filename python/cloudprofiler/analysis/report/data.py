@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..pipeline import ordered_sketches, pipeline_rows
+from . import streaming as streaming_section
 from . import udfs as udfs_section
 from ..sketch import RELATIVE_ACCURACY
 
@@ -70,6 +71,8 @@ class ReportData:
     operators: pd.DataFrame = field(default_factory=pd.DataFrame)
     operators_timed: bool = False  # the folder holds the operator tables (spark.cloudprofiler.operators)
     udfs: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per Python UDF (report.udfs.gather)
+    batches: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per streaming micro-batch (report.streaming)
+    batch_trends: pd.DataFrame = field(default_factory=pd.DataFrame)  # per query and operator: first, latest batches
 
     @property
     def tasks_sampled(self) -> bool:
@@ -155,7 +158,11 @@ def _queries(app, data: ReportData) -> None:
     data.operators_timed = bool(app.operators_timed)
     if not data.operators_timed:
         return
-    operators = app.operators().where(F.col("sql_execution_id").isNotNull()).persist()
+    # a streaming query's micro-batches are SQL executions too: the streaming section shows them per batch
+    streaming = (app.task_table().where(F.col("streaming_batch_id").isNotNull() &
+                                        F.col("sql_execution_id").isNotNull()).select("sql_execution_id").distinct())
+    operators = (app.operators().where(F.col("sql_execution_id").isNotNull())
+                 .join(streaming, "sql_execution_id", "left_anti").persist())
     try:
         queries = (operators.groupBy("sql_execution_id")
                    .agg(F.max("query_task_s").alias("query_task_s"), F.count(F.lit(1)).alias("probes"),
@@ -179,7 +186,7 @@ def _queries(app, data: ReportData) -> None:
 # The report's sections, gathered in this order (the pipeline's trace channels come from `channels`)
 SECTIONS = [("health", _health), ("channels", _channels), ("stages", _stages), ("queries", _queries),
             ("calibration", _calibration), ("throughput", _throughput), ("pipeline", _pipeline),
-            ("udfs", udfs_section.gather)]
+            ("udfs", udfs_section.gather), ("streaming", streaming_section.gather)]
 
 
 def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:

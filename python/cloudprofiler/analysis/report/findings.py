@@ -15,6 +15,7 @@ import pandas as pd
 from ..stages import STRAGGLER_RATIO
 from . import format as fmt
 from . import queries as queries_module
+from . import streaming as streaming_section
 from . import udfs as udfs_section
 from .data import ReportData
 
@@ -333,3 +334,4 @@ def _nothing_stands_out(data: ReportData) -> Finding:
 RULES = [_drops, _cut_files, _other_health, _stragglers, _failures, _hops, _operators, _unbounded, _bounds,
          _stage_time, _gaps]
 RULES.append(lambda data: udfs_section.findings(data, Finding))  # the Python UDFs section's
+RULES.append(lambda data: streaming_section.findings(data, Finding))  # the streaming section's

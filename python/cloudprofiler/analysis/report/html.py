@@ -11,6 +11,7 @@ from . import format as fmt
 from .data import ReportData
 from .findings import Finding
 from .queries import QUERIES_CAPTION, queries_notes
+from .streaming import section as streaming_section_html
 from .udfs import section as udfs_section_html
 from .plots import Plot
 from .tables import Table
@@ -114,6 +115,8 @@ def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict
     queries = queries_section(data, tables.get("queries") or [])
     udfs = udfs_section_html(data)
     nav += [("udfs", "Python UDFs")] if udfs else []
+    streaming = streaming_section_html(data)
+    nav += [("streaming", "Streaming")] if streaming else []
     nav.append(("health", "Health"))
     findings = "".join(f'<li class="{f.severity}" data-kind="{f.kind}">{escape(f.text)}</li>' for f in found)
     health = tables["health"]
@@ -129,6 +132,7 @@ def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict
         *(_plot(p, tables.get(shown_with.get(p.key, ""))) + (queries if p.key == "stages" else "") for p in plots),
         "" if any(p.key == "stages" for p in plots) else queries,
         udfs,
+        streaming,
         '<section id="health"><h2>Health</h2>',
         _table(health) if health.rows else '<p class="note">No problem found in the logs.</p>',
         "</section></main></body></html>\n",

@@ -55,6 +55,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
 
   private TaskListener listener;
   private OperatorNodes operators;
+  private StreamingBatches streaming;
   private RuleChanges rules;
   private RuleRequests ruleRequests;
   private CalibrationCoordinator calibration;
@@ -109,6 +110,9 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     listener = new TaskListener(clock);
     operators = OperatorNodes.start(clock);
     sc.addSparkListener(Guard.wrap(SparkListenerInterface.class, listener, "the task table", null));
+    streaming = new StreamingBatches(clock);
+    sc.addSparkListener(
+        Guard.wrap(SparkListenerInterface.class, streaming, "the streaming batch table", null));
     DaemonThreads.named("cloudprofiler-driver-start")
         .newThread(() -> startInBackground(sc, options))
         .start();
@@ -253,6 +257,13 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
                     "cloudprofiler: could not publish the operator tables to " + appFolder(), e);
               }
               try {
+                streaming.publish(appFolder());
+              } catch (Exception e) {
+                LOG.warn(
+                    "cloudprofiler: could not publish the streaming batch table to " + appFolder(),
+                    e);
+              }
+              try {
                 rules.publish(appFolder() + "/" + RULES_TABLE);
               } catch (Exception e) {
                 LOG.warn(
@@ -304,6 +315,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       operators.finish(appFolder);
     } catch (Exception e) {
       LOG.warn("cloudprofiler: could not write the operator tables to " + appFolder, e);
+    }
+    try {
+      streaming.finish(appFolder);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the streaming batch table to " + appFolder, e);
     }
   }
 }

@@ -52,7 +52,11 @@ final class TaskDetails {
           "memory_spilled_bytes",
           "disk_spilled_bytes");
 
-  /** Job columns: utf8 but sql_execution_id (int64); null where the job had none. */
+  /**
+   * Job columns: utf8 but sql_execution_id and streaming_batch_id (int64); null where the job had
+   * none. A streaming query's micro-batch runs its jobs with its query's id, the batch's id and the
+   * query's run id as job group.
+   */
   static final List<String> JOB =
       List.of(
           "job_group",
@@ -60,7 +64,13 @@ final class TaskDetails {
           "job_tags",
           "sql_execution_id",
           "connect_session_id",
-          "connect_operation_id");
+          "connect_operation_id",
+          "streaming_query_id",
+          "streaming_run_id",
+          "streaming_batch_id");
+
+  private static final List<String> LONG_JOB_COLUMNS =
+      List.of("sql_execution_id", "streaming_batch_id");
 
   static final List<String> COLUMNS = concat(METRICS, JOB);
   static final List<Class<?>> TYPES = types();
@@ -78,7 +88,7 @@ final class TaskDetails {
 
   private static List<Class<?>> types() {
     List<Class<?>> types = new ArrayList<>(Collections.nCopies(METRICS.size(), Long.class));
-    for (String name : JOB) types.add(name.equals("sql_execution_id") ? Long.class : String.class);
+    for (String name : JOB) types.add(LONG_JOB_COLUMNS.contains(name) ? Long.class : String.class);
     return List.copyOf(types);
   }
 
@@ -154,14 +164,29 @@ final class TaskDetails {
     String tags = job.getProperty("spark.job.tags");
     Matcher connect = CONNECT_TAG.matcher(tags == null ? "" : tags);
     boolean isConnect = connect.find();
-    String execution = job.getProperty("spark.sql.execution.id");
+    String streamingQuery = job.getProperty("sql.streaming.queryId");
     return new Object[] {
       job.getProperty("spark.jobGroup.id"),
       job.getProperty("spark.job.description"),
       tags,
-      execution == null ? null : Long.valueOf(execution),
+      number(job.getProperty("spark.sql.execution.id")),
       isConnect ? connect.group(1) : null,
-      isConnect ? connect.group(2) : null
+      isConnect ? connect.group(2) : null,
+      streamingQuery,
+      // a streaming query runs its jobs in a job group named by its run id (so that stop() cancels
+      // them)
+      streamingQuery == null ? null : job.getProperty("spark.jobGroup.id"),
+      number(job.getProperty("streaming.sql.batchId"))
     };
+  }
+
+  /** A job property that holds a number; null if absent or not one (a user may set any text). */
+  private static Long number(String value) {
+    if (value == null) return null;
+    try {
+      return Long.valueOf(value.trim());
+    } catch (NumberFormatException e) {
+      return null;
+    }
   }
 }

@@ -1,0 +1,159 @@
+"""The report's streaming section: per streaming query, its micro-batches (Spark's progress of each beside its tasks
+and, where operators were timed, the operator that took longest), and findings where a query's batches grew slower
+(with the operator whose time grew most) or where it processed fewer rows per second than arrived."""
+from __future__ import annotations
+
+from html import escape
+
+import pandas as pd
+
+from . import format as fmt
+
+MAX_BATCHES = 100_000  # batch rows gathered (a row per batch: a day of 1-second batches fits)
+QUERIES_SHOWN = 5  # the streaming queries with the most batch time
+BATCHES_SHOWN = 30  # each query's latest batches in its table
+TREND_BATCHES = 10  # the latest batches compared with the first ones (batch 0 left out: it starts workers, compiles)
+GREW = 1.5  # latest batches' median time over the first ones': "grew"...
+GREW_MIN_MS = 100  # ...by this much at least
+BEHIND_SHARE = 0.5  # more than this share of the latest batches processed slower than rows arrived...
+BEHIND_BATCHES = 3  # ...of this many at least: "does not keep up"
+
+
+def gather(app, data) -> None:
+    """data.batches: a row per batch (streaming.batches) of the QUERIES_SHOWN with the most batch time;
+    data.batch_trends: per query and operator position, the median exclusive seconds per batch in its first and
+    latest batches (trend_windows), where operators were timed."""
+    from pyspark.sql import functions as F
+
+    batches = app.batches().limit(MAX_BATCHES).toPandas()
+    if batches.empty:
+        return
+    total = batches.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False)
+    batches = batches[batches["query_id"].isin(total.index[:QUERIES_SHOWN])]
+    data.batches = batches
+    windows = {query: trend_windows(part) for query, part in batches.groupby("query_id")}
+    wanted = [(q, int(b)) for q, (first, latest) in windows.items() if first is not None
+              for b in list(first["batch_id"]) + list(latest["batch_id"])]
+    if not wanted or batches["operators_s"].isna().all():
+        return
+    ops = (app.batch_operators(list(windows)).where(F.col("batch_id").isin(*sorted({b for _, b in wanted})))
+           .select("query_id", "batch_id", "position", "operator", "exclusive_s").toPandas())
+    rows = []
+    for (query, position, operator), part in ops.groupby(["query_id", "position", "operator"]):
+        first, latest = windows[query]
+        rows.append({"query_id": query, "position": position, "operator": operator,
+                     "first_s": part.loc[part["batch_id"].isin(first["batch_id"]), "exclusive_s"].median(),
+                     "latest_s": part.loc[part["batch_id"].isin(latest["batch_id"]), "exclusive_s"].median()})
+    data.batch_trends = pd.DataFrame(rows)
+
+
+def trend_windows(batches: pd.DataFrame) -> tuple:
+    """(first, latest): a query's first batches after batch 0 and its latest, TREND_BATCHES each at most and never
+    overlapping; (None, None) for a query of fewer than 4 batches."""
+    ordered = batches.sort_values(["trigger_start_ms", "batch_id"])
+    n = len(ordered) - 1
+    if n < 3:
+        return None, None
+    k = min(TREND_BATCHES, n // 2)
+    return ordered.iloc[1:1 + k], ordered.iloc[-k:]
+
+
+def _name(query: pd.DataFrame) -> str:
+    name = query["query_name"].dropna()
+    return f"`{name.iloc[0]}`" if len(name) else f"{query['query_id'].iloc[0][:8]}"
+
+
+def _batches(frame: pd.DataFrame) -> str:
+    ids = sorted(int(b) for b in frame["batch_id"])
+    return f"batch {ids[0]}" if len(ids) == 1 else f"batches {ids[0]}-{ids[-1]}"
+
+
+def findings(data, finding) -> list:
+    """Per query: a warning where its latest batches took GREW x its first ones' median time (naming the operator
+    whose median time grew most, where operators were timed), and one where in BEHIND_SHARE of its latest batches it
+    processed fewer rows per second than arrived."""
+    frame = getattr(data, "batches", None)
+    if frame is None or frame.empty:
+        return []
+    trends = getattr(data, "batch_trends", pd.DataFrame())
+    span_ms = float(data.summary.get("span_ns") or 0.0) / 1e6
+    out = []
+    for query_id, query in frame.groupby("query_id"):
+        first, latest = trend_windows(query)
+        if first is None:
+            continue
+        before, after = first["trigger_execution_ms"].median(), latest["trigger_execution_ms"].median()
+        weight = float(query["trigger_execution_ms"].sum()) / span_ms if span_ms > 0 else 0.0
+        if after >= GREW * before and after - before >= GREW_MIN_MS:
+            text = (f"The streaming query {_name(query)}'s batches grew slower: from {fmt.duration(before * 1e6)} a "
+                    f"batch ({_batches(first)}) to {fmt.duration(after * 1e6)} ({_batches(latest)})")
+            mine = trends[trends["query_id"] == query_id] if not trends.empty else trends
+            if not mine.empty:
+                top = mine.assign(grew=mine["latest_s"] - mine["first_s"]).sort_values("grew").iloc[-1]
+                text += (f": {top.operator} (operator {int(top.position)} of its plan) grew most, from "
+                         f"{fmt.duration(top.first_s * 1e9)} to {fmt.duration(top.latest_s * 1e9)} a batch")
+            out.append(finding("warning", weight, text + ".", "streaming_slower"))
+        rates = latest.dropna(subset=["input_rows_per_second", "processed_rows_per_second"])
+        rates = rates[rates["num_input_rows"] > 0]
+        behind = rates[rates["processed_rows_per_second"] < rates["input_rows_per_second"]]
+        if len(latest) >= BEHIND_BATCHES and len(behind) > BEHIND_SHARE * len(latest):
+            out.append(finding("warning", weight, (
+                f"The streaming query {_name(query)} does not keep up with its input: in {len(behind)} of its latest "
+                f"{len(latest)} batches it processed fewer rows per second than arrived (median "
+                f"{behind['processed_rows_per_second'].median():,.0f} against "
+                f"{behind['input_rows_per_second'].median():,.0f})."), "streaming_behind"))
+    return out
+
+
+COLUMNS = ("batch", "started", "input rows", "rows/s in", "rows/s processed", "batch time", "planning", "jobs",
+           "commits", "tasks", "task time", "slowest operator")
+
+
+def section(data) -> str:
+    """The HTML section: per query shown, its latest BATCHES_SHOWN batches; empty without streaming batches."""
+    frame = getattr(data, "batches", None)
+    if frame is None or frame.empty:
+        return ""
+    parts = ['<section id="streaming"><h2>Streaming queries</h2><p class="note">',
+             escape("Each micro-batch as Spark's progress gives it (the batch's time from its trigger's start to its "
+                    "commit; planning; its jobs; the offset and commit logs' writes) beside its tasks, and the "
+                    "operator with the most exclusive time in the batch where operators were timed "
+                    "(spark.cloudprofiler.operators). Started: seconds after the query's first batch."), "</p>"]
+    order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
+    head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    for query_id in order:
+        query = frame[frame["query_id"] == query_id].sort_values(["trigger_start_ms", "batch_id"])
+        start = query["trigger_start_ms"].min()
+        slowest = query["trigger_execution_ms"].max()
+        parts.append(f"<h3>{escape(_name(query))} &middot; {fmt.count(len(query))} batches &middot; "
+                     f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>")
+        body = []
+        for row in query.tail(BATCHES_SHOWN).itertuples():
+            width = 60 * row.trigger_execution_ms / slowest if slowest else 0
+            top = (f"{escape(str(row.top_operator))} ({escape(fmt.duration(row.top_operator_s * 1e9))})"
+                   if isinstance(row.top_operator, str) else "-")
+            cells = [str(int(row.batch_id)), f"{(row.trigger_start_ms - start) / 1e3:.1f} s",
+                     fmt.count(row.num_input_rows), _rate(row.input_rows_per_second),
+                     _rate(row.processed_rows_per_second),
+                     f'<span class="bar" style="width:{width:.1f}px"></span>{_ms(row.trigger_execution_ms)}',
+                     _ms(row.query_planning_ms), _ms(row.add_batch_ms),
+                     _ms(_sum(row.wal_commit_ms, row.commit_offsets_ms)), fmt.count(row.tasks),
+                     escape(fmt.duration(row.task_s * 1e9)) if row.task_s == row.task_s else "-", top]
+            body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        parts.append(f'<div class="scroll"><table class="batches"><thead><tr>{head}</tr></thead>'
+                     f'<tbody>{"".join(body)}</tbody></table></div>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _ms(value) -> str:
+    return "-" if value is None or value != value else escape(fmt.duration(float(value) * 1e6))
+
+
+def _sum(*values):
+    known = [v for v in values if v == v and v is not None]
+    return sum(known) if known else None
+
+
+def _rate(value) -> str:
+    return "-" if value is None or value != value else f"{value:,.0f}"

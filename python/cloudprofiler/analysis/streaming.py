@@ -1,0 +1,78 @@
+"""Streaming queries, per micro-batch: Spark's progress of each batch (the driver's `spark-streaming-batches.arrows`:
+when its trigger started, its input rows and rates, the driver's phases, the state's rows) beside what its tasks did
+(the task table: each job of a batch carries its query's run id and the batch id) and, where operator timing was on
+(spark.cloudprofiler.operators), each operator's time in the batch.
+
+A micro-batch plans the same physical plan each time with new probes, so an operator is followed from batch to
+batch by its place in the plan: `position`, the probes of the batch in the order the rule placed them (its SQL
+executions in order, then its probes from the root down). Everything runs on Spark: only the rows per batch (and per
+batch and operator) come back."""
+from __future__ import annotations
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from .operators import operators
+from .tasks import in_scope, values_of
+
+BATCH = ["query_id", "run_id", "batch_id"]
+
+BATCH_DDL = (
+    "query_id string, run_id string, query_name string, batch_id long, trigger_start_ms long, num_input_rows long, "
+    "input_rows_per_second double, processed_rows_per_second double, latest_offset_ms long, get_batch_ms long, "
+    "query_planning_ms long, wal_commit_ms long, add_batch_ms long, commit_offsets_ms long, "
+    "trigger_execution_ms long, watermark_ms long, event_time_min_ms long, event_time_max_ms long, state_rows long, "
+    "jobs long, tasks long, task_s double, operators_s double, top_position int, top_operator string, "
+    "top_operator_s double")
+
+
+def _attempts(app, streaming_query_id):
+    """The task table's attempts of streaming batches (of the queries named: an id or a list of them; None: all)."""
+    attempts = app.task_table().where(F.col("streaming_batch_id").isNotNull())
+    return in_scope(attempts, streaming_query_id=streaming_query_id)
+
+
+def batch_tasks(app, streaming_query_id=None):
+    """Per streaming query run and batch (the task table's job properties): jobs, task attempts and their executor
+    run time in seconds."""
+    keys = [F.col(f"streaming_{name}").alias(name) for name in BATCH]
+    return (_attempts(app, streaming_query_id).groupBy(*keys)
+            .agg(F.countDistinct("job_id").alias("jobs"), F.count(F.lit(1)).alias("tasks"),
+                 (F.sum("executor_run_time_ms") / 1e3).alias("task_s")))
+
+
+def batch_operators(app, streaming_query_id=None):
+    """One row per streaming query run, batch and operator probe: query_id, run_id, batch_id, position (the
+    operator's place in the batch's plan, the same in every batch of a run), probe_id, operator, description,
+    tasks, rows, inclusive_s, exclusive_s with their standard errors, and `share`: the exclusive time's share of the
+    batch's task time. Empty where operator timing was off."""
+    executions = _attempts(app, streaming_query_id).where(F.col("sql_execution_id").isNotNull()).select(
+        "sql_execution_id", F.col("streaming_query_id").alias("query_id"),
+        F.col("streaming_run_id").alias("run_id"), F.col("streaming_batch_id").alias("batch_id")).distinct()
+    ops = operators(app).join(executions, "sql_execution_id")
+    place = Window.partitionBy(*BATCH).orderBy("sql_execution_id", "probe_id")
+    with_tasks = ops.join(batch_tasks(app, streaming_query_id).select(*BATCH, "task_s"), BATCH, "left")
+    return with_tasks.select(
+        *BATCH, F.row_number().over(place).alias("position"), "probe_id", "sql_execution_id", "operator",
+        "description", "tasks", "rows", "inclusive_s", "inclusive_err_s", "exclusive_s", "exclusive_err_s",
+        F.when(F.col("task_s") > 0, F.col("exclusive_s") / F.col("task_s")).alias("share"))
+
+
+def batches(app, streaming_query_id=None):
+    """One row per micro-batch of every streaming query (or of those named: an id or a list of them), BATCH_DDL:
+    Spark's progress of the batch (its driver phases in ms, trigger_execution_ms being the batch's whole time), its
+    jobs, tasks and their run time, and where operator timing was on: the operators' exclusive time summed and the
+    operator that took longest (its position, name and seconds)."""
+    progress = app.streaming_progress()
+    if streaming_query_id is not None:
+        progress = progress.where(F.col("query_id").isin(*values_of(streaming_query_id)))
+    ops = batch_operators(app, streaming_query_id)
+    top = F.max_by(F.struct("position", "operator", "exclusive_s"), "exclusive_s")
+    per_batch = ops.groupBy(*BATCH).agg(F.sum("exclusive_s").alias("operators_s"), top.alias("top"))
+    joined = progress.join(batch_tasks(app, streaming_query_id), BATCH, "left").join(per_batch, BATCH, "left")
+    return joined.select(
+        *progress.columns, F.coalesce("jobs", F.lit(0)).alias("jobs"),
+        F.coalesce("tasks", F.lit(0)).alias("tasks"), "task_s", "operators_s",
+        F.col("top.position").alias("top_position"), F.col("top.operator").alias("top_operator"),
+        F.col("top.exclusive_s").alias("top_operator_s")).orderBy("query_id", "trigger_start_ms", "batch_id")
+
