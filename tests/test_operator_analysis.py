@@ -2,8 +2,10 @@
 timing on (one session for every query), a filter that keeps one row in four, a Python UDF that sleeps a known
 time per row, a query whose partition 2 holds twenty times the rows of the others, a streaming query whose UDF
 sleeps from a known micro-batch on; then the analysis and the report of its folder."""
+import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +24,7 @@ N = 400_000  # rows of the filter and skew queries' range, 4 partitions
 UDF_ROWS, UDF_PARTITIONS, SLEEP_S = 200, 2, 0.002
 SKEWED_PARTITION = 2  # range(0, N, 1, 4)'s partition 2 holds ids [N/2, 3N/4): the skew query keeps all of them
 STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed", 5, 200, 3, 0.01
+EVENTS_FROM_MS = int(time.time() * 1000) - 86_400_000
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +70,10 @@ def _slowed_stream(spark, base: Path) -> None:
     source = base / "stream-in"
     source.mkdir()
     for batch in range(STREAM_BATCHES):
-        lines = [f'{{"v": {batch * 1000 + i}, "k": {i % 10}}}' for i in range(STREAM_ROWS)]
-        (source / f"part-{batch}.json").write_text("\n".join(lines) + "\n")
+        lines = [f'{{"v": {batch * 1000 + i}, "k": {i % 10}, "t": {_event_ms(batch, i)}}}' for i in range(STREAM_ROWS)]
+        path = source / f"part-{batch}.json"
+        path.write_text("\n".join(lines) + "\n")
+        os.utime(path, (time.time() - 100 + batch, time.time() - 100 + batch))  # the source reads oldest first
     slowed_from, pause = SLOWED_BATCH * 1000, STREAM_SLEEP_S
 
     def _slowed(v):
@@ -79,13 +84,20 @@ def _slowed_stream(spark, base: Path) -> None:
         return v
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")  # no batch only to move the watermark
     slowed = F.udf(_slowed, "long", useArrow=False)
-    counts = (spark.readStream.schema("v long, k long").option("maxFilesPerTrigger", 1).json(str(source))
-              .select("k", slowed("v").alias("v")).groupBy("k").agg(F.sum("v").alias("s")))
+    counts = (spark.readStream.schema("v long, k long, t long").option("maxFilesPerTrigger", 1).json(str(source))
+              .select("k", slowed("v").alias("v"), F.timestamp_millis("t").alias("t"))
+              .withWatermark("t", "1 hour").groupBy("k").agg(F.sum("v").alias("s")))
     query = (counts.writeStream.queryName(STREAM_NAME).outputMode("update").format("noop")
              .trigger(availableNow=True).option("checkpointLocation", str(base / "stream-checkpoint")).start())
     query.awaitTermination(120)
     assert [p["batchId"] for p in query.recentProgress] == list(range(STREAM_BATCHES))
+
+
+def _event_ms(batch: int, row: int) -> int:
+    """The event time of a row of the streaming query's input: a day ago, a second apart per batch."""
+    return EVENTS_FROM_MS + batch * 1000 + row
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +244,13 @@ def test_each_micro_batch_has_its_progress_tasks_and_operators(app):
     query_id = batches["query_id"].iloc[0]
     assert app.tasks(streaming_query_id=query_id, streaming_batch_id=SLOWED_BATCH).count() == 3
     assert (batches["add_batch_ms"] <= batches["trigger_execution_ms"]).all()
+    # each batch's event times as written, and its records' age at its commit
+    assert list(batches["event_time_min_ms"]) == [_event_ms(b, 0) for b in range(STREAM_BATCHES)]
+    assert list(batches["event_time_max_ms"]) == [_event_ms(b, STREAM_ROWS - 1) for b in range(STREAM_BATCHES)]
+    committed = batches["trigger_start_ms"] + batches["trigger_execution_ms"]
+    assert (batches["event_lag_min_ms"] == committed - batches["event_time_max_ms"]).all()
+    assert (batches["event_lag_max_ms"] - batches["event_lag_min_ms"] == STREAM_ROWS - 1).all()
+    assert (batches["event_lag_min_ms"] > 86_000_000).all()
     ops = app.batch_operators(query_id).toPandas()
     udf = ops[ops["operator"] == "BatchEvalPython"].set_index("batch_id")
     assert list(udf.index.sort_values()) == list(range(STREAM_BATCHES))

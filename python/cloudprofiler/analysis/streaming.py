@@ -22,8 +22,8 @@ BATCH_DDL = (
     "input_rows_per_second double, processed_rows_per_second double, latest_offset_ms long, get_batch_ms long, "
     "query_planning_ms long, wal_commit_ms long, add_batch_ms long, commit_offsets_ms long, "
     "trigger_execution_ms long, watermark_ms long, event_time_min_ms long, event_time_max_ms long, state_rows long, "
-    "jobs long, tasks long, task_s double, operators_s double, top_position int, top_operator string, "
-    "top_operator_s double")
+    "committed_ms long, event_lag_min_ms long, event_lag_max_ms long, jobs long, tasks long, task_s double, "
+    "operators_s double, top_position int, top_operator string, top_operator_s double")
 
 
 def _attempts(app, streaming_query_id):
@@ -62,7 +62,10 @@ def batches(app, streaming_query_id=None):
     """One row per micro-batch of every streaming query (or of those named: an id or a list of them), BATCH_DDL:
     Spark's progress of the batch (its driver phases in ms, trigger_execution_ms being the batch's whole time), its
     jobs, tasks and their run time, and where operator timing was on: the operators' exclusive time summed and the
-    operator that took longest (its position, name and seconds)."""
+    operator that took longest (its position, name and seconds). committed_ms: when the batch ended (its trigger's
+    start plus its time); where the query has event times (a watermark), event_lag_min_ms and event_lag_max_ms are
+    the newest and the oldest of its records' age in event time at that moment: their latency from the source's
+    event time to the sink, by the driver's wall clock against the event times' clock."""
     progress = app.streaming_progress()
     if streaming_query_id is not None:
         progress = progress.where(F.col("query_id").isin(*values_of(streaming_query_id)))
@@ -70,8 +73,11 @@ def batches(app, streaming_query_id=None):
     top = F.max_by(F.struct("position", "operator", "exclusive_s"), "exclusive_s")
     per_batch = ops.groupBy(*BATCH).agg(F.sum("exclusive_s").alias("operators_s"), top.alias("top"))
     joined = progress.join(batch_tasks(app, streaming_query_id), BATCH, "left").join(per_batch, BATCH, "left")
+    committed = F.col("trigger_start_ms") + F.col("trigger_execution_ms")
     return joined.select(
-        *progress.columns, F.coalesce("jobs", F.lit(0)).alias("jobs"),
+        *progress.columns, committed.alias("committed_ms"),
+        (committed - F.col("event_time_max_ms")).alias("event_lag_min_ms"),
+        (committed - F.col("event_time_min_ms")).alias("event_lag_max_ms"), F.coalesce("jobs", F.lit(0)).alias("jobs"),
         F.coalesce("tasks", F.lit(0)).alias("tasks"), "task_s", "operators_s",
         F.col("top.position").alias("top_position"), F.col("top.operator").alias("top_operator"),
         F.col("top.exclusive_s").alias("top_operator_s")).orderBy("query_id", "trigger_start_ms", "batch_id")

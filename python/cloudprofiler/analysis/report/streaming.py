@@ -106,7 +106,7 @@ def findings(data, finding) -> list:
 
 
 COLUMNS = ("batch", "started", "input rows", "rows/s in", "rows/s processed", "batch time", "planning", "jobs",
-           "commits", "tasks", "task time", "slowest operator")
+           "commits", "tasks", "task time", "slowest operator", "event-time lag")
 
 
 def section(data) -> str:
@@ -118,15 +118,20 @@ def section(data) -> str:
              escape("Each micro-batch as Spark's progress gives it (the batch's time from its trigger's start to its "
                     "commit; planning; its jobs; the offset and commit logs' writes) beside its tasks, and the "
                     "operator with the most exclusive time in the batch where operators were timed "
-                    "(spark.cloudprofiler.operators). Started: seconds after the query's first batch."), "</p>"]
+                    "(spark.cloudprofiler.operators). Started: seconds after the query's first batch. Event-time lag: "
+                    "where the query has event times (a watermark), the age of its newest and oldest records at the "
+                    "batch's commit, the driver's clock against the events'."), "</p>"]
     order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     for query_id in order:
         query = frame[frame["query_id"] == query_id].sort_values(["trigger_start_ms", "batch_id"])
         start = query["trigger_start_ms"].min()
         slowest = query["trigger_execution_ms"].max()
+        times = query["trigger_execution_ms"].astype(float)
         parts.append(f"<h3>{escape(_name(query))} &middot; {fmt.count(len(query))} batches &middot; "
-                     f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>")
+                     f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>"
+                     f'<p class="note">Batch time over the query\'s life: median {_ms(times.median())}, p95 '
+                     f"{_ms(times.quantile(0.95))}, max {_ms(times.max())}.</p>")
         body = []
         for row in query.tail(BATCHES_SHOWN).itertuples():
             width = 60 * row.trigger_execution_ms / slowest if slowest else 0
@@ -138,7 +143,8 @@ def section(data) -> str:
                      f'<span class="bar" style="width:{width:.1f}px"></span>{_ms(row.trigger_execution_ms)}',
                      _ms(row.query_planning_ms), _ms(row.add_batch_ms),
                      _ms(_sum(row.wal_commit_ms, row.commit_offsets_ms)), fmt.count(row.tasks),
-                     escape(fmt.duration(row.task_s * 1e9)) if row.task_s == row.task_s else "-", top]
+                     escape(fmt.duration(row.task_s * 1e9)) if row.task_s == row.task_s else "-", top,
+                     _lag(row.event_lag_min_ms, row.event_lag_max_ms)]
             body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         parts.append(f'<div class="scroll"><table class="batches"><thead><tr>{head}</tr></thead>'
                      f'<tbody>{"".join(body)}</tbody></table></div>')
@@ -148,6 +154,13 @@ def section(data) -> str:
 
 def _ms(value) -> str:
     return "-" if value is None or value != value else escape(fmt.duration(float(value) * 1e6))
+
+
+def _lag(newest, oldest) -> str:
+    """The batch's records' age in event time at its commit: 'newest to oldest'; '-' without event times."""
+    if newest is None or newest != newest:
+        return "-"
+    return f"{_ms(newest)} to {_ms(oldest)}"
 
 
 def _sum(*values):
