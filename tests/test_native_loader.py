@@ -80,24 +80,11 @@ def test_when_every_step_fails_one_line_names_each_reason_and_the_job_runs(jar_w
     assert result.stderr.count(f"configured path: Can't load library: {missing}") == 2
 
 
-def test_the_library_extracted_from_the_jar_leaves_no_file_behind(tmp_path):
-    """The jar's library is extracted to a file named after the process: removed once loaded, so that an executor
-    killed later (whose exit hooks never run) leaves no copy in the temporary folder."""
-    temporary = tmp_path / "jvm-tmp"
-    temporary.mkdir()
-    listing = f"print('left', sorted(p.name for p in Path({str(temporary)!r}).rglob('libcloudprofiler*')))"
-    result = run_python(_job(Path(cps.jar_path()), tmp_path / "logs", listing,
-                             **{"spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={temporary}"}), timeout=300)
-    assert "sum 4950" in result.stdout, result.stderr[-3000:]
-    assert f"source jar resource {temporary}/" in result.stdout, result.stdout
-    assert "left []" in result.stdout, result.stdout
-    assert list((tmp_path / "logs").rglob("spark.task.start.*.arrows"))
-
-
 def test_the_library_is_never_extracted_into_a_folder_another_user_made(tmp_path):
     """A neighbour who creates the old predictable folder (`<java.io.tmpdir>/cloudprofiler-<user>`, mode 0777) first
     could swap the library between its copy and its load: the plugin extracts into a fresh folder of its own
-    instead, and leaves nothing behind."""
+    instead. It removes the file and the folder once loaded, so that an executor killed later (whose exit hooks
+    never run) leaves no copy in the temporary folder."""
     user = neighbour()
     temporary = Path(tempfile.mkdtemp(prefix="cp-jvm-tmp-", dir="/tmp"))  # shared like /tmp: 1777
     try:
@@ -105,14 +92,15 @@ def test_the_library_is_never_extracted_into_a_folder_another_user_made(tmp_path
         planted = temporary / f"cloudprofiler-{getpass.getuser()}"
         made = as_neighbour(["sh", "-c", f"mkdir {planted} && chmod 0777 {planted}"])
         assert made.returncode == 0, made.stderr
-        listing = f"print('left', sorted(p.name for p in Path({str(temporary)!r}).glob('cloudprofiler-jni-*')))"
+        listing = (f"print('left', sorted(p.name for p in Path({str(temporary)!r}).glob('cloudprofiler-jni-*')), "
+                   f"sorted(p.name for p in Path({str(temporary)!r}).rglob('libcloudprofiler*')))")
         result = run_python(_job(Path(cps.jar_path()), tmp_path / "logs", listing,
                                  **{"spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={temporary}"}), timeout=300)
         assert "sum 4950" in result.stdout, result.stderr[-3000:]
         source = next(line for line in result.stdout.splitlines() if line.startswith("source "))
         assert source.startswith(f"source jar resource {temporary}/cloudprofiler-jni-"), source
         assert f"{planted}/" not in source, source
-        assert "left []" in result.stdout, result.stdout  # its own folder removed once loaded
+        assert "left [] []" in result.stdout, result.stdout  # its own folder and the library removed once loaded
         assert planted.stat().st_uid == user.pw_uid and not list(planted.iterdir())
         assert list((tmp_path / "logs").rglob("spark.task.start.*.arrows"))
     finally:

@@ -248,7 +248,8 @@ def past_bigint(n, rng, distribution):
 
 def test_a_uint64_value_past_bigint_fails_the_query_naming_it(spark, tmp_path):
     register_workload("past_bigint", past_bigint)
-    generator = serve(1_000, 1, emitters=1, workload="past_bigint", bucket_tuples=100)
+    # the emitter stops 10 s after the query failed: no reader asks it for more
+    generator = serve(1_000, 1, emitters=1, workload="past_bigint", bucket_tuples=100, timeout_s=10)
     query = (read_generator(spark, generator.endpoints, timeout=10).writeStream.format("noop")
              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
     try:

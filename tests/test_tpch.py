@@ -97,9 +97,11 @@ def test_the_bench_prints_each_run_s_time_and_cpu_for_both_sides_and_judges_both
     figures = json.loads(out.stdout)
     assert [q["query"] for q in figures["queries"]] == ["q06", "q14"]
     for q in figures["queries"]:
-        assert q["results_equal"] and len(q["off_s"]) == len(q["on_cpu_s"]) == 2
+        assert q["results_equal"] is True and q["rows"] > 0 and len(q["off_s"]) == len(q["on_cpu_s"]) == 2
         # the JVM works at least a little for each run, and at most as long as its two cores could in the run
         for side in ("off", "on"):
             assert all(0 < cpu <= 2 * took + 0.05 for cpu, took in zip(q[f"{side}_cpu_s"], q[f"{side}_s"])), q
     for total in (figures["total"], figures["total_cpu"]):
         assert total["verdict"] in ("met", "not met", "not measurable") and len(total["added_runs"]) == 2
+    # the total of a run is its queries' sum
+    assert figures["total"]["off_s"] == pytest.approx([sum(q["off_s"][i] for q in figures["queries"]) for i in (0, 1)])
