@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,12 +86,15 @@ def _devtools_port(profile: Path, process: subprocess.Popen) -> int:
     return int(marker.read_text().split()[0])
 
 
-def load(page: Path, profile: Path, width: int = 1280, screenshot_height: int = 1500) -> Loaded:
-    """Open `page` (a file) in a fresh headless chromium with its own profile folder; return what it saw."""
+def load(page: "Path | str", profile: Path, width: int = 1280, screenshot_height: int = 1500) -> Loaded:
+    """Open `page` (a file, or a URL of this machine's loopback) in a fresh headless chromium with its own profile
+    folder; return what it saw."""
+    # nothing is reached over the network but a page given by its URL, and only at its own host and port
+    bypass = "<-loopback>" + (f";{urllib.parse.urlparse(page).netloc}" if isinstance(page, str) else "")
     process = subprocess.Popen(
         [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--remote-debugging-port=0",
          "--remote-allow-origins=*", f"--user-data-dir={profile}", "--proxy-server=127.0.0.1:9",
-         "--proxy-bypass-list=<-loopback>", "about:blank"],
+         f"--proxy-bypass-list={bypass}", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         port = _devtools_port(profile, process)
@@ -100,7 +104,7 @@ def load(page: Path, profile: Path, width: int = 1280, screenshot_height: int = 
         for domain in ("Page", "Runtime", "Log", "Network"):
             tools.send(f"{domain}.enable")
         tools.send("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
-        tools.send("Page.navigate", url=page.resolve().as_uri())
+        tools.send("Page.navigate", url=page if isinstance(page, str) else page.resolve().as_uri())
         tools.wait_for("Page.loadEventFired")
         result = Loaded()
         result.figures = tools.send("Runtime.evaluate", expression=FIGURES_JS, returnByValue=True)["result"]["value"]

@@ -2,10 +2,13 @@
 timing on (one session for every query), a filter that keeps one row in four, a Python UDF that sleeps a known
 time per row, a query whose partition 2 holds twenty times the rows of the others, a streaming query whose UDF
 sleeps from a known micro-batch on; then the analysis and the report of its folder."""
+import json
 import os
 import re
 import shutil
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +35,7 @@ def app(tmp_path_factory):
     """The application's analysis: each query in a job group of its own (operators() takes it as a scope)."""
     base = tmp_path_factory.mktemp("operator-analysis")
     spark = (cps.builder(log_dir=str(base / "logs"), local_dir=str(base / "local"), calibration_enabled=False)
-             .master("local[2]").config("spark.ui.enabled", "false").getOrCreate())
+             .master("local[2]").config("spark.ui.port", "0").getOrCreate())
     sc = spark.sparkContext
     spark.conf.set("spark.cloudprofiler.operators", "true")
     pause = SLEEP_S
@@ -47,6 +50,7 @@ def app(tmp_path_factory):
     # warm up: the Python workers start and the JVM loads the classes the tasks below use, so that their time is
     # the queries' own
     spark.range(0, 20, 1, 2).select(sleepy("id").alias("y")).agg(F.sum("y")).collect()
+    early = _tab_json(sc)  # the tab while the application runs: refreshed below, as more stages end
     spark.sql("select count(*) from range(0, 40000, 1, 4) where id % 4 = 0").collect()
     skew = (f"select sum(length(sha2(repeat(cast(id as string), 40), 512))) s from range(0, {N}, 1, 4) "
             f"where (id >= {N // 2} and id < {3 * N // 4}) or id % 20 = 0")
@@ -59,9 +63,36 @@ def app(tmp_path_factory):
     sc.setJobGroup("skew", "partition 2 keeps twenty times the rows of the others")
     assert spark.sql(skew).first().s == 128 * (N // 4 + 3 * N // 80)
     _slowed_stream(spark, base)
+    tab = _cloudprofiler_tab(sc, base)
+    tab["early"] = early
     app_id = sc.applicationId
     spark.stop()
-    return open_application(str(base / "logs" / app_id))
+    application = open_application(str(base / "logs" / app_id))
+    application.tab = tab  # what the live application's Cloudprofiler tab showed before it stopped
+    return application
+
+
+def _ui(sc) -> str:
+    # the loopback: what the test's chromium may reach
+    return f"http://127.0.0.1:{urllib.parse.urlparse(sc.uiWebUrl).port}"
+
+
+def _get(sc, path: str) -> str:
+    with urllib.request.urlopen(_ui(sc) + path, timeout=30) as reply:
+        return reply.read().decode()
+
+
+def _tab_json(sc) -> dict:
+    return json.loads(_get(sc, "/cloudprofiler/json/"))
+
+
+def _cloudprofiler_tab(sc, base: Path) -> dict:
+    """The Cloudprofiler tab of the running application's UI: its JSON, its page, whether the jobs page lists it,
+    and what headless chromium saw of it (None without chromium)."""
+    tab = {"json": _tab_json(sc), "page": _get(sc, "/cloudprofiler/"), "listed": 'href="/cloudprofiler/"' in _get(
+        sc, "/jobs/")}
+    tab["browser"] = browser.load(_ui(sc) + "/cloudprofiler/", base / "profile") if browser.CHROMIUM else None
+    return tab
 
 
 def _slowed_stream(spark, base: Path) -> None:
@@ -286,3 +317,37 @@ def test_the_driver_writes_each_table_with_the_columns_and_types_the_analysis_re
         with pa.OSFile(str(path)) as f:
             schema = pa.ipc.open_file(f).schema
         assert [(x.name, x.type) for x in schema] == [(x.name, x.type) for x in TABLE_SCHEMAS[name]], name
+
+
+def test_the_live_tab_shows_each_stage_and_batch_as_the_analysis_finds_them(app):
+    tab = app.tab
+    assert tab["listed"], "the Spark UI's jobs page lists no Cloudprofiler tab"
+    assert tab["json"]["app_folder"] == app.path
+    # each stage the tab kept: its attempts, and its median and max of Spark's durations, as the task table has them
+    spark_ms = (app.task_table().toPandas().assign(ms=lambda t: t["finish_time_ms"] - t["launch_time_ms"]))
+    shown = tab["json"]["stages"]
+    assert len(shown) >= 10 and all(s["completed"] and s["exact"] for s in shown)
+    # live: what it showed early on was the stages then, all of which it still shows
+    early = {(s["stage_id"], s["stage_attempt"]) for s in tab["early"]["stages"]}
+    assert early and early < {(s["stage_id"], s["stage_attempt"]) for s in shown}
+    assert tab["early"]["streaming"] == []
+    for stage in shown:
+        mine = spark_ms[(spark_ms["stage_id"] == stage["stage_id"]) &
+                        (spark_ms["stage_attempt"] == stage["stage_attempt"])]
+        ok = mine[mine["status"] == "SUCCESS"]["ms"].sort_values().to_numpy()
+        assert stage["tasks"] == len(mine) and stage["failed"] == len(mine) - len(ok), stage
+        assert stage["max_ms"] == ok[-1] and stage["median_ms"] == ok[(len(ok) + 1) // 2 - 1], stage
+        assert stage["stragglers"] == int((ok > 1.5 * stage["median_ms"]).sum()), stage
+        assert stage["slowest"][0]["duration_ms"] == ok[-1]
+    # the streaming query's batches, as Spark's progress gave them
+    [query] = tab["json"]["streaming"]
+    assert query["query_name"] == STREAM_NAME
+    batches = app.batches().toPandas()
+    assert [b["batch_id"] for b in query["batches"]] == list(batches["batch_id"])
+    assert [b["trigger_execution_ms"] for b in query["batches"]] == list(batches["trigger_execution_ms"])
+    assert '<table class="table table-bordered table-sm" id="cloudprofiler-stages">' in tab["page"]
+    if tab["browser"] is None:
+        pytest.skip("chromium is not installed (make deps installs it)")
+    loaded = tab["browser"]
+    assert loaded.console_errors == [] and loaded.failed_requests == []
+    assert "Stragglers" in loaded.text and f"{STREAM_NAME} (" in loaded.text

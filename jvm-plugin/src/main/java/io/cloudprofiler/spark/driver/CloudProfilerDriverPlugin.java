@@ -16,6 +16,9 @@ import io.cloudprofiler.spark.rules.RuleRequests;
 import io.cloudprofiler.spark.rules.RulesFile;
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.tables.ArrowTables;
+import io.cloudprofiler.spark.ui.CloudprofilerTab;
+import io.cloudprofiler.spark.ui.LiveStages;
+import io.cloudprofiler.spark.ui.TabContent;
 import java.util.Map;
 import java.util.StringJoiner;
 import java.util.concurrent.CompletableFuture;
@@ -113,6 +116,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     streaming = new StreamingBatches(clock);
     sc.addSparkListener(
         Guard.wrap(SparkListenerInterface.class, streaming, "the streaming batch table", null));
+    attachTab(sc);
     DaemonThreads.named("cloudprofiler-driver-start")
         .newThread(() -> startInBackground(sc, options))
         .start();
@@ -120,6 +124,24 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     // executors read and validate the same options from their own configuration; the rules file is
     // the driver's
     return Map.of(START_RULES, startRules);
+  }
+
+  /**
+   * The Cloudprofiler tab in the driver's UI, where it has one; a failure (a jar built for another
+   * Spark's UI) leaves the application without the tab, said in one line.
+   */
+  private void attachTab(SparkContext sc) {
+    if (sc.ui().isEmpty()) return;
+    try {
+      LiveStages stages = new LiveStages();
+      sc.addSparkListener(
+          Guard.wrap(SparkListenerInterface.class, stages, "the Cloudprofiler tab's stages", null));
+      TabContent content =
+          new TabContent(stages, streaming::recent, StreamingBatches.COLUMNS, this::appFolder);
+      sc.ui().get().attachTab(new CloudprofilerTab(sc.ui().get(), content));
+    } catch (Throwable e) {
+      LOG.warn("cloudprofiler: the Spark UI has no Cloudprofiler tab: {}", e.toString());
+    }
   }
 
   /**

@@ -3,7 +3,10 @@ package io.cloudprofiler.spark.driver;
 import io.cloudprofiler.spark.tables.ArrowSpool;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
@@ -20,11 +23,14 @@ import org.apache.spark.sql.streaming.StreamingQueryProgress;
  * rates, the driver's phases (planning, offsets, the batch's jobs, the logs' commits), the event
  * time's watermark and range, the state's rows. The batch's jobs carry its query and batch id in
  * the task table (their job properties), which ties the batch to its tasks and operators. Rows go
- * through a local spool as the task table's do.
+ * through a local spool as the task table's do; the latest {@link #RECENT} of each of the latest
+ * {@link #QUERIES_KEPT} queries stay in memory for the Cloudprofiler tab.
  */
 public final class StreamingBatches extends SparkListener {
   static final String TABLE = "spark-streaming-batches.arrows";
   private static final int BATCH_ROWS = 1024;
+  static final int RECENT = 30;
+  static final int QUERIES_KEPT = 20;
 
   /** The phases of {@code durationMs}, in the order of a batch, and their columns. */
   private static final List<String> PHASES =
@@ -37,7 +43,7 @@ public final class StreamingBatches extends SparkListener {
           "commitOffsets",
           "triggerExecution");
 
-  static final List<String> COLUMNS =
+  public static final List<String> COLUMNS =
       List.of(
           "query_id",
           "run_id",
@@ -83,6 +89,13 @@ public final class StreamingBatches extends SparkListener {
 
   private final List<Object[]> rows = new ArrayList<>();
   private final ArrowSpool spool;
+  private final Map<String, Deque<Object[]>> recent =
+      new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Deque<Object[]>> eldest) {
+          return size() > QUERIES_KEPT;
+        }
+      };
 
   public StreamingBatches(Supplier<Map<String, String>> metadata) {
     spool = new ArrowSpool("cloudprofiler-streaming-batches", COLUMNS, TYPES, metadata);
@@ -123,6 +136,16 @@ public final class StreamingBatches extends SparkListener {
     return row;
   }
 
+  /**
+   * The latest batches of the queries kept, as rows of {@link #COLUMNS}: the query that made
+   * progress last first, each query's batches oldest first.
+   */
+  public synchronized List<List<Object[]>> recent() {
+    List<List<Object[]>> queries = new ArrayList<>();
+    for (Deque<Object[]> batches : recent.values()) queries.add(0, new ArrayList<>(batches));
+    return queries;
+  }
+
   /** An ISO-8601 instant as Spark's progress gives it, in ms since the epoch; null if none. */
   private static Long epochMs(String instant) {
     if (instant == null) return null;
@@ -139,6 +162,9 @@ public final class StreamingBatches extends SparkListener {
   }
 
   private synchronized void add(Object[] row) {
+    Deque<Object[]> latest = recent.computeIfAbsent((String) row[0], q -> new ArrayDeque<>());
+    latest.addLast(row);
+    if (latest.size() > RECENT) latest.removeFirst();
     rows.add(row);
     if (rows.size() >= BATCH_ROWS) spool.appendAndClear(rows, "streaming batch table");
   }

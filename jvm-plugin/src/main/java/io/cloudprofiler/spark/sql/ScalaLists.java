@@ -11,11 +11,11 @@ import scala.collection.immutable.List$;
  * scala.collection.Seq} is the supertype of every Seq in both, and an immutable list is a Seq in
  * both, whichever package an API names it from.
  */
-final class ScalaLists {
+public final class ScalaLists {
   private ScalaLists() {}
 
   @SafeVarargs
-  static <T> List<T> of(T... items) {
+  public static <T> List<T> of(T... items) {
     List<T> list = List$.MODULE$.empty();
     for (int i = items.length - 1; i >= 0; i--) list = list.$colon$colon(items[i]);
     return list;

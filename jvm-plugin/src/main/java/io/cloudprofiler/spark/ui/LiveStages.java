@@ -1,0 +1,167 @@
+package io.cloudprofiler.spark.ui;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.scheduler.TaskInfo;
+
+/**
+ * What the Cloudprofiler tab shows of the stages while the application runs: per stage attempt of
+ * the latest {@link #STAGES_KEPT}, its tasks' durations (Spark's, launch to finish; a uniform
+ * sample of {@link #SAMPLE} per stage, exact below that), how many took over {@link
+ * #STRAGGLER_RATIO} x its median and, for its {@link #SLOWEST} slowest, where their time went in
+ * Spark's metrics. Memory is bounded by those constants whatever the application's size.
+ */
+public final class LiveStages extends SparkListener {
+  /**
+   * Spark's own threshold for a speculative copy (spark.speculation.multiplier), as the analysis.
+   */
+  static final double STRAGGLER_RATIO = 1.5;
+
+  static final int STAGES_KEPT = 200;
+  static final int SAMPLE = 4096;
+  static final int SLOWEST = 3;
+
+  /** A finished task attempt, as the tab names it. */
+  record Task(
+      long taskId,
+      int partition,
+      String executor,
+      String host,
+      long durationMs,
+      long gcMs,
+      long fetchWaitMs,
+      long schedulerDelayMs) {}
+
+  /** One stage attempt's figures so far. */
+  static final class Stage {
+    final int id;
+    final int attempt;
+    final String name;
+    final long submittedMs;
+    boolean completed;
+    long tasks;
+    long failed;
+    final long[] sample = new long[SAMPLE];
+    int sampled;
+    final List<Task> slowest = new ArrayList<>();
+    private final SplittableRandom random;
+
+    Stage(int id, int attempt, String name, long submittedMs) {
+      this.id = id;
+      this.attempt = attempt;
+      this.name = name;
+      this.submittedMs = submittedMs;
+      this.random = new SplittableRandom(((long) id << 16) ^ attempt);
+    }
+
+    /** Reservoir sampling: every successful attempt is in the sample with the same chance. */
+    void add(Task task) {
+      tasks++;
+      if (sampled < SAMPLE) sample[sampled++] = task.durationMs();
+      else {
+        long slot = random.nextLong(tasks - failed);
+        if (slot < SAMPLE) sample[(int) slot] = task.durationMs();
+      }
+      slowest.add(task);
+      slowest.sort((a, b) -> Long.compare(b.durationMs(), a.durationMs()));
+      if (slowest.size() > SLOWEST) slowest.remove(SLOWEST);
+    }
+
+    /** The sample's durations, sorted. */
+    long[] sorted() {
+      long[] values = Arrays.copyOf(sample, sampled);
+      Arrays.sort(values);
+      return values;
+    }
+
+    /**
+     * Whether every successful attempt's duration is in the sample (else figures are estimates).
+     */
+    boolean exact() {
+      return tasks - failed <= SAMPLE;
+    }
+  }
+
+  private final Map<List<Integer>, Stage> stages =
+      new LinkedHashMap<>() {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<List<Integer>, Stage> eldest) {
+          return size() > STAGES_KEPT;
+        }
+      };
+
+  @Override
+  public synchronized void onStageSubmitted(SparkListenerStageSubmitted event) {
+    StageInfo info = event.stageInfo();
+    long submitted =
+        info.submissionTime().isDefined()
+            ? (Long) info.submissionTime().get()
+            : System.currentTimeMillis();
+    stages.put(
+        List.of(info.stageId(), info.attemptNumber()),
+        new Stage(info.stageId(), info.attemptNumber(), info.name(), submitted));
+  }
+
+  @Override
+  public synchronized void onStageCompleted(SparkListenerStageCompleted event) {
+    Stage stage =
+        stages.get(List.of(event.stageInfo().stageId(), event.stageInfo().attemptNumber()));
+    if (stage != null) stage.completed = true;
+  }
+
+  @Override
+  public synchronized void onTaskEnd(SparkListenerTaskEnd event) {
+    Stage stage = stages.get(List.of(event.stageId(), event.stageAttemptId()));
+    if (stage == null) return; // submitted before the plugin's listener, or evicted
+    TaskInfo info = event.taskInfo();
+    if (!info.successful()) {
+      stage.tasks++;
+      stage.failed++;
+      return;
+    }
+    TaskMetrics m = event.taskMetrics();
+    long duration = info.finishTime() - info.launchTime();
+    long gc = m == null ? 0 : m.jvmGCTime();
+    long fetchWait = m == null ? 0 : m.shuffleReadMetrics().fetchWaitTime();
+    long running =
+        m == null
+            ? duration
+            : m.executorRunTime() + m.executorDeserializeTime() + m.resultSerializationTime();
+    stage.add(
+        new Task(
+            info.taskId(),
+            info.partitionId(),
+            info.executorId(),
+            info.host(),
+            duration,
+            gc,
+            fetchWait,
+            Math.max(0, duration - running)));
+  }
+
+  /** The stages kept, newest first, copied under the lock: the tab renders them outside it. */
+  synchronized List<Stage> newestFirst() {
+    List<Stage> copy = new ArrayList<>();
+    for (Stage s : stages.values()) {
+      Stage c = new Stage(s.id, s.attempt, s.name, s.submittedMs);
+      c.completed = s.completed;
+      c.tasks = s.tasks;
+      c.failed = s.failed;
+      System.arraycopy(s.sample, 0, c.sample, 0, s.sampled);
+      c.sampled = s.sampled;
+      c.slowest.addAll(s.slowest);
+      copy.add(0, c);
+    }
+    return copy;
+  }
+}
