@@ -6,6 +6,7 @@ import io.cloudprofiler.spark.calibration.CalibrationTests;
 import io.cloudprofiler.spark.executor.ExecutorTests;
 import io.cloudprofiler.spark.rules.RulesTests;
 import io.cloudprofiler.spark.tables.TablesTests;
+import io.cloudprofiler.spark.ui.UiTests;
 import java.io.IOException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
@@ -287,7 +288,8 @@ public final class JvmTests {
           CalibrationTests.class,
           ExecutorTests.class,
           RulesTests.class,
-          TablesTests.class);
+          TablesTests.class,
+          UiTests.class);
 
   public static void main(String[] args) throws Exception {
     List<String> failed = new ArrayList<>();

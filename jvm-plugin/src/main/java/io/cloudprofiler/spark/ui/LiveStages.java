@@ -51,7 +51,7 @@ public final class LiveStages extends SparkListener {
     boolean completed;
     long tasks;
     long failed;
-    final long[] sample = new long[SAMPLE];
+    long[] sample = new long[16]; // grown as tasks end, up to SAMPLE
     int sampled;
     final List<Task> slowest = new ArrayList<>();
     private final SplittableRandom random;
@@ -67,8 +67,10 @@ public final class LiveStages extends SparkListener {
     /** Reservoir sampling: every successful attempt is in the sample with the same chance. */
     void add(Task task) {
       tasks++;
-      if (sampled < SAMPLE) sample[sampled++] = task.durationMs();
-      else {
+      if (sampled < SAMPLE) {
+        if (sampled == sample.length) sample = Arrays.copyOf(sample, Math.min(SAMPLE, 2 * sampled));
+        sample[sampled++] = task.durationMs();
+      } else {
         long slot = random.nextLong(tasks - failed);
         if (slot < SAMPLE) sample[(int) slot] = task.durationMs();
       }
@@ -157,7 +159,7 @@ public final class LiveStages extends SparkListener {
       c.completed = s.completed;
       c.tasks = s.tasks;
       c.failed = s.failed;
-      System.arraycopy(s.sample, 0, c.sample, 0, s.sampled);
+      c.sample = Arrays.copyOf(s.sample, s.sampled);
       c.sampled = s.sampled;
       c.slowest.addAll(s.slowest);
       copy.add(0, c);
