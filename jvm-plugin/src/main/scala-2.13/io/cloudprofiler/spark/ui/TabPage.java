@@ -1,45 +1,34 @@
 package io.cloudprofiler.spark.ui;
 
-import io.cloudprofiler.spark.sql.ScalaLists;
 import jakarta.servlet.http.HttpServletRequest;
 import org.apache.spark.ui.CspNonce;
 import org.apache.spark.ui.SparkUITab;
 import org.apache.spark.ui.UIUtils;
-import org.apache.spark.ui.WebUIPage;
 import org.json4s.JValue;
 import org.json4s.jackson.JsonMethods$;
 import scala.Option;
 import scala.collection.immutable.Seq;
 import scala.xml.Node;
-import scala.xml.Unparsed;
 
 /**
- * The Cloudprofiler tab's page and its JSON ({@code <ui>/cloudprofiler/json}): the part of Spark's
- * UI whose signatures differ between Spark 3.5 and 4 (servlet API, Scala collections, json4s): this
- * is the Spark 4 file (jvm-plugin/src/main/scala-2.12 holds the other). What it shows is {@link
- * TabContent}'s.
+ * The Cloudprofiler tab's page and its JSON ({@code <ui>/cloudprofiler/json}) in Spark 4's servlet
+ * API, collections and json4s (jvm-plugin/src/main/scala-2.12 holds Spark 3.5's).
  */
-final class TabPage extends WebUIPage {
-  private final SparkUITab tab;
-  private final TabContent content;
-
+final class TabPage extends TabPageBase {
   TabPage(SparkUITab tab, TabContent content) {
-    super("");
-    this.tab = tab;
-    this.content = content;
+    super(tab, content);
   }
 
   @Override
   public Seq<Node> render(HttpServletRequest request) {
+    String nonce = nonce();
     return UIUtils.headerSparkPage(
-        request,
-        "Cloudprofiler",
-        () -> ScalaLists.of((Node) new Unparsed(content.html(nonce()))),
-        tab,
-        Option.empty(),
-        false,
-        false,
-        false);
+        request, TITLE, () -> body(nonce), tab, Option.empty(), false, false, false);
+  }
+
+  @Override
+  public JValue renderJson(HttpServletRequest request) {
+    return JsonMethods$.MODULE$.fromJsonNode(content.json());
   }
 
   /**
@@ -52,10 +41,5 @@ final class TabPage extends WebUIPage {
     } catch (LinkageError e) {
       return null;
     }
-  }
-
-  @Override
-  public JValue renderJson(HttpServletRequest request) {
-    return JsonMethods$.MODULE$.fromJsonNode(content.json());
   }
 }
