@@ -16,7 +16,9 @@ REQUIRE_ALL = os.environ.get("CLOUDPROFILER_TESTS_REQUIRE_ALL") == "1"
 # The JVMs the tests start live seconds to minutes on small data, where C2's compiler threads cost more CPU than its
 # faster code saves: with C1 alone a local session's start, first query and stop took 19 CPU seconds instead of 33.
 # What the code does is the same; users' applications, `make demo` and the benchmarks run with the JVM's defaults.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# C1 alone reserves 48 MB for compiled code, which a long session of many queries fills (the JVM then stops
+# compiling and fails method handles): the default tiered JVM's 240 MB.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 def _quick_jvms() -> None:

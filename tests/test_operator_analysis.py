@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -20,6 +21,7 @@ import browser
 import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
 from cloudprofiler.analysis.reader import TABLE_SCHEMAS
+from cloudprofiler.harness.standalone import free_port, spark_class
 from cloudprofiler.analysis.report import render
 from cloudprofiler.analysis.report.data import gather
 
@@ -34,8 +36,11 @@ EVENTS_FROM_MS = int(time.time() * 1000) - 86_400_000
 def app(tmp_path_factory):
     """The application's analysis: each query in a job group of its own (operators() takes it as a scope)."""
     base = tmp_path_factory.mktemp("operator-analysis")
+    events = base / "events"  # the application's event log, which the History Server test reads
+    events.mkdir()
     spark = (cps.builder(log_dir=str(base / "logs"), local_dir=str(base / "local"), calibration_enabled=False)
-             .master("local[2]").config("spark.ui.port", "0").getOrCreate())
+             .master("local[2]").config("spark.ui.port", "0").config("spark.eventLog.enabled", "true")
+             .config("spark.eventLog.dir", str(events)).getOrCreate())
     sc = spark.sparkContext
     spark.conf.set("spark.cloudprofiler.operators", "true")
     pause = SLEEP_S
@@ -351,3 +356,50 @@ def test_the_live_tab_shows_each_stage_and_batch_as_the_analysis_finds_them(app)
     loaded = tab["browser"]
     assert loaded.console_errors == [] and loaded.failed_requests == []
     assert "Stragglers" in loaded.text and f"{STREAM_NAME} (" in loaded.text
+
+
+@pytest.fixture(scope="module")
+def history(app, tmp_path_factory):
+    """Spark's History Server (its own process, pyspark's distribution) over the application's event log, the
+    plugin jar on its class path as the README says: its address once it lists the application."""
+    folder = tmp_path_factory.mktemp("history")
+    port = free_port()
+    env = {**os.environ, "SPARK_DAEMON_CLASSPATH": cps.jar_path(), "SPARK_HISTORY_OPTS": (
+        f"-Dspark.history.fs.logDirectory=file:{Path(app.path).parent.parent / 'events'} "
+        f"-Dspark.history.ui.port={port} -Dspark.history.fs.update.interval=1s")}
+    log = open(folder / "history.log", "w")
+    server = subprocess.Popen([spark_class(), "org.apache.spark.deploy.history.HistoryServer"], env=env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v1/applications", timeout=5) as reply:
+                    if any(a["id"] == app.app_id for a in json.load(reply)):
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, (folder / "history.log").read_text()[-3000:]
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(server.pid, 9)
+        server.wait(30)
+        log.close()
+
+
+def test_the_history_server_shows_the_tab_as_it_was_when_the_application_ended(app, history, tmp_path):
+    page = f"{history}/history/{app.app_id}/cloudprofiler/"
+    with urllib.request.urlopen(page + "json/", timeout=60) as reply:  # the first request replays the event log
+        figures = json.load(reply)
+    live = app.tab["json"]  # read from the live tab just before the application stopped
+    assert figures["app_folder"] == live["app_folder"]
+    assert figures["stages"] == live["stages"] and figures["streaming"] == live["streaming"]
+    with urllib.request.urlopen(f"{history}/history/{app.app_id}/jobs/", timeout=60) as reply:
+        assert 'href="/history/' + app.app_id + '/cloudprofiler/"' in reply.read().decode()
+    if browser.CHROMIUM is None:
+        pytest.skip("chromium is not installed (make deps installs it)")
+    loaded = browser.load(page, tmp_path / "profile")
+    assert loaded.console_errors == [] and loaded.failed_requests == []
+    assert "The application has ended" in loaded.text and "Stragglers" in loaded.text

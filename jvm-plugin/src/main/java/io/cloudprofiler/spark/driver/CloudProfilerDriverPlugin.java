@@ -17,8 +17,10 @@ import io.cloudprofiler.spark.rules.RulesFile;
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import io.cloudprofiler.spark.ui.CloudprofilerTab;
+import io.cloudprofiler.spark.ui.LiveFigures;
 import io.cloudprofiler.spark.ui.LiveStages;
 import io.cloudprofiler.spark.ui.TabContent;
+import io.cloudprofiler.spark.ui.TabSummaryEvent;
 import java.util.Map;
 import java.util.StringJoiner;
 import java.util.concurrent.CompletableFuture;
@@ -59,6 +61,10 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private TaskListener listener;
   private OperatorNodes operators;
   private StreamingBatches streaming;
+  private LiveFigures figures;
+  private String summaryPosted;
+  private long summaryPostedMs;
+  static final long SUMMARY_EVERY_MS = 60_000;
   private RuleChanges rules;
   private RuleRequests ruleRequests;
   private CalibrationCoordinator calibration;
@@ -127,21 +133,37 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   }
 
   /**
-   * The Cloudprofiler tab in the driver's UI, where it has one; a failure (a jar built for another
-   * Spark's UI) leaves the application without the tab, said in one line.
+   * The Cloudprofiler tab's figures, and the tab in the driver's UI where it has one; a failure (a
+   * jar built for another Spark's UI) leaves the application without the tab, said in one line.
    */
   private void attachTab(SparkContext sc) {
-    if (sc.ui().isEmpty()) return;
     try {
       LiveStages stages = new LiveStages();
       sc.addSparkListener(
           Guard.wrap(SparkListenerInterface.class, stages, "the Cloudprofiler tab's stages", null));
-      TabContent content =
-          new TabContent(stages, streaming::recent, StreamingBatches.COLUMNS, this::appFolder);
-      sc.ui().get().attachTab(new CloudprofilerTab(sc.ui().get(), content));
+      figures =
+          new LiveFigures(stages, streaming::recent, StreamingBatches.COLUMNS, this::appFolder);
+      if (sc.ui().isDefined())
+        sc.ui().get().attachTab(new CloudprofilerTab(sc.ui().get(), new TabContent(figures, true)));
     } catch (Throwable e) {
       LOG.warn("cloudprofiler: the Spark UI has no Cloudprofiler tab: {}", e.toString());
     }
+  }
+
+  /**
+   * Writes the tab's figures into the event log (where Spark writes one), for the History Server's
+   * tab: at the end, and while the application runs at most every {@link #SUMMARY_EVERY_MS} and
+   * only when they changed.
+   */
+  private synchronized void postSummary(boolean last) {
+    if (figures == null || !sc.conf().getBoolean("spark.eventLog.enabled", false)) return;
+    long now = System.currentTimeMillis();
+    if (!last && now - summaryPostedMs < SUMMARY_EVERY_MS) return;
+    String text = figures.get().toString();
+    if (text.equals(summaryPosted)) return;
+    sc.listenerBus().post(new TabSummaryEvent(TabSummaryEvent.VERSION, text));
+    summaryPosted = text;
+    summaryPostedMs = now;
   }
 
   /**
@@ -286,6 +308,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
                     e);
               }
               try {
+                postSummary(false);
+              } catch (Exception e) {
+                LOG.warn("cloudprofiler: could not write the tab's figures into the event log", e);
+              }
+              try {
                 rules.publish(appFolder() + "/" + RULES_TABLE);
               } catch (Exception e) {
                 LOG.warn(
@@ -317,6 +344,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
 
   @Override
   public void shutdown() {
+    try {
+      postSummary(true); // the listener bus still runs: Spark stops it after its plugins
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the tab's figures into the event log", e);
+    }
     awaitStart();
     if (publisher != null) publisher.shutdown();
     if (calibration != null) calibration.shutdown();

@@ -1,11 +1,7 @@
 package io.cloudprofiler.spark.ui;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.function.Supplier;
 
 /**
@@ -15,137 +11,44 @@ import java.util.function.Supplier;
  * driver's listeners, never from re-reading the log files.
  */
 public final class TabContent {
-  static final int STAGES_SHOWN = 50;
-  static final double CAUSE_SHARE = 0.10; // a part of a task's time worth naming, as the analysis's
   static final int REFRESH_MS = 5000;
 
-  private final LiveStages stages;
-  private final Supplier<List<List<Object[]>>> batches;
-  private final List<String> batchColumns;
-  private final Supplier<String> appFolder;
+  private final Supplier<JsonNode> figures;
+  private final boolean live;
 
   /**
-   * {@code batches}: the streaming queries' latest batches (rows of {@code batchColumns}, which
-   * begin with query_id, run_id, query_name, batch_id); {@code appFolder}: the application's log
-   * folder.
+   * {@code figures}: as {@link LiveFigures} makes them; {@code live}: those of a running
+   * application (the page refreshes itself), else the last ones of an ended application.
    */
-  public TabContent(
-      LiveStages stages,
-      Supplier<List<List<Object[]>>> batches,
-      List<String> batchColumns,
-      Supplier<String> appFolder) {
-    this.stages = stages;
-    this.batches = batches;
-    this.batchColumns = batchColumns;
-    this.appFolder = appFolder;
+  public TabContent(Supplier<JsonNode> figures, boolean live) {
+    this.figures = figures;
+    this.live = live;
   }
 
   /** The figures as a JSON tree: {app_folder, stages: [...], streaming: [...]}. */
   public JsonNode json() {
-    Map<String, Object> out = new LinkedHashMap<>();
-    out.put("app_folder", appFolder.get());
-    List<Object> stageRows = new ArrayList<>();
-    for (LiveStages.Stage s : shown()) stageRows.add(stageJson(s));
-    out.put("stages", stageRows);
-    List<Object> queries = new ArrayList<>();
-    for (List<Object[]> query : batches.get()) {
-      Map<String, Object> q = new LinkedHashMap<>();
-      q.put("query_id", query.get(0)[0]);
-      q.put("query_name", query.get(0)[2]);
-      List<Object> rows = new ArrayList<>();
-      for (Object[] row : query) {
-        Map<String, Object> r = new LinkedHashMap<>();
-        for (int i = 3; i < batchColumns.size(); i++) r.put(batchColumns.get(i), row[i]);
-        rows.add(r);
-      }
-      q.put("batches", rows);
-      queries.add(q);
-    }
-    out.put("streaming", queries);
-    return new ObjectMapper().valueToTree(out);
-  }
-
-  private List<LiveStages.Stage> shown() {
-    List<LiveStages.Stage> all = stages.newestFirst();
-    return all.subList(0, Math.min(STAGES_SHOWN, all.size()));
-  }
-
-  private static Map<String, Object> stageJson(LiveStages.Stage s) {
-    long[] sorted = s.sorted();
-    long median = quantile(sorted, 0.5);
-    Map<String, Object> r = new LinkedHashMap<>();
-    r.put("stage_id", s.id);
-    r.put("stage_attempt", s.attempt);
-    r.put("name", s.name);
-    r.put("completed", s.completed);
-    r.put("tasks", s.tasks);
-    r.put("failed", s.failed);
-    r.put("exact", s.exact());
-    r.put("median_ms", sorted.length == 0 ? null : median);
-    r.put("p90_ms", sorted.length == 0 ? null : quantile(sorted, 0.9));
-    r.put("max_ms", sorted.length == 0 ? null : sorted[sorted.length - 1]);
-    r.put("stragglers", stragglers(s, sorted, median));
-    List<Object> slowest = new ArrayList<>();
-    for (LiveStages.Task t : s.slowest) {
-      Map<String, Object> task = new LinkedHashMap<>();
-      task.put("task_id", t.taskId());
-      task.put("partition", t.partition());
-      task.put("executor_id", t.executor());
-      task.put("host", t.host());
-      task.put("duration_ms", t.durationMs());
-      task.put("gc_ms", t.gcMs());
-      task.put("fetch_wait_ms", t.fetchWaitMs());
-      task.put("scheduler_delay_ms", t.schedulerDelayMs());
-      task.put("cause", cause(t));
-      slowest.add(task);
-    }
-    r.put("slowest", slowest);
-    return r;
-  }
-
-  /** The value at rank ceil(q n) of sorted values (the inverted CDF, as the analysis's). */
-  static long quantile(long[] sorted, double q) {
-    if (sorted.length == 0) return 0;
-    int rank = (int) Math.ceil(q * sorted.length);
-    return sorted[Math.max(0, Math.min(sorted.length - 1, rank - 1))];
+    return figures.get();
   }
 
   /**
-   * Successful attempts over STRAGGLER_RATIO x the median: counted in the sample, and scaled to the
-   * stage's attempts where the sample holds only some of them.
-   */
-  static long stragglers(LiveStages.Stage s, long[] sorted, long median) {
-    if (sorted.length == 0 || median <= 0) return 0;
-    long over = 0;
-    for (long d : sorted) if (d > LiveStages.STRAGGLER_RATIO * median) over++;
-    long successful = s.tasks - s.failed;
-    return s.exact() ? over : Math.round((double) over * successful / sorted.length);
-  }
-
-  /** Where a task's time went in Spark's metrics, its largest part of CAUSE_SHARE or more. */
-  static String cause(LiveStages.Task t) {
-    if (t.durationMs() <= 0) return "";
-    String[] names = {"GC", "waiting for shuffle blocks", "scheduler delay"};
-    long[] parts = {t.gcMs(), t.fetchWaitMs(), t.schedulerDelayMs()};
-    int top = 0;
-    for (int i = 1; i < parts.length; i++) if (parts[i] > parts[top]) top = i;
-    double share = (double) parts[top] / t.durationMs();
-    return share >= CAUSE_SHARE ? String.format("%s %.0f%%", names[top], share * 100) : "";
-  }
-
-  /**
-   * The tab's body: HTML inside Spark's page, refreshing itself every REFRESH_MS by a script that
-   * carries {@code nonce}, the page's content security policy's (null where Spark sets none).
+   * The tab's body: HTML inside Spark's page; a live one refreshes itself every REFRESH_MS by a
+   * script that carries {@code nonce}, the page's content security policy's (null where Spark sets
+   * none).
    */
   public String html(String nonce) {
     JsonNode figures = json();
     StringBuilder h = new StringBuilder();
     h.append("<div id=\"cloudprofiler\">");
-    h.append("<p>Live figures of this application from the Cloudprofiler plugin, refreshed every ")
-        .append(REFRESH_MS / 1000)
-        .append(
-            " s (also as JSON: <a href=\"json/\">json</a>). The full report of its logs: <code>")
-        .append(escape("cloudprofiler report " + appFolder.get()))
+    h.append(
+            live
+                ? "<p>Live figures of this application from the Cloudprofiler plugin, refreshed"
+                    + " every "
+                    + REFRESH_MS / 1000
+                    + " s"
+                : "<p>The application has ended: its figures as the Cloudprofiler plugin last wrote"
+                    + " them into its event log")
+        .append(" (also as JSON: <a href=\"json/\">json</a>). The full report of its logs: <code>")
+        .append(escape("cloudprofiler report " + figures.get("app_folder").asText()))
         .append("</code>.</p>");
     h.append("<h4>Stages</h4><p>A straggler takes over ")
         .append(LiveStages.STRAGGLER_RATIO)
@@ -216,11 +119,13 @@ public final class TabContent {
         h.append("</tbody></table>");
       }
     }
-    h.append("</div><script")
-        .append(nonce == null ? "" : " nonce=\"" + escape(nonce) + "\"")
-        .append(">setTimeout(function () { location.reload(); }, ")
-        .append(REFRESH_MS)
-        .append(");</script>");
+    h.append("</div>");
+    if (live)
+      h.append("<script")
+          .append(nonce == null ? "" : " nonce=\"" + escape(nonce) + "\"")
+          .append(">setTimeout(function () { location.reload(); }, ")
+          .append(REFRESH_MS)
+          .append(");</script>");
     return h.toString();
   }
 

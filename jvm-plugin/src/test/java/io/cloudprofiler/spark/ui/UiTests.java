@@ -23,9 +23,9 @@ public final class UiTests {
     check(!stage.exact(), () -> "10,000 tasks: sampled");
     long[] sorted = stage.sorted();
     equal(LiveStages.SAMPLE, sorted.length);
-    long median = TabContent.quantile(sorted, 0.5);
+    long median = LiveFigures.quantile(sorted, 0.5);
     check(Math.abs(median - 5_000) < 250, () -> "median " + median);
-    long stragglers = TabContent.stragglers(stage, sorted, median);
+    long stragglers = LiveFigures.stragglers(stage, sorted, median);
     long truth = 10_000 - (long) Math.floor(1.5 * median);
     check(Math.abs(stragglers - truth) < 250, () -> stragglers + " stragglers, truly " + truth);
     equal(10_000L, stage.slowest.get(0).durationMs());
@@ -38,17 +38,17 @@ public final class UiTests {
     for (long d : new long[] {100, 100, 110, 120, 400}) stage.add(task(d, d, 0, 0, 0));
     long[] sorted = stage.sorted();
     check(stage.exact(), () -> "5 tasks: exact");
-    equal(110L, TabContent.quantile(sorted, 0.5));
-    equal(400L, TabContent.quantile(sorted, 0.9));
-    equal(1L, TabContent.stragglers(stage, sorted, 110));
+    equal(110L, LiveFigures.quantile(sorted, 0.5));
+    equal(400L, LiveFigures.quantile(sorted, 0.9));
+    equal(1L, LiveFigures.stragglers(stage, sorted, 110));
   }
 
   /**
    * The part of a task's time named: the largest of GC, fetch wait and scheduler delay, from 10%.
    */
   public static void testTheCauseIsTheLargestPartFromTenPercent() {
-    equal("GC 40%", TabContent.cause(task(1, 1000, 400, 100, 0)));
-    equal("waiting for shuffle blocks 25%", TabContent.cause(task(1, 1000, 50, 250, 100)));
-    equal("", TabContent.cause(task(1, 1000, 90, 50, 20)));
+    equal("GC 40%", LiveFigures.cause(task(1, 1000, 400, 100, 0)));
+    equal("waiting for shuffle blocks 25%", LiveFigures.cause(task(1, 1000, 50, 250, 100)));
+    equal("", LiveFigures.cause(task(1, 1000, 90, 50, 20)));
   }
 }

@@ -1,0 +1,135 @@
+package io.cloudprofiler.spark.ui;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
+
+/**
+ * The Cloudprofiler tab's figures of the running application, from the driver's listeners (never
+ * from re-reading the log files): the stages with their stragglers and where the slowest tasks'
+ * time went ({@link LiveStages}), the streaming queries' latest micro-batches, and the
+ * application's log folder.
+ */
+public final class LiveFigures implements Supplier<JsonNode> {
+  static final int STAGES_SHOWN = 50;
+  static final double CAUSE_SHARE = 0.10; // a part of a task's time worth naming, as the analysis's
+
+  private final LiveStages stages;
+  private final Supplier<List<List<Object[]>>> batches;
+  private final List<String> batchColumns;
+  private final Supplier<String> appFolder;
+
+  /**
+   * {@code batches}: the streaming queries' latest batches (rows of {@code batchColumns}, which
+   * begin with query_id, run_id, query_name, batch_id); {@code appFolder}: the application's log
+   * folder.
+   */
+  public LiveFigures(
+      LiveStages stages,
+      Supplier<List<List<Object[]>>> batches,
+      List<String> batchColumns,
+      Supplier<String> appFolder) {
+    this.stages = stages;
+    this.batches = batches;
+    this.batchColumns = batchColumns;
+    this.appFolder = appFolder;
+  }
+
+  /** The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...]}. */
+  @Override
+  public JsonNode get() {
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("app_folder", appFolder.get());
+    List<Object> stageRows = new ArrayList<>();
+    for (LiveStages.Stage s : shown()) stageRows.add(stageJson(s));
+    out.put("stages", stageRows);
+    List<Object> queries = new ArrayList<>();
+    for (List<Object[]> query : batches.get()) {
+      Map<String, Object> q = new LinkedHashMap<>();
+      q.put("query_id", query.get(0)[0]);
+      q.put("query_name", query.get(0)[2]);
+      List<Object> rows = new ArrayList<>();
+      for (Object[] row : query) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        for (int i = 3; i < batchColumns.size(); i++) r.put(batchColumns.get(i), row[i]);
+        rows.add(r);
+      }
+      q.put("batches", rows);
+      queries.add(q);
+    }
+    out.put("streaming", queries);
+    return new ObjectMapper().valueToTree(out);
+  }
+
+  private List<LiveStages.Stage> shown() {
+    List<LiveStages.Stage> all = stages.newestFirst();
+    return all.subList(0, Math.min(STAGES_SHOWN, all.size()));
+  }
+
+  private static Map<String, Object> stageJson(LiveStages.Stage s) {
+    long[] sorted = s.sorted();
+    long median = quantile(sorted, 0.5);
+    Map<String, Object> r = new LinkedHashMap<>();
+    r.put("stage_id", s.id);
+    r.put("stage_attempt", s.attempt);
+    r.put("name", s.name);
+    r.put("completed", s.completed);
+    r.put("tasks", s.tasks);
+    r.put("failed", s.failed);
+    r.put("exact", s.exact());
+    r.put("median_ms", sorted.length == 0 ? null : median);
+    r.put("p90_ms", sorted.length == 0 ? null : quantile(sorted, 0.9));
+    r.put("max_ms", sorted.length == 0 ? null : sorted[sorted.length - 1]);
+    r.put("stragglers", stragglers(s, sorted, median));
+    List<Object> slowest = new ArrayList<>();
+    for (LiveStages.Task t : s.slowest) {
+      Map<String, Object> task = new LinkedHashMap<>();
+      task.put("task_id", t.taskId());
+      task.put("partition", t.partition());
+      task.put("executor_id", t.executor());
+      task.put("host", t.host());
+      task.put("duration_ms", t.durationMs());
+      task.put("gc_ms", t.gcMs());
+      task.put("fetch_wait_ms", t.fetchWaitMs());
+      task.put("scheduler_delay_ms", t.schedulerDelayMs());
+      task.put("cause", cause(t));
+      slowest.add(task);
+    }
+    r.put("slowest", slowest);
+    return r;
+  }
+
+  /** The value at rank ceil(q n) of sorted values (the inverted CDF, as the analysis's). */
+  static long quantile(long[] sorted, double q) {
+    if (sorted.length == 0) return 0;
+    int rank = (int) Math.ceil(q * sorted.length);
+    return sorted[Math.max(0, Math.min(sorted.length - 1, rank - 1))];
+  }
+
+  /**
+   * Successful attempts over STRAGGLER_RATIO x the median: counted in the sample, and scaled to the
+   * stage's attempts where the sample holds only some of them.
+   */
+  static long stragglers(LiveStages.Stage s, long[] sorted, long median) {
+    if (sorted.length == 0 || median <= 0) return 0;
+    long over = 0;
+    for (long d : sorted) if (d > LiveStages.STRAGGLER_RATIO * median) over++;
+    long successful = s.tasks - s.failed;
+    return s.exact() ? over : Math.round((double) over * successful / sorted.length);
+  }
+
+  /** Where a task's time went in Spark's metrics, its largest part of CAUSE_SHARE or more. */
+  static String cause(LiveStages.Task t) {
+    if (t.durationMs() <= 0) return "";
+    String[] names = {"GC", "waiting for shuffle blocks", "scheduler delay"};
+    long[] parts = {t.gcMs(), t.fetchWaitMs(), t.schedulerDelayMs()};
+    int top = 0;
+    for (int i = 1; i < parts.length; i++) if (parts[i] > parts[top]) top = i;
+    double share = (double) parts[top] / t.durationMs();
+    return share >= CAUSE_SHARE ? String.format("%s %.0f%%", names[top], share * 100) : "";
+  }
+}

@@ -1,0 +1,19 @@
+package io.cloudprofiler.spark.ui;
+
+import io.cloudprofiler.spark.sql.ScalaLists;
+import org.apache.spark.SparkConf;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.status.AppHistoryServerPlugin;
+import org.apache.spark.status.ElementTrackingStore;
+import scala.collection.immutable.Seq;
+
+/**
+ * The History Server's plugin that shows the Cloudprofiler tab ({@link HistoryTabBase}), in Spark
+ * 4's collections (jvm-plugin/src/main/scala-2.12 holds the other).
+ */
+public final class HistoryTab extends HistoryTabBase implements AppHistoryServerPlugin {
+  @Override
+  public Seq<SparkListener> createListeners(SparkConf conf, ElementTrackingStore store) {
+    return ScalaLists.of(keeper(store));
+  }
+}
