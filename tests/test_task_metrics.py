@@ -11,6 +11,7 @@ import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
 from cloudprofiler.analysis.report.findings import _why
 
+SKEWED_ROWS = 400_000  # the skewed query's rows, 7 in 8 of which one reducer reads
 # REST taskList field -> task table column (times in ms but CPU and shuffle write time in ns, as Spark keeps them)
 REST_METRICS = {
     "executorRunTime": "executor_run_time_ms", "executorCpuTime": "executor_cpu_time_ns",
@@ -71,8 +72,9 @@ def run(tmp_path_factory):
     sc.addJobTag("tag-c")
     ordered = spark.range(0, 30_000, 1, 4).selectExpr("(id * 7919) % 30000 as k").orderBy("k").collect()
     assert [r.k for r in ordered] == list(range(30_000))
-    skewed = spark.range(0, 20_000, 1, 2).selectExpr("if(id % 8 = 0, id, 0) as k").repartition(3, "k")
-    assert skewed.selectExpr("sum(k)").first()[0] == sum(range(0, 20_000, 8))  # 7 rows in 8 to one partition
+    # 7 rows in 8 to one partition: enough rows that it takes longer than the others even on a loaded machine
+    skewed = spark.range(0, SKEWED_ROWS, 1, 2).selectExpr("if(id % 8 = 0, id, 0) as k").repartition(3, "k")
+    assert skewed.selectExpr("sum(k)").first()[0] == sum(range(0, SKEWED_ROWS, 8))
     sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status store has seen every task's end
     api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
     rest = {"jobs": _get(f"{api}/jobs"), "sql": _get(f"{api}/sql?details=false"), "tasks": [],
@@ -188,10 +190,10 @@ def test_a_straggler_is_explained_by_the_records_it_read(run):
     """The skewed stage's reducer that got 7 rows in 8: its records beside the median's, in the finding's words."""
     app, _ = run
     tasks = app.tasks(job_group="q-sql").toPandas()
-    reducers = tasks[(tasks["shuffle_read_records"] > 0) & (tasks["shuffle_read_records"] < 30_000)]
+    reducers = tasks[(tasks["shuffle_read_records"] > 0) & (tasks["shuffle_read_records"] <= SKEWED_ROWS)]
     stage = reducers.groupby("stage_id")["shuffle_read_records"].max().idxmax()
     heavy = reducers[reducers["stage_id"] == stage].sort_values("shuffle_read_records").iloc[-1]
-    assert heavy["shuffle_read_records"] >= 17_500
+    assert heavy["shuffle_read_records"] >= SKEWED_ROWS * 7 // 8
     every = app.stragglers(ratio=1.0, job_group="q-sql").toPandas()  # every attempt slower than its median
     row = next(every[every["task_attempt_id"] == heavy["task_attempt_id"]].itertuples())
     median = reducers[reducers["stage_id"] == stage]["shuffle_read_records"].median()
