@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark.driver;
 
+import io.cloudprofiler.spark.TaskTimes;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -108,7 +109,6 @@ final class TaskDetails {
     OutputMetrics out = m.outputMetrics();
     ShuffleReadMetrics read = m.shuffleReadMetrics();
     ShuffleWriteMetrics write = m.shuffleWriteMetrics();
-    long gettingResult = gettingResultTime(info);
     return new Object[] {
       m.executorRunTime(),
       m.executorCpuTime(),
@@ -116,8 +116,8 @@ final class TaskDetails {
       m.executorDeserializeCpuTime(),
       m.resultSerializationTime(),
       m.jvmGCTime(),
-      schedulerDelay(info, m, gettingResult),
-      gettingResult,
+      TaskTimes.schedulerDelay(info, m),
+      TaskTimes.gettingResult(info),
       m.resultSize(),
       m.peakExecutionMemory(),
       in.bytesRead(),
@@ -137,27 +137,6 @@ final class TaskDetails {
       m.memoryBytesSpilled(),
       m.diskBytesSpilled()
     };
-  }
-
-  /** The driver's time fetching a large result from the block manager (Spark's AppStatusUtils). */
-  private static long gettingResultTime(TaskInfo info) {
-    return info.gettingResultTime() > 0 ? info.finishTime() - info.gettingResultTime() : 0;
-  }
-
-  /**
-   * What Spark's UI and REST API call scheduler delay: the attempt's time that was neither
-   * deserializing, running, serializing its result nor the driver fetching it (sending the task,
-   * queueing, the result's way back).
-   */
-  private static long schedulerDelay(TaskInfo info, TaskMetrics m, long gettingResult) {
-    long duration = info.finishTime() - info.launchTime();
-    return Math.max(
-        0,
-        duration
-            - m.executorRunTime()
-            - m.executorDeserializeTime()
-            - m.resultSerializationTime()
-            - gettingResult);
   }
 
   private static Object[] job(Properties job) {

@@ -45,7 +45,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
     Map<String, Object> out = new LinkedHashMap<>();
     out.put("app_folder", appFolder.get());
     List<Object> stageRows = new ArrayList<>();
-    for (LiveStages.Stage s : shown()) stageRows.add(stageJson(s));
+    for (LiveStages.Stage s : stages.newestFirst(STAGES_SHOWN)) stageRows.add(stageJson(s));
     out.put("stages", stageRows);
     List<Object> queries = new ArrayList<>();
     for (List<Object[]> query : batches.get()) {
@@ -63,11 +63,6 @@ public final class LiveFigures implements Supplier<JsonNode> {
     }
     out.put("streaming", queries);
     return new ObjectMapper().valueToTree(out);
-  }
-
-  private List<LiveStages.Stage> shown() {
-    List<LiveStages.Stage> all = stages.newestFirst();
-    return all.subList(0, Math.min(STAGES_SHOWN, all.size()));
   }
 
   private static Map<String, Object> stageJson(LiveStages.Stage s) {

@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark.ui;
 
+import io.cloudprofiler.spark.TaskTimes;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -132,29 +133,27 @@ public final class LiveStages extends SparkListener {
       return;
     }
     TaskMetrics m = event.taskMetrics();
-    long duration = info.finishTime() - info.launchTime();
-    long gc = m == null ? 0 : m.jvmGCTime();
-    long fetchWait = m == null ? 0 : m.shuffleReadMetrics().fetchWaitTime();
-    long running =
-        m == null
-            ? duration
-            : m.executorRunTime() + m.executorDeserializeTime() + m.resultSerializationTime();
     stage.add(
         new Task(
             info.taskId(),
             info.partitionId(),
             info.executorId(),
             info.host(),
-            duration,
-            gc,
-            fetchWait,
-            Math.max(0, duration - running)));
+            info.finishTime() - info.launchTime(),
+            m == null ? 0 : m.jvmGCTime(),
+            m == null ? 0 : m.shuffleReadMetrics().fetchWaitTime(),
+            m == null ? 0 : TaskTimes.schedulerDelay(info, m)));
   }
 
-  /** The stages kept, newest first, copied under the lock: the tab renders them outside it. */
-  synchronized List<Stage> newestFirst() {
+  /**
+   * The newest {@code limit} stages kept, newest first, copied under the lock: the tab renders them
+   * outside it.
+   */
+  synchronized List<Stage> newestFirst(int limit) {
     List<Stage> copy = new ArrayList<>();
+    int skip = Math.max(0, stages.size() - limit);
     for (Stage s : stages.values()) {
+      if (skip-- > 0) continue;
       Stage c = new Stage(s.id, s.attempt, s.name, s.submittedMs);
       c.completed = s.completed;
       c.tasks = s.tasks;

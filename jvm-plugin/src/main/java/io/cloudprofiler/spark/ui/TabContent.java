@@ -5,10 +5,9 @@ import java.util.List;
 import java.util.function.Supplier;
 
 /**
- * What the Cloudprofiler tab shows, as the page's HTML and as JSON (the same figures): the stages
- * with their stragglers and where the slowest tasks' time went ({@link LiveStages}), the streaming
- * queries' latest micro-batches, and the command that writes the full report. Figures come from the
- * driver's listeners, never from re-reading the log files.
+ * What the Cloudprofiler tab shows, as the page's HTML and as JSON (the same figures): those of the
+ * running application ({@link LiveFigures}) or, in the History Server, the last ones its event log
+ * holds ({@link HistoryTabBase}).
  */
 public final class TabContent {
   static final int REFRESH_MS = 5000;
