@@ -17,13 +17,6 @@ from .tasks import in_scope, values_of
 
 BATCH = ["query_id", "run_id", "batch_id"]
 
-BATCH_DDL = (
-    "query_id string, run_id string, query_name string, batch_id long, trigger_start_ms long, num_input_rows long, "
-    "input_rows_per_second double, processed_rows_per_second double, latest_offset_ms long, get_batch_ms long, "
-    "query_planning_ms long, wal_commit_ms long, add_batch_ms long, commit_offsets_ms long, "
-    "trigger_execution_ms long, watermark_ms long, event_time_min_ms long, event_time_max_ms long, state_rows long, "
-    "committed_ms long, event_lag_min_ms long, event_lag_max_ms long, jobs long, tasks long, task_s double, "
-    "operators_s double, top_position int, top_operator string, top_operator_s double")
 
 
 def _attempts(app, streaming_query_id):
@@ -32,13 +25,25 @@ def _attempts(app, streaming_query_id):
     return in_scope(attempts, streaming_query_id=streaming_query_id)
 
 
+def _batch_keys():
+    """The task table's streaming columns under the progress table's names (BATCH)."""
+    return [F.col(f"streaming_{name}").alias(name) for name in BATCH]
+
+
 def batch_tasks(app, streaming_query_id=None):
     """Per streaming query run and batch (the task table's job properties): jobs, task attempts and their executor
     run time in seconds."""
-    keys = [F.col(f"streaming_{name}").alias(name) for name in BATCH]
-    return (_attempts(app, streaming_query_id).groupBy(*keys)
+    return (_attempts(app, streaming_query_id).groupBy(*_batch_keys())
             .agg(F.countDistinct("job_id").alias("jobs"), F.count(F.lit(1)).alias("tasks"),
                  (F.sum("executor_run_time_ms") / 1e3).alias("task_s")))
+
+
+def _placed_operators(app, streaming_query_id):
+    """operators() of the batches' SQL executions, each with its batch (BATCH) and its place in the batch's plan."""
+    executions = (_attempts(app, streaming_query_id).where(F.col("sql_execution_id").isNotNull())
+                  .select("sql_execution_id", *_batch_keys()).distinct())
+    place = Window.partitionBy(*BATCH).orderBy("sql_execution_id", "probe_id")
+    return operators(app).join(executions, "sql_execution_id").withColumn("position", F.row_number().over(place))
 
 
 def batch_operators(app, streaming_query_id=None):
@@ -46,30 +51,27 @@ def batch_operators(app, streaming_query_id=None):
     operator's place in the batch's plan, the same in every batch of a run), probe_id, operator, description,
     tasks, rows, inclusive_s, exclusive_s with their standard errors, and `share`: the exclusive time's share of the
     batch's task time. Empty where operator timing was off."""
-    executions = _attempts(app, streaming_query_id).where(F.col("sql_execution_id").isNotNull()).select(
-        "sql_execution_id", F.col("streaming_query_id").alias("query_id"),
-        F.col("streaming_run_id").alias("run_id"), F.col("streaming_batch_id").alias("batch_id")).distinct()
-    ops = operators(app).join(executions, "sql_execution_id")
-    place = Window.partitionBy(*BATCH).orderBy("sql_execution_id", "probe_id")
+    ops = _placed_operators(app, streaming_query_id)
     with_tasks = ops.join(batch_tasks(app, streaming_query_id).select(*BATCH, "task_s"), BATCH, "left")
     return with_tasks.select(
-        *BATCH, F.row_number().over(place).alias("position"), "probe_id", "sql_execution_id", "operator",
-        "description", "tasks", "rows", "inclusive_s", "inclusive_err_s", "exclusive_s", "exclusive_err_s",
+        *BATCH, "position", "probe_id", "sql_execution_id", "operator", "description", "tasks", "rows",
+        "inclusive_s", "inclusive_err_s", "exclusive_s", "exclusive_err_s",
         F.when(F.col("task_s") > 0, F.col("exclusive_s") / F.col("task_s")).alias("share"))
 
 
 def batches(app, streaming_query_id=None):
-    """One row per micro-batch of every streaming query (or of those named: an id or a list of them), BATCH_DDL:
-    Spark's progress of the batch (its driver phases in ms, trigger_execution_ms being the batch's whole time), its
-    jobs, tasks and their run time, and where operator timing was on: the operators' exclusive time summed and the
-    operator that took longest (its position, name and seconds). committed_ms: when the batch ended (its trigger's
+    """One row per micro-batch of every streaming query (or of those named: an id or a list of them): the columns
+    of its progress (streaming_progress(): its driver phases in ms, trigger_execution_ms being the batch's whole
+    time), then committed_ms, event_lag_min_ms, event_lag_max_ms, jobs, tasks, task_s (its jobs, tasks and their run
+    time), operators_s, top_position, top_operator, top_operator_s (where operator timing was on: the operators'
+    exclusive time summed and the operator that took longest). committed_ms: when the batch ended (its trigger's
     start plus its time); where the query has event times (a watermark), event_lag_min_ms and event_lag_max_ms are
     the newest and the oldest of its records' age in event time at that moment: their latency from the source's
     event time to the sink, by the driver's wall clock against the event times' clock."""
     progress = app.streaming_progress()
     if streaming_query_id is not None:
         progress = progress.where(F.col("query_id").isin(*values_of(streaming_query_id)))
-    ops = batch_operators(app, streaming_query_id)
+    ops = _placed_operators(app, streaming_query_id)  # the batch's task time is joined below, once
     top = F.max_by(F.struct("position", "operator", "exclusive_s"), "exclusive_s")
     per_batch = ops.groupBy(*BATCH).agg(F.sum("exclusive_s").alias("operators_s"), top.alias("top"))
     joined = progress.join(batch_tasks(app, streaming_query_id), BATCH, "left").join(per_batch, BATCH, "left")

@@ -32,11 +32,11 @@ def gather(app, data) -> None:
     batches = batches[batches["query_id"].isin(total.index[:QUERIES_SHOWN])]
     data.batches = batches
     windows = {query: trend_windows(part) for query, part in batches.groupby("query_id")}
-    wanted = [(q, int(b)) for q, (first, latest) in windows.items() if first is not None
-              for b in list(first["batch_id"]) + list(latest["batch_id"])]
-    if not wanted or batches["operators_s"].isna().all():
+    compared = sorted({int(b) for first, latest in windows.values() if first is not None
+                       for b in [*first["batch_id"], *latest["batch_id"]]})
+    if not compared or batches["operators_s"].isna().all():
         return
-    ops = (app.batch_operators(list(windows)).where(F.col("batch_id").isin(*sorted({b for _, b in wanted})))
+    ops = (app.batch_operators(list(windows)).where(F.col("batch_id").isin(*compared))
            .select("query_id", "batch_id", "position", "operator", "exclusive_s").toPandas())
     rows = []
     for (query, position, operator), part in ops.groupby(["query_id", "position", "operator"]):
