@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import functions as F
 
 import browser
@@ -93,9 +94,9 @@ def _tab_json(sc) -> dict:
 
 def _cloudprofiler_tab(sc, base: Path) -> dict:
     """The Cloudprofiler tab of the running application's UI: its JSON, its page, whether the jobs page lists it,
-    and what headless chromium saw of it (None without chromium)."""
+    its metrics page, and what headless chromium saw of it (None without chromium)."""
     tab = {"json": _tab_json(sc), "page": _get(sc, "/cloudprofiler/"), "listed": 'href="/cloudprofiler/"' in _get(
-        sc, "/jobs/")}
+        sc, "/jobs/"), "metrics": _get(sc, "/cloudprofiler/metrics/prometheus")}
     tab["browser"] = browser.load(_ui(sc) + "/cloudprofiler/", base / "profile") if browser.CHROMIUM else None
     return tab
 
@@ -358,6 +359,25 @@ def test_the_live_tab_shows_each_stage_and_batch_as_the_analysis_finds_them(app)
     assert "Stragglers" in loaded.text and f"{STREAM_NAME} (" in loaded.text
 
 
+def test_the_live_tab_times_each_operator_as_the_analysis_does(app):
+    live = pd.DataFrame(app.tab["json"]["operators"])
+    assert live["sql_execution_id"].nunique() >= 5  # the streaming batches' at least
+    analysed = app.operators().toPandas().set_index(["sql_execution_id", "probe_id"])
+    both = live.join(analysed, on=["sql_execution_id", "probe_id"], rsuffix="_analysed", how="inner")
+    assert len(both) == len(live) and (both["operator"] == both["operator_analysed"]).all()
+    assert (both["rows"] == both["rows_analysed"]).all() and (both["tasks"] == both["tasks_analysed"]).all()
+    for column in ("inclusive_s", "exclusive_s"):
+        assert both[column].to_numpy() == pytest.approx(both[column + "_analysed"].to_numpy(), rel=1e-9, abs=1e-12)
+    # the metrics page has each of them, its own time as the tab's
+    [family] = [f for f in text_string_to_metric_families(app.tab["metrics"])
+                if f.name == "cloudprofiler_operator_exclusive_seconds"]
+    scraped = {(int(s.labels["sql_execution_id"]), int(s.labels["probe_id"])): s.value for s in family.samples}
+    assert scraped == pytest.approx(
+        {(r.sql_execution_id, r.probe_id): r.exclusive_s for r in live.itertuples()}, rel=1e-12)
+    # the tab's page names the sleeping UDF's operator among the top ones of its query
+    assert "BatchEvalPython (probe " in app.tab["page"]
+
+
 @pytest.fixture(scope="module")
 def history(app, tmp_path_factory):
     """Spark's History Server (its own process, pyspark's distribution) over the application's event log, the
@@ -396,6 +416,12 @@ def test_the_history_server_shows_the_tab_as_it_was_when_the_application_ended(a
     live = app.tab["json"]  # read from the live tab just before the application stopped
     assert figures["app_folder"] == live["app_folder"]
     assert figures["stages"] == live["stages"] and figures["streaming"] == live["streaming"]
+    # its metrics page, under the application's path, has the same stages
+    with urllib.request.urlopen(page + "metrics/prometheus", timeout=60) as reply:
+        [family] = [f for f in text_string_to_metric_families(reply.read().decode())
+                    if f.name == "cloudprofiler_stage_stragglers"]
+    assert {(s.labels["stage_id"], s.labels["stage_attempt"]): s.value for s in family.samples} == {
+        (str(s["stage_id"]), str(s["stage_attempt"])): s["stragglers"] for s in live["stages"]}
     with urllib.request.urlopen(f"{history}/history/{app.app_id}/jobs/", timeout=60) as reply:
         assert 'href="/history/' + app.app_id + '/cloudprofiler/"' in reply.read().decode()
     if browser.CHROMIUM is None:

@@ -1,21 +1,29 @@
-"""The executor plugin's counters reach Spark's metrics system: a CSV sink, reporting while the application runs,
-shows every record the task and trace channels logged (a Python worker's, handed to its executor, included) and the
-bytes they wrote. The log folder is a file:// URI, written with the Hadoop settings the application gives
-(spark.hadoop.*)."""
+"""The plugin's figures reach Spark's metrics system and Prometheus. The executor plugin's counters: a CSV sink,
+reporting while the application runs, shows every record the task and trace channels logged (a Python worker's,
+handed to its executor, included) and the bytes they wrote. The driver's: its Cloudprofiler metrics page, parsed by
+Prometheus' own client, has each stage's task durations as the task table has them and each executor's counters as
+it last sent them; Spark's PrometheusServlet carries the driver's totals. The log folder is a file:// URI, written
+with the Hadoop settings the application gives (spark.hadoop.*)."""
 import csv
+import math
 import sys
 import subprocess
 
+import pandas as pd
 import pyarrow.ipc as ipc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import cloudprofiler as cp
 
 JOB = r"""
-import glob, os, sys, time
+import glob, os, sys, time, urllib.parse, urllib.request
 import cloudprofiler.spark as cps
 
 log_dir, metrics_dir = sys.argv[1:]
-spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.enabled", "false")
+spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.port", "0")
+         .config("spark.metrics.conf.*.sink.prometheusServlet.class", "org.apache.spark.metrics.sink.PrometheusServlet")
+         .config("spark.metrics.conf.*.sink.prometheusServlet.path", "/metrics/prometheus")
          .config("spark.metrics.conf.*.sink.csv.class", "org.apache.spark.metrics.sink.CsvSink")
          .config("spark.metrics.conf.*.sink.csv.period", "1")
          .config("spark.metrics.conf.*.sink.csv.unit", "seconds")
@@ -29,7 +37,12 @@ spark.sparkContext.parallelize(range(60), 6).count()
 spark.sql("select sum(t) from (select cp_trace('metered', id) as t from range(0, 1000, 1, 2))").collect()
 cps.trace(spark.range(0, 500, numPartitions=2), "metered.python", "id").count()
 print(spark.sparkContext.applicationId, flush=True)
-time.sleep(3.5)  # a flush, then two reports of the sink
+time.sleep(3.5)  # a flush, then two reports of the sink; the executor has sent its counters
+ui = f"http://127.0.0.1:{urllib.parse.urlparse(spark.sparkContext.uiWebUrl).port}"
+for page, name in (("/cloudprofiler/metrics/prometheus", "cloudprofiler.prom"), ("/metrics/prometheus/", "spark.prom")):
+    with urllib.request.urlopen(ui + page, timeout=30) as reply:
+        assert reply.headers["Content-Type"].startswith("text/plain"), reply.headers["Content-Type"]
+        open(os.path.join(metrics_dir, name), "wb").write(reply.read())
 spark.stop()
 """
 
@@ -39,20 +52,31 @@ def _last_value(path) -> int:
         return int(float(list(csv.DictReader(f))[-1]["value"]))
 
 
-def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_path):
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """The job's log folder, its metrics folder (the CSV sink's files, the two pages scraped) and application id."""
+    tmp_path = tmp_path_factory.mktemp("metrics")
     log_dir, metrics_dir = tmp_path / "logs", tmp_path / "metrics"
     metrics_dir.mkdir()
     run = subprocess.run([sys.executable, "-c", JOB, log_dir.as_uri(), str(metrics_dir)], capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    app = run.stdout.split()[0]
+    return log_dir, metrics_dir, run.stdout.split()[0]
+
+
+def _task_attempts(log_dir, app) -> pd.DataFrame:
+    with open(log_dir / app / "spark-tasks.arrows", "rb") as f:
+        return ipc.open_file(f).read_all().to_pandas()
+
+
+def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(job):
+    log_dir, metrics_dir, app = job
     # in local mode the executor's plugin starts before the application has an id: its names lack the prefix
     suffix = "plugin.io.cloudprofiler.spark.CloudProfilerPlugin.{}.csv"
     metric = {m: [p for p in metrics_dir.iterdir() if p.name.endswith(suffix.format(m))]
               for m in ("recordsLogged", "recordsDropped", "bytesWritten")}
     assert all(len(paths) == 1 for paths in metric.values()), sorted(p.name for p in metrics_dir.iterdir())
-    with open(log_dir / app / "spark-tasks.arrows", "rb") as f:
-        attempts = ipc.open_file(f).read_all().num_rows
+    attempts = len(_task_attempts(log_dir, app))
     assert attempts >= 6 + 2
     # logDir given as a file:// URI: the executor's logs were collected into it through Hadoop's file system
     assert cp.read_log_dir(log_dir / app, channel="spark.task.end").num_rows == attempts
@@ -69,3 +93,41 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(tmp_pat
     written = _last_value(metric["bytesWritten"][0])
     assert (2 * attempts + 1000 + 500) * 16 <= written <= sum(p.stat().st_size for p in executor_files), \
         (written, {p.name: p.stat().st_size for p in executor_files})
+
+
+def test_the_driver_serves_each_stage_and_executor_to_prometheus_as_the_tables_have_them(job):
+    log_dir, metrics_dir, app = job
+    families = {f.name: f for f in text_string_to_metric_families((metrics_dir / "cloudprofiler.prom").read_text())}
+
+    def value(family: str, name: str, **labels) -> float:
+        [found] = [s.value for s in families[family].samples if s.name == name and labels.items() <= s.labels.items()]
+        return found
+
+    tasks = _task_attempts(log_dir, app).assign(s=lambda t: (t["finish_time_ms"] - t["launch_time_ms"]) / 1000)
+    stages = tasks.groupby(["stage_id", "stage_attempt"])
+    assert len(stages) >= 3
+    duration = "cloudprofiler_stage_task_duration_seconds"
+    for (stage, attempt), group in stages:
+        ok = sorted(group[group["status"] == "SUCCESS"]["s"])
+        at = {"stage_id": str(stage), "stage_attempt": str(attempt)}
+        for q in (0.5, 0.9, 0.99):  # the inverted CDF, as the analysis's
+            assert value(duration, duration, quantile=str(q), **at) == ok[math.ceil(q * len(ok)) - 1], (at, q)
+        assert value(duration, duration + "_count", **at) == len(ok)
+        assert value(duration[:-8] + "_max_seconds", duration[:-8] + "_max_seconds", **at) == ok[-1]
+        median = ok[math.ceil(len(ok) / 2) - 1]
+        assert value("cloudprofiler_stage_stragglers", "cloudprofiler_stage_stragglers", **at) == sum(
+            d > 1.5 * median for d in ok)
+    # the executor sent its counters after its last record: every record is counted, as in the files
+    logged = value("cloudprofiler_executor_records_logged", "cloudprofiler_executor_records_logged_total",
+                   executor_id="driver")
+    assert logged == 2 * len(tasks) + 1000 + 500
+    assert value("cloudprofiler_executor_records_dropped", "cloudprofiler_executor_records_dropped_total",
+                 executor_id="driver") == 0
+    # Spark's own PrometheusServlet: the driver's totals, under the plugin's source
+    spark = {s.name: s.value for f in text_string_to_metric_families((metrics_dir / "spark.prom").read_text())
+             for s in f.samples if "_CloudProfilerPlugin_" in s.name}
+    total = {name.split("_CloudProfilerPlugin_")[1]: v for name, v in spark.items() if "_driver_" in name}
+    assert total["executorsRecordsLogged_Value"] == logged, spark
+    assert total["executorsRecordsDropped_Value"] == 0
+    assert total["stragglers_Value"] == sum(
+        s.value for s in families["cloudprofiler_stage_stragglers"].samples)

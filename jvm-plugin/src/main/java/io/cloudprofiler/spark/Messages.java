@@ -96,6 +96,14 @@ public final class Messages {
    */
   public record SessionRulesNow(String session) {}
 
+  /**
+   * Executor to driver, one way, at the collection interval when they changed and at the executor's
+   * end: its library's counters since it started (every channel of the process), for the tab and
+   * the metrics.
+   */
+  public record Counters(
+      String executorId, long recordsLogged, long recordsDropped, long bytesWritten) {}
+
   private static final List<Class<? extends Record>> TYPES =
       List.of(
           Hello.class,
@@ -109,7 +117,8 @@ public final class Messages {
           CurrentRules.class,
           RulesNow.class,
           SetRules.class,
-          SessionRulesNow.class);
+          SessionRulesNow.class,
+          Counters.class);
 
   /**
    * A record as an Object[] of its name and its components, lists element by element; other values

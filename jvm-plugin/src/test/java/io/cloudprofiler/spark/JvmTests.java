@@ -5,6 +5,7 @@ import io.cloudprofiler.NativeLoader;
 import io.cloudprofiler.spark.calibration.CalibrationTests;
 import io.cloudprofiler.spark.executor.ExecutorTests;
 import io.cloudprofiler.spark.rules.RulesTests;
+import io.cloudprofiler.spark.sql.SqlTests;
 import io.cloudprofiler.spark.tables.TablesTests;
 import io.cloudprofiler.spark.ui.UiTests;
 import java.io.IOException;
@@ -288,6 +289,7 @@ public final class JvmTests {
           CalibrationTests.class,
           ExecutorTests.class,
           RulesTests.class,
+          SqlTests.class,
           TablesTests.class,
           UiTests.class);
 

@@ -1,5 +1,7 @@
 package io.cloudprofiler.spark.driver;
 
+import com.codahale.metrics.Gauge;
+import com.codahale.metrics.MetricRegistry;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.CloudProfilerException;
 import io.cloudprofiler.NativeLoader;
@@ -17,10 +19,12 @@ import io.cloudprofiler.spark.rules.RulesFile;
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import io.cloudprofiler.spark.ui.CloudprofilerTab;
+import io.cloudprofiler.spark.ui.LiveExecutors;
 import io.cloudprofiler.spark.ui.LiveFigures;
 import io.cloudprofiler.spark.ui.LiveStages;
 import io.cloudprofiler.spark.ui.TabContent;
 import io.cloudprofiler.spark.ui.TabSummaryEvent;
+import java.util.List;
 import java.util.Map;
 import java.util.StringJoiner;
 import java.util.concurrent.CompletableFuture;
@@ -62,6 +66,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private OperatorNodes operators;
   private StreamingBatches streaming;
   private LiveFigures figures;
+  private final LiveExecutors executors = new LiveExecutors();
   private String summaryPosted;
   private long summaryPostedMs;
   static final long SUMMARY_EVERY_MS = 60_000;
@@ -122,7 +127,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     streaming = new StreamingBatches(clock);
     sc.addSparkListener(
         Guard.wrap(SparkListenerInterface.class, streaming, "the streaming batch table", null));
-    attachTab(sc);
+    attachTab(sc, clock);
     DaemonThreads.named("cloudprofiler-driver-start")
         .newThread(() -> startInBackground(sc, options))
         .start();
@@ -136,18 +141,38 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
    * The Cloudprofiler tab's figures, and the tab in the driver's UI where it has one; a failure (a
    * jar built for another Spark's UI) leaves the application without the tab, said in one line.
    */
-  private void attachTab(SparkContext sc) {
+  private void attachTab(SparkContext sc, Supplier<Map<String, String>> clock) {
     try {
       LiveStages stages = new LiveStages();
       sc.addSparkListener(
           Guard.wrap(SparkListenerInterface.class, stages, "the Cloudprofiler tab's stages", null));
       figures =
-          new LiveFigures(stages, streaming::recent, StreamingBatches.COLUMNS, this::appFolder);
+          new LiveFigures(
+              stages,
+              executors,
+              streaming::recent,
+              StreamingBatches.COLUMNS,
+              () -> liveOperators(clock),
+              this::appFolder);
       if (sc.ui().isDefined())
-        sc.ui().get().attachTab(new CloudprofilerTab(sc.ui().get(), new TabContent(figures, true)));
+        CloudprofilerTab.attach(sc.ui().get(), new TabContent(figures, true));
     } catch (Throwable e) {
       LOG.warn("cloudprofiler: the Spark UI has no Cloudprofiler tab: {}", e.toString());
     }
+  }
+
+  /**
+   * The operators of the latest SQL executions in seconds of the driver's TSC; none where the
+   * library did not load or could not measure its TSC's frequency.
+   */
+  private List<Map<String, Object>> liveOperators(Supplier<Map<String, String>> clock) {
+    String hz;
+    try {
+      hz = clock.get().get("tsc.hz");
+    } catch (RuntimeException e) {
+      return List.of();
+    }
+    return hz == null ? List.of() : operators.live().rows(Double.parseDouble(hz));
   }
 
   /**
@@ -328,10 +353,35 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     return logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
   }
 
-  /** Executors find their TSC domain, register their probe responders and learn the rules here. */
+  /**
+   * The driver's figures in Spark's metrics system (source {@code
+   * plugin.io.cloudprofiler.spark.CloudProfilerPlugin}: every sink the application configures, the
+   * PrometheusServlet among them): the stragglers of the newest stages and the records that the
+   * executors logged and dropped and the bytes they wrote, summed. The tab's metrics page has them
+   * per stage and executor, with labels. The names differ from the executors' gauges (in local mode
+   * the executor's registry goes into the same source, where a name registered twice is left out).
+   */
+  @Override
+  public void registerMetrics(String appId, PluginContext ctx) {
+    if (figures == null) return; // no tab: nothing to report
+    MetricRegistry registry = ctx.metricRegistry();
+    registry.register("stragglers", (Gauge<Long>) figures::stragglers);
+    registry.register("executorsRecordsLogged", (Gauge<Long>) () -> executors.totals()[0]);
+    registry.register("executorsRecordsDropped", (Gauge<Long>) () -> executors.totals()[1]);
+    registry.register("executorsBytesWritten", (Gauge<Long>) () -> executors.totals()[2]);
+  }
+
+  /**
+   * Executors find their TSC domain, register their probe responders, learn the rules and send
+   * their counters here.
+   */
   @Override
   public Object receive(Object message) {
     Object question = Messages.fromWire(message);
+    if (question instanceof Messages.Counters counters) {
+      executors.update(counters);
+      return null;
+    }
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
     // from SQL in a task: the rules of that task's Connect session only
     if (question instanceof Messages.SetRules change)

@@ -15,6 +15,7 @@ import io.cloudprofiler.spark.sql.TraceExpression;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.io.File;
 import java.net.InetAddress;
+import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -113,6 +114,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private PluginContext ctx;
   private Options options;
+
+  /** The counters the driver was last sent ({@link #sendCounters}). */
+  private volatile long[] countersSent;
 
   /**
    * Loads the library and starts the setup in the background. The options are read from the
@@ -437,6 +441,25 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     } catch (Exception e) {
       LOG.warn("cloudprofiler: collecting logs into " + collector.target() + " failed", e);
     }
+    sendCounters();
+  }
+
+  /**
+   * Tells the driver this executor's counters (the Cloudprofiler tab and metrics show them), when
+   * they changed since the last time; a failure is one log line and the next interval tries again.
+   */
+  private void sendCounters() {
+    long[] now = metrics.counters();
+    if (Arrays.equals(now, countersSent)) return;
+    try {
+      ctx.send(Messages.toWire(new Messages.Counters(ctx.executorID(), now[0], now[1], now[2])));
+      countersSent = now;
+    } catch (Exception e) {
+      LOG.info(
+          "cloudprofiler: executor {} could not send its counters to the driver: {}",
+          ctx.executorID(),
+          e.toString());
+    }
   }
 
   /**
@@ -491,6 +514,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     workers.removeInboxName(); // the stop below takes what workers handed over
     CloudProfiler.stop();
     metrics.libraryStopped(); // the metrics' last report may come after this
+    sendCounters(); // their final values
     TraceExpression.forgetChannels();
     collector.collectAll(false);
     workers.removeNames(); // after the copy: a process killed during it leaves its folder named

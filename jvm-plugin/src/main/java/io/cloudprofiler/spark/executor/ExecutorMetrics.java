@@ -40,6 +40,13 @@ final class ExecutorMetrics {
     finalStats = totals();
   }
 
+  /** {records logged, records dropped, bytes written}, as the gauges report them now. */
+  long[] counters() {
+    long[] last = finalStats;
+    long[] now = last != null ? last : totals();
+    return new long[] {now[LOGGED], now[DROPPED], now[BYTES_WRITTEN]};
+  }
+
   private long stat(int index) {
     long[] last = finalStats;
     return (last != null ? last : totals())[index];

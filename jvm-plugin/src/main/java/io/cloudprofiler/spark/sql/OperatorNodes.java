@@ -50,6 +50,7 @@ public final class OperatorNodes {
         }
       };
 
+  private final LiveOperators live = new LiveOperators();
   private final List<Object[]> nodes = new ArrayList<>();
   private final List<Object[]> tasks = new ArrayList<>();
   private final ArrowSpool nodeSpool;
@@ -86,14 +87,12 @@ public final class OperatorNodes {
         operator.session() == null
             ? null
             : operator.session().sparkContext().getLocalProperty("spark.sql.execution.id");
+    Long executionId = execution == null ? null : Long.valueOf(execution);
     nodes.add(
         new Object[] {
-          probe,
-          parent == NO_PROBE ? null : parent,
-          operator.nodeName(),
-          description,
-          execution == null ? null : Long.valueOf(execution)
+          probe, parent == NO_PROBE ? null : parent, operator.nodeName(), description, executionId
         });
+    live.placed(probe, parent, operator.nodeName(), executionId);
     slots.put(metrics.rows.id(), new Slot(probe, 0));
     slots.put(metrics.ticks.id(), new Slot(probe, 1));
     slots.put(metrics.ticksError.id(), new Slot(probe, 2));
@@ -124,7 +123,16 @@ public final class OperatorNodes {
       row[2 + slot.value()] = ((Number) info.update().get()).longValue();
     }
     tasks.addAll(rows.values());
+    Map<Long, long[]> values = new HashMap<>();
+    for (Object[] row : rows.values())
+      values.put((Long) row[1], new long[] {(Long) row[2], row[3] == null ? 0 : (Long) row[3]});
+    live.taskEnded(values);
     if (tasks.size() >= BATCH_ROWS) taskSpool.appendAndClear(tasks, "operator table");
+  }
+
+  /** The operators of the latest SQL executions, as their tasks ended. */
+  public LiveOperators live() {
+    return live;
   }
 
   /** Publishes both tables into the application's folder, if they have rows. */

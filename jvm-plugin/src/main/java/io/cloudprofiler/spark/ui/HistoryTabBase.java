@@ -51,7 +51,7 @@ abstract class HistoryTabBase {
     }
     try {
       JsonNode figures = new ObjectMapper().readTree(stored.figures());
-      ui.attachTab(new CloudprofilerTab(ui, new TabContent(() -> figures, false)));
+      CloudprofilerTab.attach(ui, new TabContent(() -> figures, false));
     } catch (Exception e) {
       LOG.warn("cloudprofiler: the History Server shows no Cloudprofiler tab: {}", e.toString());
     }

@@ -9,37 +9,50 @@ import java.util.Map;
 import java.util.function.Supplier;
 
 /**
- * The Cloudprofiler tab's figures of the running application, from the driver's listeners (never
- * from re-reading the log files): the stages with their stragglers and where the slowest tasks'
- * time went ({@link LiveStages}), the streaming queries' latest micro-batches, and the
- * application's log folder.
+ * The Cloudprofiler tab's figures of the running application, from the driver's listeners and the
+ * executors' messages (never from re-reading the log files): the stages with their stragglers and
+ * where the slowest tasks' time went ({@link LiveStages}), the streaming queries' latest
+ * micro-batches, the operators of the latest SQL executions (where operator timing is on), each
+ * executor's records logged and dropped ({@link LiveExecutors}), and the application's log folder.
+ * The tab, its JSON, the History Server and the metrics show these.
  */
 public final class LiveFigures implements Supplier<JsonNode> {
   static final int STAGES_SHOWN = 50;
   static final double CAUSE_SHARE = 0.10; // a part of a task's time worth naming, as the analysis's
 
   private final LiveStages stages;
+  private final LiveExecutors executors;
   private final Supplier<List<List<Object[]>>> batches;
+  private final Supplier<List<Map<String, Object>>> operators;
   private final List<String> batchColumns;
   private final Supplier<String> appFolder;
 
   /**
    * {@code batches}: the streaming queries' latest batches (rows of {@code batchColumns}, which
-   * begin with query_id, run_id, query_name, batch_id); {@code appFolder}: the application's log
+   * begin with query_id, run_id, query_name, batch_id); {@code operators}: the operators of the
+   * latest SQL executions, newest first, as rows {sql_execution_id, probe_id, parent_probe_id,
+   * operator, tasks, rows, inclusive_s, exclusive_s}; {@code appFolder}: the application's log
    * folder.
    */
   public LiveFigures(
       LiveStages stages,
+      LiveExecutors executors,
       Supplier<List<List<Object[]>>> batches,
       List<String> batchColumns,
+      Supplier<List<Map<String, Object>>> operators,
       Supplier<String> appFolder) {
     this.stages = stages;
+    this.executors = executors;
     this.batches = batches;
     this.batchColumns = batchColumns;
+    this.operators = operators;
     this.appFolder = appFolder;
   }
 
-  /** The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...]}. */
+  /**
+   * The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...], operators:
+   * [...], executors: [...], executors_left_out}.
+   */
   @Override
   public JsonNode get() {
     Map<String, Object> out = new LinkedHashMap<>();
@@ -62,7 +75,29 @@ public final class LiveFigures implements Supplier<JsonNode> {
       queries.add(q);
     }
     out.put("streaming", queries);
+    out.put("operators", operators.get());
+    List<Object> executorRows = new ArrayList<>();
+    for (LiveExecutors.Counters c : executors.all()) {
+      Map<String, Object> e = new LinkedHashMap<>();
+      e.put("executor_id", c.executorId());
+      e.put("records_logged", c.logged());
+      e.put("records_dropped", c.dropped());
+      e.put("bytes_written", c.bytes());
+      executorRows.add(e);
+    }
+    out.put("executors", executorRows);
+    out.put("executors_left_out", executors.leftOut());
     return new ObjectMapper().valueToTree(out);
+  }
+
+  /** The stragglers of the {@value #STAGES_SHOWN} newest stage attempts, as the tab counts them. */
+  public long stragglers() {
+    long n = 0;
+    for (LiveStages.Stage s : stages.newestFirst(STAGES_SHOWN)) {
+      long[] sorted = s.sorted();
+      n += stragglers(s, sorted, quantile(sorted, 0.5));
+    }
+    return n;
   }
 
   private static Map<String, Object> stageJson(LiveStages.Stage s) {
@@ -78,6 +113,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
     r.put("exact", s.exact());
     r.put("median_ms", sorted.length == 0 ? null : median);
     r.put("p90_ms", sorted.length == 0 ? null : quantile(sorted, 0.9));
+    r.put("p99_ms", sorted.length == 0 ? null : quantile(sorted, 0.99));
     r.put("max_ms", sorted.length == 0 ? null : sorted[sorted.length - 1]);
     r.put("stragglers", stragglers(s, sorted, median));
     List<Object> slowest = new ArrayList<>();

@@ -1,7 +1,10 @@
 package io.cloudprofiler.spark.ui;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Supplier;
 
 /**
@@ -11,6 +14,8 @@ import java.util.function.Supplier;
  */
 public final class TabContent {
   static final int REFRESH_MS = 5000;
+  static final int EXECUTIONS_SHOWN = 10;
+  static final int OPERATORS_SHOWN = 5;
 
   private final Supplier<JsonNode> figures;
   private final boolean live;
@@ -118,6 +123,8 @@ public final class TabContent {
         h.append("</tbody></table>");
       }
     }
+    operators(h, figures);
+    executors(h, figures);
     h.append("</div>");
     if (live)
       h.append("<script")
@@ -126,6 +133,85 @@ public final class TabContent {
           .append(REFRESH_MS)
           .append(");</script>");
     return h.toString();
+  }
+
+  /**
+   * The operators with the most time of their own in each of the latest SQL executions (figures of
+   * an event log written before the tab had them have none).
+   */
+  private static void operators(StringBuilder h, JsonNode figures) {
+    Map<Long, List<JsonNode>> byExecution = new LinkedHashMap<>();
+    for (JsonNode o : figures.path("operators"))
+      byExecution
+          .computeIfAbsent(o.path("sql_execution_id").asLong(), e -> new ArrayList<>())
+          .add(o);
+    if (byExecution.isEmpty()) return;
+    h.append("<h4>Operators</h4><p>The ")
+        .append(OPERATORS_SHOWN)
+        .append(" operators with the most time of their own in each of the latest ")
+        .append(EXECUTIONS_SHOWN)
+        .append(" SQL executions (spark.cloudprofiler.operators), summed over the tasks that")
+        .append(" ended; own time is the operator's minus its children's in the same task.</p>");
+    h.append("<table class=\"table table-bordered table-sm\" id=\"cloudprofiler-operators\">")
+        .append("<thead><tr>");
+    for (String c :
+        List.of("SQL execution", "Operator", "Own time", "Share", "With children", "Rows", "Tasks"))
+      h.append("<th>").append(c).append("</th>");
+    h.append("</tr></thead><tbody>");
+    int executions = 0;
+    for (Map.Entry<Long, List<JsonNode>> e : byExecution.entrySet()) {
+      if (executions++ == EXECUTIONS_SHOWN) break;
+      List<JsonNode> ops = new ArrayList<>(e.getValue());
+      double total = 0;
+      for (JsonNode o : ops) total += o.path("exclusive_s").asDouble();
+      ops.sort(
+          (a, b) ->
+              Double.compare(b.path("exclusive_s").asDouble(), a.path("exclusive_s").asDouble()));
+      for (JsonNode o : ops.subList(0, Math.min(OPERATORS_SHOWN, ops.size()))) {
+        double own = o.path("exclusive_s").asDouble();
+        h.append("<tr>")
+            .append(td(Long.toString(e.getKey())))
+            .append(
+                td(o.path("operator").asText() + " (probe " + o.path("probe_id").asText() + ")"))
+            .append(td(seconds(own)))
+            .append(td(total > 0 ? String.format("%.0f%%", 100 * own / total) : "-"))
+            .append(td(seconds(o.path("inclusive_s").asDouble())))
+            .append(td(String.format("%,d", o.path("rows").asLong())))
+            .append(td(o.path("tasks").asText()))
+            .append("</tr>");
+      }
+    }
+    h.append("</tbody></table>");
+  }
+
+  private static String seconds(double s) {
+    return s >= 1 ? String.format("%.2f s", s) : String.format("%.1f ms", s * 1000);
+  }
+
+  /**
+   * Each executor's records logged and dropped and bytes written (figures of an event log written
+   * before the tab had them have none).
+   */
+  private static void executors(StringBuilder h, JsonNode figures) {
+    JsonNode executors = figures.path("executors");
+    if (executors.size() == 0) return;
+    h.append(
+            "<h4>Executors</h4><p>Records each executor's library logged and dropped and the bytes")
+        .append(" it wrote, as it last told the driver (at each collection interval); also for")
+        .append(" Prometheus: <a href=\"metrics/prometheus/\">metrics/prometheus</a>.</p>");
+    h.append("<table class=\"table table-bordered table-sm\" id=\"cloudprofiler-executors\">")
+        .append("<thead><tr>");
+    for (String c : List.of("Executor", "Records logged", "Records dropped", "Bytes written"))
+      h.append("<th>").append(c).append("</th>");
+    h.append("</tr></thead><tbody>");
+    for (JsonNode e : executors)
+      h.append("<tr>")
+          .append(td(e.path("executor_id").asText()))
+          .append(td(String.format("%,d", e.path("records_logged").asLong())))
+          .append(td(String.format("%,d", e.path("records_dropped").asLong())))
+          .append(td(String.format("%,d", e.path("bytes_written").asLong())))
+          .append("</tr>");
+    h.append("</tbody></table>");
   }
 
   private static String slowestText(JsonNode t) {

@@ -3,6 +3,9 @@ package io.cloudprofiler.spark.ui;
 import static io.cloudprofiler.spark.JvmTests.check;
 import static io.cloudprofiler.spark.JvmTests.equal;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.cloudprofiler.spark.Messages;
+
 /** Tests of the Cloudprofiler tab's figures on known answers. */
 public final class UiTests {
   private UiTests() {}
@@ -50,5 +53,68 @@ public final class UiTests {
     equal("GC 40%", LiveFigures.cause(task(1, 1000, 400, 100, 0)));
     equal("waiting for shuffle blocks 25%", LiveFigures.cause(task(1, 1000, 50, 250, 100)));
     equal("", LiveFigures.cause(task(1, 1000, 90, 50, 20)));
+  }
+
+  /**
+   * The metrics text of known figures: a stage's quantiles, count and max in seconds, a stage with
+   * no task ended only its stragglers, an executor's counters under its id escaped as the format
+   * asks, a streaming query's latest batch (a value it lacks left out).
+   */
+  public static void testTheMetricsTextHoldsEachStageExecutorAndQueryUnderEscapedLabels()
+      throws Exception {
+    String text =
+        PrometheusText.of(
+            new ObjectMapper()
+                .readTree(
+                    """
+                    {"stages": [
+                      {"stage_id": 3, "stage_attempt": 0, "tasks": 5, "failed": 1,
+                       "median_ms": 110, "p90_ms": 400, "p99_ms": 400, "max_ms": 400,
+                       "stragglers": 1},
+                      {"stage_id": 4, "stage_attempt": 1, "tasks": 0, "failed": 0,
+                       "median_ms": null, "p90_ms": null, "p99_ms": null, "max_ms": null,
+                       "stragglers": 0}],
+                     "executors": [{"executor_id": "a\\"b\\nc", "records_logged": 10,
+                                    "records_dropped": 2, "bytes_written": 300}],
+                     "executors_left_out": 0,
+                     "streaming": [{"query_id": "q", "query_name": null, "batches": [
+                       {"batch_id": 0, "trigger_execution_ms": 10},
+                       {"batch_id": 1, "trigger_execution_ms": 2500, "num_input_rows": 7,
+                        "input_rows_per_second": 1.5, "processed_rows_per_second": null}]}]}
+                    """));
+    String stage = "{stage_id=\"3\",stage_attempt=\"0\"";
+    for (String line :
+        new String[] {
+          "cloudprofiler_stage_task_duration_seconds" + stage + ",quantile=\"0.5\"} 0.11",
+          "cloudprofiler_stage_task_duration_seconds" + stage + ",quantile=\"0.99\"} 0.4",
+          "cloudprofiler_stage_task_duration_seconds_count" + stage + "} 4",
+          "cloudprofiler_stage_task_duration_max_seconds" + stage + "} 0.4",
+          "cloudprofiler_stage_stragglers" + stage + "} 1",
+          "cloudprofiler_stage_stragglers{stage_id=\"4\",stage_attempt=\"1\"} 0",
+          "# TYPE cloudprofiler_executor_records_logged_total counter",
+          "cloudprofiler_executor_records_logged_total{executor_id=\"a\\\"b\\nc\"} 10",
+          "cloudprofiler_executor_records_dropped_total{executor_id=\"a\\\"b\\nc\"} 2",
+          "cloudprofiler_streaming_batch_duration_seconds{query_id=\"q\",query_name=\"\"} 2.5",
+          "cloudprofiler_streaming_batch_id{query_id=\"q\",query_name=\"\"} 1",
+          "cloudprofiler_streaming_input_rows_per_second{query_id=\"q\",query_name=\"\"} 1.5"
+        }) check(text.contains(line + "\n"), () -> "no line " + line + " in\n" + text);
+    check(!text.contains("stage_id=\"4\",stage_attempt=\"1\",quantile"), () -> text);
+    check(!text.contains("cloudprofiler_streaming_processed_rows_per_second{"), () -> text);
+  }
+
+  /**
+   * Executors' counters: a message with negative counters is ignored; past KEPT executors the one
+   * heard from longest ago is left out, and counted.
+   */
+  public static void testExecutorsAreKeptBoundedAndBadCountersIgnored() {
+    LiveExecutors executors = new LiveExecutors();
+    executors.update(new Messages.Counters("1", -1, 0, 0));
+    equal(0, executors.all().size());
+    for (int i = 0; i <= LiveExecutors.KEPT; i++)
+      executors.update(new Messages.Counters(Integer.toString(i), i, 0, 1));
+    equal(LiveExecutors.KEPT, executors.all().size());
+    equal(1L, executors.leftOut());
+    check(executors.all().stream().noneMatch(c -> c.executorId().equals("0")), () -> "0 kept");
+    equal((long) LiveExecutors.KEPT, executors.totals()[2]);
   }
 }

@@ -1,0 +1,214 @@
+package io.cloudprofiler.spark.ui;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.Locale;
+import java.util.function.Function;
+
+/**
+ * The tab's figures ({@link LiveFigures}) in Prometheus' text format (version 0.0.4), served at
+ * {@code <ui>/cloudprofiler/metrics/prometheus}: names carry their unit, labels name the stage, the
+ * executor, the operator or the streaming query. Series are bounded: the {@value
+ * LiveFigures#STAGES_SHOWN} newest stage attempts, at most {@value LiveExecutors#KEPT} executors,
+ * {@value #OPERATORS} operators of the latest SQL executions, the streaming queries the driver
+ * keeps.
+ */
+public final class PrometheusText {
+  /** The media type Prometheus asks for and this text is. */
+  public static final String CONTENT_TYPE = "text/plain; version=0.0.4"; // Spark adds the charset
+
+  static final double[] QUANTILES = {0.5, 0.9, 0.99};
+  static final String[] QUANTILE_FIELDS = {"median_ms", "p90_ms", "p99_ms"};
+  static final int OPERATORS = 1000;
+
+  private PrometheusText() {}
+
+  /** The metrics of these figures, as text. */
+  public static String of(JsonNode figures) {
+    StringBuilder out = new StringBuilder();
+    JsonNode stages = figures.path("stages");
+    family(
+        out,
+        "cloudprofiler_stage_task_duration_seconds",
+        "summary",
+        "Run time of a stage attempt's successful tasks (Spark's launch to finish), exact up to "
+            + LiveStages.SAMPLE
+            + " tasks, else from a uniform sample of them");
+    for (JsonNode s : stages) {
+      if (s.path("median_ms").isNull()) continue; // no task has ended
+      String stage = stageLabels(s);
+      for (int i = 0; i < QUANTILES.length; i++)
+        sample(
+            out,
+            "cloudprofiler_stage_task_duration_seconds",
+            stage + ",quantile=\"" + QUANTILES[i] + "\"",
+            s.path(QUANTILE_FIELDS[i]).asLong() / 1000.0);
+      sample(
+          out,
+          "cloudprofiler_stage_task_duration_seconds_count",
+          stage,
+          s.path("tasks").asLong() - s.path("failed").asLong());
+    }
+    family(
+        out,
+        "cloudprofiler_stage_task_duration_max_seconds",
+        "gauge",
+        "Run time of a stage attempt's slowest successful task");
+    for (JsonNode s : stages)
+      if (!s.path("max_ms").isNull())
+        sample(
+            out,
+            "cloudprofiler_stage_task_duration_max_seconds",
+            stageLabels(s),
+            s.path("max_ms").asLong() / 1000.0);
+    family(
+        out,
+        "cloudprofiler_stage_stragglers",
+        "gauge",
+        "A stage attempt's successful tasks that took over "
+            + LiveStages.STRAGGLER_RATIO
+            + " x its median");
+    for (JsonNode s : stages)
+      sample(out, "cloudprofiler_stage_stragglers", stageLabels(s), s.path("stragglers").asLong());
+    executors(out, figures.path("executors"));
+    family(
+        out,
+        "cloudprofiler_executors_left_out",
+        "gauge",
+        "Executors whose counters the driver no longer keeps (it keeps the "
+            + LiveExecutors.KEPT
+            + " heard from last)");
+    sample(
+        out, "cloudprofiler_executors_left_out", "", figures.path("executors_left_out").asLong());
+    operators(out, figures.path("operators"));
+    streaming(out, figures.path("streaming"));
+    return out.toString();
+  }
+
+  private static void operators(StringBuilder out, JsonNode operators) {
+    String[][] counters = {
+      {
+        "exclusive_s",
+        "cloudprofiler_operator_exclusive_seconds_total",
+        "Time in the operator itself"
+      },
+      {
+        "inclusive_s",
+        "cloudprofiler_operator_inclusive_seconds_total",
+        "Time in the operator with its children in the same tasks"
+      },
+      {"rows", "cloudprofiler_operator_rows_total", "Rows out of the operator"}
+    };
+    counters(
+        out,
+        counters,
+        ", summed over the tasks that ended, for the operators of the latest SQL executions"
+            + " (spark.cloudprofiler.operators)",
+        operators,
+        OPERATORS,
+        o ->
+            label("sql_execution_id", o.path("sql_execution_id").asText())
+                + ","
+                + label("probe_id", o.path("probe_id").asText())
+                + ","
+                + label("operator", o.path("operator").asText()));
+  }
+
+  private static void executors(StringBuilder out, JsonNode executors) {
+    String[][] counters = {
+      {"records_logged", "cloudprofiler_executor_records_logged_total", "Records logged"},
+      {"records_dropped", "cloudprofiler_executor_records_dropped_total", "Records dropped"},
+      {"bytes_written", "cloudprofiler_executor_written_bytes_total", "Bytes of log written"}
+    };
+    counters(
+        out,
+        counters,
+        " by an executor's Cloudprofiler library since it started, as it last told the driver",
+        executors,
+        LiveExecutors.KEPT,
+        e -> label("executor_id", e.path("executor_id").asText()));
+  }
+
+  /**
+   * Counter families, each {field, name, help} of {@code counters}: a sample per row (the first
+   * {@code limit}) of the row's field, under the row's labels.
+   */
+  private static void counters(
+      StringBuilder out,
+      String[][] counters,
+      String help,
+      JsonNode rows,
+      int limit,
+      Function<JsonNode, String> labels) {
+    for (String[] c : counters) {
+      family(out, c[1], "counter", c[2] + help);
+      int n = 0;
+      for (JsonNode row : rows) {
+        if (n++ == limit) break;
+        sample(out, c[1], labels.apply(row), row.path(c[0]).asDouble());
+      }
+    }
+  }
+
+  private static void streaming(StringBuilder out, JsonNode queries) {
+    String[][] gauges = {
+      {"trigger_execution_ms", "cloudprofiler_streaming_batch_duration_seconds", "Duration"},
+      {"batch_id", "cloudprofiler_streaming_batch_id", "Id"},
+      {"num_input_rows", "cloudprofiler_streaming_batch_input_rows", "Input rows"},
+      {"input_rows_per_second", "cloudprofiler_streaming_input_rows_per_second", "Input rate"},
+      {
+        "processed_rows_per_second",
+        "cloudprofiler_streaming_processed_rows_per_second",
+        "Processing rate"
+      }
+    };
+    for (String[] g : gauges) {
+      family(out, g[1], "gauge", g[2] + " of a streaming query's latest micro-batch");
+      for (JsonNode q : queries) {
+        JsonNode batches = q.path("batches");
+        if (batches.size() == 0) continue;
+        JsonNode value = batches.get(batches.size() - 1).path(g[0]);
+        if (value.isNull() || value.isMissingNode()) continue;
+        String labels =
+            label("query_id", q.path("query_id").asText())
+                + ","
+                + label(
+                    "query_name",
+                    q.path("query_name").isNull() ? "" : q.path("query_name").asText());
+        sample(
+            out, g[1], labels, g[0].endsWith("_ms") ? value.asLong() / 1000.0 : value.asDouble());
+      }
+    }
+  }
+
+  private static String stageLabels(JsonNode s) {
+    return label("stage_id", s.path("stage_id").asText())
+        + ","
+        + label("stage_attempt", s.path("stage_attempt").asText());
+  }
+
+  private static void family(StringBuilder out, String name, String type, String help) {
+    out.append("# HELP ")
+        .append(name)
+        .append(' ')
+        .append(help.replace("\\", "\\\\").replace("\n", "\\n"))
+        .append('\n');
+    out.append("# TYPE ").append(name).append(' ').append(type).append('\n');
+  }
+
+  private static void sample(StringBuilder out, String name, String labels, double value) {
+    out.append(name);
+    if (!labels.isEmpty()) out.append('{').append(labels).append('}');
+    out.append(' ');
+    if (value == Math.rint(value) && Math.abs(value) < 1e15) out.append((long) value);
+    else out.append(String.format(Locale.ROOT, "%s", value));
+    out.append('\n');
+  }
+
+  /** A label, its value escaped as the format asks (backslash, double quote, line feed). */
+  static String label(String name, String value) {
+    return name
+        + "=\""
+        + value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+        + "\"";
+  }
+}
