@@ -35,6 +35,8 @@ bench: build
 	-$(VENV)/bin/cloudprofiler bench ingest
 	-$(VENV)/bin/cloudprofiler bench analysis
 	-$(VENV)/bin/cloudprofiler bench operators
+	-$(VENV)/bin/cloudprofiler bench udfs
+	-$(VENV)/bin/cloudprofiler bench live
 
 # System packages: libzstd-dev for the native library, a JDK for Spark and the plugin, clang-format for the C style
 # check of the native tests and chromium for the report's browser test (each says so and skips where it cannot be

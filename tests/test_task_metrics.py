@@ -2,6 +2,8 @@
 with a shuffle that spills, a retried attempt, job groups, tags and SQL executions; every attempt's columns against
 the status store's (the REST API Spark's UI serves)."""
 import json
+import urllib.error
+import urllib.parse
 import urllib.request
 
 import pandas as pd
@@ -41,12 +43,22 @@ def _get(url: str):
         return json.loads(answer.read())
 
 
+def _served(url: str) -> "str | None":
+    """The page's path as served, after any redirect (Spark's UI sends a path it lacks to its jobs page); None where
+    it answers with an error."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return urllib.parse.urlparse(answer.geturl()).path
+    except urllib.error.HTTPError:
+        return None
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """The application's folder and Spark's own view of it (REST API, read before the application stops)."""
     log_dir = tmp_path_factory.mktemp("metrics-logs")
     spark = (cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("metrics-local")),
-                         calibration_enabled=False)
+                         calibration_enabled=False, ui_enabled=False)  # Spark's UI only: no Cloudprofiler tab
              .master("local[2,2]")  # a task may fail once
              .config("spark.ui.port", "0")  # any free port: Spark's REST API is what the table is held to
              .config("spark.shuffle.spill.numElementsForceSpillThreshold", "2000")  # spill, with little data
@@ -82,6 +94,9 @@ def run(tmp_path_factory):
     for stage in rest["stages"]:
         rest["tasks"] += [{**t, "stageId": stage["stageId"], "stageAttemptId": stage["attemptId"]} for t in _get(
             f"{api}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?length=100000")]
+    rest["tab"] = [_served(f"{sc.uiWebUrl}/cloudprofiler/{page}") for page in ("", "metrics/prometheus/")]
+    with urllib.request.urlopen(f"{sc.uiWebUrl}/jobs/", timeout=30) as answer:
+        rest["tab_listed"] = 'href="/cloudprofiler/"' in answer.read().decode()
     app_id = sc.applicationId
     spark.stop()
     return open_application(str(log_dir / app_id)), rest
@@ -95,6 +110,13 @@ def _rest_value(task: dict, field: str):
     for part in field.split("."):
         value = value.get(part)
     return value
+
+
+def test_with_the_ui_setting_off_the_application_has_no_cloudprofiler_tab(run):
+    _, rest = run
+    assert rest["tab"] == [None, None] or not any(
+        (path or "").startswith("/cloudprofiler") for path in rest["tab"]), rest["tab"]
+    assert not rest["tab_listed"]
 
 
 def test_every_attempt_has_sparks_own_figures(run):

@@ -205,6 +205,13 @@ public final class Config {
           "Time every operator of every SQL query inside whole-stage code generation: rows, and the"
               + " time of each operator with and without its children, from a sample of the gaps"
               + " between rows (read per query from the session's configuration)");
+  public static final Key<Boolean> UI_ENABLED =
+      bool(
+          "spark.cloudprofiler.ui.enabled",
+          "true",
+          "The Cloudprofiler tab in the Spark UI and its Prometheus page, the driver's totals in"
+              + " Spark's metrics system, the tab's figures in the event log for the History"
+              + " Server, and the executors' counters sent for them at each collection interval");
   public static final Key<Boolean> PYTHON_HANDOFF =
       bool(
           "spark.cloudprofiler.python.handoff",
@@ -371,6 +378,7 @@ public final class Config {
           TASK_ENABLED,
           OPERATORS,
           UDFS,
+          UI_ENABLED,
           PYTHON_HANDOFF,
           TASK_HANDLER,
           TASK_PARAMS,
@@ -607,6 +615,7 @@ public final class Config {
         LOG_DIR.read(conf),
         LOCAL_DIR.read(conf),
         TASK_ENABLED.read(conf),
+        UI_ENABLED.read(conf),
         PYTHON_HANDOFF.read(conf),
         task,
         channels,

@@ -12,6 +12,7 @@ public record Options(
     String logDir,
     String localDir,
     boolean taskEnabled,
+    boolean uiEnabled,
     boolean pythonHandoff,
     Config.HandlerOption taskHandler,
     List<Config.HandlerOption> channelHandlers,

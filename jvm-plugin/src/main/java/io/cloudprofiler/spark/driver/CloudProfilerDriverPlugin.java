@@ -127,7 +127,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     streaming = new StreamingBatches(clock);
     sc.addSparkListener(
         Guard.wrap(SparkListenerInterface.class, streaming, "the streaming batch table", null));
-    attachTab(sc, clock);
+    if (options.uiEnabled()) attachTab(sc, clock);
     DaemonThreads.named("cloudprofiler-driver-start")
         .newThread(() -> startInBackground(sc, options))
         .start();

@@ -449,6 +449,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * they changed since the last time; a failure is one log line and the next interval tries again.
    */
   private void sendCounters() {
+    if (!options.uiEnabled()) return;
     long[] now = metrics.counters();
     if (Arrays.equals(now, countersSent)) return;
     try {

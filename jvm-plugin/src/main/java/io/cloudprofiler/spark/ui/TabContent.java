@@ -77,7 +77,7 @@ public final class TabContent {
     for (JsonNode s : figures.get("stages")) {
       JsonNode slowest = s.get("slowest").size() > 0 ? s.get("slowest").get(0) : null;
       h.append("<tr>")
-          .append(td(s.get("stage_id").asText() + "." + s.get("stage_attempt").asText()))
+          .append(td(stage(s)))
           .append(td(s.get("name").asText()))
           .append(td(s.get("completed").asBoolean() ? "completed" : "running"))
           .append(td(s.get("tasks").asText()))
@@ -133,6 +133,12 @@ public final class TabContent {
           .append(REFRESH_MS)
           .append(");</script>");
     return h.toString();
+  }
+
+  /** A stage's id as Spark's stages page gives it, with its attempt where it is a retry. */
+  private static String stage(JsonNode s) {
+    int attempt = s.get("stage_attempt").asInt();
+    return s.get("stage_id").asText() + (attempt > 0 ? " (retry " + attempt + ")" : "");
   }
 
   /**

@@ -1,0 +1,131 @@
+"""`cloudprofiler bench live`: what the Cloudprofiler tab, its Prometheus page and the executors' counters
+(`spark.cloudprofiler.ui.enabled`) cost, and how soon a task shows on the tab.
+
+Applications alternate with the setting off and on (a fresh JVM each, local[2], the plugin otherwise at its
+defaults); each runs a warm-up job, then a job of `--tasks` one-row tasks (JVM only: no Python worker), whose CPU
+time (user and system, of the JVM that runs the driver and the executor) is the measure: `added` is the medians'
+ratio less 1, judged against the goal (operators.judge: the spread of the runs off is the machine's floor). Then,
+with the tab on only and not counted in that time: `--jobs` jobs whose tasks the tab must show (the delay from a
+job's result to the tab's JSON holding all its tasks, polled every 5 ms), and the tab's two pages (their size and
+the time to serve them). The executors' message is sized as Spark's RPC sends it (Java serialization)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from .operators import judge
+
+GOAL_ADDED = 0.01
+
+APP = r"""
+import io, json, os, sys, time, urllib.parse, urllib.request
+import cloudprofiler.spark as cps
+
+folder, ui, tasks, jobs = sys.argv[1], sys.argv[2] == "true", int(sys.argv[3]), int(sys.argv[4])
+spark = (cps.builder(log_dir=os.path.join(folder, "logs"), local_dir=os.path.join(folder, "local"), ui_enabled=ui)
+         .master("local[2]").config("spark.ui.port", "0").config("spark.ui.showConsoleProgress", "false")
+         .getOrCreate())
+sc = spark.sparkContext
+pid = sc._jvm.java.lang.ProcessHandle.current().pid()
+
+
+def cpu() -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+spark.range(0, 2000, 1, 2000).count()  # warm-up: the JIT, the task channels
+began_cpu, began = cpu(), time.perf_counter()
+spark.range(0, tasks, 1, tasks).count()
+out = {"cpu_s": cpu() - began_cpu, "wall_s": time.perf_counter() - began}
+if ui:
+    base = f"http://127.0.0.1:{urllib.parse.urlparse(sc.uiWebUrl).port}"
+
+    def get(path):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(base + path, timeout=30) as reply:
+            body = reply.read()
+        return body, time.perf_counter() - t0
+
+    def stages():
+        return {s["stage_id"]: s["tasks"] for s in json.loads(get("/cloudprofiler/json/")[0])["stages"]}
+
+    delays, per_job = [], max(1, tasks // 10)
+    for _ in range(jobs):
+        before = max(stages())
+        spark.range(0, per_job, 1, per_job).count()  # two stages: per_job tasks, then one
+        ended = time.perf_counter()
+        while sorted(n for stage, n in stages().items() if stage > before) != [1, per_job]:
+            assert time.perf_counter() - ended < 60, f"the tab did not show the job's tasks in 60 s: {stages()}"
+            time.sleep(0.005)
+        delays.append(time.perf_counter() - ended)
+    out["delays_s"] = delays
+    for name, path in (("json", "/cloudprofiler/json/"), ("metrics", "/cloudprofiler/metrics/prometheus")):
+        served = [get(path) for _ in range(20)]
+        out[name + "_bytes"] = len(served[-1][0])
+        out[name + "_s"] = sorted(s for _, s in served)[10]
+    wire = sc._jvm.io.cloudprofiler.spark.Messages.toWire(
+        sc._jvm.io.cloudprofiler.spark.Messages.Counters("123", 10**9, 10**6, 10**12))
+    out["message_bytes"] = len(sc._jvm.org.apache.spark.util.Utils.serialize(wire))
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tasks", type=int, default=10_000, help="one-row tasks of the measured job")
+    parser.add_argument("--runs", type=int, default=3, help="applications per side, alternating")
+    parser.add_argument("--jobs", type=int, default=10, help="jobs whose tasks the tab must show (tab on)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
+
+
+def application(ui: bool, tasks: int, jobs: int) -> dict:
+    """One application's figures (see APP), in a Python process and JVM of its own."""
+    with tempfile.TemporaryDirectory(prefix="cloudprofiler-bench-live-") as folder:
+        run = subprocess.run([sys.executable, "-c", APP, folder, "true" if ui else "false", str(tasks), str(jobs)],
+                             capture_output=True, text=True, timeout=900,
+                             env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    if run.returncode or not lines:
+        raise RuntimeError(f"the application (tab {'on' if ui else 'off'}) failed: {run.stderr[-2000:]}")
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def measure(tasks: int, runs: int, jobs: int) -> dict:
+    sides = {False: [], True: []}
+    for _ in range(runs):
+        for ui in (False, True):
+            sides[ui].append(application(ui, tasks, jobs))
+            print(f"tab {'on ' if ui else 'off'}: {sides[ui][-1]['cpu_s']:.2f} CPU s", file=sys.stderr)
+    cpu_off, cpu_on = [r["cpu_s"] for r in sides[False]], [r["cpu_s"] for r in sides[True]]
+    delays = [d for r in sides[True] for d in r["delays_s"]]
+    last = sides[True][-1]
+    return {"tasks": tasks, "cpu_off": cpu_off, "cpu_on": cpu_on, **judge(cpu_off, cpu_on, GOAL_ADDED),
+            "delay_median_s": statistics.median(delays), "delay_max_s": max(delays), "delays": len(delays),
+            **{k: last[k] for k in ("json_bytes", "json_s", "metrics_bytes", "metrics_s", "message_bytes")}}
+
+
+def run(args) -> int:
+    from ...console import print_table
+
+    result = measure(args.tasks, args.runs, args.jobs)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    runs = " ".join(f"{off:.2f}/{on:.2f}" for off, on in zip(result["cpu_off"], result["cpu_on"]))
+    print(f"CPU seconds of a {result['tasks']:,}-task job, each run off/on: {runs}")
+    print_table([result], [("added", "CPU added (median)", "+.1%"), ("added_min", "min", "+.1%"),
+                           ("added_max", "max", "+.1%"), ("floor", "floor (spread off)", ".1%"),
+                           ("verdict", f"goal {GOAL_ADDED:.0%}", "")])
+    print()
+    print_table([result], [("delays", "jobs", "d"), ("delay_median_s", "job's result to tab, median (s)", ".3f"),
+                           ("delay_max_s", "max (s)", ".3f"), ("json_bytes", "JSON bytes", ",d"),
+                           ("json_s", "served in (s)", ".4f"), ("metrics_bytes", "Prometheus bytes", ",d"),
+                           ("metrics_s", "served in (s)", ".4f"), ("message_bytes", "executor message bytes", "d")])
+    return 0
