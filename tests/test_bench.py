@@ -12,6 +12,7 @@ import pyarrow.ipc as ipc
 import pytest
 
 import cloudprofiler as cp
+from cloudprofiler.harness.bench import live
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
 from cloudprofiler.harness.bench.operators import judge, same_results
 from cloudprofiler.harness.bench.spark import application_summary
@@ -195,3 +196,12 @@ def test_results_compare_as_sorted_rows_with_doubles_within_a_relative_tolerance
     assert not same_results(rows, rows[:1])
     assert same_results([("x", 0.1 + 0.2)], [("x", 0.3)])  # doubles summed in another order
     assert not same_results([("x", 0.3001)], [("x", 0.3)])
+
+
+def test_the_live_bench_runs_both_sides_and_times_each_job_until_the_tab_shows_it():
+    result = live.measure(tasks=100, runs=1, jobs=2)
+    assert len(result["cpu_off"]) == len(result["cpu_on"]) == 1 and min(result["cpu_off"] + result["cpu_on"]) > 0
+    assert result["delays"] == 2 and 0 < result["delay_max_s"] < 30  # the two collection intervals of the goal
+    # the tab's pages hold the application's stages; the executor's message is its id and three numbers
+    assert result["json_bytes"] > 1000 and result["metrics_bytes"] > 1000
+    assert 50 < result["message_bytes"] < 1000
