@@ -10,7 +10,8 @@ import java.util.function.Supplier;
 /**
  * What the Cloudprofiler tab shows, as the page's HTML and as JSON (the same figures): those of the
  * running application ({@link LiveFigures}) or, in the History Server, the last ones its event log
- * holds ({@link HistoryTabBase}).
+ * holds ({@link HistoryTabBase}). Figures from an event log are read as they come: a field missing
+ * or of another type shows as "-", never as an error page.
  */
 public final class TabContent {
   static final int REFRESH_MS = 5000;
@@ -52,7 +53,7 @@ public final class TabContent {
                 : "<p>The application has ended: its figures as the Cloudprofiler plugin last wrote"
                     + " them into its event log")
         .append(" (also as JSON: <a href=\"json/\">json</a>). The full report of its logs: <code>")
-        .append(escape("cloudprofiler report " + figures.get("app_folder").asText()))
+        .append(escape("cloudprofiler report " + figures.path("app_folder").asText()))
         .append("</code>.</p>");
     h.append("<h4>Stages</h4><p>A straggler takes over ")
         .append(LiveStages.STRAGGLER_RATIO)
@@ -74,29 +75,30 @@ public final class TabContent {
             "Stragglers",
             "Slowest task")) h.append("<th>").append(c).append("</th>");
     h.append("</tr></thead><tbody>");
-    for (JsonNode s : figures.get("stages")) {
-      JsonNode slowest = s.get("slowest").size() > 0 ? s.get("slowest").get(0) : null;
+    for (JsonNode s : figures.path("stages")) {
+      JsonNode slowest = s.path("slowest").size() > 0 ? s.path("slowest").get(0) : null;
       h.append("<tr>")
           .append(td(stage(s)))
-          .append(td(s.get("name").asText()))
-          .append(td(s.get("completed").asBoolean() ? "completed" : "running"))
-          .append(td(s.get("tasks").asText()))
-          .append(td(s.get("failed").asText()))
-          .append(td(ms(s.get("median_ms"))))
-          .append(td(ms(s.get("p90_ms"))))
-          .append(td(ms(s.get("max_ms"))))
-          .append(td(s.get("stragglers").asText() + (s.get("exact").asBoolean() ? "" : " (est.)")))
+          .append(td(s.path("name").asText()))
+          .append(td(s.path("completed").asBoolean() ? "completed" : "running"))
+          .append(td(s.path("tasks").asText()))
+          .append(td(s.path("failed").asText()))
+          .append(td(ms(s.path("median_ms"))))
+          .append(td(ms(s.path("p90_ms"))))
+          .append(td(ms(s.path("max_ms"))))
+          .append(
+              td(s.path("stragglers").asText() + (s.path("exact").asBoolean() ? "" : " (est.)")))
           .append(td(slowest == null ? "-" : slowestText(slowest)))
           .append("</tr>");
     }
     h.append("</tbody></table>");
-    JsonNode streaming = figures.get("streaming");
+    JsonNode streaming = figures.path("streaming");
     if (streaming.size() > 0) {
       h.append("<h4>Streaming queries</h4>");
       for (JsonNode q : streaming) {
-        String name = q.get("query_name").isNull() ? "" : q.get("query_name").asText() + " ";
+        String name = q.path("query_name").isNull() ? "" : q.path("query_name").asText() + " ";
         h.append("<h5>")
-            .append(escape(name + "(" + q.get("query_id").asText() + ")"))
+            .append(escape(name + "(" + q.path("query_id").asText() + ")"))
             .append("</h5>");
         h.append(
             "<table class=\"table table-bordered table-sm cloudprofiler-batches\"><thead><tr>");
@@ -110,15 +112,15 @@ public final class TabContent {
                 "Rows/s in",
                 "Rows/s processed")) h.append("<th>").append(c).append("</th>");
         h.append("</tr></thead><tbody>");
-        for (JsonNode b : q.get("batches"))
+        for (JsonNode b : q.path("batches"))
           h.append("<tr>")
-              .append(td(b.get("batch_id").asText()))
-              .append(td(b.get("num_input_rows").asText()))
-              .append(td(ms(b.get("trigger_execution_ms"))))
-              .append(td(ms(b.get("add_batch_ms"))))
-              .append(td(ms(b.get("query_planning_ms"))))
-              .append(td(rate(b.get("input_rows_per_second"))))
-              .append(td(rate(b.get("processed_rows_per_second"))))
+              .append(td(b.path("batch_id").asText()))
+              .append(td(b.path("num_input_rows").asText()))
+              .append(td(ms(b.path("trigger_execution_ms"))))
+              .append(td(ms(b.path("add_batch_ms"))))
+              .append(td(ms(b.path("query_planning_ms"))))
+              .append(td(rate(b.path("input_rows_per_second"))))
+              .append(td(rate(b.path("processed_rows_per_second"))))
               .append("</tr>");
         h.append("</tbody></table>");
       }
@@ -137,8 +139,8 @@ public final class TabContent {
 
   /** A stage's id as Spark's stages page gives it, with its attempt where it is a retry. */
   private static String stage(JsonNode s) {
-    int attempt = s.get("stage_attempt").asInt();
-    return s.get("stage_id").asText() + (attempt > 0 ? " (retry " + attempt + ")" : "");
+    int attempt = s.path("stage_attempt").asInt();
+    return s.path("stage_id").asText() + (attempt > 0 ? " (retry " + attempt + ")" : "");
   }
 
   /**
@@ -221,15 +223,15 @@ public final class TabContent {
   }
 
   private static String slowestText(JsonNode t) {
-    String cause = t.get("cause").asText();
+    String cause = t.path("cause").asText();
     return "task "
-        + t.get("task_id").asText()
+        + t.path("task_id").asText()
         + " (partition "
-        + t.get("partition").asText()
+        + t.path("partition").asText()
         + ", executor "
-        + t.get("executor_id").asText()
+        + t.path("executor_id").asText()
         + "): "
-        + ms(t.get("duration_ms"))
+        + ms(t.path("duration_ms"))
         + (cause.isEmpty() ? "" : ", " + cause);
   }
 
@@ -238,13 +240,15 @@ public final class TabContent {
   }
 
   private static String ms(JsonNode value) {
-    if (value == null || value.isNull()) return "-";
+    if (value == null || value.isNull() || value.isMissingNode()) return "-";
     long ms = value.asLong();
     return ms >= 1000 ? String.format("%.2f s", ms / 1000.0) : ms + " ms";
   }
 
   private static String rate(JsonNode value) {
-    return value == null || value.isNull() ? "-" : String.format("%,.0f", value.asDouble());
+    return value == null || value.isNull() || value.isMissingNode()
+        ? "-"
+        : String.format("%,.0f", value.asDouble());
   }
 
   static String escape(String text) {

@@ -3,6 +3,7 @@ package io.cloudprofiler.spark.ui;
 import static io.cloudprofiler.spark.JvmTests.check;
 import static io.cloudprofiler.spark.JvmTests.equal;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.cloudprofiler.spark.Messages;
 
@@ -116,5 +117,27 @@ public final class UiTests {
     equal(1L, executors.leftOut());
     check(executors.all().stream().noneMatch(c -> c.executorId().equals("0")), () -> "0 kept");
     equal((long) LiveExecutors.KEPT, executors.totals()[2]);
+  }
+
+  /**
+   * Figures from an event log that lack fields or hold others' types (an older or damaged summary)
+   * still render, their gaps as "-", and so does their metrics text.
+   */
+  public static void testMalformedFiguresRenderWithGapsNotErrors() throws Exception {
+    ObjectMapper json = new ObjectMapper();
+    for (String figures :
+        new String[] {
+          "{}",
+          "[1, 2]",
+          "{\"stages\": [{}], \"streaming\": [{\"batches\": [{}]}], \"operators\": [{}],"
+              + " \"executors\": [{}]}",
+          "{\"stages\": [{\"stage_id\": \"x\", \"slowest\": [{}], \"median_ms\": \"y\"}],"
+              + " \"streaming\": 3}"
+        }) {
+      JsonNode tree = json.readTree(figures);
+      String html = new TabContent(() -> tree, false).html(null);
+      check(html.contains("<h4>Stages</h4>"), () -> figures + ": " + html);
+      PrometheusText.of(tree);
+    }
   }
 }
