@@ -115,6 +115,9 @@ def measure(tasks: int, runs: int, jobs: int) -> dict:
 def run(args) -> int:
     from ...console import print_table
 
+    if args.tasks < 10 or args.runs < 1 or args.jobs < 1:
+        raise SystemExit(f"--tasks={args.tasks} must be at least 10, --runs={args.runs} and --jobs={args.jobs} at "
+                         "least 1")
     result = measure(args.tasks, args.runs, args.jobs)
     if args.json:
         print(json.dumps(result, indent=2))
