@@ -42,14 +42,18 @@ final class ExecutorMetrics {
 
   /** {records logged, records dropped, bytes written}, as the gauges report them now. */
   long[] counters() {
-    long[] last = finalStats;
-    long[] now = last != null ? last : totals();
+    long[] now = reported();
     return new long[] {now[LOGGED], now[DROPPED], now[BYTES_WRITTEN]};
   }
 
   private long stat(int index) {
+    return reported()[index];
+  }
+
+  /** The counters now or, once the library stopped, as they were then. */
+  private long[] reported() {
     long[] last = finalStats;
-    return (last != null ? last : totals())[index];
+    return last != null ? last : totals();
   }
 
   /**

@@ -1,7 +1,6 @@
 package io.cloudprofiler.spark.ui;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import java.util.Locale;
 import java.util.function.Function;
 
 /**
@@ -200,7 +199,7 @@ public final class PrometheusText {
     if (!labels.isEmpty()) out.append('{').append(labels).append('}');
     out.append(' ');
     if (value == Math.rint(value) && Math.abs(value) < 1e15) out.append((long) value);
-    else out.append(String.format(Locale.ROOT, "%s", value));
+    else out.append(Double.toString(value)); // the format reads Java's notation, 1.5E-4 too
     out.append('\n');
   }
 

@@ -60,9 +60,10 @@ public final class TabContent {
         .append(" x its stage's median (Spark's duration, launch to finish); a stage of more than ")
         .append(LiveStages.SAMPLE)
         .append(" tasks is counted on a uniform sample of them.</p>");
-    h.append(
-        "<table class=\"table table-bordered table-sm\" id=\"cloudprofiler-stages\"><thead><tr>");
-    for (String c :
+    tableHead(
+        h,
+        "",
+        "cloudprofiler-stages",
         List.of(
             "Stage",
             "Name",
@@ -73,8 +74,7 @@ public final class TabContent {
             "p90",
             "Max",
             "Stragglers",
-            "Slowest task")) h.append("<th>").append(c).append("</th>");
-    h.append("</tr></thead><tbody>");
+            "Slowest task"));
     for (JsonNode s : figures.path("stages")) {
       JsonNode slowest = s.path("slowest").size() > 0 ? s.path("slowest").get(0) : null;
       h.append("<tr>")
@@ -100,9 +100,10 @@ public final class TabContent {
         h.append("<h5>")
             .append(escape(name + "(" + q.path("query_id").asText() + ")"))
             .append("</h5>");
-        h.append(
-            "<table class=\"table table-bordered table-sm cloudprofiler-batches\"><thead><tr>");
-        for (String c :
+        tableHead(
+            h,
+            " cloudprofiler-batches",
+            null,
             List.of(
                 "Batch",
                 "Input rows",
@@ -110,8 +111,7 @@ public final class TabContent {
                 "Jobs (addBatch)",
                 "Planning",
                 "Rows/s in",
-                "Rows/s processed")) h.append("<th>").append(c).append("</th>");
-        h.append("</tr></thead><tbody>");
+                "Rows/s processed"));
         for (JsonNode b : q.path("batches"))
           h.append("<tr>")
               .append(td(b.path("batch_id").asText()))
@@ -160,12 +160,12 @@ public final class TabContent {
         .append(EXECUTIONS_SHOWN)
         .append(" SQL executions (spark.cloudprofiler.operators), summed over the tasks that")
         .append(" ended; own time is the operator's minus its children's in the same task.</p>");
-    h.append("<table class=\"table table-bordered table-sm\" id=\"cloudprofiler-operators\">")
-        .append("<thead><tr>");
-    for (String c :
-        List.of("SQL execution", "Operator", "Own time", "Share", "With children", "Rows", "Tasks"))
-      h.append("<th>").append(c).append("</th>");
-    h.append("</tr></thead><tbody>");
+    tableHead(
+        h,
+        "",
+        "cloudprofiler-operators",
+        List.of(
+            "SQL execution", "Operator", "Own time", "Share", "With children", "Rows", "Tasks"));
     int executions = 0;
     for (Map.Entry<Long, List<JsonNode>> e : byExecution.entrySet()) {
       if (executions++ == EXECUTIONS_SHOWN) break;
@@ -192,6 +192,19 @@ public final class TabContent {
     h.append("</tbody></table>");
   }
 
+  /**
+   * A table's start and its header row: Spark's classes for its tables and {@code moreClasses}, its
+   * {@code id} where one is given.
+   */
+  private static void tableHead(
+      StringBuilder h, String moreClasses, String id, List<String> columns) {
+    h.append("<table class=\"table table-bordered table-sm").append(moreClasses).append('"');
+    if (id != null) h.append(" id=\"").append(id).append('"');
+    h.append("><thead><tr>");
+    for (String c : columns) h.append("<th>").append(c).append("</th>");
+    h.append("</tr></thead><tbody>");
+  }
+
   private static String seconds(double s) {
     return s >= 1 ? String.format("%.2f s", s) : String.format("%.1f ms", s * 1000);
   }
@@ -207,11 +220,11 @@ public final class TabContent {
             "<h4>Executors</h4><p>Records each executor's library logged and dropped and the bytes")
         .append(" it wrote, as it last told the driver (at each collection interval); also for")
         .append(" Prometheus: <a href=\"metrics/prometheus/\">metrics/prometheus</a>.</p>");
-    h.append("<table class=\"table table-bordered table-sm\" id=\"cloudprofiler-executors\">")
-        .append("<thead><tr>");
-    for (String c : List.of("Executor", "Records logged", "Records dropped", "Bytes written"))
-      h.append("<th>").append(c).append("</th>");
-    h.append("</tr></thead><tbody>");
+    tableHead(
+        h,
+        "",
+        "cloudprofiler-executors",
+        List.of("Executor", "Records logged", "Records dropped", "Bytes written"));
     for (JsonNode e : executors)
       h.append("<tr>")
           .append(td(e.path("executor_id").asText()))
