@@ -277,3 +277,34 @@ def test_the_data_source_gives_the_rows_of_records(app, folder):
     via_source = app.spark.read.format("cloudprofiler-logs").option("channel", "b").load(str(folder))
     assert via_source.columns == RECORD_COLUMNS
     assert sorted(map(tuple, via_source.collect())) == sorted(map(tuple, app.records("b").collect()))
+
+
+def test_the_plugins_reader_gives_the_python_readers_values(app, folder, tmp_path):
+    """The log files read in the JVM (the plugin's reader) and in Python workers give the same rows, every column
+    value for value (the time columns to the bit), for records and counters, a cut file and an uncalibrated host."""
+    from pandas.testing import assert_frame_equal
+
+    from cloudprofiler.analysis import reader
+
+    def same(app, kind: str) -> None:
+        files = app.catalog.files_of(app.catalog.channels(kind), kind)
+        schema = reader.kind_schema(kind, [*reader.kind_schema(kind).names, "domain_id", "channel_id"])
+        ids = {c: i for i, c in enumerate(app.catalog.channels(kind))}
+        frames = [f(app.spark, files, app.timebase, schema, ids).toPandas()
+                  for f in (reader.python_log_frame, reader.jvm_log_frame)]
+        keys = ["file", *schema.names[schema.get_field_index("file") + 1:][:2]]
+        old, new = (f.sort_values(keys, kind="stable").reset_index(drop=True) for f in frames)
+        assert len(old) == sum(f.rows for f in files) > 0
+        assert_frame_equal(new, old, check_exact=True)
+
+    assert reader.jvm_reader(app.spark)
+    for kind in ("records", "counters"):
+        same(app, kind)
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    (copy / "tsc-domains.arrows").unlink()
+    _move_to_another_host(next(copy.rglob("b.*.arrows")))
+    target = next(copy.rglob("a.*.arrows"))
+    target.write_bytes(target.read_bytes()[: target.stat().st_size * 6 // 10])
+    with pytest.warns(UserWarning, match=target.name):
+        same(open_application(copy), "records")

@@ -9,6 +9,7 @@ one task whole, so one file must stay under 2 GiB (Spark's limit for a binary va
 from __future__ import annotations
 
 import functools
+import json
 import warnings
 
 import pyarrow as pa
@@ -29,6 +30,8 @@ COUNTER_SCHEMA = pa.schema([
 # Columns for the analyses' own joins, never in records(): the domain and the channel as small numbers (the index
 # in Timebase.domains, in log_frame's `channel_ids`), cheaper to shuffle and sort than their names.
 INTERNAL_FIELDS = [pa.field("domain_id", pa.int32()), pa.field("channel_id", pa.int32())]
+# the plugin's reader of log files (jvm-plugin/src/main/java/io/cloudprofiler/spark/analysis)
+JVM_SOURCE = "io.cloudprofiler.spark.analysis.LogFiles"
 TIME_FIELDS = ("t_ns", "err_ns", "extrapolated", "unbounded")
 # Spark's task metrics in the task table (the plugin's TaskDetails.METRICS), int64, null where Spark gave none
 TASK_METRICS = (
@@ -172,9 +175,31 @@ def log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dic
     (channel name -> number) gives the channel_id column."""
     if not files:
         return spark.createDataFrame([], spark_schema(schema))
+    return python_log_frame(spark, files, timebase, schema, channel_ids)
+
+
+def python_log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dict | None" = None):
+    """log_frame's DataFrame, decoded and translated in Python workers (mapInArrow over binaryFile)."""
     attributes = {f.file: {**f.attributes(), "channel_id": (channel_ids or {}).get(f.channel)} for f in files}
     decode = functools.partial(_decode_logs, attributes=attributes, timebase=timebase, schema=schema)
     return binary_files(spark, attributes).select("path", "content").mapInArrow(decode, spark_schema(schema))
+
+
+def jvm_reader(spark) -> bool:
+    """Whether `spark` reads log files in its JVMs (JVM_SOURCE, in the plugin jar on its class path): not a Spark
+    Connect session, whose server is out of reach, nor one started without the jar."""
+    jvm = getattr(spark, "_jvm", None)
+    return jvm is not None and bool(jvm.org.apache.spark.util.Utils.classIsLoadable(JVM_SOURCE))
+
+
+def jvm_log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dict | None" = None):
+    """log_frame's DataFrame, read by the plugin's reader in the executors' JVMs: each file a partition, its Arrow
+    batches handed to Spark as columnar batches, the per-file columns and the time columns made there from the
+    plan (the files' attributes and `Timebase.jvm_axis`)."""
+    plan = {**timebase.jvm_axis(), "files": [
+        {**f.attributes(), "path": f.file, "kind": f.kind, "channel_id": (channel_ids or {}).get(f.channel),
+         "domain_id": timebase.domain_id(f.domain)} for f in files]}
+    return spark.read.format(JVM_SOURCE).schema(spark_schema(schema)).option("plan", json.dumps(plan)).load()
 
 
 def kind_schema(kind: str, columns=None) -> pa.Schema:

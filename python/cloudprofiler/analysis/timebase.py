@@ -102,6 +102,17 @@ class Timebase:
         est, err, extrapolated = known
         return (est - self.start_tick) / self.hz * 1e9, err / self.hz * 1e9, extrapolated, np.zeros(tsc.shape, bool)
 
+    def jvm_axis(self) -> dict:
+        """What `translate` needs, for the plugin's reader of log files (io.cloudprofiler.spark.analysis): the
+        reference start and frequency, and per domain "reference" or its calibration's interpolation anchors; a
+        domain left out is unbounded. Doubles travel as their IEEE bits (int64), exact."""
+        domains = {self.reference: "reference"}
+        for (reference, domain), cal in self.calibrations.items():
+            if reference == self.reference and domain != self.reference:
+                other, ref, err = cal.interpolated()
+                domains[domain] = {"other": other.tolist(), "ref": _bits(ref), "err": _bits(err)}
+        return {"start_tick": _bits(self.start_tick), "hz": _bits(self.hz), "domains": domains}
+
     def durations(self, start_domain: "str | None", start, end_domain: "str | None", end) -> tuple:
         """(duration_ns, err_ns, path, extrapolated, unbounded) from start (ticks of start_domain) to end, by the
         best path of `calibration.translate.durations`. Where no calibration relates a domain to the reference,
@@ -146,6 +157,11 @@ class Timebase:
             return None
         tick, wall_ns = self.wall
         return int(round((wall_ns - (tick - self.start_tick) / self.hz * 1e9) / 1e6))
+
+
+def _bits(values):
+    """float64 values (an array, or one) as the int64 of their IEEE bits."""
+    return np.asarray(values, dtype=np.float64).view(np.int64).tolist()
 
 
 def _reference(catalog, driver: dict, calibration_reference: str) -> tuple:

@@ -175,6 +175,10 @@ class Calibration:
         rate, rate_err = fine.rate_overall()
         return cls([anchor_from_probes(r, method, rate, rate_err) for r in rounds])
 
+    def interpolated(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The anchors translation interpolates between (`used`): other (int64), ref, err (float64)."""
+        return self._other, self._ref, self._err
+
     def rate_overall(self) -> tuple[float, float]:
         """Ratio between the first and last anchors and its uncertainty (Eq. 2)."""
         span = float(self.other[-1] - self.other[0])
