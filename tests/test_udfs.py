@@ -17,10 +17,11 @@ from pyspark.sql import functions as F
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
-from cloudprofiler.analysis.report import render
+from cloudprofiler.analysis.report import render, tables
 from cloudprofiler.analysis.report import udfs as udfs_section
 from cloudprofiler.analysis.report.data import ReportData
 from cloudprofiler.analysis.report.findings import findings
+from cloudprofiler.analysis.report.stragglers import causes
 from cloudprofiler.spark.jar import option_table
 from cloudprofiler.spark.python_trace import FAIL_ENV
 
@@ -34,6 +35,19 @@ FUNCTION_MARGIN_S, TASK_MARGIN_S = 0.1, 1.0
 UDFS_KEY = "spark.cloudprofiler.udfs"
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas")
+# the stragglers' job: 8 tasks on the 2 slots, the row SLEEPER's UDF call sleeping STRAGGLER_SLEEP_S (partition 5)
+STRAGGLING_ROWS, STRAGGLING_PARTITIONS, SLEEPER, STRAGGLER_SLEEP_S = 800, 8, 550, 0.3
+
+
+def _sleeps_once(column):
+    def pass_through(v):
+        if v == SLEEPER:
+            import time
+
+            time.sleep(STRAGGLER_SLEEP_S)
+        return v
+
+    return F.udf(pass_through, "long", useArrow=False)(column)
 
 
 def _queries(spark):
@@ -81,6 +95,10 @@ def run(tmp_path_factory):
              .master(f"local[{PARTITIONS}]").config("spark.ui.enabled", "false")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS)).getOrCreate())
     sc = spark.sparkContext
+    # first of all, while no Python worker runs: the first task on each slot waits for its worker to start
+    sc.setJobGroup("stragglers", "one partition's UDF sleeps, the first two tasks start the workers")
+    straggling = spark.range(0, STRAGGLING_ROWS, 1, STRAGGLING_PARTITIONS).select(_sleeps_once("id").alias("y"))
+    assert straggling.agg(F.sum("y")).first()[0] == sum(range(STRAGGLING_ROWS))
     queries = _queries(spark)
     sc.setJobGroup("warm-up", "the workers start and import pandas and pyarrow")
     for query in queries.values():
@@ -194,6 +212,28 @@ def test_the_helper_sets_the_daemon_only_when_asked_and_leaves_the_application_s
 def test_a_bad_value_is_refused_naming_it():
     with pytest.raises(cp.InvalidArgumentError, match=f"{UDFS_KEY}=yes is invalid: expected true or false"):
         cps.spark_conf(udfs="yes")
+
+
+def test_each_straggler_is_explained_by_what_was_measured_of_it(run):
+    """The partition whose UDF slept, by its function's time; the first task on each slot, by its worker's start
+    (the issue's case: the report used to name the first task for its time alone and list the sleeper among "more
+    stragglers"); every straggler in the report's table with its words."""
+    app = run[0]
+    rows = {r.partition: r for r in app.stragglers(job_group="stragglers").toPandas().itertuples()}
+    sleeper = rows[SLEEPER * STRAGGLING_PARTITIONS // STRAGGLING_ROWS]
+    assert sleeper.udf == "pass_through" and sleeper.udf_function_s >= STRAGGLER_SLEEP_S
+    assert any(c.startswith("the Python UDF pass_through 3") for c in causes(sleeper)), causes(sleeper)
+    assert sleeper.off_cpu_ms >= STRAGGLER_SLEEP_S * 1e3  # the executor's thread waited for its worker
+    starters = [r for p, r in rows.items() if p in (0, 1)]  # a slot's first task: its worker was started for it
+    assert starters, rows
+    for row in starters:
+        assert row.udf_start_s >= 1.5 * row.udf_start_median_s, row
+        assert any(c.startswith("its Python worker began ") for c in causes(row)), causes(row)
+    later = app.udfs(job_group="stragglers").toPandas()
+    assert (later[later["partition"] >= 2]["start_s"] < min(r.udf_start_s for r in starters)).all(), later
+    data = ReportData(summary={}, stragglers=app.stragglers(job_group="stragglers").toPandas())
+    table = tables.stragglers(data)
+    assert sorted(int(r[1].text) for r in table.rows) == sorted(rows) and all(r[-1].text != "-" for r in table.rows)
 
 
 def test_the_report_says_in_words_where_each_udf_s_time_went(run, tmp_path):

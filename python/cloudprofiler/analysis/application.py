@@ -168,6 +168,11 @@ class Application:
         """Whether the folder holds the operator tables (the application ran with spark.cloudprofiler.operators)."""
         return operators_module.TASKS_TABLE in self.catalog.tables
 
+    @property
+    def udfs_timed(self) -> bool:
+        """Whether Python workers timed UDF batches here (the application ran with spark.cloudprofiler.udfs)."""
+        return udfs_module.CHANNEL in self.catalog.channels("records")
+
     # -- analyses ----------------------------------------------------------------------------------------------
 
     def tasks(self, **scope):
@@ -187,10 +192,13 @@ class Application:
 
     def stragglers(self, ratio: float = stages_module.STRAGGLER_RATIO, **scope):
         """Successful attempts over `ratio` x their stage's median, the slowest first, with the metrics that say
-        where their time went."""
+        where their time went and, where operators or UDFs were timed, the operator and UDF parts of it
+        (stages.stragglers)."""
         stages_module.check_ratio("stragglers", ratio)
         tasks_module.check_scope("stragglers", scope)
-        return stages_module.stragglers(self.tasks(**scope), ratio)
+        return stages_module.stragglers(
+            self.tasks(**scope), ratio, self.operator_tasks(**scope) if self.operators_timed else None,
+            self.udfs(**scope) if self.udfs_timed else None)
 
     def operators(self, **scope):
         """One row per SQL execution and operator probe: rows, inclusive and exclusive seconds with their standard

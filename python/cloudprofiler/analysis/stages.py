@@ -36,8 +36,18 @@ def _with_medians(tasks):
 
 
 # Spark's metrics of an attempt that say where its time went (null where the task table has none)
-STRAGGLER_METRICS = ["spark_duration_ms", "executor_run_time_ms", "jvm_gc_time_ms", "shuffle_fetch_wait_ms",
-                     "scheduler_delay_ms", "memory_spilled_bytes", "disk_spilled_bytes"]
+STRAGGLER_METRICS = ["spark_duration_ms", "executor_run_time_ms", "executor_cpu_time_ns",
+                     "executor_deserialize_time_ms", "jvm_gc_time_ms", "shuffle_fetch_wait_ms", "scheduler_delay_ms",
+                     "memory_spilled_bytes", "disk_spilled_bytes"]
+# where a straggler's time went by the profiler's own records, each beside its stage's median (null where the
+# application did not time its operators or UDFs): the operator whose exclusive time exceeds its median in the stage
+# most, and the task's Python UDFs (the evaluation with most worker time names them): how long after the task's
+# start its worker began (a slot's first Python task waits for the worker to start), and the function's time
+OPERATOR_PARTS = ["top_operator", "top_probe_id", "top_operator_s", "top_operator_median_s"]
+UDF_PARTS = ["udf", "udf_start_s", "udf_start_median_s", "udf_function_s", "udf_function_median_s"]
+PARTS_DDL = ("top_operator string, top_probe_id long, top_operator_s double, top_operator_median_s double, "
+             "udf string, udf_start_s double, udf_start_median_s double, udf_function_s double, "
+             "udf_function_median_s double")
 
 
 def check_ratio(method: str, ratio) -> None:
@@ -48,17 +58,61 @@ def check_ratio(method: str, ratio) -> None:
                                                  "median a straggler takes at least: a number >= 1")
 
 
-def stragglers(tasks, ratio: float = STRAGGLER_RATIO):
+def stragglers(tasks, ratio: float = STRAGGLER_RATIO, operator_tasks=None, udfs=None):
     """Successful attempts over `ratio` x their stage's median duration, the slowest first, with Spark's metrics
-    that explain them (STRAGGLER_METRICS) and the records they read (input and shuffle) beside their stage's
-    median."""
+    that explain them (STRAGGLER_METRICS), the records they read (input and shuffle) and their time off the CPU
+    (executor run time less CPU time: sleeping, IO, locks, waiting on a Python worker) beside their stage's medians,
+    and where `operator_tasks` (operators.operator_tasks) and `udfs` (udfs.udfs) are given, the parts of their time
+    those timed (OPERATOR_PARTS, UDF_PARTS)."""
     read = F.col("input_records") + F.col("shuffle_read_records")
-    median_read = F.percentile_approx(F.when(F.col("timed"), read), 0.5).over(Window.partitionBy(*STAGE))
-    slow = (_with_medians(tasks).withColumn("records_read", read).withColumn("median_records_read", median_read)
+    off_cpu = F.col("executor_run_time_ms") - F.col("executor_cpu_time_ns") / 1e6
+    stage = Window.partitionBy(*STAGE)
+    slow = (_with_medians(tasks).withColumn("records_read", read).withColumn("off_cpu_ms", off_cpu)
+            .withColumn("median_records_read", F.percentile_approx(F.when(F.col("timed"), read), 0.5).over(stage))
+            .withColumn("median_off_cpu_ms", F.percentile_approx(F.when(F.col("timed"), off_cpu), 0.5).over(stage))
             .where("timed").withColumn("ratio", F.col("duration_ns") / F.col("median_ns")))
-    return slow.where(F.col("ratio") > ratio).select(
+    slow = slow.where(F.col("ratio") > ratio).select(
         *STAGE, "task_attempt_id", "partition", "executor_id", "host", "duration_ns", "median_ns",
-        "ratio", *STRAGGLER_METRICS, "records_read", "median_records_read").orderBy(F.col("ratio").desc())
+        "ratio", *STRAGGLER_METRICS, "records_read", "median_records_read", "off_cpu_ms", "median_off_cpu_ms")
+    parts = [_operator_parts(slow, operator_tasks), _udf_parts(slow, udfs)]
+    for columns, found in zip((OPERATOR_PARTS, UDF_PARTS), parts):
+        if found is None:
+            types = dict(field.split(" ") for field in PARTS_DDL.split(", "))
+            slow = slow.select("*", *[F.lit(None).cast(types[c]).alias(c) for c in columns])
+        else:
+            slow = slow.join(found, "task_attempt_id", "left")
+    return slow.orderBy(F.col("ratio").desc())
+
+
+def _operator_parts(slow, operator_tasks):
+    """Per straggler: its operator whose exclusive time exceeds that operator's median over its stage's tasks most."""
+    if operator_tasks is None:
+        return None
+    median = F.percentile_approx("exclusive_s", 0.5).over(Window.partitionBy("stage_id", "probe_id"))
+    ranked = (operator_tasks.withColumn("top_operator_median_s", median)
+              .join(slow.select("task_attempt_id"), "task_attempt_id", "left_semi")
+              .withColumn("rank", F.row_number().over(Window.partitionBy("task_attempt_id").orderBy(
+                  (F.col("exclusive_s") - F.col("top_operator_median_s")).desc(), "probe_id"))))
+    return ranked.where("rank = 1").select(
+        "task_attempt_id", F.col("operator").alias("top_operator"), F.col("probe_id").alias("top_probe_id"),
+        F.col("exclusive_s").alias("top_operator_s"), "top_operator_median_s")
+
+
+def _udf_parts(slow, udfs):
+    """Per straggler: its UDFs (the evaluation with most worker time), the wait for its first worker to begin and
+    the functions' time, beside their medians over its stage's tasks."""
+    if udfs is None:
+        return None
+    first = Window.partitionBy("task_attempt_id").orderBy(F.col("worker_s").desc(), "udf")
+    per_task = (udfs.withColumn("udf", F.first("udf").over(first))
+                .groupBy("task_attempt_id", "stage_id", "udf")
+                .agg(F.min("start_s").alias("udf_start_s"), F.sum("function_s").alias("udf_function_s")))
+    stage = Window.partitionBy("stage_id")
+    return (per_task
+            .withColumn("udf_start_median_s", F.percentile_approx("udf_start_s", 0.5).over(stage))
+            .withColumn("udf_function_median_s", F.percentile_approx("udf_function_s", 0.5).over(stage))
+            .join(slow.select("task_attempt_id"), "task_attempt_id", "left_semi")
+            .select("task_attempt_id", *UDF_PARTS))
 
 
 def stages(tasks, ratio: float = STRAGGLER_RATIO):

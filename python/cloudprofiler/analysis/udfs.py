@@ -18,7 +18,7 @@ from .tasks import tasks
 UDFS_DDL = ("udf string, eval_type int, kind string, task_attempt_id long, stage_id int, partition int, "
             "executor_id string, sql_execution_id long, batches long, rows long, out_batches long, out_rows long, "
             "setup_s double, first_wait_s double, wait_s double, read_s double, function_s double, "
-            "serialize_s double, worker_s double, task_s double, complete boolean, failed boolean")
+            "serialize_s double, worker_s double, task_s double, start_s double, complete boolean, failed boolean")
 
 
 def _files(app):
@@ -63,11 +63,13 @@ def udfs(app, **scope):
     between the UDFs one node evaluates), PySpark's eval type and its words (`kind`: "pandas UDF", "mapInArrow"),
     the task, its input batches and rows and output batches and rows (-2 rows: not found in a batch), then seconds:
     setup, the wait for the first batch (first_wait_s, part of wait_s), wait, read, function, serialize, their sum
-    (worker_s: the worker's time for the task's evaluation) and the task attempt's TSC duration (task_s); complete:
+    (worker_s: the worker's time for the task's evaluation), the task attempt's TSC duration (task_s) and the time
+    from its start until the worker began reading the UDFs (start_s: a slot's first Python task waits there for its
+    worker to start, later ones reuse it); complete:
     the worker logged the end of its output (false: killed, or its records not collected yet); failed: the function
     or the serializer raised. Empty where no Python worker timed its UDFs (without a Spark job: the report asks every
     application)."""
-    if CHANNEL not in app.catalog.channels("records"):
+    if not app.udfs_timed:
         return app.spark.createDataFrame([], UDFS_DDL)
     events = _events(app)
     wait, kind, value = F.col("kind") == WAIT, F.col("kind"), F.col("value")
@@ -84,10 +86,11 @@ def udfs(app, **scope):
         .alias("first_wait_ns"),
         _sum_when(wait, value).alias("wait_ns"),
         *[parts[p].alias(f"{p}_ns") for p in ("read", "function", "serialize")],
+        F.min(F.when(kind == START, F.col("t_ns") - value)).alias("began_t_ns"),
         F.max((kind == END).cast("int")).alias("complete"),
         F.max(F.when(kind == END, value)).alias("end_value"))
     attempts = tasks(app, **scope).select("task_attempt_id", "stage_id", "partition", "executor_id",
-                                          "sql_execution_id", "duration_ns")
+                                          "sql_execution_id", "duration_ns", "start_t_ns")
     joined = per_file.join(_files(app), "file").join(attempts, "task_attempt_id")
     seconds = {p: (F.col(f"{p}_ns") / 1e9).alias(f"{p}_s") for p in PARTS + ("first_wait",)}
     worker = sum((F.col(f"{p}_ns") for p in PARTS), F.lit(0)) / 1e9
@@ -95,5 +98,7 @@ def udfs(app, **scope):
         "udf", "eval_type", "kind", "task_attempt_id", "stage_id", "partition", "executor_id", "sql_execution_id",
         "batches", "rows", "out_batches", "out_rows", seconds["setup"], seconds["first_wait"], seconds["wait"],
         seconds["read"], seconds["function"], seconds["serialize"], worker.alias("worker_s"),
-        (F.col("duration_ns") / 1e9).alias("task_s"), (F.col("complete") == 1).alias("complete"),
+        (F.col("duration_ns") / 1e9).alias("task_s"),
+        ((F.col("began_t_ns") - F.col("start_t_ns")) / 1e9).alias("start_s"),
+        (F.col("complete") == 1).alias("complete"),
         F.coalesce(F.col("end_value") == 1, F.lit(False)).alias("failed"))

@@ -28,8 +28,8 @@ def render(data, output, quiet: bool = False) -> Path:
     from .terminal import print_summary
 
     found = findings(data)
-    named = {"summary": tables.summary(data), "stages": tables.stages(data), "pipeline": tables.pipeline(data),
-             "health": tables.health(data), "queries": tables.queries(data)}
+    named = {"summary": tables.summary(data), "stages": tables.stages(data), "stragglers": tables.stragglers(data),
+             "pipeline": tables.pipeline(data), "health": tables.health(data), "queries": tables.queries(data)}
     output = ReportPage(output)
     output.write_text(html.page(data, found, all_plots(data), named), encoding="utf-8")
     if not quiet:

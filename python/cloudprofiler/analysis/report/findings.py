@@ -16,6 +16,7 @@ from ..stages import STRAGGLER_RATIO
 from . import format as fmt
 from . import queries as queries_module
 from . import streaming as streaming_section
+from .stragglers import causes
 from . import udfs as udfs_section
 from .data import ReportData
 
@@ -27,10 +28,6 @@ UNCERTAIN = 0.10  # "durations under 10 x the bound are uncertain by more than 1
 GAP_NOTABLE = 0.10  # a gap between stages worth a line: this share of the span...
 GAP_MIN_NS = 100e6  # ...and at least 100 ms
 HOP_DOMINANT = 0.5  # a hop with this share of the end-to-end p99 is a warning
-CAUSE_SHARE = 0.10  # a part of a straggler's time (GC, shuffle fetch wait, scheduler delay) worth naming
-# parts of an attempt's time in Spark's metrics (ms), as the findings name them
-TIME_CAUSES = (("jvm_gc_time_ms", "GC"), ("shuffle_fetch_wait_ms", "waiting for shuffle blocks"),
-               ("scheduler_delay_ms", "scheduler delay"))
 OPERATOR_DOMINANT = 0.5  # an operator with this share of its query's task time is a warning
 OPERATOR_NAMED = 0.05  # ...and one under this share of it gets no line
 SKEW_NAMED = STRAGGLER_RATIO  # the slowest task of an operator over this x its median is named, with its partition
@@ -135,29 +132,9 @@ def _stragglers(data: ReportData) -> list[Finding]:
     return found
 
 
-def _metric(row, name: str):
-    """A metric of the straggler's row, None where the row lacks it (no task table, no metrics from Spark)."""
-    value = getattr(row, name, None)
-    return None if value is None or value != value else float(value)
-
-
 def _why(row) -> str:
-    """Where the straggler's time went, as far as Spark's metrics show it: more records read than its stage's
-    median, the parts of its time spent in GC, waiting for shuffle blocks or in scheduler delay, and spills."""
-    causes = []
-    read, median_read = _metric(row, "records_read"), _metric(row, "median_records_read")
-    if read and median_read and read >= STRAGGLER_RATIO * median_read:
-        causes.append(f"it read {read / median_read:.1f}x the median records ({fmt.count(read)} against "
-                      f"{fmt.count(median_read)})")
-    total = _metric(row, "spark_duration_ms")
-    for name, label in TIME_CAUSES:
-        part = _metric(row, name)
-        if total and part and part / total >= CAUSE_SHARE:
-            causes.append(f"{label} {fmt.percent(part / total)} of its time ({fmt.duration(part * 1e6)})")
-    disk, memory = _metric(row, "disk_spilled_bytes"), _metric(row, "memory_spilled_bytes")
-    if disk:
-        causes.append(f"it spilled {fmt.size(disk)} to disk ({fmt.size(memory or 0)} in memory)")
-    return ": " + ", ".join(causes) if causes else ""
+    found = causes(row)
+    return ": " + ", ".join(found) if found else ""
 
 
 def _failures(data: ReportData) -> list[Finding]:

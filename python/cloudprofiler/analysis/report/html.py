@@ -11,6 +11,7 @@ from . import format as fmt
 from .data import ReportData
 from .findings import Finding
 from .queries import QUERIES_CAPTION, queries_notes
+from .stragglers import STRAGGLERS_CAPTION
 from .streaming import section as streaming_section_html
 from .udfs import section as udfs_section_html
 from .plots import Plot
@@ -78,7 +79,7 @@ def _halves(table: Table) -> str:
                                                                                table.rows[middle:]))
 
 
-def _plot(plot: Plot, table: "Table | None") -> str:
+def _plot(plot: Plot, table: "Table | None", stragglers: "Table | None" = None) -> str:
     parts = [f'<section id="{plot.key}"><h2>{escape(plot.title)}</h2>']
     if plot.note:
         parts.append(f'<p class="note">{escape(plot.note)}</p>')
@@ -87,6 +88,9 @@ def _plot(plot: Plot, table: "Table | None") -> str:
         parts.append(f'<figure class="plot" data-plot="{plot.key}">{plot.svg}</figure>')
     if table is not None:
         parts.append(_table(table))
+    if stragglers is not None and stragglers.rows:
+        parts.append(f'<h3 id="stragglers">Stragglers ({len(stragglers.rows)})</h3><p class="caption">'
+                     f"{escape(STRAGGLERS_CAPTION)}</p>{_table(stragglers)}")
     parts.append("</section>")
     return "".join(parts)
 
@@ -129,7 +133,8 @@ def page(data: ReportData, found: list[Finding], plots: list[Plot], tables: dict
         "<nav>" + "".join(f'<a href="#{key}">{escape(name)}</a>' for key, name in nav) + "</nav>",
         f'<section id="findings"><h2>Findings</h2><ol class="findings">{findings}</ol></section>',
         f'<section id="summary"><h2>Summary</h2><div class="halves">{_halves(tables["summary"])}</div></section>',
-        *(_plot(p, tables.get(shown_with.get(p.key, ""))) + (queries if p.key == "stages" else "") for p in plots),
+        *(_plot(p, tables.get(shown_with.get(p.key, "")), tables.get("stragglers") if p.key == "stages" else None)
+          + (queries if p.key == "stages" else "") for p in plots),
         "" if any(p.key == "stages" for p in plots) else queries,
         udfs,
         streaming,

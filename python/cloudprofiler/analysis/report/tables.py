@@ -1,5 +1,5 @@
-"""The report's tables (summary, stages, pipeline, health), as text cells with their raw values beside, for the
-HTML page and the terminal alike."""
+"""The report's tables (summary, stages, stragglers, pipeline, health), as text cells with their raw values beside,
+for the HTML page and the terminal alike."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from . import format as fmt
 from . import queries as queries_module
 from .data import ReportData, hops_shown
+from .stragglers import causes
 
 
 @dataclass
@@ -96,6 +97,16 @@ def stages(data: ReportData) -> Table:
                            _n(r.stragglers), _ns(r.gap_before_ns), _n(r.input_records + r.shuffle_read_records),
                            _bytes(r.shuffle_write_bytes), _bytes(r.disk_spilled_bytes),
                            _share(r.jvm_gc_time_ms, r.executor_run_time_ms)])
+    return table
+
+
+def stragglers(data: ReportData) -> Table:
+    """Every straggler kept (the slowest first, at most data.STRAGGLERS_KEPT), each with where its time went."""
+    table = Table("stragglers", ["stage", "partition", "executor", "duration", "x median", "where its time went"])
+    for r in data.stragglers.itertuples():
+        table.rows.append([Cell(fmt.stage(r.stage_id, r.stage_attempt).removeprefix("stage "), float(r.stage_id)),
+                           _n(r.partition), Cell(fmt.executor(r.executor_id, r.host)), _ns(r.duration_ns),
+                           Cell(f"{r.ratio:.1f}x", r.ratio), Cell("; ".join(causes(r)) or "-")])
     return table
 
 

@@ -1,4 +1,4 @@
-"""The report's terminal summary: the findings, then the summary, stage and pipeline tables."""
+"""The report's terminal summary: the findings, then the summary, stage, straggler and pipeline tables."""
 from __future__ import annotations
 
 import shutil
@@ -13,6 +13,7 @@ from .tables import Table
 
 MARKS = {"error": "!!", "warning": " !", "info": " -"}
 STAGE_ROWS = 20  # the terminal shows this many stages; the page has them all
+STRAGGLER_ROWS = 10  # ...this many stragglers
 OPERATOR_ROWS = 25  # ...and this many operators of each query shown
 
 
@@ -36,6 +37,9 @@ def print_summary(found: list[Finding], tables: dict[str, Table], data=None) -> 
             _print(tables[key], limit)
             if key == "pipeline":
                 print(textwrap.fill(SKETCH_NOTE, width))
+        if key == "stages" and tables.get("stragglers") and tables["stragglers"].rows:
+            print("\nStragglers")
+            _print(tables["stragglers"], STRAGGLER_ROWS)
         if key == "stages" and data is not None:
             _print_queries(tables.get("queries") or [], queries_notes(data), width)
 
