@@ -5,13 +5,18 @@ import static io.cloudprofiler.spark.JvmTests.equal;
 import static io.cloudprofiler.spark.JvmTests.loadNative;
 
 import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.Messages;
 import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Tests of the calibration: the coordinator's pairs and rounds, the TSC check, probe runs and the
@@ -176,41 +181,97 @@ public final class CalibrationTests {
   }
 
   /**
-   * A run to a registered responder answers; one to any other address or port is refused without a
-   * probe.
+   * An executor's probe control runs probes only to the responders its driver registered, as the
+   * executor wires them (RegisteredResponders asking the driver's CalibrationCoordinator): the
+   * driver's responder answers, so does an executor's that joined later (asked again once the ask
+   * interval has passed), and a live responder made with the application's secret but never
+   * registered, or another address, is refused without a probe; requests naming unknown targets ask
+   * the driver at most once per interval.
    */
-  public static void testTheProbeControlProbesOnlyRegisteredResponders() throws Exception {
+  public static void testTheProbeControlProbesOnlyTheRespondersTheDriverRegistered()
+      throws Exception {
     loadNative();
-    byte[] secret = new byte[32];
-    secret[0] = 7;
-    long responder = CloudProfiler.responderStart("127.0.0.1", 0, secret);
-    int port = CloudProfiler.responderPort(responder);
-    try (ProbeControl control =
-        new ProbeControl(secret, "127.0.0.1", (a, p) -> a.equals("127.0.0.1") && p == port)) {
-      long[] run =
-          ProbeControl.request("127.0.0.1", control.port(), secret, "127.0.0.1", port, 5, 500);
-      check(run.length == 15 && run[2] != 0, () -> Arrays.toString(run));
-      String[][] unregistered = {
-        {"127.0.0.1", String.valueOf(port + 1)}, {"127.0.0.2", String.valueOf(port)}
-      };
-      for (String[] target : unregistered) {
-        try {
-          ProbeControl.request(
-              "127.0.0.1", control.port(), secret, target[0], Integer.parseInt(target[1]), 5, 500);
-          throw new AssertionError("probed " + String.join(":", target));
-        } catch (ProbeControl.RunFailed e) {
-          check(
-              e.getMessage()
-                  .contains(
-                      target[0]
-                          + ":"
-                          + target[1]
-                          + " is not a probe responder of this application"),
-              e::getMessage);
+    Path logDir = Files.createTempDirectory("cp-registered-");
+    CalibrationCoordinator driver =
+        new CalibrationCoordinator("127.0.0.1", "127.0.0.1", 3600, 5, 500, 8, true);
+    long later = 0, stranger = 0;
+    try {
+      Messages.Welcome welcome =
+          (Messages.Welcome)
+              driver.receive(new Messages.Hello(TscDomain.bootId(), "app-1", logDir.toString()));
+      byte[] secret = HexFormat.of().parseHex(welcome.secret());
+      Messages.Candidate reference = welcome.domains().get(0);
+      AtomicInteger asked = new AtomicInteger();
+      RegisteredResponders targets =
+          new RegisteredResponders(
+              () -> {
+                asked.incrementAndGet();
+                return ((Messages.Candidates) driver.receive(new Messages.Responders())).domains();
+              });
+      later = CloudProfiler.responderStart("127.0.0.1", 0, secret);
+      stranger = CloudProfiler.responderStart("127.0.0.1", 0, secret);
+      int laterPort = CloudProfiler.responderPort(later);
+      int strangerPort = CloudProfiler.responderPort(stranger);
+      try (ProbeControl control = new ProbeControl(secret, "127.0.0.1", targets)) {
+        check(
+            run(control, secret, "127.0.0.1", reference.responderPort()) == null,
+            () -> "the driver's responder was refused");
+        driver.receive(
+            new Messages.Join(
+                TscDomain.bootId(),
+                reference.domain(),
+                0,
+                "127.0.0.1",
+                laterPort,
+                0,
+                "2",
+                2,
+                "executor-2",
+                "agrees"));
+        Thread.sleep(RegisteredResponders.ASK_INTERVAL_MS + 50);
+        check(
+            run(control, secret, "127.0.0.1", laterPort) == null,
+            () -> "a responder that joined later was refused");
+        String[][] unregistered = {
+          {"127.0.0.1", String.valueOf(strangerPort)},
+          {"127.0.0.2", String.valueOf(reference.responderPort())}
+        };
+        int before = asked.get();
+        long t0 = System.nanoTime();
+        for (int i = 0; i < 10; i++) {
+          for (String[] target : unregistered) {
+            String refusal = run(control, secret, target[0], Integer.parseInt(target[1]));
+            check(
+                refusal != null
+                    && refusal.contains(
+                        String.join(":", target) + " is not a probe responder of this application"),
+                () -> "probed " + String.join(":", target) + ": " + refusal);
+          }
         }
+        long intervals =
+            (System.nanoTime() - t0) / (RegisteredResponders.ASK_INTERVAL_MS * 1_000_000L);
+        int asks = asked.get() - before;
+        check(asks <= intervals + 1, () -> asks + " asks in " + intervals + " intervals");
       }
     } finally {
-      CloudProfiler.responderStop(responder);
+      if (later != 0) CloudProfiler.responderStop(later);
+      if (stranger != 0) CloudProfiler.responderStop(stranger);
+      driver.shutdown();
+      try (var walk = Files.walk(logDir)) {
+        for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) Files.delete(p);
+      }
+    }
+  }
+
+  /** Null when a run through {@code control} to {@code address:port} answered, else its refusal. */
+  private static String run(ProbeControl control, byte[] secret, String address, int port)
+      throws IOException {
+    try {
+      long[] run = ProbeControl.request("127.0.0.1", control.port(), secret, address, port, 5, 500);
+      check(run.length == 15 && run[2] != 0, () -> Arrays.toString(run));
+      return null;
+    } catch (ProbeControl.RunFailed e) {
+      return e.getMessage();
     }
   }
 
