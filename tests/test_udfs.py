@@ -24,6 +24,7 @@ from cloudprofiler.analysis.report.findings import findings
 from cloudprofiler.analysis.report.stragglers import causes
 from cloudprofiler.spark.jar import option_table
 from cloudprofiler.spark.python_trace import FAIL_ENV
+from cloudprofiler.spark.udf_profiles import PROFILER_KEY, function_seconds
 
 ROWS, PARTITIONS, BATCH_ROWS = 2000, 2, 500  # 2 tasks of 1000 rows: 2 Arrow batches each (maxRecordsPerBatch)
 SLEEP_S, SLEEP_BATCHES = 0.2, 2  # the sleeping UDF's sleep per batch, and its batches per task
@@ -106,7 +107,10 @@ def run(tmp_path_factory):
     on, off = {}, {}
     for group, query in queries.items():
         sc.setJobGroup(group, group)
+        if group == "sleep":  # Spark's own UDF profiler too, on this query only
+            spark.conf.set(PROFILER_KEY, "perf")
         on[group] = query().collect()
+        spark.conf.unset(PROFILER_KEY)
     sc.environment[FAIL_ENV] = "udf-timing"  # the UDFs made now run in workers (and a daemon) with this variable
     faulty = _queries(spark)["sleep"]()  # its UDF's function, with the environment, is made with the DataFrame
     del sc.environment[FAIL_ENV]
@@ -117,8 +121,9 @@ def run(tmp_path_factory):
         sc.setJobGroup(f"{group}-off", group)
         off[group] = query().collect()
     app_id = sc.applicationId
+    profiled = function_seconds(spark)  # as cps.report(spark) takes them: they live in this session only
     spark.stop()
-    return open_application(str(base / "logs" / app_id)), on, off
+    return open_application(str(base / "logs" / app_id)), on, off, profiled
 
 
 @pytest.fixture(scope="module")
@@ -176,13 +181,13 @@ def test_map_in_arrow_and_in_pandas_are_timed_per_arrow_batch(udfs, group, kind)
 
 
 def test_a_failing_timing_never_fails_the_udf_and_turns_itself_off(run):
-    app, on, _ = run
+    app, on, _, _ = run
     assert on["fault"] == on["sleep"]
     assert app.tasks(job_group="fault").count() >= PARTITIONS and app.udfs(job_group="fault").count() == 0
 
 
 def test_the_results_are_the_same_with_the_setting_on_and_off(run):
-    _, on, off = run
+    _, on, off, _ = run
     assert {g: on[g] for g in GROUPS} == off
     assert on["sleep"][0][0] == sum(range(ROWS)) and on["large"][0][0] == ROWS * LARGE
 
@@ -247,6 +252,27 @@ def test_the_report_says_in_words_where_each_udf_s_time_went(run, tmp_path):
                                          r"tasks, \d+ batches\) .*", sleepy[0]) and "in the function" in sleepy[0]
     page = render(data, tmp_path / "report.html", quiet=True).read_text()
     assert '<section id="udfs"><h2>Python UDFs</h2>' in page and 'href="#udfs"' in page and "sleepy" in page
+    assert "Spark&#x27;s UDF profiler" not in page  # none given
+
+
+def test_spark_s_own_udf_profiler_is_shown_beside_the_parts(run, udfs, tmp_path):
+    """Spark 4's profiler, on for the sleeping UDF's query only: its time in `sleepy` holds the sleeps, as the
+    function part of that query's tasks does; the report shows it beside the parts, and only for that UDF."""
+    app, profiled = run[0], run[3]
+    slept = SLEEP_S * SLEEP_BATCHES * PARTITIONS
+    assert slept <= profiled["sleepy"] <= slept + FUNCTION_MARGIN_S * PARTITIONS, profiled
+    ours = udfs["sleep"]["function_s"].sum()
+    assert abs(ours - profiled["sleepy"]) <= FUNCTION_MARGIN_S * PARTITIONS, (ours, profiled)
+    data = ReportData(summary=dict(app.summary()))
+    udfs_section.gather(app, data)
+    udfs_section.beside_spark_profiler(data, profiled)
+    row = data.udfs.set_index("udf").loc["sleepy"]
+    assert row["spark_profiler_s"] == profiled["sleepy"]
+    assert data.udfs.set_index("udf")["spark_profiler_s"].drop("sleepy").isna().all()
+    (sentence,) = [f.text for f in findings(data) if "`sleepy`" in f.text]
+    assert "; Spark's UDF profiler measured " in sentence and " in its function, against " in sentence
+    page = render(data, tmp_path / "report.html", quiet=True).read_text()
+    assert "<th>Spark&#x27;s UDF profiler</th>" in page
 
 
 def test_on_spark_3_5_the_same_batches_are_timed(tmp_path):

@@ -253,11 +253,14 @@ def report(spark, output=None):
     its folder is `log_folder(spark)`. During the run it holds what executors have collected so far
     (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()`, or for a Spark
     Connect session (the server's folder must be readable here), it runs on an embedded local session. Returns the
-    HTML file's path, which Jupyter and VS Code show inline as the page itself (analysis.report.notebook)."""
+    HTML file's path, which Jupyter and VS Code show inline as the page itself (analysis.report.notebook). Where
+    the session ran Spark's own UDF profiler (spark.sql.pyspark.udf.profiler=perf, Spark 4), its figures, which
+    live in this session only, are shown beside the UDFs' (udf_profiles)."""
     from ..analysis.report import report as write_report
+    from .udf_profiles import function_seconds
 
     running = not is_connect(spark) and spark.sparkContext._jsc is not None
-    return write_report(log_folder(spark), output, spark if running else None)
+    return write_report(log_folder(spark), output, spark if running else None, udf_profiles=function_seconds(spark))
 
 
 def live(spark, interval_s=None):

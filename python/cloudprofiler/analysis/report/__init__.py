@@ -38,15 +38,18 @@ def render(data, output, quiet: bool = False) -> Path:
     return output
 
 
-def report(app_or_path, output=None, spark=None, quiet: bool = False) -> Path:
+def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profiles=None) -> Path:
     """Analyse an application (an Application, or its log folder: local path or Hadoop-compatible URI) and write
     its report; returns the HTML file's path (default: see `default_output`), which Jupyter and VS Code show inline
-    as the page itself."""
+    as the page itself. `udf_profiles`: Spark's UDF profiler's seconds per function name, shown beside the UDFs'
+    (cloudprofiler.spark.udf_profiles)."""
     from .. import open_application
     from .data import gather
+    from .udfs import beside_spark_profiler
 
     app = open_application(str(app_or_path), spark) if isinstance(app_or_path, (str, Path)) else app_or_path
     data = gather(app)
+    beside_spark_profiler(data, udf_profiles or {})
     return render(data, output or default_output(app.app_id), quiet)
 
 

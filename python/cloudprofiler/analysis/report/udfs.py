@@ -30,6 +30,21 @@ def gather(app, data) -> None:
     data.udfs = frame.toPandas()
 
 
+def beside_spark_profiler(data, seconds: dict) -> None:
+    """data.udfs gets `spark_profiler_s`: the cumulative seconds Spark's own UDF profiler measured in each UDF's
+    functions (`seconds`, per function name: cloudprofiler.spark.udf_profiles), NaN for a UDF it did not profile."""
+    frame = getattr(data, "udfs", None)
+    if frame is None or frame.empty or not seconds:
+        return
+    found = [[seconds[name] for name in str(udf).split(", ") if name in seconds] for udf in frame["udf"]]
+    data.udfs = frame.assign(spark_profiler_s=[sum(values) if values else float("nan") for values in found])
+
+
+def _profiled(row) -> "float | None":
+    value = getattr(row, "spark_profiler_s", None)
+    return None if value is None or value != value else float(value)
+
+
 def _shares(row) -> dict:
     total = float(row.worker_s or 0.0)
     return {p: (float(getattr(row, f"{p}_s")) / total if total > 0 else 0.0) for p in PARTS}
@@ -44,6 +59,11 @@ def sentence(row) -> str:
             f"batches) {PART_WORDS[first[0]]}, {fmt.percent(second[1])} {PART_WORDS[second[0]]}")
     if row.max_first_wait_s >= FIRST_WAIT_NAMED_S:
         text += f"; a worker waited {fmt.duration(row.max_first_wait_s * 1e9)} for its first batch"
+    profiled = _profiled(row)
+    if profiled is not None:
+        text += (f"; Spark's UDF profiler measured {fmt.duration(profiled * 1e9)} in its function, against "
+                 f"{fmt.duration(row.function_s * 1e9)} in the function part here and "
+                 f"{fmt.duration(row.worker_s * 1e9)} in all")
     return text[0].upper() + text[1:]
 
 
@@ -69,8 +89,10 @@ def section(data) -> str:
     frame = getattr(data, "udfs", None)
     if frame is None or frame.empty:
         return ""
+    profiled = "spark_profiler_s" in frame and bool(frame["spark_profiler_s"].notna().any())
     head = "".join(f"<th>{escape(c)}</th>" for c in ("UDF", "kind", "tasks", "batches", "rows in", "rows out",
-                                                      *PARTS, "worker time"))
+                                                      *PARTS, "worker time")
+                   + (("Spark's UDF profiler",) if profiled else ()))
     body = []
     for row in frame.itertuples():
         shares = _shares(row)
@@ -79,10 +101,14 @@ def section(data) -> str:
         cells += [f'<span class="bar" style="width:{shares[p] * 60:.1f}px"></span>'
                   f"{escape(fmt.duration(getattr(row, f'{p}_s') * 1e9))} ({fmt.percent(shares[p])})" for p in PARTS]
         cells.append(escape(fmt.duration(row.worker_s * 1e9)))
+        if profiled:
+            cells.append(escape(fmt.duration(_profiled(row) * 1e9) if _profiled(row) is not None else "-"))
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     note = ("Each UDF's Python workers, summed over its tasks: setting up (unpickling the UDF), waiting for input from "
             "the JVM, reading it, the function (with PySpark's conversions around it) and serializing the output back. "
-            "The UDFs with the most worker time first.")
+            "The UDFs with the most worker time first."
+            + (" Spark's UDF profiler (spark.sql.pyspark.udf.profiler=perf): cProfile's time in the UDF's functions, "
+               "without the boundary around them." if profiled else ""))
     return (f'<section id="udfs"><h2>Python UDFs</h2><p class="note">{escape(note)}</p>'
             f'<div class="scroll"><table class="udfs"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}'
             "</tbody></table></div></section>")
