@@ -215,12 +215,17 @@ def test_a_python_workers_malformed_hand_off_is_a_health_finding_naming_its_pid(
     shutil.copytree(folder, copy)
     path = next(copy.rglob("py.*.arrows"))
     table = cp.read_log(path)
-    meta = {**table.schema.metadata, b"handoff.pid": b"31337", b"handoff.rejected_blocks": b"2"}
+    meta = {**table.schema.metadata, b"handoff.pid": b"31337", b"handoff.rejected_blocks": b"2",
+            b"handoff.rejected_files": b"1"}
     with ipc.new_file(str(path), table.schema.with_metadata(meta)) as writer:  # as the inbox writes it
         writer.write_table(table)
-    (row,) = open_application(copy).health().where("kind = 'malformed_handoff'").collect()
-    assert row["severity"] == "warning" and row["count"] == 2 and row["subject"].endswith(path.name)
+    rows = open_application(copy).health().where("kind like '%_handoff'").collect()
+    row, unsealed = sorted(rows, key=lambda r: r["kind"])
+    assert row["kind"] == "malformed_handoff" and row["severity"] == "warning" and row["count"] == 2
+    assert row["subject"].endswith(path.name)
     assert "the Python worker pid 31337 wrote 2 malformed blocks" in row["message"]
+    assert unsealed["kind"] == "unsealed_handoff" and unsealed["count"] == 1 and unsealed["subject"].endswith(path.name)
+    assert "the Python worker pid 31337 handed the executor shared memory not sealed" in unsealed["message"]
 
 
 def _move_to_another_host(path: Path) -> None:

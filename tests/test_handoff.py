@@ -1,5 +1,7 @@
 """Hand-off channels between real processes: a writer without threads or files of its own, an owner whose library
 writes its records; writers killed, an owner stopped and resumed, an owner gone."""
+import errno
+import json
 import os
 import signal
 import subprocess
@@ -37,6 +39,9 @@ WRITER = textwrap.dedent("""
     handler = None if name.startswith("ruled") else "buffered"
     tasks_before = len(os.listdir("/proc/self/task"))  # numpy's own threads among them
     h = Handoff(inbox, name, handler, metadata={"spark.task_attempt_id": "41"})
+    if then == "pause":  # open: the owner has mapped its memory
+        print("open", flush=True)
+        sys.stdin.readline()
     h.log_many(np.arange(n - 10))
     for i in range(n - 10, n):
         h.log(i)
@@ -45,7 +50,7 @@ WRITER = textwrap.dedent("""
                       "tasks": len(os.listdir("/proc/self/task")) - tasks_before, "library": cp.log_dir()}), flush=True)
     if then == "kill":
         os.kill(os.getpid(), 9)
-    if then == "wait":
+    if then in ("wait", "pause"):
         sys.stdin.readline()
     h.flush()
     h.close()
@@ -83,8 +88,6 @@ def owner(tmp_path):
 
 
 def write(inbox: Path, name: str, n: int, then: str = "close", **kw):
-    import json
-
     process = subprocess.Popen([sys.executable, "-c", WRITER, str(inbox), name, str(n), then],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kw)
     report = json.loads(process.stdout.readline())
@@ -122,13 +125,20 @@ def test_a_writer_killed_mid_task_loses_nothing_it_logged(owner):
 
 
 def test_a_stopped_owner_makes_the_writer_wait_then_count_its_drops(owner):
-    writer = None
+    n = 10 * BLOCK_RECORDS  # 8 blocks fill, the writer waits 1 s for the next, then drops
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(owner.inbox), "stalled", str(n), "pause"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "open"
     try:
         os.kill(owner.process.pid, signal.SIGSTOP)  # the owner takes nothing for a while
-        n = 10 * BLOCK_RECORDS  # 8 blocks fill, the writer waits 1 s for the next, then drops
-        writer, report = write(owner.inbox, "stalled", n, then="wait")
+        with pytest.raises(cp.PeerTimeoutError, match="did not take hand-off channel"):
+            Handoff(str(owner.inbox), "late")  # an open waits for the owner to map its memory: 1 s at most
+        writer.stdin.write("\n")
+        writer.stdin.flush()
+        report = json.loads(writer.stdout.readline())
     finally:
         os.kill(owner.process.pid, signal.SIGCONT)
+    assert [p.name for p in owner.inbox.glob("*.handoff")] == [f"{writer.pid}-0.handoff"]  # the late one's is gone
     dropped = report["dropped"]
     assert report["logged"] + dropped == n and dropped >= 2 * BLOCK_RECORDS - 1
     writer.stdin.write("\n")
@@ -201,17 +211,6 @@ WORKER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def tiny_shm(tmp_path):
-    """A 1 MiB tmpfs: no room for a hand-off file's 4 MiB (root mounts it; skipped where that is not allowed)."""
-    mount = tmp_path / "tiny-shm"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)]).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)])
-
-
 def _name_executor(local: Path, folder: Path, inbox: Path) -> None:
     """This test process as the executor of the worker it starts: its folder and inbox named as the plugin names
     them (cloudprofiler.spark.worker walks up to its parent)."""
@@ -223,7 +222,15 @@ def _name_executor(local: Path, folder: Path, inbox: Path) -> None:
     (names / (str(os.getpid()) + option_table()["inbox_suffix"])).write_text(str(inbox))
 
 
-def test_a_worker_finds_its_executors_inbox_and_else_logs_to_files_saying_why(tmp_path, tiny_shm):
+def _no_room_for_a_hand_off() -> None:
+    """The kernel refuses this process a file of 4 MiB, the hand-off's memory among them (RLIMIT_FSIZE: its reserve
+    fails with EFBIG; Python ignores the SIGXFSZ that comes with it), as it would when memory is short."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+
+def test_a_worker_finds_its_executors_inbox_and_else_logs_to_files_saying_why(tmp_path):
     owner = Owner(tmp_path)
     try:
         _name_executor(tmp_path / "local", tmp_path / "folder", owner.inbox)
@@ -231,19 +238,14 @@ def test_a_worker_finds_its_executors_inbox_and_else_logs_to_files_saying_why(tm
                                text=True, timeout=60)
         assert found.returncode == 0, found.stderr
         assert found.stdout.split() == ["Handoff", "None"]  # no library of its own
-    finally:
-        owner.kill()
-    full = Owner(tiny_shm)  # its inbox on a file system without room
-    try:
-        _name_executor(tmp_path / "local", tmp_path / "folder", full.inbox)
         fell_back = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path / "local")], capture_output=True,
-                                   text=True, timeout=60)
+                                   text=True, timeout=60, preexec_fn=_no_room_for_a_hand_off)
         assert fell_back.returncode == 0, fell_back.stderr
         assert fell_back.stdout.split() == ["Channel", str(tmp_path / "folder")]  # its own library, in the folder
         assert fell_back.stderr.count("logs to files of its own: cannot reserve") == 1
-        assert not [p for p in full.inbox.iterdir() if p.name != "owner"]  # nothing half-made left there
+        assert not [p for p in owner.inbox.iterdir() if p.name != "owner"]  # nothing half-made left there
     finally:
-        full.kill()
+        owner.kill()
 
 
 LIAR = textwrap.dedent("""
@@ -258,7 +260,7 @@ LIAR = textwrap.dedent("""
     h = Handoff(sys.argv[1], "lying", "buffered")
     h.log_many(np.arange(BLOCK_RECORDS + 1))  # block 0 full, one record in block 1
     h.flush()
-    with open(h.path, "r+b") as f:
+    with open(open(h.path).read().strip(), "r+b") as f:  # the name in the inbox holds /proc/<pid>/fd/<fd>
         shared = mmap.mmap(f.fileno(), 0)
     head = Head.from_buffer(shared, HEADS + ctypes.sizeof(Head))
     head.count = 0xFFFFFFF0  # what crashed the owner: a count past the block's end
@@ -283,6 +285,64 @@ def test_a_writer_that_lies_in_shared_memory_loses_its_block_and_the_owner_lives
     meta = cp.log_metadata(owner.records("lying").column("file")[0].as_py())
     assert meta["handoff.rejected_blocks"] == 1 and meta["handoff.pid"] == liar.stdout.split()[1]
     assert meta["records.dropped"] == BLOCK_RECORDS - 1  # at most what the block holds, less what was taken of it
+
+
+SHRINKER = textwrap.dedent("""
+    import json, os, sys, time
+    import numpy as np
+    from cloudprofiler.handoff import BLOCK_RECORDS, Handoff
+
+    def memfds():  # this process's own shared memory, as a UDF finds it among its open files
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:"):
+                    yield f"/proc/self/fd/{fd}"
+            except OSError:  # the listing's own descriptor, closed
+                pass
+
+    h = Handoff(sys.argv[1], "shrunk", "buffered")
+    h.log_many(np.arange(2 * BLOCK_RECORDS))  # two good blocks, taken
+    h.flush()
+    memory = list(memfds())
+    refused = []
+    for path in [h.path, *memory]:  # everything of its hand-off a UDF can reach, shrunk to nothing
+        try:
+            os.truncate(path, 0)
+        except OSError as e:
+            refused.append(e.errno)
+    time.sleep(0.1)  # the owner reads the memory every 20 ms at most: memory that shrank kills it (SIGBUS) meanwhile
+    h.log_many(np.arange(2 * BLOCK_RECORDS, 3 * BLOCK_RECORDS + 5))
+    h.flush()
+    with open(memory[0], "rb") as f:  # its header's page (native/src/handoff.h), to copy into memory of its own
+        header, size = f.read(20480), os.fstat(f.fileno()).st_size
+    h.close()
+    # memory it made itself, unsealed, under a hand-off's header: the owner must refuse it and count it
+    fd = os.memfd_create("unsealed")
+    os.ftruncate(fd, size)
+    os.pwrite(fd, header[:88] + b"unsealed\\0" + header[97:], 0)  # the channel's name ("shrunk") starts at 88
+    name = os.path.join(sys.argv[1], f"{os.getpid()}-unsealed.handoff")
+    with open(name + ".tmp", "w") as f:
+        f.write(f"/proc/{os.getpid()}/fd/{fd}\\n")
+    os.rename(name + ".tmp", name)
+    deadline = time.monotonic() + 10
+    while os.path.exists(name) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print(json.dumps({"refused": refused, "removed": not os.path.exists(name), "pid": os.getpid()}), flush=True)
+""")
+
+
+def test_a_writer_that_shrinks_its_memory_cannot_crash_the_owner_and_unsealed_memory_is_refused(owner):
+    shrinker = subprocess.run([sys.executable, "-c", SHRINKER, str(owner.inbox)], capture_output=True, text=True,
+                              timeout=60)
+    assert owner.process.poll() is None, f"the owner died ({owner.process.returncode}) as its writer shrank its memory"
+    assert shrinker.returncode == 0, shrinker.stderr
+    report = json.loads(shrinker.stdout)
+    assert report["refused"] == [errno.EPERM] and report["removed"]  # the seal refused the shrink; the owner the name
+    owner.stop()
+    assert np.array_equal(owner.records("shrunk").column("tuple_id").to_numpy(), np.arange(3 * BLOCK_RECORDS + 5))
+    (refused,) = owner.logs.rglob("unsealed.*.arrows")
+    meta = cp.log_metadata(str(refused))
+    assert meta["handoff.rejected_files"] == 1 and meta["handoff.pid"] == str(report["pid"])
 
 
 INBOX_START = textwrap.dedent("""

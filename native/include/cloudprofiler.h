@@ -390,8 +390,9 @@ CP_EXPORT int cp_probe_peer(const char *address, uint16_t port, const uint8_t *s
 /* ==== Hand-off: channels whose records another process's library writes =================================
  * An owner process (a Spark executor) calls cp_inbox_start(dir); a process of the same host (one of its Python
  * workers) then opens a hand-off channel in that folder. The writer starts no thread and writes no file of its
- * own: its channel is a file of CP_HANDOFF_BLOCKS blocks of CP_HANDOFF_BLOCK_RECORDS (tuple id, TSC) records in
- * shared memory, which it fills in turn, each record published as it is written (no lock between the processes).
+ * own: its channel is CP_HANDOFF_BLOCKS blocks of CP_HANDOFF_BLOCK_RECORDS (tuple id, TSC) records in shared
+ * memory (a memfd sealed against shrinking, which it names in the folder), which it fills in turn, each record
+ * published as it is written (no lock between the processes).
  * The owner's inbox thread takes each block's records as they are published (within milliseconds), frees a full
  * block for reuse, and logs them with their TSCs (cp_log_many_at) into a channel of its own: the writer's name,
  * handler (or the owner's rules) and metadata, plus "handoff.pid"; its compression and IO threads write them into
@@ -413,9 +414,11 @@ CP_EXPORT const char *cp_inbox_dir(void);
 typedef struct cp_handoff cp_handoff;
 
 /* Opens a hand-off channel in the inbox `dir`: `handler` NULL for the one the owner's rules choose by name, else
- * that handler and its parameters (checked as cp_channel_open checks them). Fails with ENOENT when no live owner
- * runs an inbox there (the caller logs on its own then), ENOSPC when the shared memory cannot be reserved, EINVAL
- * for bad arguments (at most CP_HANDOFF_META_MAX metadata pairs, CP_HANDOFF_TEXT_MAX bytes of name and metadata). */
+ * that handler and its parameters (checked as cp_channel_open checks them). Returns once the owner has mapped the
+ * memory (within a millisecond or so). Fails with ENOENT when no live owner runs an inbox there (the caller logs on
+ * its own then), ENOSPC when the shared memory cannot be reserved, ECONNREFUSED when the owner refused the channel
+ * (its log says why), ETIMEDOUT when it did not map it within CP_HANDOFF_WAIT_MS, EINVAL for bad arguments (at most
+ * CP_HANDOFF_META_MAX metadata pairs, CP_HANDOFF_TEXT_MAX bytes of name and metadata). */
 #define CP_HANDOFF_META_MAX 32
 #define CP_HANDOFF_TEXT_MAX 16384
 CP_EXPORT cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler *handler,
@@ -433,7 +436,8 @@ typedef struct cp_handoff_stats {
   uint64_t dropped; /* records that found no free block */
 } cp_handoff_stats;
 CP_EXPORT void cp_handoff_stats_get(const cp_handoff *handoff, cp_handoff_stats *out);
-/* The shared-memory file (removed by the owner once it has taken everything). */
+/* The file in the inbox folder that names the shared memory: it holds "/proc/<pid>/fd/<fd>" (removed by the owner
+ * once it has taken everything). */
 CP_EXPORT const char *cp_handoff_path(const cp_handoff *handoff);
 /* Marks the channel done, for the owner to take its last records and close its own channel, and frees the handle
  * (no call may use it after). Does not wait for the owner. */

@@ -46,14 +46,14 @@ static void u64_padded(char *out, uint64_t v, bool pad) {
   padded(out, 20, tmp, pad);
 }
 
-enum { FIXED_KEYS = 22, MAX_KEYS = FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS };
+enum { FIXED_KEYS = 23, MAX_KEYS = FIXED_KEYS + CP_META_MAX + CP_SEGMENT_KEYS };
 
 /* A channel's metadata pairs and the text of its values. */
 typedef struct metadata {
   const char *keys[MAX_KEYS], *values[MAX_KEYS];
   size_t n;
   char number[24], pid[24], hz[40], hz_unc[40], params[64], params_padded[64], open_clock[160], close_clock[200],
-      logged[24], written[24], dropped[24], rejected[24], closed[8], switch_clocks[2][200];
+      logged[24], written[24], dropped[24], rejected[24], rejected_files[24], closed[8], switch_clocks[2][200];
 } metadata;
 
 /* A clock reading that may come later ("null" until then), padded to the width of the longest one (four 20-digit
@@ -87,6 +87,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   u64_padded(m->written, s.written, pad);
   u64_padded(m->dropped, s.dropped, pad);
   u64_padded(m->rejected, atomic_load(&ch->rejected_blocks), pad);
+  u64_padded(m->rejected_files, atomic_load(&ch->rejected_files), pad);
   padded(m->closed, 5, atomic_load(&ch->open) ? "false" : "true", pad);
 
   m->n = 0;
@@ -112,6 +113,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("records.written", m->written);
   KV("records.dropped", m->dropped);
   KV("handoff.rejected_blocks", m->rejected);
+  KV("handoff.rejected_files", m->rejected_files);
   KV("closed", m->closed);
   if (ch->is_segment) KV("switch.in", m->switch_clocks[0]), KV("switch.out", m->switch_clocks[1]);
 #undef KV

@@ -1,5 +1,6 @@
 /* The writer's side of a hand-off channel (the format: handoff.h; the owner's side: inbox.c). Nothing here starts
  * the library: a writer has no thread and no file of its own. */
+#define _GNU_SOURCE /* memfd_create, F_ADD_SEALS */
 #include "handoff.h"
 
 #include <errno.h>
@@ -16,7 +17,8 @@ struct cp_handoff {
   pthread_mutex_t mutex; /* the writer's threads; never held across processes */
   cp_handoff_header *header;
   void *map;
-  char *path;
+  char *path;     /* the name in the inbox folder */
+  int fd;         /* the memory's, open while the channel is: the owner opens /proc/<pid>/fd/<fd> */
   uint32_t block; /* the block being filled */
   uint32_t count; /* records in it */
   bool stalled;   /* no block was free at the last hand-off: records are dropped until one is */
@@ -97,33 +99,67 @@ static int fill_header(cp_handoff_header *h, const char *name, const cp_handler 
   return rc;
 }
 
-/* The file at `tmp`, its space reserved (a page of shared memory first touched when the file system is full
- * would kill the writer with SIGBUS), mapped. */
-static int create_file(cp_handoff *w, const char *tmp, cp_error *error) {
-  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return cp__fail(error, errno, "cannot create hand-off file %s: %s", tmp, strerror(errno));
-  int rc = posix_fallocate(fd, 0, (off_t)CP_HANDOFF_FILE_BYTES);
-  if (rc) {
-    close(fd);
-    unlink(tmp);
-    return cp__fail(error, rc, "cannot reserve %zu bytes for hand-off file %s: %s", (size_t)CP_HANDOFF_FILE_BYTES, tmp,
+/* The shared memory: a memfd sealed against shrinking, its space reserved, mapped. The owner maps it too, and a
+ * mapping whose file shrank kills the process that reads past the new end with SIGBUS: a writer runs user code (a
+ * Python UDF) that could truncate a file of /dev/shm and so take the executor down. A seal is the kernel's promise
+ * that no process can shrink the memory any more, which the owner checks itself (inbox.c) rather than trusting the
+ * writer; only a memfd takes seals. Its space is reserved because a page first touched when memory is short would
+ * kill the writer with SIGBUS. The descriptor stays open while the channel is: the owner opens the memory through
+ * /proc/<pid>/fd/<fd>. */
+static int create_memory(cp_handoff *w, cp_error *error) {
+  w->fd = memfd_create("cloudprofiler-handoff", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (w->fd < 0) return cp__fail(error, errno, "cannot create hand-off memory: %s", strerror(errno));
+  int rc = fchmod(w->fd, 0600) ? errno : posix_fallocate(w->fd, 0, (off_t)CP_HANDOFF_FILE_BYTES);
+  if (rc)
+    return cp__fail(error, rc, "cannot reserve %zu bytes of hand-off memory: %s", (size_t)CP_HANDOFF_FILE_BYTES,
                     strerror(rc));
-  }
-  void *map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  rc = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    unlink(tmp);
-    return cp__fail(error, rc, "cannot map hand-off file %s: %s", tmp, strerror(rc));
-  }
+  if (fcntl(w->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return cp__fail(error, errno, "cannot seal hand-off memory: %s", strerror(errno));
+  void *map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, 0);
+  if (map == MAP_FAILED) return cp__fail(error, errno, "cannot map hand-off memory: %s", strerror(errno));
   w->map = map;
   w->header = map;
   return 0;
 }
 
-static void discard(cp_handoff *w, const char *tmp) {
+/* Names the memory in the inbox folder: `path` holds "/proc/<pid>/fd/<fd>", written under `tmp` and renamed, so
+ * that the owner reads only whole names. */
+static int announce(cp_handoff *w, const char *tmp, cp_error *error) {
+  char text[64];
+  int n = snprintf(text, sizeof text, "/proc/%d/fd/%d\n", (int)getpid(), w->fd);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return cp__fail(error, errno, "cannot create hand-off file %s: %s", tmp, strerror(errno));
+  int code = write(fd, text, (size_t)n) == n ? 0 : errno;
+  if (close(fd) != 0 && !code) code = errno;
+  if (!code && rename(tmp, w->path) != 0) code = errno;
+  if (code) {
+    unlink(tmp);
+    return cp__fail(error, code, "cannot name hand-off file %s: %s", w->path, strerror(code));
+  }
+  return 0;
+}
+
+/* Waits until the owner has mapped the memory (its inbox thread wakes on the new name and does within a
+ * millisecond): a writer that closed or died before then would take its records with it. The owner removes a
+ * name it refuses: then ECONNREFUSED at once; ETIMEDOUT after CP_HANDOFF_WAIT_MS. */
+static int wait_attached(cp_handoff *w, cp_error *error) {
+  struct timespec nap = {0, 100000};
+  for (uint32_t waited = 0; !atomic_load_explicit(&w->header->attached, memory_order_acquire); waited++) {
+    if (access(w->path, F_OK) != 0)
+      return cp__fail(error, ECONNREFUSED, "the inbox refused hand-off channel %s (its owner's log says why)", w->path);
+    if (waited >= CP_HANDOFF_WAIT_MS * 10) {
+      unlink(w->path);
+      return cp__fail(error, ETIMEDOUT, "the inbox did not take hand-off channel %s within %d ms", w->path,
+                      CP_HANDOFF_WAIT_MS);
+    }
+    nanosleep(&nap, NULL);
+  }
+  return 0;
+}
+
+static void discard(cp_handoff *w) {
   if (w->map) munmap(w->map, CP_HANDOFF_FILE_BYTES);
-  if (tmp) unlink(tmp);
+  if (w->fd >= 0) close(w->fd);
   free(w->path);
   free(w);
 }
@@ -147,14 +183,12 @@ cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler 
   snprintf(tmp, sizeof tmp, "%s/.%d-%llu.tmp", dir, (int)getpid(), n);
   cp_handoff *w = calloc(1, sizeof *w);
   if (!w || !(w->path = strdup(path))) return free(w), cp__fail(error, ENOMEM, "out of memory"), NULL;
+  w->fd = -1;
   pthread_mutex_init(&w->mutex, NULL);
-  if (create_file(w, tmp, error)) return discard(w, NULL), NULL;
-  if (fill_header(w->header, name, handler, params, n_params, meta_keys, meta_values, n_meta, error))
-    return discard(w, tmp), NULL;
-  if (rename(tmp, w->path) != 0) { /* the owner sees only files whose header is complete */
-    cp__fail(error, errno, "cannot name hand-off file %s: %s", w->path, strerror(errno));
-    return discard(w, tmp), NULL;
-  }
+  if (create_memory(w, error) ||
+      fill_header(w->header, name, handler, params, n_params, meta_keys, meta_values, n_meta, error) ||
+      announce(w, tmp, error) || wait_attached(w, error))
+    return discard(w), NULL;
   return w;
 }
 
@@ -242,8 +276,6 @@ void cp_handoff_close(cp_handoff *w) {
   pthread_mutex_lock(&w->mutex);
   atomic_store_explicit(&w->header->closed, 1, memory_order_release);
   pthread_mutex_unlock(&w->mutex);
-  munmap(w->map, CP_HANDOFF_FILE_BYTES);
   pthread_mutex_destroy(&w->mutex);
-  free(w->path);
-  free(w);
+  discard(w);
 }

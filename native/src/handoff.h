@@ -1,5 +1,7 @@
-/* The layout of a hand-off file, shared by its writer (handoff.c) and its owner (inbox.c): processes of one host
- * and one build of the library, so native byte order and alignment. The writer fills the blocks in ring order;
+/* The layout of a hand-off channel's shared memory, shared by its writer (handoff.c) and its owner (inbox.c):
+ * processes of one host and one build of the library, so native byte order and alignment. The memory is a memfd of
+ * the writer, sealed against shrinking; the writer names it in the inbox folder by a file "<pid>-<n>.handoff" that
+ * holds "/proc/<pid>/fd/<fd>\n", through which the owner opens it. The writer fills the blocks in ring order;
  * a block's state goes FREE -> FILLING (writer) -> FULL (writer) -> FREE (owner), and its count is published with
  * release after each record's columns are written, so the owner reads only complete records. */
 #ifndef CP_HANDOFF_H
@@ -11,7 +13,7 @@
 #include "internal.h"
 
 #define CP_HANDOFF_MAGIC "CPHOFF1"   /* 8 bytes with its NUL */
-#define CP_HANDOFF_SUFFIX ".handoff" /* a complete file: the writer renames its file to this once its header is set */
+#define CP_HANDOFF_SUFFIX ".handoff" /* a whole name: the writer renames it to this once its header is set */
 #define CP_INBOX_OWNER "owner"       /* "<pid> <start time>" of the inbox's owner, in its folder */
 
 enum { CP_HANDOFF_FREE = 0, CP_HANDOFF_FILLING = 1, CP_HANDOFF_FULL = 2 };
@@ -30,9 +32,9 @@ typedef struct cp_handoff_header {
   int64_t params[3];
   uint32_t n_params, n_meta; /* text: the name, then n_meta key and value pairs, each NUL-terminated */
   _Atomic uint32_t closed;   /* set by the writer after its last count */
-  uint32_t reserved;
-  _Atomic uint64_t dropped; /* by the writer */
-  _Atomic uint64_t taken;   /* by the owner */
+  _Atomic uint32_t attached; /* set by the owner once it mapped the memory: the writer's open waits for it */
+  _Atomic uint64_t dropped;  /* by the writer */
+  _Atomic uint64_t taken;    /* by the owner */
   char text[CP_HANDOFF_TEXT_MAX];
   cp_handoff_block_head heads[CP_HANDOFF_BLOCKS];
 } cp_handoff_header;

@@ -3,12 +3,21 @@
  * writer has closed it or died and everything in it is taken. It sleeps on inotify while no file is open, and polls
  * the open files every millisecond while records come, backing off to 20 ms while none do.
  *
- * A writer is another process (a Python worker running user code), so everything in its file is untrusted: the
- * header is copied once and checked before use, and each block's state and count are checked against the block and
- * against what was already taken; a block that fails is dropped, counted in its channel's metadata
- * (handoff.rejected_blocks, its records in records.dropped) and said once per writer, and the blocks after it are
- * taken as usual. */
-#define _GNU_SOURCE /* pipe2 */
+ * A writer is another process (a Python worker running user code), so everything in its memory is untrusted: the
+ * memory must be sealed against shrinking (else a truncate by the writer would make this process's next read of
+ * the mapping raise SIGBUS, which in a JVM kills the executor); the header is copied once and checked before use,
+ * and each block's state and count are checked against the block and against what was already taken; a block that
+ * fails is dropped, counted in its channel's metadata (handoff.rejected_blocks, its records in records.dropped) and
+ * said once per writer, and the blocks after it are taken as usual.
+ *
+ * Why a seal rather than the alternatives: a check of the file's size before each read (fstat) leaves the writer
+ * the time between the check and the read; a SIGBUS handler around the reads would have to chain with the JVM's
+ * own handler for the same signal, which the JVM relies on; an owner that made each writer's memory would need a
+ * pool made ahead of the writers' opens and a way to hand it over. No process can shrink a memfd that its writer
+ * sealed (F_SEAL_SHRINK); the owner asks the kernel (F_GET_SEALS) about the very file it maps, so it trusts no
+ * word of the writer's; and the mapping and the records' path stay as fast as before. The writer names its memory
+ * by a small file in the folder holding "/proc/<pid>/fd/<fd>", which this user's processes may open. */
+#define _GNU_SOURCE /* pipe2, F_GET_SEALS */
 #include "handoff.h"
 
 #include <dirent.h>
@@ -92,53 +101,83 @@ static cp_channel *open_channel(const cp_handoff_header *h, cp_error *error) {
   return cp_channel_open(name, (cp_handler)h->handler, h->params, h->n_params, keys, values, n, error);
 }
 
-/* The header's fields that name the channel, copied out of shared memory once: the writer may change the mapped
- * ones at any moment, between a check and its use. */
-static void copy_header(cp_handoff_header *copy, const cp_handoff_header *h) {
-  memcpy(copy->magic, h->magic, sizeof copy->magic);
-  copy->blocks = h->blocks;
-  copy->block_records = h->block_records;
-  copy->writer_pid = h->writer_pid;
-  copy->handler = h->handler;
-  copy->writer_start = h->writer_start;
-  memcpy(copy->params, h->params, sizeof copy->params);
-  copy->n_params = h->n_params;
-  copy->n_meta = h->n_meta;
-  memcpy(copy->text, h->text, sizeof copy->text);
+/* Opens the memory the name at `path` points to. Its text must be exactly "/proc/<pid>/fd/<fd>\n" (sets *pid), and
+ * what that opens a regular file of this user with a hand-off's size, checked before it is opened (no FIFO or
+ * device) and again after (the same file). -1 with `error` set, ENOENT when the name went meanwhile. */
+static int open_memory(const char *path, int *pid, cp_error *error) {
+  char text[64], proc[64];
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), number = -1;
+  if (fd < 0) return cp__fail(error, errno, "%s", strerror(errno)), -1;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  text[n > 0 ? n : 0] = '\0';
+  if (sscanf(text, "/proc/%d/fd/%d", pid, &number) != 2 || *pid <= 0 || number < 0 ||
+      snprintf(proc, sizeof proc, "/proc/%d/fd/%d\n", *pid, number) < 0 || strcmp(proc, text) != 0)
+    return cp__fail(error, EINVAL, "not a hand-off file of this version"), -1;
+  proc[strlen(proc) - 1] = '\0';
+  struct stat named, opened;
+  if (stat(proc, &named) != 0) return cp__fail(error, EINVAL, "its memory %s: %s", proc, strerror(errno)), -1;
+  if (!S_ISREG(named.st_mode) || named.st_uid != geteuid() || (size_t)named.st_size != CP_HANDOFF_FILE_BYTES)
+    return cp__fail(error, EINVAL, "its memory %s is not a hand-off's", proc), -1;
+  fd = open(proc, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return cp__fail(error, EINVAL, "its memory %s: %s", proc, strerror(errno)), -1;
+  if (fstat(fd, &opened) != 0 || opened.st_dev != named.st_dev || opened.st_ino != named.st_ino)
+    return close(fd), cp__fail(error, EINVAL, "its memory %s changed while it was opened", proc), -1;
+  return fd;
 }
 
-/* Maps a writer's file and opens its channel; a file that is not one is removed, saying so. */
+/* Removes a name the inbox does not take, saying why: the writer's open, which waits for the owner, fails at once. */
+static void refuse(const char *path, int pid, const char *why) {
+  if (pid > 0) fprintf(stderr, "cloudprofiler: inbox removes %s (Python worker pid %d): %s\n", path, pid, why);
+  else fprintf(stderr, "cloudprofiler: inbox removes %s: %s\n", path, why);
+  unlink(path);
+}
+
+/* The header of the memory at fd, read with pread (it cannot fault, whatever the writer does to the memory) into
+ * `copy` once and checked: the writer may change the mapped one at any moment, between a check and its use. */
+static int read_header(int fd, int pid, cp_handoff_header *copy, cp_error *error) {
+  if (pread(fd, copy, sizeof *copy, 0) != (ssize_t)sizeof *copy ||
+      memcmp(copy->magic, CP_HANDOFF_MAGIC, sizeof copy->magic) != 0 || copy->blocks != CP_HANDOFF_BLOCKS ||
+      copy->block_records != CP_HANDOFF_BLOCK_RECORDS)
+    return cp__fail(error, EINVAL, "not a hand-off file of this version");
+  if (copy->writer_pid != pid)
+    return cp__fail(error, EINVAL, "its header names writer pid %d, its memory is pid %d's", (int)copy->writer_pid,
+                    pid);
+  return 0;
+}
+
+/* Maps a writer's memory and opens its channel; a name that is not one is removed, saying so. Memory that is not
+ * sealed against shrinking is never mapped, since a writer that shrank it would kill this process with SIGBUS at
+ * its next read: its channel is opened only to count it (handoff.rejected_files, so that the analysis names the
+ * worker) and closed. */
 static void attach(const char *path) {
   cp_error error = {0};
-  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  struct stat st;
-  void *map = MAP_FAILED;
-  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-      (size_t)st.st_size == CP_HANDOFF_FILE_BYTES)
-    map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (fd >= 0) close(fd);
-  if (map == MAP_FAILED) {
-    if (fd < 0 && errno == ENOENT) return; /* gone meanwhile */
-    fprintf(stderr, "cloudprofiler: inbox removes %s: not a hand-off file of this version\n", path);
-    unlink(path);
+  int pid = 0, fd = open_memory(path, &pid, &error);
+  if (fd < 0) {
+    if (error.code != ENOENT) refuse(path, pid, error.message); /* ENOENT: its writer gave up on it meanwhile */
     return;
   }
   static cp_handoff_header copy; /* 16 kB of text: not on the stack; only the inbox thread attaches */
-  copy_header(&copy, map);
-  cp_channel *channel = NULL;
-  if (memcmp(copy.magic, CP_HANDOFF_MAGIC, sizeof copy.magic) != 0 || copy.blocks != CP_HANDOFF_BLOCKS ||
-      copy.block_records != CP_HANDOFF_BLOCK_RECORDS)
-    cp__fail(&error, EINVAL, "not a hand-off file of this version");
-  else if (copy.writer_pid <= 0) cp__fail(&error, EINVAL, "its writer's process id is %d", (int)copy.writer_pid);
-  else channel = open_channel(&copy, &error);
-  source *s = channel ? calloc(1, sizeof *s) : NULL;
+  int seals = fcntl(fd, F_GET_SEALS);
+  cp_channel *channel = read_header(fd, pid, &copy, &error) ? NULL : open_channel(&copy, &error);
+  void *map = MAP_FAILED;
+  if (channel && (seals < 0 || !(seals & F_SEAL_SHRINK))) {
+    atomic_fetch_add(&atomic_load(&channel->current)->rejected_files, 1);
+    cp__fail(&error, EPERM,
+             "its memory is not sealed against shrinking (F_SEAL_SHRINK), and a shrink under the mapping would "
+             "kill this process (SIGBUS): refused, counted in its channel's handoff.rejected_files");
+  } else if (channel) {
+    map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) cp__fail(&error, errno, "cannot map its memory: %s", strerror(errno));
+  }
+  close(fd);
+  source *s = map != MAP_FAILED ? calloc(1, sizeof *s) : NULL;
   if (s) s->path = strdup(path);
   if (!s || !s->path) {
-    fprintf(stderr, "cloudprofiler: inbox removes %s: %s\n", path, channel ? "out of memory" : error.message);
+    refuse(path, pid, map != MAP_FAILED ? "out of memory" : error.message);
     if (channel) cp_channel_close(channel, NULL);
     if (s) free(s);
-    munmap(map, CP_HANDOFF_FILE_BYTES);
-    unlink(path);
+    if (map != MAP_FAILED) munmap(map, CP_HANDOFF_FILE_BYTES);
     return;
   }
   s->header = map;
@@ -148,6 +187,7 @@ static void attach(const char *path) {
   s->checked_ns = now_ns();
   s->next = inbox.sources;
   inbox.sources = s;
+  atomic_store_explicit(&s->header->attached, 1, memory_order_release); /* the writer's open returns */
 }
 
 static void scan(void) {

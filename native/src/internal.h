@@ -233,6 +233,7 @@ struct cp_channel {
   _Atomic uint64_t after_close;
   _Atomic uint64_t late; /* calls that reached a closed segment of this channel's handle: logged and dropped */
   _Atomic uint64_t rejected_blocks; /* hand-off blocks its inbox refused as malformed (inbox.c) */
+  _Atomic uint64_t rejected_files;  /* hand-off memory its inbox refused unsealed (inbox.c) */
   _Atomic uint64_t dropped;
   _Atomic uint64_t kept; /* identity/counters/firstlast records kept */
   _Atomic uint64_t written;

@@ -1,9 +1,11 @@
 /* The inbox against hostile writers, as a Python UDF could be one: a separate process maps its hand-off file and
  * publishes, between good blocks, blocks whose heads lie (counts past the block or below what was taken, states
- * that do not exist, random bytes) while it scribbles over its header; another drops files of random sizes and
- * headers into the folder. The owner must live through every round (run it under the sanitizers: `make fuzz`),
- * take every good record in order, and count each bad block in the channel's handoff.rejected_blocks.
- * CP_FUZZ_SEED=<n> repeats a run; the seed is printed. */
+ * that do not exist, random bytes) while it scribbles over its header and tries to shrink its memory (which would
+ * kill the owner with SIGBUS: the seal refuses it); another drops names of random text and of memory of random
+ * sizes and headers, sealed or not, into the folder. The owner must live through every round (run it under the
+ * sanitizers: `make fuzz`), take every good record in order, and count each bad block in the channel's
+ * handoff.rejected_blocks. CP_FUZZ_SEED=<n> repeats a run; the seed is printed. */
+#define _GNU_SOURCE /* memfd_create, F_ADD_SEALS */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -78,6 +80,17 @@ static void bad_head(cp_handoff_block_head *head) {
   atomic_store(&head->state, s);
 }
 
+/* The hand-off memory that the name at `path` in an inbox folder points to, opened read-write. */
+static int open_memory(const char *path) {
+  char text[64] = {0};
+  int name = open(path, O_RDONLY);
+  CHECK(name >= 0 && read(name, text, sizeof text - 1) > 0 && close(name) == 0);
+  text[strcspn(text, "\n")] = '\0';
+  int fd = open(text, O_RDWR);
+  CHECK(fd >= 0);
+  return fd;
+}
+
 /* The hostile writer: opens its channel as any writer does, then writes the shared blocks itself. Reports its
  * tally through `out`. */
 static void hostile(const char *inbox, int out) {
@@ -85,10 +98,9 @@ static void hostile(const char *inbox, int out) {
   cp_error err;
   cp_handoff *w = cp_handoff_open(inbox, "fuzz", &buffered, NULL, 0, NULL, NULL, 0, &err);
   CHECK(w);
-  int fd = open(cp_handoff_path(w), O_RDWR);
-  CHECK(fd >= 0);
+  int fd = open_memory(cp_handoff_path(w));
   void *map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  CHECK(map != MAP_FAILED && close(fd) == 0);
+  CHECK(map != MAP_FAILED);
   cp_handoff_header *h = map;
   tally t = {0, 0};
   uint64_t published = 0;
@@ -136,6 +148,8 @@ static void hostile(const char *inbox, int out) {
     /* the owner attaches (copies and checks the header) before it takes the first block: until then the header
      * stays as the open wrote it, else the owner would refuse the file as garbage and never take its records */
     if (r == 0) wait_taken(h, published);
+    if (rnd() % 16 == 0) /* the memory is sealed: a shrink, which would kill the owner with SIGBUS, fails */
+      CHECK(ftruncate(fd, (off_t)(rnd() % CP_HANDOFF_FILE_BYTES)) != 0 && errno == EPERM);
     if (rnd() % 16 == 0) { /* the header's names and numbers, which the owner copied when it attached */
       fill_random(h->text, sizeof h->text);
       fill_random(&h->writer_pid, sizeof h->writer_pid);
@@ -149,17 +163,22 @@ static void hostile(const char *inbox, int out) {
   _exit(0);
 }
 
-/* Files that are no hand-off file or lie in their header: random sizes, and the right size with the right magic
- * over random fields (a pid of its own, its own start time, so that some attach). */
+/* Whether stray i is a hand-off in all but its seal: the owner opens its channel only to count it as refused. */
+static bool unsealed(int i) { return i % 3 != 0 && i % 2 && i % 5 == 4 && i % 7 != 6; }
+
+/* Names that name no hand-off memory, or memory that is not a hand-off's or lies in its header: random text,
+ * memory of random sizes, and the right size with the right magic over random fields (a pid of its own, its own
+ * start time, so that some attach), sealed against shrinking or not (an unsealed one is refused and counted). */
 static void strays(const char *inbox, int out) {
-  char tmp[4096], path[4096];
+  char tmp[4096], path[4096], text[64];
   for (int i = 0; i < STRAY_FILES; i++) {
     snprintf(tmp, sizeof tmp, "%s/.stray-%d.tmp", inbox, i);
     snprintf(path, sizeof path, "%s/stray-%d" CP_HANDOFF_SUFFIX, inbox, i);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
+    int fd = memfd_create("stray", MFD_ALLOW_SEALING);
     CHECK(fd >= 0);
     bool sized = i % 3 != 0;
     CHECK(ftruncate(fd, sized ? (off_t)CP_HANDOFF_FILE_BYTES : (off_t)(rnd() % 100000)) == 0);
+    if (i % 5 != 4) CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0); /* a hand-off's or unsealed(i) */
     static cp_handoff_header h;
     fill_random(&h, sizeof h);
     if (sized) {
@@ -176,10 +195,14 @@ static void strays(const char *inbox, int out) {
       }
     }
     size_t n = sized ? sizeof h : (size_t)(rnd() % 64);
-    CHECK(pwrite(fd, &h, n, 0) == (ssize_t)n && close(fd) == 0 && rename(tmp, path) == 0);
+    CHECK(pwrite(fd, &h, n, 0) == (ssize_t)n);
+    size_t len = (size_t)snprintf(text, sizeof text, "/proc/%d/fd/%d\n", (int)getpid(), fd);
+    if (i % 7 == 6) fill_random(text, len = 1 + rnd() % (sizeof text - 1)); /* a name that names nothing */
+    int name = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    CHECK(name >= 0 && write(name, text, len) == (ssize_t)len && close(name) == 0 && rename(tmp, path) == 0);
   }
   CHECK(write(out, "d", 1) == 1);
-  sleep(1); /* alive while the owner attaches; its files are dropped once it is gone */
+  sleep(1); /* alive while the owner attaches; its memory goes with it */
   _exit(0);
 }
 
@@ -232,9 +255,16 @@ int main(void) {
   for (size_t i = 0; i < f.rows; i++) CHECK(f.col0[i] == (int64_t)i);
   CHECK(strtoull(ipc_footer_meta(&f, "handoff.rejected_blocks"), NULL, 10) == t.bad);
   ipc_free(&f);
+  for (int i = 0; i < STRAY_FILES; i++) {
+    if (!unsealed(i)) continue;
+    char channel[32];
+    snprintf(channel, sizeof channel, "stray-%d", i);
+    CHECK(rows_of(dir, channel, &f) == 0 && strtoull(ipc_footer_meta(&f, "handoff.rejected_files"), NULL, 10) == 1);
+    ipc_free(&f);
+  }
   printf(
       "test_inbox_fuzz: %d rounds, %lld good records in order, %llu lying blocks dropped and counted, %d stray "
-      "files: the owner lives\n",
+      "names (unsealed memory refused and counted): the owner lives\n",
       ROUNDS, (long long)t.good, (unsigned long long)t.bad, STRAY_FILES);
   return 0;
 }

@@ -37,8 +37,10 @@ class HandoffStats:
 
 class Handoff(ClosingHandle):
     """A channel whose records the inbox in `folder` writes: the same `log`, `log_many`, `flush`, `close` and `with`
-    as `Channel`. `handler` None: the owner's rules choose it by name. Raises `LogFolderNotFoundError` (a
-    FileNotFoundError) when no live owner runs an inbox there."""
+    as `Channel`. `handler` None: the owner's rules choose it by name. Returns once the owner has mapped its shared
+    memory; raises `LogFolderNotFoundError` (a FileNotFoundError) when no live owner runs an inbox there,
+    `PeerRefusedError` when the owner refused it (its log says why), `PeerTimeoutError` when it did not take it
+    within WAIT_MS. `path`: the file in the inbox that names the memory ("/proc/<pid>/fd/<fd>")."""
 
     KIND = "hand-off channel"
 

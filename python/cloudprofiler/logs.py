@@ -24,14 +24,14 @@ _JSON_KEYS = {"handler.params", "open.clock", "close.clock", "tsc.simulation", "
 CUT_KEYS = ("cut.bytes", "cut.batches")
 _INT_KEYS = {
     "channel.number", "pid", "records.logged", "records.written", "records.dropped", "handoff.rejected_blocks",
-    "rules.segment", *CUT_KEYS,
+    "handoff.rejected_files", "rules.segment", *CUT_KEYS,
 }
 _FLOAT_KEYS = {"tsc.hz", "tsc.hz_uncertainty"}
 _BOOL_KEYS = {"closed", "tsc.invariant"}
 # padded with spaces to a fixed width in the schema message at a file's start, which is rewritten in place
 _PADDED_KEYS = {
     "handler.params", "close.clock", "records.logged", "records.written", "records.dropped", "handoff.rejected_blocks",
-    "closed", "switch.in", "switch.out",
+    "handoff.rejected_files", "closed", "switch.in", "switch.out",
 }
 RECORD_COLUMNS = ("tuple_id", "tsc")
 COUNTER_COLUMNS = ("period_start_tsc", "count")

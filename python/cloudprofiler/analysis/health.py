@@ -46,6 +46,11 @@ def _file_rows(app) -> list:
                 f"channel {f.channel}: the Python worker pid {f.meta.get('handoff.pid')} wrote "
                 f"{f.meta['handoff.rejected_blocks']} malformed blocks into its hand-off to the executor, which "
                 "dropped them (their records count in records.dropped) and took the rest")))
+        if f.meta.get("handoff.rejected_files"):
+            rows.append(_row("unsealed_handoff", "warning", f.file, f.meta["handoff.rejected_files"], (
+                f"channel {f.channel}: the Python worker pid {f.meta.get('handoff.pid')} handed the executor shared "
+                "memory not sealed against shrinking, which a shrink could make kill the executor; the executor "
+                "refused it, and its records are lost")))
     return rows
 
 
