@@ -1,11 +1,13 @@
 """An application folder read through Spark, so that any URI Spark reads (a local path, hdfs://, s3a://, ...) works
 with the application's own settings (its spark.hadoop.* keys), on Spark 3.5 and 4.x alike.
 
-Files are listed and read by Spark's `binaryFile` source (path, length, content; every `*.arrows` below the folder,
-hidden `.<name>.tmp` copies left out as Spark leaves out every name starting with "." or "_"), and decoded in
-Python workers by `mapInArrow`: each file's Arrow batches are translated into the reference domain column by
-column (numpy over a whole batch, never a Python row) and handed back to Spark as Arrow batches. A file is read by
-one task whole, so one file must stay under 2 GiB (Spark's limit for a binary value)."""
+Files are listed by Spark's `binaryFile` source (path, length, content; every `*.arrows` below the folder, hidden
+`.<name>.tmp` copies left out as Spark leaves out every name starting with "." or "_"). Log files are read by the
+plugin jar's reader (JVM_SOURCE) in the executors' JVMs: a file per task, its Arrow batches handed to Spark as
+columnar batches with the per-file and time columns made there (the same values as Timebase.translate's), only the
+columns a query uses. Where the session cannot load the jar, they are decoded in Python workers by `mapInArrow` over
+`binaryFile` (numpy over a whole batch, never a Python row), as the driver tables are; a file read that way must stay
+under 2 GiB (Spark's limit for a binary value)."""
 from __future__ import annotations
 
 import functools
@@ -172,10 +174,13 @@ def _decode_logs(batches, attributes, timebase, schema):
 
 def log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dict | None" = None):
     """The records (or counters) of `files` (catalog.LogInfo) as a DataFrame of `schema`'s columns; `channel_ids`
-    (channel name -> number) gives the channel_id column."""
+    (channel name -> number) gives the channel_id column. Read in the JVM where the plugin jar is on the session's
+    class path (the embedded session puts it there), else in Python workers (a Spark Connect session, a session
+    started without the jar, a source tree whose jar is not built)."""
     if not files:
         return spark.createDataFrame([], spark_schema(schema))
-    return python_log_frame(spark, files, timebase, schema, channel_ids)
+    read = jvm_log_frame if jvm_reader(spark) else python_log_frame
+    return read(spark, files, timebase, schema, channel_ids)
 
 
 def python_log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dict | None" = None):

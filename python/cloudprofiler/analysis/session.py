@@ -26,11 +26,28 @@ def _without_profiler(key: str) -> str:
     return ",".join(c.strip() for c in held.split(",") if c.strip() and not c.strip().startswith(PROFILER_CLASSES))
 
 
+def _with_plugin_jar() -> str:
+    """spark.jars as this process's builders hold it, with the plugin jar (unless there already), whose reader reads
+    the log files in the JVM; as it is where the jar is not built (the analysis then reads them in Python)."""
+    from pyspark.sql import SparkSession
+
+    from ..plugin_jar import PLUGIN_JAR, jar_path
+
+    held = [j.strip() for j in (getattr(SparkSession.Builder, "_options", {}).get("spark.jars") or "").split(",")
+            if j.strip()]
+    try:
+        jar = jar_path()
+    except FileNotFoundError:
+        return ",".join(held)
+    plugin = PLUGIN_JAR.split("{")[0]
+    return ",".join(held if any(os.path.basename(j).startswith(plugin) for j in held) else [*held, jar])
+
+
 def local_session():
     """A local Spark session on every core (local[*]), Spark's UI off and its logging quiet, started on first use
-    and reused (a stopped one is replaced), without the profiler's plugin. Python workers run this interpreter,
-    which has cloudprofiler. Where a session is already active in this process, Spark hands that one out and its
-    settings stay as they are."""
+    and reused (a stopped one is replaced), without the profiler's plugin but with its jar (its reader of log files).
+    Python workers run this interpreter, which has cloudprofiler. Where a session is already active in this process,
+    Spark hands that one out and its settings stay as they are."""
     global _session
     from pyspark.sql import SparkSession
 
@@ -43,6 +60,7 @@ def local_session():
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.plugins", _without_profiler("spark.plugins"))
                 .config("spark.sql.extensions", _without_profiler("spark.sql.extensions"))
+                .config("spark.jars", _with_plugin_jar())
                 .config("spark.driver.memory", _driver_memory())
                 # a log file travels whole through the JVM into Python: an Arrow batch of file contents holds a
                 # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)

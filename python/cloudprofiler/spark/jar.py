@@ -3,42 +3,18 @@ written into the jar when it is built)."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import pwd
 import re
 import tempfile
 import zipfile
-from pathlib import Path
 
-PLUGIN_JAR = "cloudprofiler-plugin_{scala}.jar"  # one per Scala binary version: 2.12 (Spark 3.5), 2.13 (Spark 4)
+from ..plugin_jar import PLUGIN_JAR as PLUGIN_JAR
+from ..plugin_jar import jar_path
+from ..plugin_jar import spark_scala_version as spark_scala_version
+
 OPTION_TABLE = "io/cloudprofiler/spark/options.json"
-
-
-def spark_scala_version() -> str | None:
-    """The Scala binary version ("2.12", "2.13") of the Spark that pyspark would run: $SPARK_HOME's, else the
-    installed pyspark's (found without importing it); None when there is neither."""
-    home = os.environ.get("SPARK_HOME")
-    if not home:
-        spec = importlib.util.find_spec("pyspark")
-        home = spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else None
-    for library in sorted(Path(home, "jars").glob("scala-library-*.jar")) if home else ():
-        match = re.fullmatch(r"scala-library-(\d+\.\d+)\..*\.jar", library.name)
-        if match:
-            return match.group(1)
-    return None
-
-
-def jar_path(name: str | None = None) -> str:
-    """A jar shipped in this package (or built in the source tree): the plugin's for the Scala version of the Spark
-    at hand (`spark_scala_version`; 2.13, Spark 4's, when there is none), unless another is named."""
-    name = name or PLUGIN_JAR.format(scala=spark_scala_version() or "2.13")
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "_lib" / name, here.parent.parent / "jvm-plugin" / "build" / name):
-        if candidate.exists():
-            return str(candidate)
-    raise FileNotFoundError(f"{name} is not built: run `make build`")
 
 
 @functools.cache

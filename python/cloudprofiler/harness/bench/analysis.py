@@ -120,9 +120,13 @@ def _records(app: Path) -> int:
 def _session(master: str, driver_memory: str):
     from pyspark.sql import SparkSession
 
+    from ...plugin_jar import jar_path
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
+    # the plugin jar's reader reads the log files, as in the analysis's own session
     return (SparkSession.builder.master(master).appName("cloudprofiler-bench-analysis")
-            .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false").getOrCreate())
+            .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false")
+            .config("spark.jars", jar_path()).getOrCreate())
 
 
 def _report(app, output: str) -> None:
