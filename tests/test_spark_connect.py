@@ -129,7 +129,7 @@ def scoped_rules(server):
     said["reflect"] = other.sql("select reflect('io.cloudprofiler.spark.rules.RuleChanges', 'setRules', '*=null')"
                                 ).first()[0]
     said["other_after"] = cps.rules(other)
-    said["sessions"] = {setter.session_id, other.session_id}
+    said["sessions"], said["setter_session"] = {setter.session_id, other.session_id}, setter.session_id
     setter.stop()
     other.stop()
     return said
@@ -239,6 +239,19 @@ def test_each_sessions_trace_channels_follow_its_own_rules(sessions):
     files = open_application(str(sessions["app"])).files().toPandas()
     handlers = {c: set(files[files["channel"] == c]["handler"]) for c in ("scoped.setter", "scoped.other")}
     assert handlers == {"scoped.setter": {"downsample"}, "scoped.other": {"buffered"}}, handlers
+
+
+def test_rules_set_through_sql_are_recorded_with_their_session(sessions, remote_rules, scoped_rules):
+    """rules-changes.arrows holds each rules change a Connect session made through SQL beside the application's
+    (whose session is null), naming the session, with that session's version; a refused one is not there."""
+    import pyarrow.ipc as ipc
+
+    rows = ipc.open_file(sessions["app"] / "rules-changes.arrows").read_all().to_pylist()
+    assert [(r["session"], r["version"]) for r in rows if r["session"] is None] == [(None, 0)]
+    assert {(r["session"], r["version"], r["rules"]) for r in rows if r["session"]} == {
+        (remote_rules["session"], 1, "connect.*=downsample:4\n*=buffered"),
+        (scoped_rules["setter_session"], 1, "scoped.*=downsample:8")}
+    assert all(r["tsc"] > 0 and r["realtime_ns"] > 0 for r in rows)
 
 
 def test_each_sessions_tasks_are_told_apart(sessions):

@@ -29,8 +29,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>New rules are checked with the native library's own check (they are set in the driver's
  * process, whose channels follow them too); a bad rule is refused with the library's message naming
- * it, and the rules in force stay. Every accepted rules text is kept with its wall time and TSC,
- * for the application's {@code rules-changes.arrows}.
+ * it, and the rules in force stay. Every accepted rules text, the application's and each Connect
+ * session's, is kept with its wall time and TSC, for the application's {@code
+ * rules-changes.arrows}.
  */
 public final class RuleChanges {
   private static final Logger LOG = LoggerFactory.getLogger(RuleChanges.class);
@@ -59,6 +60,15 @@ public final class RuleChanges {
       };
 
   static final int MAX_SESSIONS = 10_000;
+
+  /**
+   * Connect sessions' changes kept for {@code rules-changes.arrows}, beyond which they are counted
+   * and said once, not kept: any SQL client may make them, and the whole table is published every
+   * interval.
+   */
+  static final int MAX_SESSION_CHANGES = 10_000;
+
+  private long sessionChanges;
   private long version;
   private String text;
 
@@ -68,7 +78,16 @@ public final class RuleChanges {
    */
   public RuleChanges(String text, long tsc) {
     this.text = text;
-    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, tsc, 0L, text});
+    keep(tsc, 0, text, null);
+  }
+
+  /**
+   * Keeps an accepted rules text for {@code rules-changes.arrows}: when (wall time, the driver's
+   * TSC), its version, and the Connect session it is for (null: the application's).
+   */
+  private void keep(long tsc, long version, String text, String session) {
+    changes.add(
+        new Object[] {System.currentTimeMillis() * 1_000_000L, tsc, version, text, session});
   }
 
   /** Makes these the rules that {@link #setRules} changes (null: the application has stopped). */
@@ -173,7 +192,7 @@ public final class RuleChanges {
     }
     text = newText;
     version++;
-    changes.add(new Object[] {System.currentTimeMillis() * 1_000_000L, tsc, version, text});
+    keep(tsc, version, text, null);
     return version;
   }
 
@@ -208,6 +227,14 @@ public final class RuleChanges {
           + " or by cloudprofiler config set";
     Messages.RulesNow now = new Messages.RulesNow(ofSession(session).version() + 1, text);
     sessions.put(session, now);
+    if (++sessionChanges <= MAX_SESSION_CHANGES) {
+      keep(CloudProfiler.tsc(), now.version(), text, session);
+    } else if (sessionChanges == MAX_SESSION_CHANGES + 1) {
+      LOG.warn(
+          "cloudprofiler: rules-changes.arrows keeps the first {} changes of Spark Connect"
+              + " sessions' rules; later ones are in force but not recorded",
+          MAX_SESSION_CHANGES);
+    }
     return now;
   }
 
@@ -222,8 +249,8 @@ public final class RuleChanges {
   }
 
   /**
-   * Writes every accepted rules text (when, as wall time and the driver's TSC, version, text) to
-   * {@code target}.
+   * Writes every accepted rules text (when, as wall time and the driver's TSC, version, text, and
+   * the Connect session it is for: null for the application's) to {@code target}.
    */
   public void publish(String target) throws Exception {
     List<Object[]> rows;
@@ -231,6 +258,6 @@ public final class RuleChanges {
       rows = new ArrayList<>(changes);
     }
     ArrowTables.writeRows(
-        target, Map.of(), List.of("realtime_ns", "tsc", "version", "rules"), rows);
+        target, Map.of(), List.of("realtime_ns", "tsc", "version", "rules", "session"), rows);
   }
 }

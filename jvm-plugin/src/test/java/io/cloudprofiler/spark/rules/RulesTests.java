@@ -12,10 +12,16 @@ import io.cloudprofiler.spark.Messages;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowFileReader;
 
 /**
  * Tests of the rules of the trace channels: a rules file, and an executor's copy of the driver's
@@ -114,17 +120,58 @@ public final class RulesTests {
   /**
    * A Connect server whose clients come and go keeps the rules of at most MAX_SESSIONS sessions:
    * the least recently used is forgotten (and follows the application's rules), the others keep
-   * theirs.
+   * theirs. Their changes are recorded beside the application's, naming the session, up to
+   * MAX_SESSION_CHANGES, beyond which one line says so.
    */
-  public static void testTheRulesOfTheLeastRecentlyUsedSessionAreForgottenBeyondTheBound() {
+  public static void testTheRulesOfTheLeastRecentlyUsedSessionAreForgottenBeyondTheBound()
+      throws Exception {
     loadNative();
     RuleChanges rules = new RuleChanges("*=buffered", 0);
-    for (int i = 0; i < RuleChanges.MAX_SESSIONS; i++) rules.trySetSession("s" + i, "x*=null");
-    equal(1L, rules.ofSession("s0").version()); // used: now the most recent
-    rules.trySetSession("late", "y*=null");
+    List<String> said =
+        warnings(
+            RuleChanges.class,
+            () -> {
+              for (int i = 0; i < RuleChanges.MAX_SESSIONS; i++)
+                rules.trySetSession("s" + i, "x*=null");
+              equal(1L, rules.ofSession("s0").version()); // used: now the most recent
+              rules.trySetSession("late", "y*=null");
+              rules.trySetSession("late", "y*=null;z*=null");
+              return null;
+            });
     equal(0L, rules.ofSession("s1").version());
     equal("*=buffered", rules.ofSession("s1").text());
     equal(1L, rules.ofSession("s0").version());
-    equal(1L, rules.ofSession("late").version());
+    equal(2L, rules.ofSession("late").version());
+    equal(
+        1L,
+        said.stream().filter(l -> l.contains("keeps the first 10000 changes of Spark")).count());
+    Path dir = Files.createTempDirectory("rules-changes");
+    try {
+      Path table = dir.resolve("rules-changes.arrows");
+      rules.publish(table.toString());
+      List<List<Object>> rows = new ArrayList<>();
+      try (BufferAllocator allocator = new RootAllocator();
+          ArrowFileReader reader = new ArrowFileReader(Files.newByteChannel(table), allocator)) {
+        while (reader.loadNextBatch()) {
+          VectorSchemaRoot root = reader.getVectorSchemaRoot();
+          for (int i = 0; i < root.getRowCount(); i++) {
+            List<Object> row = new ArrayList<>();
+            for (String column : List.of("version", "rules", "session")) {
+              Object value = root.getVector(column).getObject(i);
+              row.add(value == null ? null : value.toString());
+            }
+            rows.add(row);
+          }
+        }
+      }
+      equal(1 + RuleChanges.MAX_SESSION_CHANGES, rows.size());
+      equal(Arrays.asList("0", "*=buffered", null), rows.get(0)); // the application's
+      equal(Arrays.asList("1", "x*=null", "s0"), rows.get(1));
+      equal(Arrays.asList("1", "x*=null", "s9999"), rows.get(rows.size() - 1));
+    } finally {
+      try (var walk = Files.walk(dir)) {
+        for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) Files.delete(p);
+      }
+    }
   }
 }
