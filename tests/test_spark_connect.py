@@ -145,13 +145,15 @@ def test_rules_set_through_sql_are_the_sessions_own(scoped_rules):
 
 @pytest.fixture(scope="module")
 def remote_source(server):
-    """A remote session's streaming query over the generator source (in the server's plugin jar)."""
+    """A remote session's streaming query over the generator source (in the server's plugin jar), its operators
+    timed (the session's own setting)."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
     from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
     from cloudprofiler.harness.maxtput import free_port_base
 
     session = RemoteSession.builder.remote(server["url"]).create()
+    session.conf.set("spark.cloudprofiler.operators", "true")
     generator = Generator(GeneratorConfig(rate=10_000, duration_s=1, emitters=1, transport="serve",
                                           port=free_port_base(1), timeout_s=60)).start()
     query = (cps.read_generator(session, generator.endpoints, timeout=30).select("id")
@@ -163,7 +165,7 @@ def remote_source(server):
     seen = session.sql("select count(*) as rows, count(distinct id) as ids from generated").first()
     session.stop()
     return {"error": result.error, "emitted": result.emitted_tuples, "rows": seen["rows"], "ids": seen["ids"],
-            "session": session.session_id}
+            "session": session.session_id, "query_id": query.id}
 
 
 def test_a_remote_session_reads_the_generator_source_every_tuple_once(remote_source):
@@ -239,6 +241,22 @@ def test_each_sessions_trace_channels_follow_its_own_rules(sessions):
     files = open_application(str(sessions["app"])).files().toPandas()
     handlers = {c: set(files[files["channel"] == c]["handler"]) for c in ("scoped.setter", "scoped.other")}
     assert handlers == {"scoped.setter": {"downsample"}, "scoped.other": {"buffered"}}, handlers
+
+
+def test_a_remote_streaming_query_is_split_per_micro_batch_and_operator(sessions, remote_source):
+    """The Connect session's streaming query, as the server's driver saw it: every batch with its rows (all the
+    emitted tuples, over the batches), tasks and its operators' time, with no change to the query."""
+    from cloudprofiler.analysis import open_application
+
+    app = open_application(str(sessions["app"]))
+    batches = app.batches(remote_source["query_id"]).toPandas()
+    assert set(batches["query_name"]) == {"generated"} and batches["num_input_rows"].sum() == remote_source["rows"]
+    ran = batches[batches["num_input_rows"] > 0]
+    assert len(ran) >= 1 and (ran["tasks"] > 0).all() and ran["top_operator"].notna().all(), batches
+    tasks = app.tasks(streaming_query_id=remote_source["query_id"]).toPandas()
+    assert set(tasks["connect_session_id"]) == {remote_source["session"]}
+    # every batch that read rows ran tasks; a batch may also run tasks over no new rows (its partitions empty)
+    assert set(ran["batch_id"]) <= set(tasks["streaming_batch_id"]) <= set(batches["batch_id"]), batches
 
 
 def test_rules_set_through_sql_are_recorded_with_their_session(sessions, remote_rules, scoped_rules):
