@@ -286,7 +286,8 @@ def test_the_data_source_gives_the_rows_of_records(app, folder):
 
 def test_the_plugins_reader_gives_the_python_readers_values(app, folder, tmp_path):
     """The log files read in the JVM (the plugin's reader) and in Python workers give the same rows, every column
-    value for value (the time columns to the bit), for records and counters, a cut file and an uncalibrated host."""
+    value for value (the time columns to the bit), for records and counters, a cut file, an uncalibrated host and a
+    file compressed with zstd."""
     from pandas.testing import assert_frame_equal
 
     from cloudprofiler.analysis import reader
@@ -311,5 +312,9 @@ def test_the_plugins_reader_gives_the_python_readers_values(app, folder, tmp_pat
     _move_to_another_host(next(copy.rglob("b.*.arrows")))
     target = next(copy.rglob("a.*.arrows"))
     target.write_bytes(target.read_bytes()[: target.stat().st_size * 6 // 10])
+    compressed = next(copy.rglob("early.*.arrows"))
+    table = cp.read_log(compressed)
+    with ipc.new_file(str(compressed), table.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(table, max_chunksize=1000)  # as the library's compression option writes batches
     with pytest.warns(UserWarning, match=target.name):
         same(open_application(copy), "records")
