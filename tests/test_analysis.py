@@ -185,6 +185,23 @@ def test_a_hops_median_matches_the_raw_files_and_joins_are_sort_merge_joins(app,
     assert sum(r["count"] for r in histogram) == ROWS and all(r["lo_ns"] < r["hi_ns"] for r in histogram)
 
 
+def test_latency_joins_records_past_what_a_broadcast_may_collect(app):
+    """A broadcast join collects one side on the driver, and fails the query past spark.driver.maxResultSize (lowered
+    here so that 20,000 records are past it, as a large application's are past a driver's default). The analysis
+    joins the same records by a sort-merge join and gets every pair."""
+    conf = app.spark.sparkContext._jsc.sc().conf()  # the driver's own, read as each stage is scheduled
+    held = conf.get("spark.driver.maxResultSize", "1g")
+    columns = ["tuple_id", "tsc", "domain_id", "t_ns", "host"]
+    a, b = (app.log_frame(channel, "records", columns) for channel in ("a", "b"))
+    conf.set("spark.driver.maxResultSize", "32k")
+    try:
+        with pytest.raises(Exception, match="bigger than spark.driver.maxResultSize"):
+            a.join(b.hint("broadcast"), "tuple_id").count()
+        assert app.latency("a", "b").count() == ROWS
+    finally:
+        conf.set("spark.driver.maxResultSize", held)
+
+
 def test_counter_channels_give_periods_and_throughput(app):
     assert app.counters("counted").agg({"count": "sum"}).first()[0] == 30_000
     throughput = {r["channel"]: r["records"] for r in app.throughput(["counted", "a"], period_ms=100)
