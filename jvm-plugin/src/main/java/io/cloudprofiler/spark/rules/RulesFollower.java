@@ -20,11 +20,13 @@ import org.slf4j.LoggerFactory;
  * #INTERVAL_MS} for the rules' version and applies a new one with {@link CloudProfiler#setRules},
  * so that the trace channels opened by rules switch within about a second of a change. At most one
  * question is under way; while the driver does not answer, the executor keeps the rules it has (and
- * says so, the first time, in its log).
+ * says so, the first time, in its log: at once where asking fails, after {@link #SILENT_WARN_MS}
+ * where answers are only late, as they are while a busy driver starts).
  */
 public final class RulesFollower {
   private static final Logger LOG = LoggerFactory.getLogger(RulesFollower.class);
   static final long INTERVAL_MS = 400;
+  static final long SILENT_WARN_MS = 10_000;
 
   private final String executorId;
   private final Callable<Messages.RulesNow> driver;
@@ -42,6 +44,9 @@ public final class RulesFollower {
   private long version;
 
   private boolean warned;
+
+  /** When the driver last answered (or the follower started). */
+  private long answeredNanos = System.nanoTime();
 
   /**
    * {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a
@@ -65,8 +70,10 @@ public final class RulesFollower {
     try {
       now = pending.get(INTERVAL_MS, TimeUnit.MILLISECONDS);
       pending = null;
+      answeredNanos = System.nanoTime();
     } catch (TimeoutException e) {
-      unreachable("no answer within " + INTERVAL_MS + " ms");
+      long silentMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - answeredNanos);
+      if (silentMs >= SILENT_WARN_MS) unreachable("no answer for " + silentMs / 1000 + " s");
       return;
     } catch (ExecutionException e) {
       pending = null;

@@ -118,6 +118,33 @@ public final class RulesTests {
   }
 
   /**
+   * A driver that answers, but late (a busy driver as the application starts), is no reason to warn
+   * until it has been silent for SILENT_WARN_MS: every application on a loaded host said so once.
+   */
+  public static void testAnswersThatComeLateAreWaitedForWithoutAWarning() throws Exception {
+    AtomicInteger asked = new AtomicInteger();
+    Callable<Messages.RulesNow> driver =
+        () -> {
+          asked.incrementAndGet();
+          Thread.sleep(2 * RulesFollower.INTERVAL_MS);
+          return null; // unchanged
+        };
+    List<String> said =
+        warnings(
+            RulesFollower.class,
+            () -> {
+              RulesFollower follower = new RulesFollower("8", driver, text -> {});
+              try {
+                while (asked.get() < 3) Thread.sleep(50);
+              } finally {
+                follower.stop();
+              }
+              return null;
+            });
+    equal(List.of(), said);
+  }
+
+  /**
    * A Connect server whose clients come and go keeps the rules of at most MAX_SESSIONS sessions:
    * the least recently used is forgotten (and follows the application's rules), the others keep
    * theirs. Their changes are recorded beside the application's, naming the session, up to
