@@ -26,15 +26,16 @@ def _without_profiler(key: str) -> str:
     return ",".join(c.strip() for c in held.split(",") if c.strip() and not c.strip().startswith(PROFILER_CLASSES))
 
 
-def _with_plugin_jar() -> str:
-    """spark.jars as this process's builders hold it, with the plugin jar (unless there already), whose reader reads
-    the log files in the JVM; as it is where the jar is not built (the analysis then reads them in Python)."""
+def _with_plugin_jar(given: "str | None" = None) -> str:
+    """spark.jars as given, else as this process's builders hold it, with the plugin jar (unless there already),
+    whose reader reads the log files in the JVM; as it is where the jar is not built (the analysis then reads them in
+    Python)."""
     from pyspark.sql import SparkSession
 
     from ..plugin_jar import PLUGIN_JAR, jar_path
 
-    held = [j.strip() for j in (getattr(SparkSession.Builder, "_options", {}).get("spark.jars") or "").split(",")
-            if j.strip()]
+    given = given if given is not None else getattr(SparkSession.Builder, "_options", {}).get("spark.jars")
+    held = [j.strip() for j in (given or "").split(",") if j.strip()]
     try:
         jar = jar_path()
     except FileNotFoundError:
@@ -43,10 +44,12 @@ def _with_plugin_jar() -> str:
     return ",".join(held if any(os.path.basename(j).startswith(plugin) for j in held) else [*held, jar])
 
 
-def local_session():
+def local_session(conf: "dict[str, str] | None" = None):
     """A local Spark session on every core (local[*]), Spark's UI off and its logging quiet, started on first use
     and reused (a stopped one is replaced), without the profiler's plugin but with its jar (its reader of log files).
-    Python workers run this interpreter, which has cloudprofiler. Where a session is already active in this process,
+    Python workers run this interpreter, which has cloudprofiler. `conf`: Spark settings of the session it starts,
+    as spark-submit's `--conf` (an object store's spark.hadoop.* keys, spark.jars.packages; its spark.jars get the
+    plugin jar too), over spark-defaults.conf of SPARK_CONF_DIR. Where a session is already active in this process,
     Spark hands that one out and its settings stay as they are."""
     global _session
     from pyspark.sql import SparkSession
@@ -55,16 +58,19 @@ def local_session():
     if jsc is not None and not jsc.sc().isStopped():
         return _session
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    _session = (SparkSession.builder.master("local[*]").appName("cloudprofiler-analysis")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.plugins", _without_profiler("spark.plugins"))
-                .config("spark.sql.extensions", _without_profiler("spark.sql.extensions"))
-                .config("spark.jars", _with_plugin_jar())
-                .config("spark.driver.memory", _driver_memory())
-                # a log file travels whole through the JVM into Python: an Arrow batch of file contents holds a
-                # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)
-                .config("spark.sql.execution.arrow.maxBytesPerBatch", str(64 << 20))
-                .getOrCreate())
+    conf = dict(conf or {})
+    builder = (SparkSession.builder.master("local[*]").appName("cloudprofiler-analysis")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.plugins", _without_profiler("spark.plugins"))
+               .config("spark.sql.extensions", _without_profiler("spark.sql.extensions"))
+               .config("spark.jars", _with_plugin_jar(conf.pop("spark.jars", None)))
+               .config("spark.driver.memory", _driver_memory())
+               # a log file travels whole through the JVM into Python: an Arrow batch of file contents holds a
+               # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)
+               .config("spark.sql.execution.arrow.maxBytesPerBatch", str(64 << 20)))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    _session = builder.getOrCreate()
     _session.sparkContext.setLogLevel("ERROR")
     return _session

@@ -23,6 +23,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.util.ShutdownHookManager;
 import org.apache.spark.TaskContext;
 import org.apache.spark.TaskFailedReason;
 import org.apache.spark.api.plugin.ExecutorPlugin;
@@ -69,6 +71,12 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private static final long SETUP_WAIT_SECONDS = 2;
 
   /**
+   * The shutdown hook's priority above Hadoop's closing of its file systems; Spark's own hooks (one
+   * Hadoop hook at + 30) run before it.
+   */
+  private static final int SHUTDOWN_BEFORE_FILE_SYSTEMS = 20;
+
+  /**
    * How long the setup waits for the application id (local mode sets it just after the executor
    * starts).
    */
@@ -101,7 +109,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private LogCollector collector;
   private ScheduledExecutorService collectTimer;
-  private Thread shutdownHook;
+  private Runnable shutdownHook;
   private long responder;
   private ProbeControl control;
   private RulesFollower rules;
@@ -141,8 +149,14 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     active = true;
     taskLogging = options.taskEnabled();
     metrics.register(ctx.metricRegistry());
-    shutdownHook = new Thread(this::finish, "cloudprofiler-shutdown");
-    Runtime.getRuntime().addShutdownHook(shutdownHook);
+    shutdownHook = this::finish;
+    // Hadoop runs its shutdown hooks by priority: this one (or, after the executor's stop began,
+    // its wait for that stop's last copy) before Hadoop closes its file systems, which an s3a:// or
+    // hdfs:// logDir's last copy writes through; a process told to stop by SIGTERM (a standalone
+    // worker's executors as the application ends) would otherwise keep its last files local
+    ShutdownHookManager.get()
+        .addShutdownHook(
+            shutdownHook, FileSystem.SHUTDOWN_HOOK_PRIORITY + SHUTDOWN_BEFORE_FILE_SYSTEMS);
     DaemonThreads.named("cloudprofiler-setup").newThread(this::setUp).start();
   }
 
@@ -480,8 +494,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   /**
-   * Flushes, closes and copies everything; runs once, from shutdown() or the JVM shutdown hook.
-   * Waits a bounded time for a setup under way (the task records that wait for their channels).
+   * Flushes, closes and copies everything; runs once, from shutdown() or the shutdown hook. Waits a
+   * bounded time for a setup under way (the task records that wait for their channels).
    */
   private void finish() {
     try {
@@ -527,7 +541,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     running = null;
     finish();
     try {
-      if (shutdownHook != null) Runtime.getRuntime().removeShutdownHook(shutdownHook);
+      if (shutdownHook != null) ShutdownHookManager.get().removeShutdownHook(shutdownHook);
     } catch (IllegalStateException alreadyShuttingDown) {
       // the hook is running or has run: nothing left to do
     }

@@ -5,7 +5,6 @@ import io.cloudprofiler.spark.DaemonThreads;
 import io.cloudprofiler.spark.Messages;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.io.FileNotFoundException;
-import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.Executors;
@@ -39,6 +38,9 @@ public final class RuleRequests {
   private static final Pattern FIRST_LINE =
       Pattern.compile("cloudprofiler-rules-request ([0-9a-f]{8,64}) (set|get)");
   private static final int REQUEST_MAX = 1 << 20;
+
+  /** Where the file system has permissions, the answer is the owner's only. */
+  private static final FsPermission OWNER_ONLY = new FsPermission((short) 0600);
 
   private final RuleChanges rules;
   private final Supplier<String> appFolder;
@@ -86,12 +88,8 @@ public final class RuleRequests {
       String answer = answer(first.group(2), end < 0 ? "" : text.substring(end + 1));
       ArrowTables.replace(
           appFolder.get() + "/rules-result-" + first.group(1) + ".txt",
-          (files, path) -> {
-            try (var out = files.create(path, true)) {
-              out.write(answer.getBytes(StandardCharsets.UTF_8));
-            }
-            ownerOnly(files, path);
-          });
+          OWNER_ONLY,
+          out -> out.write(answer.getBytes(StandardCharsets.UTF_8)));
       warned = false;
     } catch (Exception e) {
       if (!warned)
@@ -114,15 +112,6 @@ public final class RuleRequests {
       return "accepted " + version + "\n";
     } catch (RuntimeException e) {
       return "refused " + e.getMessage() + "\n";
-    }
-  }
-
-  /** Where the file system has permissions, the answer is the owner's only. */
-  private static void ownerOnly(FileSystem fs, Path path) {
-    try {
-      fs.setPermission(path, new FsPermission((short) 0600));
-    } catch (IOException | UnsupportedOperationException e) {
-      LOG.debug("cloudprofiler: {} keeps its permissions: {}", path, e.toString());
     }
   }
 }

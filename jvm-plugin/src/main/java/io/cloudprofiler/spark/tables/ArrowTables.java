@@ -14,9 +14,14 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.function.Supplier;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CommonPathCapabilities;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.StreamCapabilities;
+import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.spark.SparkConf;
 
 /**
@@ -102,13 +107,7 @@ public final class ArrowTables {
       throws Exception {
     if (rows.isEmpty()) return;
     ArrowIpc.Layout layout = new ArrowIpc.Layout(names, ArrowIpc.typesOf(rows.get(0)), metadata);
-    replace(
-        target,
-        (fs, path) -> {
-          try (OutputStream out = fs.create(path, false)) {
-            ArrowIpc.writeFile(out, layout, rows);
-          }
-        });
+    replace(target, out -> ArrowIpc.writeFile(out, layout, rows));
   }
 
   /**
@@ -119,9 +118,8 @@ public final class ArrowTables {
   static void publishStream(File stream, long length, byte[] end, String target) throws Exception {
     replace(
         target,
-        (fs, path) -> {
-          try (InputStream in = new FileInputStream(stream);
-              OutputStream out = fs.create(path, false)) {
+        out -> {
+          try (InputStream in = new FileInputStream(stream)) {
             out.write(ArrowIpc.MAGIC);
             copyPrefix(in, out, length, () -> stream + " ends before its " + length + " bytes");
             out.write(end);
@@ -152,9 +150,8 @@ public final class ArrowTables {
   public static void copy(File local, long length, byte[] end, String target) throws Exception {
     replace(
         target,
-        (fs, path) -> {
-          try (InputStream in = Files.newInputStream(local.toPath(), LinkOption.NOFOLLOW_LINKS);
-              OutputStream out = fs.create(path, false)) {
+        out -> {
+          try (InputStream in = Files.newInputStream(local.toPath(), LinkOption.NOFOLLOW_LINKS)) {
             copyPrefix(
                 in, out, length, () -> local + " shrank below " + length + " bytes while copied");
             out.write(end);
@@ -162,28 +159,46 @@ public final class ArrowTables {
         });
   }
 
+  /** Writes a file's bytes into {@code out}, which {@link #replace} opens and closes. */
   public interface Writer {
-    void write(FileSystem fs, Path path) throws Exception;
+    void write(OutputStream out) throws Exception;
   }
 
   /**
-   * Writes a hidden sibling of {@code target} (a random name, created exclusively with the file
-   * system's settings for new files) and renames it over the target, so that a reader (the analysis
-   * of a running application) never finds a part of a table. A local file system renames over the
-   * old table in one step; where the file system does not rename over an existing file (HDFS,
-   * object stores), the old one is deleted first, and a reader in between finds none (README,
-   * "Folder layout").
+   * {@link #replace(String, FsPermission, Writer)} with the file system's settings for new files.
    */
   public static void replace(String target, Writer writer) throws Exception {
+    replace(target, null, writer);
+  }
+
+  /**
+   * Replaces {@code target} with what {@code writer} writes, so that a reader (the analysis of a
+   * running application) never finds a part of it under the target's name; {@code permission}: the
+   * new file's, else (null) the file system's settings for new files decide.
+   *
+   * <p>Where the file system's output streams can be aborted (s3a://: an object appears as its
+   * stream closes, an aborted one never), the target is written in place: a reader finds the
+   * previous version until the new one is whole, then the new one, and a failed write is aborted,
+   * leaving the previous one. Elsewhere a hidden sibling (a random name, created exclusively: no
+   * one can plant a link at it ahead of the write) is written and renamed over the target: a local
+   * file system renames over the old file in one step; where the file system does not rename over
+   * an existing file (HDFS), the old one is deleted first, and a reader in between finds none
+   * (README, "Folder layout").
+   */
+  public static void replace(String target, FsPermission permission, Writer writer)
+      throws Exception {
     Path path = path(target);
     FileSystem fs = fileSystem(path);
     fs.mkdirs(path.getParent());
-    // a random name, created exclusively: no one can plant a link at it ahead of the write
+    if (fs.hasPathCapability(path, CommonPathCapabilities.ABORTABLE_STREAM)) {
+      writeWhole(fs, path, true, permission, writer);
+      return;
+    }
     Path aside =
         new Path(path.getParent(), "." + path.getName() + "." + UUID.randomUUID() + ".tmp");
     try {
-      writer.write(fs, aside);
-      if (!fs.rename(aside, path) && !(fs.delete(path, false) && fs.rename(aside, path))) {
+      writeWhole(fs, aside, false, permission, writer);
+      if (!renamedOnto(fs, aside, path) && !(fs.delete(path, false) && fs.rename(aside, path))) {
         throw new IOException("could not rename " + aside + " to " + path);
       }
     } catch (Exception e) { // its random name would stay behind for good
@@ -192,6 +207,42 @@ public final class ArrowTables {
       } catch (Exception ignored) { // the first failure is the one to report
       }
       throw e;
+    }
+  }
+
+  /**
+   * Creates {@code path} and closes it once {@code writer} has written it whole; a stream that a
+   * failure leaves half written is aborted where it can be, so that it never appears.
+   */
+  private static void writeWhole(
+      FileSystem fs, Path path, boolean overwrite, FsPermission permission, Writer writer)
+      throws Exception {
+    var create = fs.createFile(path).overwrite(overwrite);
+    if (permission != null) create.permission(permission);
+    FSDataOutputStream out = create.build();
+    try {
+      writer.write(out);
+    } catch (Throwable e) {
+      try {
+        if (out.hasCapability(StreamCapabilities.ABORTABLE_STREAM)) out.abort();
+        else out.close();
+      } catch (Exception second) {
+        e.addSuppressed(second);
+      }
+      throw e;
+    }
+    out.close();
+  }
+
+  /**
+   * Renames {@code from} onto an existing {@code to} where the file system does; Hadoop's contract
+   * lets one that does not return false or throw FileAlreadyExistsException (s3a://, for one).
+   */
+  private static boolean renamedOnto(FileSystem fs, Path from, Path to) throws IOException {
+    try {
+      return fs.rename(from, to);
+    } catch (FileAlreadyExistsException e) {
+      return false;
     }
   }
 }
