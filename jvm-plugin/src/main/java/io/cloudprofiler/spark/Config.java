@@ -184,9 +184,10 @@ public final class Config {
   public static final Key<String> LOG_DIR =
       text(
           "spark.cloudprofiler.logDir",
-          TMP + "/cloudprofiler-logs",
+          TMP + "/cloudprofiler-logs-" + USER,
           "Folder (any Hadoop-compatible URI) that collects every executor's logs, one subfolder"
-              + " per application");
+              + " per application (by default this user's own: users who share a host never share"
+              + " it)");
   public static final Key<String> LOCAL_DIR =
       text(
           "spark.cloudprofiler.localDir",
