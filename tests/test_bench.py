@@ -14,7 +14,7 @@ import pytest
 import cloudprofiler as cp
 from cloudprofiler.harness.bench import live
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
-from cloudprofiler.harness.bench.operators import judge, same_results
+from cloudprofiler.harness.bench.operators import coverage, judge, same_results
 from cloudprofiler.harness.bench.spark import application_summary
 from cloudprofiler.harness.bench.spark_logs import TASK_TABLE, record_problems, run_problems, task_problems
 
@@ -185,6 +185,17 @@ def test_the_operators_goal_is_judged_against_the_machine_s_floor():
     assert one["floor"] is None and one["verdict"] == "not measurable" and one["added"] == pytest.approx(0.01)
     with pytest.raises(ValueError, match="as many runs off as on"):
         judge([1.0, 2.0], [1.0])
+
+
+def test_operators_against_run_time_are_judged_by_their_error():
+    """Known answers: shares of the run time and excesses in standard errors of five tasks."""
+    agree = coverage([0.9, 0.5, 1.01, 0.7, 0.8], [-5.0, -20.0, 2.9, -9.0, -7.0])
+    assert agree == {"tasks": 5, "share_min": 0.5, "share_p5": 0.5, "share_p50": 0.8, "share_p95": 1.01,
+                     "share_max": 1.01, "over_run_time": 0, "verdict": "agree"}
+    over = coverage([0.9, 1.5], [-1.0, 3.5])  # beyond three standard errors
+    assert over["over_run_time"] == 1 and over["verdict"] == "1 task(s) over their run time"
+    assert coverage([1.2], [math.inf])["over_run_time"] == 1  # exact (no error) and over
+    assert coverage([], []) == {"tasks": 0, "verdict": "no timed task"}
 
 
 def test_results_compare_as_sorted_rows_with_doubles_within_a_relative_tolerance():

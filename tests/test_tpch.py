@@ -103,5 +103,9 @@ def test_the_bench_prints_each_run_s_time_and_cpu_for_both_sides_and_judges_both
             assert all(0 < cpu <= 2 * took + 0.05 for cpu, took in zip(q[f"{side}_cpu_s"], q[f"{side}_s"])), q
     for total in (figures["total"], figures["total_cpu"]):
         assert total["verdict"] in ("met", "not met", "not measurable") and len(total["added_runs"]) == 2
+    # every timed task's operators against its run time: a share of it, never over it beyond their error
+    agreement = figures["coverage"]
+    assert agreement["tasks"] > 0 and agreement["verdict"] == "agree", agreement
+    assert 0 <= agreement["share_min"] <= agreement["share_p50"] <= agreement["share_max"], agreement
     # the total of a run is its queries' sum
     assert figures["total"]["off_s"] == pytest.approx([sum(q["off_s"][i] for q in figures["queries"]) for i in (0, 1)])

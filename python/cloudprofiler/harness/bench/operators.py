@@ -5,7 +5,9 @@ One local-mode session with the plugin; for each query, after a warm-up run of e
 off and on alternate (off, on, off, on, ...: drift over the run hits both sides). The setting is read from the
 session's SQL configuration per query, so one session serves both sides. Per query: every run's seconds, the median
 added time and whether the two sides returned the same rows; then the total over the queries per run, judged against
-the goal (`judge`): at most 3% added at the default setting."""
+the goal (`judge`): at most 3% added at the default setting. Last, the operators' figures against a truth the
+product did not compute (`coverage`): for every task whose operators were timed, the sum of their exclusive times
+against the task's run time as Spark measured it (executor run time), which it can exceed only by its error."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +22,8 @@ import time
 OPERATORS_KEY = "spark.cloudprofiler.operators"
 GOAL_ADDED = 0.03  # total added time at the default setting, at most
 SIDES = {False: "off", True: "on"}
+ERRORS_ALLOWED = 3  # a task's operators may exceed its run time by this many standard errors of their sum...
+RUN_TIME_RESOLUTION_S = 1e-3  # ...and by the run time's resolution: Spark gives it in whole milliseconds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +61,38 @@ def judge(off_totals: list[float], on_totals: list[float], goal: float = GOAL_AD
         verdict = "not measurable"
     return {"added": added, "added_runs": runs, "added_min": min(runs), "added_max": max(runs), "floor": floor,
             "goal": goal, "verdict": verdict}
+
+
+def coverage(shares: list[float], excess_errors: list[float]) -> dict:
+    """The distribution of each timed task's operator time as a share of its run time (`shares`), and the tasks
+    whose operators exceed the run time by more than ERRORS_ALLOWED standard errors (`excess_errors`: the excess
+    over the run time in standard errors of the operators' sum, <= 0 for a task within it)."""
+    if not shares:
+        return {"tasks": 0, "verdict": "no timed task"}
+    ordered = sorted(shares)
+    at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    over = sum(1 for e in excess_errors if e > ERRORS_ALLOWED)
+    return {"tasks": len(shares), "share_min": ordered[0], "share_p5": at(0.05), "share_p50": at(0.5),
+            "share_p95": at(0.95), "share_max": ordered[-1], "over_run_time": over,
+            "verdict": "agree" if over == 0 else f"{over} task(s) over their run time"}
+
+
+def task_shares(app) -> tuple[list[float], list[float]]:
+    """Per task attempt with timed operators: their exclusive seconds summed over its run time (Spark's executor
+    run time), and by how many standard errors of that sum it exceeds the run time."""
+    from pyspark.sql import functions as F
+
+    per_task = (app.operator_tasks().groupBy("task_attempt_id")
+                .agg(F.sum("exclusive_s").alias("operators_s"), F.sqrt(F.sum(F.col("exclusive_err_s") ** 2))
+                     .alias("err_s"))
+                .join(app.tasks().select("task_attempt_id", "executor_run_time_ms"), "task_attempt_id")
+                .where(F.col("executor_run_time_ms") > 0).collect())
+    shares, excess = [], []
+    for r in per_task:
+        over = r["operators_s"] - r["executor_run_time_ms"] / 1e3 - RUN_TIME_RESOLUTION_S
+        shares.append(r["operators_s"] / (r["executor_run_time_ms"] / 1e3))
+        excess.append(over / r["err_s"] if r["err_s"] else (math.inf if over > 0 else 0.0))
+    return shares, excess
 
 
 def _sort_key(row) -> tuple:
@@ -162,16 +198,22 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {name}: off {_seconds(row['off_s'])} s, on {_seconds(row['on_s'])} s, "
                       f"{row['added']:+.1%} ({row['added_cpu']:+.1%} CPU), "
                       f"results {'equal' if row['results_equal'] else 'DIFFER'}", file=progress, flush=True)
+            app_id = spark.sparkContext.applicationId
         finally:
             spark.stop()
+        from ...analysis import open_application
+
+        print("comparing each timed task's operator time with its run time", file=progress, flush=True)
+        agreement = coverage(*task_shares(open_application(os.path.join(log_dir, app_id))))
     total = _total(rows, "off_s", "on_s", args.repeat)
     cpu = _total(rows, "off_cpu_s", "on_cpu_s", args.repeat)
     differ = [r["query"] for r in rows if not r["results_equal"]]
     if args.json:
         print(json.dumps({"scale": args.scale, "master": master, "repeat": args.repeat, "queries": rows,
-                          "total": total, "total_cpu": cpu}, indent=1))
+                          "total": total, "total_cpu": cpu, "coverage": agreement}, indent=1))
         return 1 if differ else 0
     _print(rows, total, cpu, args, master)
+    _print_coverage(agreement)
     for name in differ:
         print(f"bench operators: {name} returned other rows with operator timing on than off", file=sys.stderr)
     return 1 if differ else 0
@@ -211,6 +253,19 @@ def _print(rows: list[dict], total: dict, cpu: dict, args: argparse.Namespace, m
                  ("spread", "spread", ""), ("floor", "floor (off runs' spread)", ""), ("goal", "goal", "")])
     print("(JVM CPU: the CPU seconds of the session's JVM, driver and executor, during each run: what the JVM did, "
           "less sensitive than the time to other processes on the machine)")
+
+
+def _print_coverage(agreement: dict) -> None:
+    print()
+    if not agreement["tasks"]:
+        print("operators against run time: no task had timed operators")
+        return
+    print(f"operators against run time, over the {agreement['tasks']} tasks with timed operators: their exclusive "
+          f"time summed is min {agreement['share_min']:.0%}, p5 {agreement['share_p5']:.0%}, median "
+          f"{agreement['share_p50']:.0%}, p95 {agreement['share_p95']:.0%}, max {agreement['share_max']:.0%} of the "
+          f"task's run time (Spark's executor run time, which also holds what no operator covers: deserializing the "
+          f"task, writing its shuffle output, its result); over the run time by more than {ERRORS_ALLOWED} standard "
+          f"errors: {agreement['over_run_time']} ({agreement['verdict']})")
 
 
 def _total_row(what: str, off: list[float], on: list[float], verdict: dict) -> dict:
