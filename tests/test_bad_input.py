@@ -169,6 +169,7 @@ EDGE_CASES = [
     (["config", "get", "--app", "{file}"], "{file} is no application folder (<logDir>/<app id>): it is a file"),
     (["report", "{missing}", "--master", "local[1]"], "{missing} is not the log folder of an application (it does not"),
     (["report", "{file}"], "{file} is not the log folder of an application (it is a file"),
+    (["report", "{app}", "--conf", "spark.hadoop.fs.s3a.endpoint"], "'spark.hadoop.fs.s3a.endpoint' is not KEY=VALUE"),
     (["generate", "--rate", "inf"], "got inf"),
     (["generate", "--rate", "1e30"], "got 1e+30"),
     (["generate", "--port", "99999"], "got 99999"),
