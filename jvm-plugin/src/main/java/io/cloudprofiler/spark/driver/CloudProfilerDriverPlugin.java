@@ -199,7 +199,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
    */
   private void startInBackground(SparkContext sc, Options options) {
     try {
-      ruleRequests = new RuleRequests(rules, this::appFolder);
+      ruleRequests = new RuleRequests(rules, () -> sc.applicationId() == null ? null : appFolder());
       if (options.calibrationEnabled()) {
         String host =
             sc.conf().get("spark.driver.host", "127.0.0.1"); // where executors reach the driver
@@ -314,6 +314,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
         DaemonThreads.guarded(
             "the publishing of the task and rules tables",
             () -> {
+              if (sc.applicationId() == null) return; // its folder is named at a later run
               try {
                 listener.publishTable(appFolder() + "/spark-tasks.arrows");
               } catch (Exception e) {
@@ -349,8 +350,12 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
         TimeUnit.SECONDS);
   }
 
+  /**
+   * {@code <logDir>/<application id>}. The id is assigned after the plugins start (local mode,
+   * local-cluster): what runs before it has no folder yet.
+   */
   private String appFolder() {
-    return logDir + "/" + sc.applicationId(); // the id is not assigned yet at init in local mode
+    return logDir + "/" + sc.applicationId();
   }
 
   /**

@@ -49,7 +49,10 @@ public final class RuleRequests {
           DaemonThreads.named("cloudprofiler-rule-requests"));
   private boolean warned;
 
-  /** {@code appFolder}: the application's folder (its id is known once the application runs). */
+  /**
+   * {@code appFolder}: the application's folder, null until the application has its id (no request
+   * is read before).
+   */
   public RuleRequests(RuleChanges rules, Supplier<String> appFolder) {
     this.rules = rules;
     this.appFolder = appFolder;
@@ -65,6 +68,7 @@ public final class RuleRequests {
   }
 
   private void poll() {
+    if (appFolder.get() == null) return; // the application has no id yet
     try {
       Path request = new Path(ArrowTables.path(appFolder.get()), REQUEST);
       FileSystem fs = ArrowTables.fileSystem(request);
