@@ -95,6 +95,20 @@ def test_lists_of_spark_defaults_conf_are_kept(tmp_path, monkeypatch):
     assert conf["spark.plugins"] == f"other.OtherPlugin,{cps.PLUGIN_CLASS}"
 
 
+def test_the_analysis_session_keeps_the_jars_of_spark_defaults_conf(tmp_path, monkeypatch):
+    """The embedded session's spark.jars replace spark-defaults.conf's: it keeps them (a platform's s3a jars)
+    beside the plugin jar, whose reader it uses; jars given to it replace the file's, as spark-submit's --conf."""
+    from pyspark.sql import SparkSession
+
+    from cloudprofiler.analysis.session import _with_plugin_jar
+
+    (tmp_path / "spark-defaults.conf").write_text("spark.jars /opt/hadoop-aws.jar,/opt/sdk.jar\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    monkeypatch.setattr(SparkSession.Builder, "_options", {}, raising=False)  # no builder of this process set any
+    assert _with_plugin_jar() == f"/opt/hadoop-aws.jar,/opt/sdk.jar,{cps.jar_path()}"
+    assert _with_plugin_jar("/opt/given.jar") == f"/opt/given.jar,{cps.jar_path()}"
+
+
 def test_a_job_runs_with_both_plugins_and_both_extensions(other_jar, tmp_path):
     """In a process of its own: the driver's class path is fixed when its JVM starts."""
     markers, logs = tmp_path / "markers", tmp_path / "logs"

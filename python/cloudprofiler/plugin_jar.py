@@ -1,4 +1,5 @@
-"""The plugin jar: where it is (shipped in the package, or built in the source tree), for the Spark at hand."""
+"""The plugin jar: where it is (shipped in the package, or built in the source tree), for the Spark at hand; and that
+Spark's spark-defaults.conf, whose settings a session started here adds to."""
 from __future__ import annotations
 
 import importlib.util
@@ -32,3 +33,21 @@ def jar_path(name: str | None = None) -> str:
         if candidate.exists():
             return str(candidate)
     raise FileNotFoundError(f"{name} is not built: run `make build`")
+
+
+def spark_defaults() -> dict:
+    """spark-defaults.conf of SPARK_CONF_DIR, or of SPARK_HOME (pyspark's own) conf/: key value, key=value or
+    key: value a line."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if not folder:
+        from pyspark.find_spark_home import _find_spark_home
+
+        folder = os.path.join(_find_spark_home(), "conf")
+    path = Path(folder) / "spark-defaults.conf"
+    entries = {}
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        line = line.strip()
+        match = re.match(r"([^\s=:]+)\s*[=:\s]\s*(.*)", line)
+        if match and not line.startswith(("#", "!")):
+            entries[match[1]] = match[2].strip()
+    return entries

@@ -27,14 +27,15 @@ def _without_profiler(key: str) -> str:
 
 
 def _with_plugin_jar(given: "str | None" = None) -> str:
-    """spark.jars as given, else as this process's builders hold it, with the plugin jar (unless there already),
-    whose reader reads the log files in the JVM; as it is where the jar is not built (the analysis then reads them in
-    Python)."""
+    """spark.jars as given, else as this process's builders hold it, else as spark-defaults.conf says (the session's
+    setting replaces that file's), with the plugin jar (unless there already), whose reader reads the log files in
+    the JVM; as it is where the jar is not built (the analysis then reads them in Python)."""
     from pyspark.sql import SparkSession
 
-    from ..plugin_jar import PLUGIN_JAR, jar_path
+    from ..plugin_jar import PLUGIN_JAR, jar_path, spark_defaults
 
-    given = given if given is not None else getattr(SparkSession.Builder, "_options", {}).get("spark.jars")
+    if given is None:
+        given = getattr(SparkSession.Builder, "_options", {}).get("spark.jars") or spark_defaults().get("spark.jars")
     held = [j.strip() for j in (given or "").split(",") if j.strip()]
     try:
         jar = jar_path()

@@ -11,9 +11,9 @@ import re
 import shlex
 import sys
 import warnings
-from pathlib import Path
 from urllib.parse import urlparse
 
+from ..plugin_jar import spark_defaults
 from ..rules import rules_text
 from .checks import check_conf
 from .connect import is_connect
@@ -197,25 +197,7 @@ def set_before(builder, key: str) -> "str | None":
 
     if SparkContext._jvm is not None:
         return SparkConf().get(key, None)
-    return _spark_defaults().get(key)
-
-
-def _spark_defaults() -> dict:
-    """spark-defaults.conf of SPARK_CONF_DIR, or of SPARK_HOME (pyspark's own) conf/: key value, key=value or
-    key: value a line."""
-    folder = os.environ.get("SPARK_CONF_DIR")
-    if not folder:
-        from pyspark.find_spark_home import _find_spark_home
-
-        folder = os.path.join(_find_spark_home(), "conf")
-    path = Path(folder) / "spark-defaults.conf"
-    entries = {}
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        line = line.strip()
-        match = re.match(r"([^\s=:]+)\s*[=:\s]\s*(.*)", line)
-        if match and not line.startswith(("#", "!")):
-            entries[match[1]] = match[2].strip()
-    return entries
+    return spark_defaults().get(key)
 
 
 def builder(channels=None, **values):
