@@ -255,8 +255,9 @@ def test_a_remote_streaming_query_is_split_per_micro_batch_and_operator(sessions
     assert len(ran) >= 1 and (ran["tasks"] > 0).all() and ran["top_operator"].notna().all(), batches
     tasks = app.tasks(streaming_query_id=remote_source["query_id"]).toPandas()
     assert set(tasks["connect_session_id"]) == {remote_source["session"]}
-    # every batch that read rows ran tasks; a batch may also run tasks over no new rows (its partitions empty)
-    assert set(ran["batch_id"]) <= set(tasks["streaming_batch_id"]) <= set(batches["batch_id"]), batches
+    # every batch that read rows ran tasks (a batch may also run tasks over no new rows, and the query's stop may
+    # cut one short before Spark posts its progress: tasks of batches without a progress row)
+    assert set(ran["batch_id"]) <= set(tasks["streaming_batch_id"]), (batches, tasks["streaming_batch_id"])
 
 
 def test_rules_set_through_sql_are_recorded_with_their_session(sessions, remote_rules, scoped_rules):
