@@ -1,11 +1,10 @@
 """End to end: a real Spark job with the plugin and three cp_trace points around two shuffles, then
-`cloudprofiler report <folder>` (its own process, its embedded Spark) and `cps.report(spark)` after the run; the
-page passes the browser check and shows the numbers the Application computes."""
+`cps.report(spark)` after the run (its embedded Spark, in the application's process); the page passes the browser
+check and shows the numbers the Application computes. `cloudprofiler report <folder>`, the same report from a
+process of its own, runs in test_bad_input (a folder with a cut file) and test_object_store (s3a://)."""
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,13 +67,8 @@ def app_folder(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(app_folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("report") / "report.html"
-    run = subprocess.run([sys.executable, "-m", "cloudprofiler.cli", "report", str(app_folder[0]), "-o", str(out)],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.startswith("Findings\n") and run.stdout.rstrip().endswith(f"report: {out}")
-    return out
+def page(app_folder):
+    return app_folder[1]
 
 
 def test_the_command_writes_a_page_that_passes_the_browser_check(page, tmp_path):
@@ -177,11 +171,11 @@ def test_a_section_that_fails_is_named_and_the_others_are_shown(app_folder, tmp_
     for file in (tmp_path / "repeated").rglob("*.arrows"):
         shutil.copy(file, folder / file.name)
     out = tmp_path / "report.html"
-    # the command in this process, on the analysis session that the tests above started (the page's run is the
-    # command in a process of its own)
+    # the command in this process, on the analysis session that the tests above started
     capsys.readouterr()
     assert cli.main(["report", str(folder), "-o", str(out)]) == 0
     run = capsys.readouterr()
+    assert run.out.startswith("Findings\n") and run.out.rstrip().endswith(f"report: {out}")
     said = [line for line in run.err.splitlines() if line.startswith("cloudprofiler report: ")]
     assert len(said) == 1 and "the pipeline section is left out: ValueError: hop repeated.a -> repeated.b" in said[0]
     assert "id 7" in said[0]
