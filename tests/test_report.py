@@ -109,6 +109,8 @@ def test_terminal_summary(tmp_path, capsys):
     assert "join -> sink adds 71% of the end-to-end p99" in printed
     assert re.search(r"application +app-20261123101500-0001", printed)
     assert re.search(r"end to end: source -> sink +60,000 +40,000 +2.2 ms +11.4 ms", printed)
+    # every straggler a paragraph (its words are too long for a table's column), the slowest first
+    assert "\nStragglers\n - stage 1, partition 7 on executor 2, host worker-b: 1.18 s, 11.8x the median\n" in printed
     assert printed.rstrip().endswith(f"report: {out}")
 
 

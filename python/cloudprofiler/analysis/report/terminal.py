@@ -38,10 +38,21 @@ def print_summary(found: list[Finding], tables: dict[str, Table], data=None) -> 
             if key == "pipeline":
                 print(textwrap.fill(SKETCH_NOTE, width))
         if key == "stages" and tables.get("stragglers") and tables["stragglers"].rows:
-            print("\nStragglers")
-            _print(tables["stragglers"], STRAGGLER_ROWS)
+            _print_stragglers(tables["stragglers"], width)
         if key == "stages" and data is not None:
             _print_queries(tables.get("queries") or [], queries_notes(data), width)
+
+
+def _print_stragglers(table: Table, width: int) -> None:
+    """A paragraph per straggler (its words are too long for a column of a table)."""
+    print("\nStragglers")
+    for row in table.rows[:STRAGGLER_ROWS]:
+        stage, partition, executor, duration, ratio, why = (cell.text for cell in row)
+        print(textwrap.fill(f"stage {stage}, partition {partition} on {executor}: {duration}, {ratio} the median"
+                            + (f": {why}" if why != "-" else ""), width, initial_indent=" - ",
+                            subsequent_indent="   "))
+    if len(table.rows) > STRAGGLER_ROWS:
+        print(f"({len(table.rows) - STRAGGLER_ROWS} more in the HTML report)")
 
 
 def _print_queries(queries: list, notes: list[str], width: int) -> None:
