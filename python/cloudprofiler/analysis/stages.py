@@ -43,11 +43,10 @@ STRAGGLER_METRICS = ["spark_duration_ms", "executor_run_time_ms", "executor_cpu_
 # application did not time its operators or UDFs): the operator whose exclusive time exceeds its median in the stage
 # most, and the task's Python UDFs (the evaluation with most worker time names them): how long after the task's
 # start its worker began (a slot's first Python task waits for the worker to start), and the function's time
-OPERATOR_PARTS = ["top_operator", "top_probe_id", "top_operator_s", "top_operator_median_s"]
-UDF_PARTS = ["udf", "udf_start_s", "udf_start_median_s", "udf_function_s", "udf_function_median_s"]
-PARTS_DDL = ("top_operator string, top_probe_id long, top_operator_s double, top_operator_median_s double, "
-             "udf string, udf_start_s double, udf_start_median_s double, udf_function_s double, "
-             "udf_function_median_s double")
+OPERATOR_PARTS = {"top_operator": "string", "top_probe_id": "long", "top_operator_s": "double",
+                  "top_operator_median_s": "double"}
+UDF_PARTS = {"udf": "string", "udf_start_s": "double", "udf_start_median_s": "double", "udf_function_s": "double",
+             "udf_function_median_s": "double"}
 
 
 def check_ratio(method: str, ratio) -> None:
@@ -76,9 +75,8 @@ def stragglers(tasks, ratio: float = STRAGGLER_RATIO, operator_tasks=None, udfs=
         "ratio", *STRAGGLER_METRICS, "records_read", "median_records_read", "off_cpu_ms", "median_off_cpu_ms")
     parts = [_operator_parts(slow, operator_tasks), _udf_parts(slow, udfs)]
     for columns, found in zip((OPERATOR_PARTS, UDF_PARTS), parts):
-        if found is None:
-            types = dict(field.split(" ") for field in PARTS_DDL.split(", "))
-            slow = slow.select("*", *[F.lit(None).cast(types[c]).alias(c) for c in columns])
+        if found is None:  # not timed: the columns, null
+            slow = slow.select("*", *[F.lit(None).cast(type_).alias(name) for name, type_ in columns.items()])
         else:
             slow = slow.join(found, "task_attempt_id", "left")
     return slow.orderBy(F.col("ratio").desc())

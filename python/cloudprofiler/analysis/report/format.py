@@ -20,6 +20,11 @@ def duration(ns) -> str:
     raise AssertionError("unreachable")
 
 
+def number(value) -> "float | None":
+    """A value as a float; None where it is missing or NaN (a null or an unmeasured figure in a pandas row)."""
+    return None if value is None or value != value else float(value)
+
+
 def count(n) -> str:
     return "-" if n is None or n != n else f"{int(n):,}"
 

@@ -24,8 +24,7 @@ TIME_CAUSES = (("jvm_gc_time_ms", "GC"), ("shuffle_fetch_wait_ms", "waiting for 
 def metric(row, name: str) -> "float | None":
     """A value of the straggler's row, None where the row lacks it (no task table, no metrics from Spark, nothing
     timed)."""
-    value = getattr(row, name, None)
-    return None if value is None or value != value else float(value)
+    return fmt.number(getattr(row, name, None))
 
 
 def causes(row) -> list[str]:

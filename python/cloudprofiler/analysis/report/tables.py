@@ -62,7 +62,7 @@ def summary(data: ReportData) -> Table:
 
 
 def _ns(value) -> Cell:
-    return Cell(fmt.duration(value), None if value is None or value != value else float(value))
+    return Cell(fmt.duration(value), fmt.number(value))
 
 
 def _bound(value) -> Cell:
@@ -70,12 +70,11 @@ def _bound(value) -> Cell:
 
 
 def _n(value) -> Cell:
-    return Cell(fmt.count(value), None if value is None or value != value else float(value))
+    return Cell(fmt.count(value), fmt.number(value))
 
 
 def _bytes(value) -> Cell:
-    return Cell("-" if value is None or value != value else fmt.size(value),
-                None if value is None or value != value else float(value))
+    return Cell("-" if fmt.number(value) is None else fmt.size(value), fmt.number(value))
 
 
 def _share(part, whole) -> Cell:
@@ -138,7 +137,7 @@ def _seconds(value, error=None) -> Cell:
     text = fmt.duration(value * 1e9)
     if error is not None and error == error and error > 0:
         text += f" \u00b1 {fmt.duration(error * 1e9)}"
-    return Cell(text, None if value is None or value != value else float(value))
+    return Cell(text, fmt.number(value))
 
 
 def query_table(rows) -> Table:

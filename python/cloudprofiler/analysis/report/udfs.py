@@ -41,8 +41,7 @@ def beside_spark_profiler(data, seconds: dict) -> None:
 
 
 def _profiled(row) -> "float | None":
-    value = getattr(row, "spark_profiler_s", None)
-    return None if value is None or value != value else float(value)
+    return fmt.number(getattr(row, "spark_profiler_s", None))
 
 
 def _shares(row) -> dict:
@@ -102,7 +101,8 @@ def section(data) -> str:
                   f"{escape(fmt.duration(getattr(row, f'{p}_s') * 1e9))} ({fmt.percent(shares[p])})" for p in PARTS]
         cells.append(escape(fmt.duration(row.worker_s * 1e9)))
         if profiled:
-            cells.append(escape(fmt.duration(_profiled(row) * 1e9) if _profiled(row) is not None else "-"))
+            seconds = _profiled(row)
+            cells.append(escape(fmt.duration(seconds * 1e9) if seconds is not None else "-"))
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     note = ("Each UDF's Python workers, summed over its tasks: setting up (unpickling the UDF), waiting for input from "
             "the JVM, reading it, the function (with PySpark's conversions around it) and serializing the output back. "
