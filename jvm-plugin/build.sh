@@ -24,6 +24,8 @@ javac --release 17 -Xlint:all,-processing,-serial -Werror -nowarn -cp "$spark_ja
   $(find "$here/src/main/java" "$here/src/main/scala-$scala" -name '*.java')
 # the option table, declared in Config.java, for the Python helper (cloudprofiler.spark reads it from the jar)
 java -cp "$classes:$spark_jars/*" io.cloudprofiler.spark.Config "$classes/io/cloudprofiler/spark/options.json"
+# the tables' file names and schemas, each declared beside its writer, for the Python analysis (cloudprofiler.tables)
+java -cp "$classes:$spark_jars/*" io.cloudprofiler.spark.Tables "$classes/io/cloudprofiler/spark/tables.json"
 rm -rf "$out/bench-classes" && mkdir -p "$out/bench-classes"
 javac --release 17 -Xlint:all,-processing,-serial -Werror -nowarn -cp "$classes" -d "$out/bench-classes" \
   $(find "$here/src/bench/java" -name '*.java')

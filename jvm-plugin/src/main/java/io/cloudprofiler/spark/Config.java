@@ -188,6 +188,16 @@ public final class Config {
           "Folder (any Hadoop-compatible URI) that collects every executor's logs, one subfolder"
               + " per application (by default this user's own: users who share a host never share"
               + " it)");
+
+  /**
+   * The folder of application {@code appId} in {@code logDir}, {@code <logDir>/<app id>}, where its
+   * tables and its executors' folders lie (logDir's trailing slashes dropped: an object store would
+   * take "a//b" for another key than "a/b"); the Python side's is cloudprofiler.tables.app_folder.
+   */
+  public static String appFolder(String logDir, String appId) {
+    return logDir.replaceAll("/+$", "") + "/" + appId;
+  }
+
   public static final Key<String> LOCAL_DIR =
       text(
           "spark.cloudprofiler.localDir",
@@ -582,7 +592,8 @@ public final class Config {
         .toString();
   }
 
-  private static String quote(String text) {
+  /** {@code text} as a JSON string. */
+  static String quote(String text) {
     StringBuilder out = new StringBuilder("\"");
     for (char c : text.toCharArray()) {
       if (c == '"' || c == '\\') out.append('\\').append(c);

@@ -7,6 +7,7 @@ import io.cloudprofiler.spark.DaemonThreads;
 import io.cloudprofiler.spark.Messages;
 import io.cloudprofiler.spark.tables.ArrowSpool;
 import io.cloudprofiler.spark.tables.ArrowTables;
+import io.cloudprofiler.spark.tables.Table;
 import java.io.IOException;
 import java.net.Inet4Address;
 import java.net.InetAddress;
@@ -51,11 +52,70 @@ import org.slf4j.LoggerFactory;
  * for them (not for executors Spark already removed: lost ones never ask), finishes the round under
  * way (never interrupts it) and the tables.
  *
- * <p>After each round {@code calibration.arrows} (every probe, with its pair and direction) and
- * {@code tsc-domains.arrows} (every process, its domain and the check that put it there) are
- * rewritten.
+ * <p>After each round {@link #PROBES} (every probe, with its pair and direction) and {@link
+ * #DOMAINS} (every process, its domain and the check that put it there) are rewritten.
  */
 public final class CalibrationCoordinator {
+  /**
+   * Round: the driver's count of rounds (an int: at most one round a second lasts 68 years before
+   * it wraps).
+   */
+  public static final Table PROBES =
+      new Table(
+          "calibration",
+          "calibration.arrows",
+          Table.APPLICATION,
+          "a row per probe of every calibration round: the pair of TSC domains, the direction, the"
+              + " round, the hosts, the TSCs read at send, at the remote end and at receipt",
+          List.of(
+              "domain_a",
+              "domain_b",
+              "direction",
+              "round",
+              "host_a",
+              "host_b",
+              "send_tsc",
+              "remote_tsc",
+              "recv_tsc"),
+          List.of(
+              String.class,
+              String.class,
+              String.class,
+              Integer.class,
+              String.class,
+              String.class,
+              Long.class,
+              Long.class,
+              Long.class));
+
+  public static final Table DOMAINS =
+      new Table(
+          "tsc_domains",
+          "tsc-domains.arrows",
+          Table.APPLICATION,
+          "a row per process with a probe responder: its TSC domain, boot id, role in the domain,"
+              + " host, executor, pid, ports and the TSC check that put it there",
+          List.of(
+              "domain",
+              "boot_id",
+              "role",
+              "host",
+              "executor_id",
+              "pid",
+              "responder_port",
+              "control_port",
+              "check"),
+          List.of(
+              String.class,
+              String.class,
+              String.class,
+              String.class,
+              String.class,
+              Long.class,
+              Integer.class,
+              Integer.class,
+              String.class));
+
   /**
    * How long the driver's shutdown waits for executors' last runs (an executor that was killed
    * never asks).
@@ -196,7 +256,7 @@ public final class CalibrationCoordinator {
   }
 
   private void start(String appId, String logDir) {
-    folder = logDir + "/" + appId;
+    folder = Config.appFolder(logDir, appId);
     if (!NativeLoader.isLoaded()) return; // the driver's plugin has said why
     try {
       CloudProfiler.requireInvariantTsc(force);
@@ -564,23 +624,12 @@ public final class CalibrationCoordinator {
    * finished.
    */
   private synchronized void write(boolean last) {
-    String target = folder + "/calibration.arrows";
+    String target = PROBES.in(folder);
     try {
       if (spool == null) {
-        spool =
-            new ArrowSpool(
-                "cloudprofiler-calibration",
-                List.of(
-                    "domain_a",
-                    "domain_b",
-                    "direction",
-                    "round",
-                    "host_a",
-                    "host_b",
-                    "send_tsc",
-                    "remote_tsc",
-                    "recv_tsc"),
-                Map.of("reference.domain", reference.key, "probes.per_run", String.valueOf(count)));
+        Map<String, String> meta =
+            Map.of("reference.domain", reference.key, "probes.per_run", String.valueOf(count));
+        spool = new ArrowSpool(PROBES, () -> meta);
       }
       spool.append(probes);
       if (last) spool.finish(target);
@@ -612,28 +661,10 @@ public final class CalibrationCoordinator {
             });
       }
     }
-    write(
-        "tsc-domains.arrows",
-        Map.of("reference.domain", reference.key),
-        List.of(
-            "domain",
-            "boot_id",
-            "role",
-            "host",
-            "executor_id",
-            "pid",
-            "responder_port",
-            "control_port",
-            "check"),
-        rows);
-  }
-
-  private void write(
-      String name, Map<String, String> meta, List<String> names, List<Object[]> rows) {
     try {
-      ArrowTables.writeRows(folder + "/" + name, meta, names, rows);
+      ArrowTables.writeRows(DOMAINS, folder, Map.of("reference.domain", reference.key), rows);
     } catch (Exception e) {
-      LOG.warn("cloudprofiler: writing " + folder + "/" + name + " failed", e);
+      LOG.warn("cloudprofiler: writing " + DOMAINS.in(folder) + " failed", e);
     }
   }
 }

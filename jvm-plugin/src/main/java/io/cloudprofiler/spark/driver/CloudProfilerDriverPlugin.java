@@ -52,11 +52,6 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(CloudProfilerDriverPlugin.class);
 
   /**
-   * Beside the task table: every rules text accepted while the application ran, with its wall time.
-   */
-  static final String RULES_TABLE = "rules-changes.arrows";
-
-  /**
    * To each executor: the rules at start (those of spark.cloudprofiler.rules and of the driver's
    * rules file).
    */
@@ -316,7 +311,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
             () -> {
               if (sc.applicationId() == null) return; // its folder is named at a later run
               try {
-                listener.publishTable(appFolder() + "/spark-tasks.arrows");
+                listener.publishTable(TaskListener.TABLE.in(appFolder()));
               } catch (Exception e) {
                 LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
               }
@@ -339,7 +334,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
                 LOG.warn("cloudprofiler: could not write the tab's figures into the event log", e);
               }
               try {
-                rules.publish(appFolder() + "/" + RULES_TABLE);
+                rules.publish(appFolder());
               } catch (Exception e) {
                 LOG.warn(
                     "cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
@@ -351,11 +346,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   }
 
   /**
-   * {@code <logDir>/<application id>}. The id is assigned after the plugins start (local mode,
+   * The application's folder. The id is assigned after the plugins start (local mode,
    * local-cluster): what runs before it has no folder yet.
    */
   private String appFolder() {
-    return logDir + "/" + sc.applicationId();
+    return Config.appFolder(logDir, sc.applicationId());
   }
 
   /**
@@ -411,12 +406,12 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     if (ruleRequests != null) ruleRequests.stop();
     String appFolder = appFolder();
     try {
-      listener.writeTable(appFolder + "/spark-tasks.arrows");
+      listener.writeTable(TaskListener.TABLE.in(appFolder));
     } catch (Exception e) {
       LOG.warn("cloudprofiler: could not write the task table to " + appFolder, e);
     }
     try {
-      rules.publish(appFolder + "/" + RULES_TABLE);
+      rules.publish(appFolder);
     } catch (Exception e) {
       LOG.warn("cloudprofiler: could not write the rules' changes to " + appFolder, e);
     }

@@ -1,6 +1,7 @@
 package io.cloudprofiler.spark.driver;
 
 import io.cloudprofiler.spark.tables.ArrowSpool;
+import io.cloudprofiler.spark.tables.Table;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.ArrayDeque;
@@ -17,8 +18,8 @@ import org.apache.spark.sql.streaming.StreamingQueryListener;
 import org.apache.spark.sql.streaming.StreamingQueryProgress;
 
 /**
- * The driver's table of streaming micro-batches, {@value #TABLE}: a row per batch of every
- * streaming query, from the progress Spark posts on its listener bus when a batch ends (what {@code
+ * The driver's table of streaming micro-batches, {@link #TABLE}: a row per batch of every streaming
+ * query, from the progress Spark posts on its listener bus when a batch ends (what {@code
  * query.lastProgress} shows): the query, the batch, when its trigger started, its input rows and
  * rates, the driver's phases (planning, offsets, the batch's jobs, the logs' commits), the event
  * time's watermark and range, the state's rows. The batch's jobs carry its query and batch id in
@@ -27,7 +28,6 @@ import org.apache.spark.sql.streaming.StreamingQueryProgress;
  * {@link #QUERIES_KEPT} queries stay in memory for the Cloudprofiler tab.
  */
 public final class StreamingBatches extends SparkListener {
-  static final String TABLE = "spark-streaming-batches.arrows";
   private static final int BATCH_ROWS = 1024;
   static final int RECENT = 30;
   static final int QUERIES_KEPT = 20;
@@ -87,6 +87,16 @@ public final class StreamingBatches extends SparkListener {
           Long.class,
           Long.class);
 
+  public static final Table TABLE =
+      new Table(
+          "streaming_batches",
+          "spark-streaming-batches.arrows",
+          Table.APPLICATION,
+          "a row per micro-batch of every streaming query: its progress as Spark posts it when the"
+              + " batch ends",
+          COLUMNS,
+          TYPES);
+
   private final List<Object[]> rows = new ArrayList<>();
   private final ArrowSpool spool;
   private final Map<String, Deque<Object[]>> recent =
@@ -98,7 +108,7 @@ public final class StreamingBatches extends SparkListener {
       };
 
   public StreamingBatches(Supplier<Map<String, String>> metadata) {
-    spool = new ArrowSpool("cloudprofiler-streaming-batches", COLUMNS, TYPES, metadata);
+    spool = new ArrowSpool(TABLE, metadata);
   }
 
   @Override
@@ -166,20 +176,20 @@ public final class StreamingBatches extends SparkListener {
     latest.addLast(row);
     if (latest.size() > RECENT) latest.removeFirst();
     rows.add(row);
-    if (rows.size() >= BATCH_ROWS) spool.appendAndClear(rows, "streaming batch table");
+    if (rows.size() >= BATCH_ROWS) spool.appendAndClear(rows);
   }
 
   /** Publishes the table into the application's folder, if it has rows: while it runs. */
   public void publish(String appFolder) throws Exception {
     synchronized (this) {
-      spool.appendAndClear(rows, "streaming batch table");
+      spool.appendAndClear(rows);
     }
-    spool.copyTo(appFolder + "/" + TABLE);
+    spool.copyTo(TABLE.in(appFolder));
   }
 
   /** Writes the table a last time. */
   public synchronized void finish(String appFolder) throws Exception {
-    spool.appendAndClear(rows, "streaming batch table");
-    spool.finish(appFolder + "/" + TABLE);
+    spool.appendAndClear(rows);
+    spool.finish(TABLE.in(appFolder));
   }
 }

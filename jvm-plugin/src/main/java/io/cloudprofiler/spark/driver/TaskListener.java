@@ -2,6 +2,7 @@ package io.cloudprofiler.spark.driver;
 
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.tables.ArrowSpool;
+import io.cloudprofiler.spark.tables.Table;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -53,6 +54,20 @@ public class TaskListener extends SparkListener {
           Long.class,
           String.class,
           String.class);
+
+  /** Declared with its columns here and in {@link TaskDetails}. */
+  public static final Table TABLE =
+      Table.of(
+          "tasks",
+          "spark-tasks.arrows",
+          Table.APPLICATION,
+          "a row per task attempt Spark ran: its job, stage, partition, executor, host, status,"
+              + " times, metrics and job properties",
+          COLUMNS,
+          TYPES,
+          TaskDetails.COLUMNS,
+          TaskDetails.TYPES);
+
   static final int STAGES_KEPT =
       10_000; // job properties of the latest stage attempts (tasks end after their stage)
 
@@ -72,11 +87,7 @@ public class TaskListener extends SparkListener {
    * asked for when the first batch is written.
    */
   public TaskListener(Supplier<Map<String, String>> metadata) {
-    List<String> names = new ArrayList<>(COLUMNS);
-    names.addAll(TaskDetails.COLUMNS);
-    List<Class<?>> types = new ArrayList<>(TYPES);
-    types.addAll(TaskDetails.TYPES);
-    spool = new ArrowSpool("cloudprofiler-spark-tasks", names, types, metadata);
+    spool = new ArrowSpool(TABLE, metadata);
   }
 
   @Override
@@ -130,7 +141,7 @@ public class TaskListener extends SparkListener {
   }
 
   private void spoolBatch() {
-    spool.appendAndClear(batch, "task table");
+    spool.appendAndClear(batch);
   }
 
   /**

@@ -206,8 +206,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private void startLibrary(String appId) {
     String host = hostName();
-    String leaf = appId + "/" + host + "-" + ctx.executorID();
-    File local = new File(options.localDir(), leaf);
+    String folder = host + "-" + ctx.executorID();
+    File local = new File(new File(options.localDir(), appId), folder);
     try {
       CloudProfiler.start(
           local.getPath(),
@@ -253,7 +253,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
             ctx.executorID(),
             () -> (Messages.RulesNow) ask(new Messages.CurrentRules()),
             workers::writeRules);
-    collector = new LogCollector(local, options.logDir() + "/" + leaf);
+    collector = new LogCollector(local, Config.appFolder(options.logDir(), appId) + "/" + folder);
     try {
       collector.nameTarget();
     } catch (

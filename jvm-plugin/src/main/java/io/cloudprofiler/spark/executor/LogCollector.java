@@ -3,6 +3,7 @@ package io.cloudprofiler.spark.executor;
 import io.cloudprofiler.PrivateFiles;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import io.cloudprofiler.spark.tables.CompleteBatches;
+import io.cloudprofiler.spark.tables.Table;
 import java.io.File;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -26,7 +27,7 @@ import org.slf4j.LoggerFactory;
  * <p>The local folder names its target in {@link #TARGET_FILE}, so that the files of an executor
  * that was killed can be collected by another process (LostExecutors).
  */
-final class LogCollector {
+public final class LogCollector {
   private static final Logger LOG = LoggerFactory.getLogger(LogCollector.class);
 
   /** In an executor's local folder: the URI its files are collected into. */
@@ -36,7 +37,15 @@ final class LogCollector {
    * Written into the collected folder of a process that was killed: the analysis reads its unclosed
    * files as cut.
    */
-  static final String LOST_MARKER = "process-lost.arrows";
+  public static final Table LOST_MARKER =
+      new Table(
+          "process_lost",
+          "process-lost.arrows",
+          Table.EXECUTOR,
+          "one row, written where a killed process's files were collected: its local folder and how"
+              + " many files came (its unclosed files end where it stopped)",
+          List.of("folder", "files"),
+          List.of(String.class, Integer.class));
 
   private static final byte[] NO_END = new byte[0];
 
@@ -155,12 +164,12 @@ final class LogCollector {
     if (lost && failed.isEmpty()) {
       try {
         ArrowTables.writeRows(
-            target + "/" + LOST_MARKER,
+            LOST_MARKER,
+            target,
             Map.of(),
-            List.of("folder", "files"),
             List.<Object[]>of(new Object[] {source.getPath(), collected.size()}));
       } catch (Exception e) {
-        failed.add(LOST_MARKER);
+        failed.add(LOST_MARKER.file());
         firstFailure = e;
       }
     }

@@ -8,6 +8,7 @@ import io.cloudprofiler.spark.Messages;
 import io.cloudprofiler.spark.executor.CloudProfilerExecutorPlugin;
 import io.cloudprofiler.spark.sql.RulesFunctions;
 import io.cloudprofiler.spark.tables.ArrowTables;
+import io.cloudprofiler.spark.tables.Table;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -30,10 +31,20 @@ import org.slf4j.LoggerFactory;
  * <p>New rules are checked with the native library's own check (they are set in the driver's
  * process, whose channels follow them too); a bad rule is refused with the library's message naming
  * it, and the rules in force stay. Every accepted rules text, the application's and each Connect
- * session's, is kept with its wall time and TSC, for the application's {@code
- * rules-changes.arrows}.
+ * session's, is kept with its wall time and TSC, for the application's {@link #TABLE}.
  */
 public final class RuleChanges {
+  public static final Table TABLE =
+      new Table(
+          "rules_changes",
+          "rules-changes.arrows",
+          Table.APPLICATION,
+          "a row per accepted rules text of the trace channels: when (wall time and the driver's"
+              + " TSC), its version, the text, the Spark Connect session it is for (null: the"
+              + " application's)",
+          List.of("realtime_ns", "tsc", "version", "rules", "session"),
+          List.of(Long.class, Long.class, Long.class, String.class, String.class));
+
   private static final Logger LOG = LoggerFactory.getLogger(RuleChanges.class);
   private static volatile RuleChanges running;
 
@@ -62,9 +73,8 @@ public final class RuleChanges {
   static final int MAX_SESSIONS = 10_000;
 
   /**
-   * Connect sessions' changes kept for {@code rules-changes.arrows}, beyond which they are counted
-   * and said once, not kept: any SQL client may make them, and the whole table is published every
-   * interval.
+   * Connect sessions' changes kept for {@link #TABLE}, beyond which they are counted and said once,
+   * not kept: any SQL client may make them, and the whole table is published every interval.
    */
   static final int MAX_SESSION_CHANGES = 10_000;
 
@@ -82,8 +92,8 @@ public final class RuleChanges {
   }
 
   /**
-   * Keeps an accepted rules text for {@code rules-changes.arrows}: when (wall time, the driver's
-   * TSC), its version, and the Connect session it is for (null: the application's).
+   * Keeps an accepted rules text for {@link #TABLE}: when (wall time, the driver's TSC), its
+   * version, and the Connect session it is for (null: the application's).
    */
   private void keep(long tsc, long version, String text, String session) {
     changes.add(
@@ -231,8 +241,9 @@ public final class RuleChanges {
       keep(CloudProfiler.tsc(), now.version(), text, session);
     } else if (sessionChanges == MAX_SESSION_CHANGES + 1) {
       LOG.warn(
-          "cloudprofiler: rules-changes.arrows keeps the first {} changes of Spark Connect"
+          "cloudprofiler: {} keeps the first {} changes of Spark Connect"
               + " sessions' rules; later ones are in force but not recorded",
+          TABLE.file(),
           MAX_SESSION_CHANGES);
     }
     return now;
@@ -250,14 +261,13 @@ public final class RuleChanges {
 
   /**
    * Writes every accepted rules text (when, as wall time and the driver's TSC, version, text, and
-   * the Connect session it is for: null for the application's) to {@code target}.
+   * the Connect session it is for: null for the application's) to {@code appFolder}.
    */
-  public void publish(String target) throws Exception {
+  public void publish(String appFolder) throws Exception {
     List<Object[]> rows;
     synchronized (this) {
       rows = new ArrayList<>(changes);
     }
-    ArrowTables.writeRows(
-        target, Map.of(), List.of("realtime_ns", "tsc", "version", "rules", "session"), rows);
+    ArrowTables.writeRows(TABLE, appFolder, Map.of(), rows);
   }
 }

@@ -1,6 +1,7 @@
 package io.cloudprofiler.spark.sql;
 
 import io.cloudprofiler.spark.tables.ArrowSpool;
+import io.cloudprofiler.spark.tables.Table;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -12,17 +13,15 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.execution.SparkPlan;
 
 /**
- * The driver's two tables of operator timing: {@value #NODES_TABLE}, a row per probe placed in a
+ * The driver's two tables of operator timing: {@link #NODES_TABLE}, a row per probe placed in a
  * plan (the operator it measures, the probe of the operator that consumes its rows, the SQL
- * execution that planned it), and {@value #TASKS_TABLE}, a row per probe and task attempt (rows,
- * the operator's time with its children in TSC ticks and that estimate's standard error, the gaps
+ * execution that planned it), and {@link #TASKS_TABLE}, a row per probe and task attempt (rows, the
+ * operator's time with its children in TSC ticks and that estimate's standard error, the gaps
  * timed), read from the probes' SQL metrics in each task's end. Rows go through local spools in
  * batches, as the task table's do; the probes' metric ids are kept for the latest {@link #KEPT}
  * probes.
  */
 public final class OperatorNodes {
-  static final String NODES_TABLE = "spark-operator-nodes.arrows";
-  static final String TASKS_TABLE = "spark-operators.arrows";
   static final long NO_PROBE = -1;
   static final int KEPT = 100_000;
   private static final int BATCH_ROWS = 4096;
@@ -36,6 +35,25 @@ public final class OperatorNodes {
       List.of("task_attempt_id", "probe_id", "rows", "ticks", "ticks_error", "timed_gaps");
   static final List<Class<?>> TASK_TYPES =
       List.of(Long.class, Long.class, Long.class, Long.class, Long.class, Long.class);
+
+  public static final Table NODES_TABLE =
+      new Table(
+          "operator_nodes",
+          "spark-operator-nodes.arrows",
+          Table.APPLICATION,
+          "a row per operator probe placed in a plan: its operator, the probe of the operator that"
+              + " consumes its rows, the SQL execution",
+          NODE_COLUMNS,
+          NODE_TYPES);
+  public static final Table TASKS_TABLE =
+      new Table(
+          "operators",
+          "spark-operators.arrows",
+          Table.APPLICATION,
+          "a row per operator probe and task attempt: rows, the operator's time with its children"
+              + " in TSC ticks, its standard error, the gaps timed",
+          TASK_COLUMNS,
+          TASK_TYPES);
 
   /** The metric's place: which probe, which of its values (an index into the task row's last 4). */
   private record Slot(long probe, int value) {}
@@ -57,8 +75,8 @@ public final class OperatorNodes {
   private final ArrowSpool taskSpool;
 
   private OperatorNodes(Supplier<Map<String, String>> metadata) {
-    nodeSpool = new ArrowSpool("cloudprofiler-operator-nodes", NODE_COLUMNS, NODE_TYPES, metadata);
-    taskSpool = new ArrowSpool("cloudprofiler-operators", TASK_COLUMNS, TASK_TYPES, metadata);
+    nodeSpool = new ArrowSpool(NODES_TABLE, metadata);
+    taskSpool = new ArrowSpool(TASKS_TABLE, metadata);
   }
 
   /**
@@ -97,7 +115,7 @@ public final class OperatorNodes {
     slots.put(metrics.ticks.id(), new Slot(probe, 1));
     slots.put(metrics.ticksError.id(), new Slot(probe, 2));
     slots.put(metrics.gaps.id(), new Slot(probe, 3));
-    if (nodes.size() >= BATCH_ROWS) nodeSpool.appendAndClear(nodes, "operator node table");
+    if (nodes.size() >= BATCH_ROWS) nodeSpool.appendAndClear(nodes);
   }
 
   /** The probes' values of one task attempt, from its end event, into the current tables. */
@@ -127,7 +145,7 @@ public final class OperatorNodes {
     for (Object[] row : rows.values())
       values.put((Long) row[1], new long[] {(Long) row[2], row[3] == null ? 0 : (Long) row[3]});
     live.taskEnded(values);
-    if (tasks.size() >= BATCH_ROWS) taskSpool.appendAndClear(tasks, "operator table");
+    if (tasks.size() >= BATCH_ROWS) taskSpool.appendAndClear(tasks);
   }
 
   /** The operators of the latest SQL executions, as their tasks ended. */
@@ -138,18 +156,18 @@ public final class OperatorNodes {
   /** Publishes both tables into the application's folder, if they have rows. */
   public void publish(String appFolder) throws Exception {
     synchronized (this) {
-      nodeSpool.appendAndClear(nodes, "operator node table");
-      taskSpool.appendAndClear(tasks, "operator table");
+      nodeSpool.appendAndClear(nodes);
+      taskSpool.appendAndClear(tasks);
     }
-    nodeSpool.copyTo(appFolder + "/" + NODES_TABLE);
-    taskSpool.copyTo(appFolder + "/" + TASKS_TABLE);
+    nodeSpool.copyTo(NODES_TABLE.in(appFolder));
+    taskSpool.copyTo(TASKS_TABLE.in(appFolder));
   }
 
   /** Writes both tables a last time. */
   public synchronized void finish(String appFolder) throws Exception {
-    nodeSpool.appendAndClear(nodes, "operator node table");
-    taskSpool.appendAndClear(tasks, "operator table");
-    nodeSpool.finish(appFolder + "/" + NODES_TABLE);
-    taskSpool.finish(appFolder + "/" + TASKS_TABLE);
+    nodeSpool.appendAndClear(nodes);
+    taskSpool.appendAndClear(tasks);
+    nodeSpool.finish(NODES_TABLE.in(appFolder));
+    taskSpool.finish(TASKS_TABLE.in(appFolder));
   }
 }

@@ -42,15 +42,6 @@ final class ArrowIpc {
   static final byte[] END_OF_STREAM = {-1, -1, -1, -1, 0, 0, 0, 0};
 
   /**
-   * The classes of {@code first}'s values (a null one: text), for a table whose first row it is.
-   */
-  static List<Class<?>> typesOf(Object[] first) {
-    List<Class<?>> classes = new ArrayList<>();
-    for (Object value : first) classes.add(value == null ? String.class : value.getClass());
-    return classes;
-  }
-
-  /**
    * A table's columns: their names and types (by the class of their values), and the schema's
    * metadata.
    */

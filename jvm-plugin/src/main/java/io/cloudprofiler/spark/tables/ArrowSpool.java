@@ -24,14 +24,13 @@ import org.slf4j.LoggerFactory;
  * memory holds one batch at most, and {@link #copyTo} publishes the batches so far to any
  * Hadoop-compatible URI as an Arrow IPC file (with its footer: readable by pyarrow, polars and
  * DuckDB), rewritten whole at each publish and renamed into place. {@link #finish} publishes it a
- * last time and removes the local file. Rows are as in {@link ArrowIpc}.
+ * last time and removes the local file. Rows hold the values of the table's columns ({@link
+ * Table}).
  */
 public final class ArrowSpool {
   private static final Logger LOG = LoggerFactory.getLogger(ArrowSpool.class);
-  private final String prefix;
-  private final List<String> names;
+  private final Table table;
   private final Supplier<Map<String, String>> metadata;
-  private final List<Class<?>> types; // null: those of the first row's values
   private ArrowIpc.Layout layout;
 
   /** Batches appended since the last {@link #copyTo}. */
@@ -49,22 +48,12 @@ public final class ArrowSpool {
   private final List<long[]> blocks = new ArrayList<>();
   private boolean finished;
 
-  public ArrowSpool(String prefix, List<String> names, Map<String, String> metadata) {
-    this(prefix, names, null, () -> metadata);
-  }
-
   /**
-   * With the columns' types given (see {@link ArrowIpc}), so that any value may be null, and the
-   * schema's metadata asked for when the first rows come.
+   * A spool of {@code table}'s rows (any value may be null), the schema's metadata asked for when
+   * the first rows come.
    */
-  public ArrowSpool(
-      String prefix,
-      List<String> names,
-      List<Class<?>> types,
-      Supplier<Map<String, String>> metadata) {
-    this.prefix = prefix;
-    this.names = names;
-    this.types = types;
+  public ArrowSpool(Table table, Supplier<Map<String, String>> metadata) {
+    this.table = table;
     this.metadata = metadata;
   }
 
@@ -72,11 +61,14 @@ public final class ArrowSpool {
     if (rows.isEmpty() || finished) return;
     if (out == null) {
       file =
-          Files.createTempFile(spoolFolder(), prefix, ".arrows", PrivateFiles.FILE_MODE).toFile();
+          Files.createTempFile(
+                  spoolFolder(),
+                  "cloudprofiler-" + table.file().replaceAll("[.]arrows$", ""),
+                  ".arrows",
+                  PrivateFiles.FILE_MODE)
+              .toFile();
       file.deleteOnExit();
-      layout =
-          new ArrowIpc.Layout(
-              names, types != null ? types : ArrowIpc.typesOf(rows.get(0)), metadata.get());
+      layout = new ArrowIpc.Layout(table.columns(), table.types(), metadata.get());
       out = new FileOutputStream(file);
       byte[] head = layout.message();
       out.write(head);
@@ -93,14 +85,14 @@ public final class ArrowSpool {
 
   /**
    * Appends {@code rows} and empties the list, for a table that takes rows as they come: rows the
-   * local spool cannot take are lost, said in one log line naming {@code table}.
+   * local spool cannot take are lost, said in one log line naming the table.
    */
-  public void appendAndClear(List<Object[]> rows, String table) {
+  public void appendAndClear(List<Object[]> rows) {
     try {
       append(rows);
     } catch (Exception e) {
       LOG.warn(
-          "cloudprofiler: the {} lost {} rows (its local spool failed)", table, rows.size(), e);
+          "cloudprofiler: {} lost {} rows (its local spool failed)", table.file(), rows.size(), e);
     }
     rows.clear();
   }

@@ -27,8 +27,7 @@ import org.apache.spark.SparkConf;
 /**
  * Tables of rows as Arrow IPC files on any Hadoop-compatible URI (a plain path means the local
  * disk), which pyarrow, polars and DuckDB read with no project code. A row holds one value per
- * column name, an Integer (int32), Long (int64), Double (float64) or anything else (its text as
- * utf8), or null; the types come from the first row, or are given ({@link ArrowIpc}).
+ * column of the table's declaration ({@link Table}), or null.
  */
 public final class ArrowTables {
   private ArrowTables() {}
@@ -99,15 +98,15 @@ public final class ArrowTables {
   }
 
   /**
-   * Replaces {@code target} with a table of {@code rows} in one record batch. Nothing is written
-   * for no rows.
+   * Replaces {@code table}'s file in {@code folder} with {@code rows} in one record batch. Nothing
+   * is written for no rows.
    */
   public static void writeRows(
-      String target, Map<String, String> metadata, List<String> names, List<Object[]> rows)
+      Table table, String folder, Map<String, String> metadata, List<Object[]> rows)
       throws Exception {
     if (rows.isEmpty()) return;
-    ArrowIpc.Layout layout = new ArrowIpc.Layout(names, ArrowIpc.typesOf(rows.get(0)), metadata);
-    replace(target, out -> ArrowIpc.writeFile(out, layout, rows));
+    ArrowIpc.Layout layout = new ArrowIpc.Layout(table.columns(), table.types(), metadata);
+    replace(table.in(folder), out -> ArrowIpc.writeFile(out, layout, rows));
   }
 
   /**

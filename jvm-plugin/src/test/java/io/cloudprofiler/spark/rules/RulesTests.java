@@ -174,8 +174,8 @@ public final class RulesTests {
         said.stream().filter(l -> l.contains("keeps the first 10000 changes of Spark")).count());
     Path dir = Files.createTempDirectory("rules-changes");
     try {
-      Path table = dir.resolve("rules-changes.arrows");
-      rules.publish(table.toString());
+      rules.publish(dir.toString());
+      Path table = Path.of(RuleChanges.TABLE.in(dir.toString()));
       List<List<Object>> rows = new ArrayList<>();
       try (BufferAllocator allocator = new RootAllocator();
           ArrowFileReader reader = new ArrowFileReader(Files.newByteChannel(table), allocator)) {

@@ -2,6 +2,7 @@ package io.cloudprofiler.spark.tables;
 
 import static io.cloudprofiler.spark.JvmTests.check;
 import static io.cloudprofiler.spark.JvmTests.equal;
+import static io.cloudprofiler.spark.JvmTests.thrown;
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -11,8 +12,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.BigIntVector;
@@ -20,6 +23,7 @@ import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowFileReader;
 import org.apache.arrow.vector.ipc.ArrowFileWriter;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
+import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.util.ByteArrayReadableSeekableByteChannel;
 
 /** Tests of the Arrow tables: the complete batches of a growing or cut log file. */
@@ -132,6 +136,60 @@ public final class TablesTests {
     } finally {
       Files.delete(file);
     }
+  }
+
+  public static void testEveryTableIsDeclaredOnceAndWrittenWithItsDeclaredTypes() throws Exception {
+    List<Table> all = io.cloudprofiler.spark.Tables.ALL;
+    equal((long) all.size(), all.stream().map(Table::id).distinct().count());
+    equal((long) all.size(), all.stream().map(Table::file).distinct().count());
+    Table table =
+        new Table(
+            "t",
+            "t.arrows",
+            Table.APPLICATION,
+            "a test's",
+            List.of("i", "l", "d", "s"),
+            List.of(Integer.class, Long.class, Double.class, String.class));
+    Path dir = Files.createTempDirectory("tables");
+    try {
+      // a first row of nulls: the types are the declaration's, not its values'
+      ArrowTables.writeRows(
+          table,
+          dir.toString(),
+          Map.of(),
+          List.of(new Object[] {null, null, null, null}, new Object[] {1, 2L, 3.0, "x"}));
+      try (BufferAllocator allocator = new RootAllocator();
+          ArrowFileReader reader =
+              new ArrowFileReader(
+                  Files.newByteChannel(Path.of(table.in(dir.toString()))), allocator)) {
+        String types =
+            reader.getVectorSchemaRoot().getSchema().getFields().stream()
+                .map(Field::getType)
+                .map(String::valueOf)
+                .collect(Collectors.joining(", "));
+        equal("Int(32, true), Int(64, true), FloatingPoint(DOUBLE), Utf8", types);
+      }
+    } finally {
+      Files.delete(Path.of(table.in(dir.toString())));
+      Files.delete(dir);
+    }
+    String sizes =
+        thrown(
+            () ->
+                new Table(
+                    "t",
+                    "t.arrows",
+                    Table.APPLICATION,
+                    "",
+                    List.of("a", "b"),
+                    List.of(Long.class)));
+    equal("t.arrows declares 2 columns and 1 types", sizes);
+    String type =
+        thrown(
+            () ->
+                new Table(
+                    "t", "t.arrows", Table.EXECUTOR, "", List.of("a"), List.of(Boolean.class)));
+    check(type.startsWith("t.arrows: class java.lang.Boolean is no column type"), () -> type);
   }
 
   /** The length of a whole file's part before its end-of-stream marker: its last batch's end. */

@@ -1,0 +1,71 @@
+package io.cloudprofiler.spark;
+
+import io.cloudprofiler.spark.calibration.CalibrationCoordinator;
+import io.cloudprofiler.spark.driver.StreamingBatches;
+import io.cloudprofiler.spark.driver.TaskListener;
+import io.cloudprofiler.spark.executor.LogCollector;
+import io.cloudprofiler.spark.rules.RuleChanges;
+import io.cloudprofiler.spark.sql.OperatorNodes;
+import io.cloudprofiler.spark.tables.Table;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * Every table the plugin writes into an application's folder, each declared beside its writer
+ * ({@link Table}); the build writes them into the jar ({@code io/cloudprofiler/spark/tables.json}),
+ * where the Python analysis reads their file names and schemas (cloudprofiler.tables), as it reads
+ * the options ({@link Config#json}).
+ */
+public final class Tables {
+  private Tables() {}
+
+  public static final List<Table> ALL =
+      List.of(
+          TaskListener.TABLE,
+          CalibrationCoordinator.PROBES,
+          CalibrationCoordinator.DOMAINS,
+          OperatorNodes.NODES_TABLE,
+          OperatorNodes.TASKS_TABLE,
+          StreamingBatches.TABLE,
+          RuleChanges.TABLE,
+          LogCollector.LOST_MARKER);
+
+  /**
+   * {"tables": [{"id", "file", "folder", "meaning", "columns": [{"name", "type"}, ...]}, ...]}: the
+   * columns' types as Arrow names (int32, int64, float64, utf8).
+   */
+  static String json() {
+    StringBuilder out = new StringBuilder("{\"tables\": [");
+    for (Table table : ALL) {
+      out.append(table == ALL.get(0) ? "\n  " : ",\n  ")
+          .append("{\"id\": ")
+          .append(Config.quote(table.id()))
+          .append(", \"file\": ")
+          .append(Config.quote(table.file()))
+          .append(", \"folder\": ")
+          .append(Config.quote(table.folder()))
+          .append(", \"meaning\": ")
+          .append(Config.quote(table.meaning()))
+          .append(", \"columns\": [");
+      for (int c = 0; c < table.columns().size(); c++) {
+        out.append(c == 0 ? "\n    " : ",\n    ")
+            .append("{\"name\": ")
+            .append(Config.quote(table.columns().get(c)))
+            .append(", \"type\": ")
+            .append(Config.quote(table.arrowType(c)))
+            .append('}');
+      }
+      out.append("]}");
+    }
+    return out.append("\n]}\n").toString();
+  }
+
+  /**
+   * Writes {@link #json} to the file named by the argument (jvm-plugin/build.sh, at build time).
+   */
+  public static void main(String[] args) throws IOException {
+    Files.writeString(Path.of(args[0]), json());
+  }
+}
