@@ -392,12 +392,15 @@ CP_EXPORT int cp_probe_peer(const char *address, uint16_t port, const uint8_t *s
  * workers) then opens a hand-off channel in that folder. The writer starts no thread and writes no file of its
  * own: its channel is CP_HANDOFF_BLOCKS blocks of CP_HANDOFF_BLOCK_RECORDS (tuple id, TSC) records in shared
  * memory (a memfd sealed against shrinking, which it names in the folder), which it fills in turn, each record
- * published as it is written (no lock between the processes).
- * The owner's inbox thread takes each block's records as they are published (within milliseconds), frees a full
- * block for reuse, and logs them with their TSCs (cp_log_many_at) into a channel of its own: the writer's name,
- * handler (or the owner's rules) and metadata, plus "handoff.pid"; its compression and IO threads write them into
- * its files. A writer that dies loses nothing it published. A writer that finds its next block still full waits
- * up to CP_HANDOFF_WAIT_MS for the owner, then drops and counts what it cannot publish until a block is free
+ * published as it is written (one count store for each run of records a call writes; no lock between the
+ * processes).
+ * The owner's inbox thread takes the records into a channel of its own: the writer's name, handler (or the owner's
+ * rules) and metadata, plus "handoff.pid"; its compression and IO threads write them into its files. A buffered
+ * channel's full block goes to the compression threads as it lies in the shared memory (no copy in the owner), and
+ * is freed for reuse once encoded; a block still filling is taken when the writer closes, dies or flushes, or after
+ * the owner's flush interval. Other handlers take the records as they are published (within milliseconds), with
+ * their TSCs (cp_log_many_at). A writer that dies loses nothing it published. A writer that finds its next block still
+ * full waits up to CP_HANDOFF_WAIT_MS for the owner, then drops and counts what it cannot publish until a block is free
  * again; the owner adds those drops to its channel's. Spark's counters and downsampling count a record when the
  * owner takes it. */
 #define CP_HANDOFF_BLOCKS 8

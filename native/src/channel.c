@@ -446,7 +446,7 @@ int cp_channel_stats_get(const cp_channel *ch_const, cp_channel_stats *out, cp_e
     out->after_close += atomic_load(&ch->after_close);
     return 0;
   }
-  uint64_t w_logged = 0, w_dropped = 0, w_kept = 0;
+  uint64_t in_place = atomic_load(&ch->in_place), w_logged = in_place, w_dropped = 0, w_kept = in_place;
   for (cp_writer *w = cp__writers_head(ch); w; w = w->next) {
     w_logged += atomic_load_explicit(&w->logged, memory_order_relaxed);
     w_dropped += atomic_load_explicit(&w->dropped, memory_order_relaxed);

@@ -300,6 +300,14 @@ static inline __attribute__((always_inline)) void log_many(cp_channel *handle, c
 
 void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) { log_many(handle, ids, NULL, n); }
 
+bool cp__log_many_in_place(cp_channel *handle, const int64_t *ids, const uint64_t *tscs, uint32_t n,
+                           void (*encoded)(void *), void *arg) {
+  if (!handle || !atomic_load_explicit(&handle->open, memory_order_relaxed)) return false;
+  cp_channel *ch = atomic_load_explicit(&handle->current, memory_order_acquire);
+  return atomic_load_explicit(&ch->handler, memory_order_relaxed) == CP_HANDLER_BUFFERED &&
+         cp__channel_submit_in_place(ch, ids, tscs, n, encoded, arg);
+}
+
 void cp_log_many_at(cp_channel *handle, const int64_t *ids, const uint64_t *tscs, size_t n) {
   log_many(handle, ids, tscs, n);
 }

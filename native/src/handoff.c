@@ -115,7 +115,8 @@ static int create_memory(cp_handoff *w, cp_error *error) {
                     strerror(rc));
   if (fcntl(w->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return cp__fail(error, errno, "cannot seal hand-off memory: %s", strerror(errno));
-  void *map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, 0);
+  /* the pages exist now: mapped at once rather than one fault per page as the blocks fill */
+  void *map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, w->fd, 0);
   if (map == MAP_FAILED) return cp__fail(error, errno, "cannot map hand-off memory: %s", strerror(errno));
   w->map = map;
   w->header = map;
@@ -216,31 +217,55 @@ static void next_block(cp_handoff *w) {
   w->stalled = false;
 }
 
-/* w->mutex held. */
-static inline void append(cp_handoff *w, int64_t id, uint64_t tsc) {
+/* Whether the block being filled has room, moving to the next one when it is full; false (the record is dropped
+ * and counted) while no block is free. w->mutex held. */
+static inline bool room(cp_handoff *w) {
   if (CP_UNLIKELY(w->stalled || w->count == CP_HANDOFF_BLOCK_RECORDS)) {
     next_block(w);
     if (w->stalled) {
       atomic_fetch_add_explicit(&w->header->dropped, 1, memory_order_relaxed);
-      return;
+      return false;
     }
   }
-  cp__handoff_ids(w->map, w->block)[w->count] = id;
-  cp__handoff_tscs(w->map, w->block)[w->count] = tsc;
-  atomic_store_explicit(&w->header->heads[w->block].count, ++w->count, memory_order_release);
-  w->logged++;
+  return true;
+}
+
+/* The count is stored with release after the columns: the owner reads whole records only. */
+static inline void publish(cp_handoff *w, uint32_t n) {
+  w->count += n;
+  atomic_store_explicit(&w->header->heads[w->block].count, w->count, memory_order_release);
+  w->logged += n;
 }
 
 void cp_handoff_log(cp_handoff *w, int64_t tuple_id) {
   uint64_t tsc = cp__tsc();
   pthread_mutex_lock(&w->mutex);
-  append(w, tuple_id, tsc);
+  if (room(w)) {
+    cp__handoff_ids(w->map, w->block)[w->count] = tuple_id;
+    cp__handoff_tscs(w->map, w->block)[w->count] = tsc;
+    publish(w, 1);
+  }
   pthread_mutex_unlock(&w->mutex);
 }
 
+/* One count store for each run of records that fits in a block, not one per record. */
 void cp_handoff_log_many(cp_handoff *w, const int64_t *ids, size_t n) {
   pthread_mutex_lock(&w->mutex);
-  for (size_t i = 0; i < n; i++) append(w, ids[i], cp__tsc());
+  for (size_t done = 0; done < n;) {
+    if (!room(w)) {
+      done++;
+      continue;
+    }
+    size_t left = CP_HANDOFF_BLOCK_RECORDS - w->count, k = n - done < left ? n - done : left;
+    int64_t *block_ids = cp__handoff_ids(w->map, w->block) + w->count;
+    uint64_t *block_tscs = cp__handoff_tscs(w->map, w->block) + w->count;
+    for (size_t i = 0; i < k; i++) {
+      block_tscs[i] = cp__tsc();
+      block_ids[i] = ids[done + i];
+    }
+    publish(w, (uint32_t)k);
+    done += k;
+  }
   pthread_mutex_unlock(&w->mutex);
 }
 
@@ -253,6 +278,7 @@ static uint64_t published(cp_handoff *w) {
 
 int cp_handoff_flush(cp_handoff *w, uint32_t timeout_ms, cp_error *error) {
   uint64_t target = published(w);
+  atomic_store_explicit(&w->header->wanted, target, memory_order_release); /* else the owner waits for a full block */
   struct timespec nap = {0, 200000};
   for (uint64_t waited_us = 0; atomic_load(&w->header->taken) < target; waited_us += 200) {
     if (waited_us >= (uint64_t)timeout_ms * 1000)

@@ -3,7 +3,10 @@
  * the writer, sealed against shrinking; the writer names it in the inbox folder by a file "<pid>-<n>.handoff" that
  * holds "/proc/<pid>/fd/<fd>\n", through which the owner opens it. The writer fills the blocks in ring order;
  * a block's state goes FREE -> FILLING (writer) -> FULL (writer) -> FREE (owner), and its count is published with
- * release after each record's columns are written, so the owner reads only complete records. */
+ * release after the records' columns are written, so the owner reads only complete records. The owner's library
+ * writes a block's records into its files straight from this memory (no copy of its own): it hands a block back
+ * (FREE) once they are encoded, and takes a block still filling only once its writer closed, died or asks for it
+ * (`wanted`, its flush), or after the owner's flush interval. */
 #ifndef CP_HANDOFF_H
 #define CP_HANDOFF_H
 
@@ -12,7 +15,7 @@
 
 #include "internal.h"
 
-#define CP_HANDOFF_MAGIC "CPHOFF1"   /* 8 bytes with its NUL */
+#define CP_HANDOFF_MAGIC "CPHOFF2"   /* 8 bytes with its NUL */
 #define CP_HANDOFF_SUFFIX ".handoff" /* a whole name: the writer renames it to this once its header is set */
 #define CP_INBOX_OWNER "owner"       /* "<pid> <start time>" of the inbox's owner, in its folder */
 
@@ -37,6 +40,7 @@ typedef struct cp_handoff_header {
   _Atomic uint64_t taken;    /* by the owner */
   char text[CP_HANDOFF_TEXT_MAX];
   cp_handoff_block_head heads[CP_HANDOFF_BLOCKS];
+  _Atomic uint64_t wanted; /* by the writer's flush: take what it published up to here, filling block or not */
 } cp_handoff_header;
 
 /* Block b's columns: ids then TSCs, after the header, each block on its own pages. */

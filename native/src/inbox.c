@@ -3,6 +3,15 @@
  * writer has closed it or died and everything in it is taken. It sleeps on inotify while no file is open, and polls
  * the open files every millisecond while records come, backing off to 20 ms while none do.
  *
+ * A buffered channel's records are not copied here: a full block goes to the compression threads as it lies in the
+ * writer's memory (one job for its 32,768 records, the channel's current segment looked up once for them), and the
+ * compression thread that has encoded it hands it back to the writer; the inbox takes the next blocks meanwhile.
+ * Without that copy the executor keeps no blocks of its own for a worker's channel either. A block still filling is
+ * taken only when its writer closed, died or asks for it (its flush), or once its records have waited the flush
+ * interval, as a writer's partial block in this library does: one record batch per block, not one per poll. Other
+ * handlers take every record as it comes, copied (cp_log_many_at): counters and downsampling count a record when it is
+ * taken.
+ *
  * A writer is another process (a Python worker running user code), so everything in its memory is untrusted: the
  * memory must be sealed against shrinking (else a truncate by the writer would make this process's next read of
  * the mapping raise SIGBUS, which in a JVM kills the executor); the header is copied once and checked before use,
@@ -34,6 +43,16 @@
 #include <time.h>
 #include <unistd.h>
 
+struct source;
+
+/* Who still needs a block of the writer's memory: the inbox while it takes from it, and each range of it on its way
+ * to the file in place until a compression thread has encoded it. The last one hands the block back to the writer. */
+typedef struct block_use {
+  struct source *source;
+  _Atomic uint32_t refs;
+  _Atomic bool free; /* handed back: the inbox may take from it again (its next round) */
+} block_use;
+
 typedef struct source {
   struct source *next;
   char *path;
@@ -41,10 +60,15 @@ typedef struct source {
   cp_channel *channel;
   uint32_t block;      /* the block to take from next */
   uint32_t taken;      /* records of it already taken */
+  bool holding;        /* the inbox holds a reference to `block` */
+  uint64_t total;      /* records taken */
+  uint64_t waiting_ns; /* since when records of a filling block wait untaken; 0: none do */
   uint64_t checked_ns; /* when the writer was last found alive */
   int32_t writer_pid;  /* the header's, as checked at attach: the writer cannot change them afterwards */
   uint64_t writer_start;
-  bool said; /* a rejected block of this writer was logged */
+  bool said;               /* a rejected block of this writer was logged */
+  _Atomic uint32_t ranges; /* of all blocks, not yet encoded: the memory stays mapped until none is left */
+  block_use uses[CP_HANDOFF_BLOCKS];
 } source;
 
 static struct {
@@ -55,6 +79,7 @@ static struct {
   int wake[2]; /* a byte here stops the thread */
   int notify;  /* inotify on the folder, or -1: then the thread polls it every 20 ms */
   source *sources;
+  source *draining; /* finished, their memory mapped until the ranges in it are encoded */
 } inbox = {.mutex = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}, .notify = -1};
 
 enum { POLL_FAST_MS = 1, POLL_SLOW_MS = 20, ALIVE_CHECK_NS = 100000000 };
@@ -167,7 +192,8 @@ static void attach(const char *path) {
              "its memory is not sealed against shrinking (F_SEAL_SHRINK), and a shrink under the mapping would "
              "kill this process (SIGBUS): refused, counted in its channel's handoff.rejected_files");
   } else if (channel) {
-    map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* its pages exist (the writer reserved them): mapped now, not one fault per page as they are read */
+    map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (map == MAP_FAILED) cp__fail(&error, errno, "cannot map its memory: %s", strerror(errno));
   }
   close(fd);
@@ -181,6 +207,7 @@ static void attach(const char *path) {
     return;
   }
   s->header = map;
+  for (uint32_t b = 0; b < CP_HANDOFF_BLOCKS; b++) s->uses[b].source = s, s->uses[b].free = true;
   s->channel = channel;
   s->writer_pid = copy.writer_pid;
   s->writer_start = copy.writer_start;
@@ -205,7 +232,7 @@ static void scan(void) {
 
 /* Drops s's current block, which its writer published malformed: counts it in the channel's current file (its
  * records, at most what the block holds, as logged and dropped, as for the writer's own drops), says so once per
- * writer, and frees it for the writer. */
+ * writer. */
 static void reject(source *s, uint32_t state, uint32_t count) {
   uint32_t lost = (count > CP_HANDOFF_BLOCK_RECORDS ? CP_HANDOFF_BLOCK_RECORDS : count);
   lost = lost > s->taken ? lost - s->taken : 0;
@@ -220,34 +247,76 @@ static void reject(source *s, uint32_t state, uint32_t count) {
   s->said = true;
 }
 
-/* Takes every record published in s's blocks, freeing the full ones; returns how many. The state and count are
- * checked against the block and against what was taken of it: a block that fails is dropped (reject). */
-static uint64_t take(source *s) {
+/* Drops a reference to a block; the last one hands it back to the writer (FREE), then lets the inbox take from it
+ * again: the inbox never reads the state of a round it already took. */
+static void block_release(block_use *use) {
+  if (atomic_fetch_sub_explicit(&use->refs, 1, memory_order_acq_rel) != 1) return;
+  cp_handoff_header *h = use->source->header;
+  atomic_store_explicit(&h->heads[use - use->source->uses].state, CP_HANDOFF_FREE, memory_order_release);
+  atomic_store_explicit(&use->free, true, memory_order_release);
+}
+
+/* A compression thread encoded a range in place: the last access to the source it makes is the count of ranges. */
+static void range_encoded(void *arg) {
+  block_use *use = arg;
+  source *s = use->source;
+  block_release(use);
+  atomic_fetch_sub_explicit(&s->ranges, 1, memory_order_release);
+}
+
+/* Takes records [s->taken, count) of s's current block: in place for a buffered channel, else copied. */
+static void take_range(source *s, uint32_t count) {
+  const int64_t *ids = cp__handoff_ids(s->header, s->block) + s->taken;
+  const uint64_t *tscs = cp__handoff_tscs(s->header, s->block) + s->taken;
+  uint32_t n = count - s->taken;
+  block_use *use = &s->uses[s->block];
+  atomic_fetch_add(&use->refs, 1);
+  atomic_fetch_add(&s->ranges, 1);
+  if (!cp__log_many_in_place(s->channel, ids, tscs, n, range_encoded, use)) {
+    cp_log_many_at(s->channel, ids, tscs, n);
+    range_encoded(use);
+  }
+  s->taken = count;
+  s->total += n;
+}
+
+/* Takes what s's writer published, in full blocks, and the records of a block still filling when `all` or the
+ * channel takes every record as it comes (not buffered); returns how many records it took. The state and count are
+ * checked against the block and against what was taken of it: a block that fails is dropped (reject). At most every
+ * block once: a writer's memory cannot keep this thread here. */
+static uint64_t take(source *s, bool all, uint64_t now) {
   cp_handoff_header *h = s->header;
-  uint64_t n = 0;
-  for (uint32_t turns = 0; turns <= CP_HANDOFF_BLOCKS; turns++) {
+  uint64_t before = s->total;
+  bool buffered = atomic_load(&atomic_load(&s->channel->current)->handler) == CP_HANDLER_BUFFERED;
+  for (uint32_t turns = 0; turns < CP_HANDOFF_BLOCKS; turns++) {
+    block_use *use = &s->uses[s->block];
+    if (!s->holding) { /* a new round of this block: once its last one went back to the writer */
+      if (!atomic_load_explicit(&use->free, memory_order_acquire)) break;
+      atomic_store_explicit(&use->free, false, memory_order_relaxed);
+      atomic_store_explicit(&use->refs, 1, memory_order_relaxed);
+      s->holding = true;
+    }
     cp_handoff_block_head *head = &h->heads[s->block];
     uint32_t state = atomic_load_explicit(&head->state, memory_order_acquire);
     if (state == CP_HANDOFF_FREE) break;
     uint32_t count = atomic_load_explicit(&head->count, memory_order_acquire);
     bool valid = (state == CP_HANDOFF_FILLING || state == CP_HANDOFF_FULL) && count <= CP_HANDOFF_BLOCK_RECORDS &&
                  count >= s->taken;
-    if (valid) {
-      const int64_t *ids = cp__handoff_ids(h, s->block);
-      const uint64_t *tscs = cp__handoff_tscs(h, s->block);
-      cp_log_many_at(s->channel, ids + s->taken, tscs + s->taken, count - s->taken);
-      n += count - s->taken;
-      s->taken = count;
-      if (state != CP_HANDOFF_FULL) break;
-    } else {
-      reject(s, state, count);
+    if (valid && state == CP_HANDOFF_FILLING) {
+      if (count > s->taken && (all || !buffered)) take_range(s, count);
+      s->waiting_ns = count > s->taken ? (s->waiting_ns ? s->waiting_ns : now) : 0;
+      break;
     }
+    if (valid && count > s->taken) take_range(s, count);
+    if (!valid) reject(s, state, count);
     s->taken = 0;
-    atomic_store_explicit(&head->state, CP_HANDOFF_FREE, memory_order_release);
+    s->waiting_ns = 0;
+    s->holding = false;
+    block_release(use);
     s->block = (s->block + 1) % CP_HANDOFF_BLOCKS;
   }
-  if (n) atomic_fetch_add(&h->taken, n);
-  return n;
+  if (s->total > before) atomic_fetch_add(&h->taken, s->total - before);
+  return s->total - before;
 }
 
 static bool writer_gone(source *s, uint64_t now) {
@@ -256,37 +325,62 @@ static bool writer_gone(source *s, uint64_t now) {
   return (kill(s->writer_pid, 0) != 0 && errno == ESRCH) || cp__process_start(s->writer_pid) != s->writer_start;
 }
 
+static void unmap(source *s) {
+  munmap(s->header, CP_HANDOFF_FILE_BYTES);
+  free(s);
+}
+
+/* Unmaps the memory of finished writers whose ranges are encoded (all of them when `wait`, at stop). */
+static void drain(bool wait) {
+  struct timespec nap = {0, 100000};
+  for (source **link = &inbox.draining; *link;) {
+    source *s = *link;
+    if (atomic_load_explicit(&s->ranges, memory_order_acquire)) {
+      if (wait) nanosleep(&nap, NULL);
+      else link = &s->next;
+      continue;
+    }
+    *link = s->next;
+    unmap(s);
+  }
+}
+
 /* The writer's drops go into the counts of the channel's current file as calls logged and dropped (what `late`
- * counts), so that its records.logged = records.written + records.dropped as for any channel. */
+ * counts), so that its records.logged = records.written + records.dropped as for any channel. Its memory stays
+ * mapped while ranges in it wait for a compression thread (a segment the rules retired is closed later). */
 static void finish(source *s) {
   uint64_t dropped = atomic_load(&s->header->dropped);
   if (dropped) atomic_fetch_add(&atomic_load(&s->channel->current)->late, dropped);
   cp_error error;
   if (cp_channel_close(s->channel, &error) && error.code != EBADF)
     fprintf(stderr, "cloudprofiler: inbox closing channel of %s: %s\n", s->path, error.message);
-  munmap(s->header, CP_HANDOFF_FILE_BYTES);
   unlink(s->path);
   free(s->path);
-  free(s);
+  s->next = inbox.draining;
+  inbox.draining = s;
 }
 
 /* One pass over the open files: takes what is published, finishes those whose writer closed or died (or all of
- * them, at stop). Returns the records taken. */
+ * them, at stop). Returns the records taken and blocks handed back. */
 static uint64_t pass(bool stopping) {
   uint64_t n = 0, now = now_ns();
+  uint64_t flush_ns = (uint64_t)cp__lib.options.flush_interval_ms * 1000000u;
   for (source **link = &inbox.sources; *link;) {
     source *s = *link;
     bool closed = atomic_load_explicit(&s->header->closed, memory_order_acquire); /* before its last records */
-    uint64_t taken = take(s);
+    bool all = closed || stopping || atomic_load_explicit(&s->header->wanted, memory_order_acquire) > s->total ||
+               (flush_ns && s->waiting_ns && now - s->waiting_ns >= flush_ns);
+    uint64_t taken = take(s, all, now);
     n += taken;
     if (closed || stopping || (!taken && writer_gone(s, now))) {
-      if (!closed) n += take(s); /* a writer found dead: what it published after the first take */
+      if (!closed) n += take(s, true, now); /* a writer found dead: what it published after the first take */
       *link = s->next;
       finish(s);
     } else {
       link = &s->next;
     }
   }
+  drain(stopping);
   return n;
 }
 
@@ -296,7 +390,8 @@ static void *inbox_main(void *arg) {
   scan();
   for (;;) {
     struct pollfd fds[2] = {{.fd = inbox.wake[0], .events = POLLIN}, {.fd = inbox.notify, .events = POLLIN}};
-    int timeout = inbox.sources || inbox.notify < 0 ? wait_ms : -1; /* nothing open: sleep until a file comes */
+    /* nothing open or being encoded: sleep until a file comes */
+    int timeout = inbox.sources || inbox.draining || inbox.notify < 0 ? wait_ms : -1;
     int ready = poll(fds, inbox.notify >= 0 ? 2 : 1, timeout);
     if (ready > 0 && (fds[0].revents & POLLIN)) break;
     if (inbox.notify < 0 || (ready > 0 && (fds[1].revents & POLLIN))) {
@@ -387,7 +482,7 @@ void cp__inbox_stop(void) {
 
 void cp__inbox_forget(void) {
   inbox.running = false;
-  inbox.sources = NULL;
+  inbox.sources = inbox.draining = NULL;
   inbox.dir = NULL;
   inbox.wake[0] = inbox.wake[1] = inbox.notify = -1;
   pthread_mutex_init(&inbox.mutex, NULL);

@@ -166,6 +166,10 @@ typedef struct cp_job {
   uint8_t *message; /* encoded IPC message */
   size_t message_len;
   void *owned; /* freed with the job (columns copied out of a block) */
+  /* Rows that lie in the caller's memory (a hand-off block of another process): called once they are encoded,
+   * after which that memory may go (cp__channel_submit_in_place). */
+  void (*encoded)(void *arg);
+  void *encoded_arg;
 } cp_job;
 
 /* One thread's state for one channel: the block it fills without locks. */
@@ -234,6 +238,7 @@ struct cp_channel {
   _Atomic uint64_t late; /* calls that reached a closed segment of this channel's handle: logged and dropped */
   _Atomic uint64_t rejected_blocks; /* hand-off blocks its inbox refused as malformed (inbox.c) */
   _Atomic uint64_t rejected_files;  /* hand-off memory its inbox refused unsealed (inbox.c) */
+  _Atomic uint64_t in_place;        /* records submitted where they lay (the inbox's): logged and kept */
   _Atomic uint64_t dropped;
   _Atomic uint64_t kept; /* identity/counters/firstlast records kept */
   _Atomic uint64_t written;
@@ -338,6 +343,14 @@ CP_INTERNAL const cp_handler_kind *cp__handler_kind(cp_handler handler);
 /* cp_channel_open's checks of a name and its metadata pairs (at most `max_meta`) */
 CP_INTERNAL int cp__channel_args_check(const char *name, const char *const *meta_keys, const char *const *meta_values,
                                        size_t n_meta, size_t max_meta, cp_error *error);
+
+/* cp_log_many_at for rows that may stay where they lie until they are encoded (the inbox's hand-off blocks): a
+ * buffered channel submits them in place, with one look-up of the handle's current segment for them all, and
+ * encoded(arg) is called once they are encoded; false, with nothing done, when the channel takes them otherwise
+ * (another handler, a closed handle, no memory for the job): the caller logs them with cp_log_many_at, which copies
+ * and counts them. */
+CP_INTERNAL bool cp__log_many_in_place(cp_channel *handle, const int64_t *ids, const uint64_t *tscs, uint32_t n,
+                                       void (*encoded)(void *), void *arg);
 
 /* ---- segments.c ---- */
 /* A handle over segments and its first one, of this handler; `rule`: the rule that chose it (NULL for

@@ -108,6 +108,7 @@ static void *compress_main(void *arg) {
     } else {
       cp__buf_free(&out);
     }
+    if (job->encoded) job->encoded(job->encoded_arg); /* the rows' memory may go: the message holds them */
     pthread_mutex_lock(&g->queue_mutex);
     cp__enqueue(&g->io_head, &g->io_tail, &g->io_cond, job);
   }

@@ -85,6 +85,19 @@ static void submit_range(cp_writer *w) {
   cp__submit(job);
 }
 
+bool cp__channel_submit_in_place(cp_channel *ch, const int64_t *ids, const uint64_t *tscs, uint32_t rows,
+                                 void (*encoded)(void *), void *arg) {
+  cp_job *job = calloc(1, sizeof *job);
+  if (!job) return false;
+  *job = (cp_job){.channel = ch, .col0 = ids, .col1 = tscs, .rows = rows, .encoded = encoded, .encoded_arg = arg};
+  atomic_fetch_add_explicit(&ch->in_place, rows, memory_order_relaxed);
+  pthread_mutex_lock(&ch->mutex);
+  job->seq = ch->next_seq++;
+  pthread_mutex_unlock(&ch->mutex);
+  cp__submit(job);
+  return true;
+}
+
 void cp__writer_hand_off(cp_writer *w) {
   if (!w->block) return;
   submit_range(w);

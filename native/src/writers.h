@@ -21,6 +21,10 @@ CP_INTERNAL void cp__writer_hand_off(cp_writer *w);
  * walked without the lock. */
 CP_INTERNAL cp_writer *cp__writers_head(cp_channel *ch);
 CP_INTERNAL void cp__channel_submit_writers(cp_channel *ch); /* hand off every partial block */
+/* Submits rows that stay where they lie until a compression thread has encoded them and called encoded(arg),
+ * counted as logged and kept (cp__log_many_in_place); false, with nothing submitted, when out of memory. */
+CP_INTERNAL bool cp__channel_submit_in_place(cp_channel *ch, const int64_t *ids, const uint64_t *tscs, uint32_t rows,
+                                             void (*encoded)(void *), void *arg);
 CP_INTERNAL void cp__block_release(cp_channel *ch, cp_block *block);
 CP_INTERNAL void cp__channel_free_blocks(cp_channel *ch);
 /* A record with a TSC read earlier: the ReT listener stamps a datagram before checking it. */

@@ -1,6 +1,7 @@
 /* Hand-off between processes, for the sanitizers to watch the inbox thread: a child (no library started) logs from
  * two threads into one hand-off channel and closes it, another child dies with SIGKILL after its records; the
- * parent's inbox takes them while it runs and at its stop, and each file holds exactly what its writer logged. */
+ * parent's inbox takes them while it runs and at its stop, and each file holds exactly what its writer logged, a
+ * full block as one record batch. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -98,6 +99,9 @@ int main(void) {
   ipc_free(&f);
   CHECK(rows_of(dir, "killed", &f) == KILLED);
   for (size_t i = 0; i < f.rows; i++) CHECK(f.col0[i] == (int64_t)i);
+  /* the full block written as it lay in the shared memory, one record batch (the owner copies none of it into
+   * blocks of its own), then the 5 records the dead writer left in its next block */
+  CHECK(f.batches == 2);
   ipc_free(&f);
   printf("test_handoff: %d records from two threads, %d from a killed writer: ok\n", 2 * PER_THREAD, KILLED);
   return 0;

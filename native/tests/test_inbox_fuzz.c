@@ -1,6 +1,7 @@
 /* The inbox against hostile writers, as a Python UDF could be one: a separate process maps its hand-off file and
  * publishes, between good blocks, blocks whose heads lie (counts past the block or below what was taken, states
- * that do not exist, random bytes) while it scribbles over its header and tries to shrink its memory (which would
+ * that do not exist, random bytes) while it scribbles over its header (its flush request too) and tries to shrink
+ * its memory (which would
  * kill the owner with SIGBUS: the seal refuses it); another drops names of random text and of memory of random
  * sizes and headers, sealed or not, into the folder. The owner must live through every round (run it under the
  * sanitizers: `make fuzz`), take every good record in order, and count each bad block in the channel's
@@ -43,8 +44,11 @@ static void wait_free(cp_handoff_header *h, uint32_t b) {
   }
 }
 
+/* Asks for the records up to `target` as a writer's flush does (the owner takes a filling block only when asked,
+ * closed or after its flush interval), then waits until they are taken. */
 static void wait_taken(cp_handoff_header *h, uint64_t target) {
   struct timespec nap = {0, 100000};
+  atomic_store(&h->wanted, target);
   for (int i = 0; atomic_load(&h->taken) < target; i++) {
     if (i > 100000) _exit(4);
     nanosleep(&nap, NULL);
@@ -156,6 +160,8 @@ static void hostile(const char *inbox, int out) {
       fill_random(&h->n_meta, sizeof h->n_meta);
       fill_random(h->params, sizeof h->params);
     }
+    if (rnd() % 8 == 0) /* a flush request that lies: the owner takes filling blocks early, or waits for them */
+      atomic_store(&h->wanted, rnd() % 2 ? rnd() : 0);
   }
   wait_taken(h, published);
   CHECK(write(out, &t, sizeof t) == sizeof t);
