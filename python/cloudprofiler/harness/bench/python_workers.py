@@ -38,8 +38,11 @@ def worker_states(spark, workers: int) -> dict:
 
 def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[dict]:
     """In `spark`, an application of local[workers] with the plugin, which it stops: first the hand-off path alone
-    (so that its workers' state is measured before any of them started a library of its own), then both paths and
-    the query without a trace point, alternating; the fastest and the median of each."""
+    (so that its workers' state is measured before any of them started a library of its own), then rounds of the
+    query without a trace point (the machine's floor) and the two paths, paired: the hand-off first in even rounds,
+    the workers' own files first in odd ones, so that neither path always follows the other. Each path's fastest
+    and median, every run (`runs_s`), and the hand-off's paired differences (`paired_s`: its run minus the files'
+    run of the same round), their median and range; the floor's runs beside them (`floor_s`)."""
     from ... import spark as cps
 
     df = spark.range(0, rows, numPartitions=workers)
@@ -58,8 +61,9 @@ def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[
         plain(), traced(True)()
     state = {True: worker_states(spark, workers)}
     traced(False)()
-    for _ in range(repeats):
-        for side, fn in ((None, plain), (True, traced(True)), (False, traced(False))):
+    for round_ in range(repeats):
+        for side in (None, True, False) if round_ % 2 == 0 else (None, False, True):
+            fn = plain if side is None else traced(side)
             t0 = time.perf_counter()
             fn()
             times[side].append(time.perf_counter() - t0)
@@ -70,8 +74,24 @@ def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[
                                {f"bench-py-{name}": (runs[side] * rows,) * 2
                                 for side, name in ((True, "handoff"), (False, "files"))})
     base = statistics.median(times[None])
+    paired = [h - f for h, f in zip(times[True], times[False])]
     return [{"workers": workers, "path": PATHS[side], "median_s": statistics.median(times[side]),
              "fastest_s": min(times[side]), "spread": (max(times[side]) - min(times[side])) / min(times[side]),
-             "added_median_s": statistics.median(times[side]) - base, **state[side],
+             "added_median_s": statistics.median(times[side]) - base, **state[side], "runs_s": times[side],
+             "floor_s": times[None], "paired_s": paired, "paired_median_s": statistics.median(paired),
+             "paired_min_s": min(paired), "paired_max_s": max(paired),
              "log_problems": [p for c, p in problems.items() if c.endswith("handoff" if side else "files")]}
             for side in (True, False)]
+
+
+def print_runs(rows: list[dict]) -> None:
+    """Every run of the comparison, paired by round, and the hand-off's paired difference (negative: faster)."""
+    for row in rows:
+        if not row["path"].startswith("executor's"):
+            continue
+        (files,) = [r for r in rows if r["workers"] == row["workers"] and r is not row]
+        print(f"{row['workers']} workers, every round (s): floor / hand-off / own files / hand-off minus own files")
+        for i, (floor, h, f) in enumerate(zip(row["floor_s"], row["runs_s"], files["runs_s"])):
+            print(f"  {i + 1:2d}  {floor:.3f}  {h:.3f}  {f:.3f}  {h - f:+.3f}")
+        print(f"  paired difference: median {row['paired_median_s']:+.3f} s, from {row['paired_min_s']:+.3f} to "
+              f"{row['paired_max_s']:+.3f} s; floor median {statistics.median(row['floor_s']):.3f} s")

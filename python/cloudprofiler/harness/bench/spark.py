@@ -36,6 +36,9 @@ def add_arguments(parser) -> None:
                              "compiles a query's generated code over its first runs); at least 1")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and one warm-up round: a check that everything runs and logs as it must")
+    parser.add_argument("--python-workers-only", action="store_true",
+                        help="run only the comparison of the python trace point's two paths (--workers, --rows, "
+                             "--repeats, --warmups)")
     parser.add_argument("--log-dir", help="keep every run's logs in this folder, one folder per case and run, to "
                                           "read what a run logged (default: a temporary folder, removed at the end)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -283,6 +286,8 @@ def run(args) -> int:
             1_000_000, 100, 50_000, 1, 1, 1)
     if args.warmups < 1:  # the Python workers' state is measured after the warm-up rounds started them
         raise SystemExit(f"--warmups {args.warmups}: expected at least 1")
+    if args.python_workers_only:
+        return python_workers_only(args)
     rows = jni_rows(args.jni_iterations)
     from ... import spark as cps
 
@@ -297,9 +302,7 @@ def run(args) -> int:
         spark.stop()
         check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, args.warmups + args.repeats)
         overheads += [task_switch, *traces]
-        workers = [row for n in args.workers for row in python_workers.compare(
-            _session(True, os.path.join(log_dir, f"workers-{n}"), f"local[{n}]"), n, args.rows, args.repeats,
-            args.warmups)]
+        workers = python_workers_rows(args, log_dir)
     problems = [p for row in [application, *overheads, *workers] for p in row["log_problems"]]
     for row in [application, *overheads, *workers]:
         row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
@@ -329,10 +332,39 @@ def run(args) -> int:
                             ("added_ns_per_task", "ns/task added", ".0f"), ("noise_ratio", "noise", ".1%"),
                             ("logs", "logs", "")])
     print()
+    print_python_workers(args, workers)
+    return 1 if problems else 0
+
+
+def python_workers_rows(args, log_dir: str) -> list[dict]:
+    return [row for n in args.workers for row in python_workers.compare(
+        _session(True, os.path.join(log_dir, f"workers-{n}"), f"local[{n}]"), n, args.rows, args.repeats,
+        args.warmups)]
+
+
+def python_workers_only(args) -> int:
+    with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as scratch:
+        log_dir = os.path.abspath(args.log_dir) if args.log_dir else scratch
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        workers = python_workers_rows(args, log_dir)
+    for row in workers:
+        row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
+        for problem in row["log_problems"]:
+            print(f"bench spark: logged otherwise than it must: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(workers, indent=1))
+    else:
+        print_python_workers(args, workers)
+    return 1 if any(row["log_problems"] for row in workers) else 0
+
+
+def print_python_workers(args, workers: list[dict]) -> None:
+    from ...console import print_table
+
     print(f"python trace point, {args.rows} rows, the two paths of its records:")
     print_table(workers, [("workers", "workers", "d"), ("path", "records go through", ""),
                           ("median_s", "median (s)", ".3f"), ("fastest_s", "fastest (s)", ".3f"),
                           ("spread", "spread", ".0%"), ("added_median_s", "added to the query (s)", "+.3f"),
                           ("threads", "threads/worker", ".0f"), ("rss_mib", "RSS/worker (MiB)", ".0f"),
                           ("peak_mib", "peak/worker (MiB)", ".0f"), ("logs", "logs", "")])
-    return 1 if problems else 0
+    python_workers.print_runs(workers)
