@@ -31,6 +31,11 @@ UDF_ROWS, UDF_PARTITIONS, SLEEP_S = 200, 2, 0.002
 SKEWED_PARTITION = 2  # range(0, N, 1, 4)'s partition 2 holds ids [N/2, 3N/4): the skew query keeps all of them
 STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed", 5, 200, 3, 0.01
 EVENTS_FROM_MS = int(time.time() * 1000) - 86_400_000
+# a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
+# id % 10 < 5 through the broadcast join (one match each)
+CHAIN = (f"select count(*) c from range(0, {N}, 1, 4) r join (select id k from range(5)) s on r.id % 10 = s.k "
+         f"where r.id % 3 = 0")
+ROWS_Y = 1024  # spark.cloudprofiler.operators.rows.y's default (rows.x: 1): a row id's ordinal is a multiple of it
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +73,8 @@ def app(tmp_path_factory):
     assert total[0] == sum(range(UDF_ROWS))
     sc.setJobGroup("skew", "partition 2 keeps twenty times the rows of the others")
     assert spark.sql(skew).first().s == 128 * (N // 4 + 3 * N // 80)
+    sc.setJobGroup("chain", "a range, a filter and a broadcast join: a chain of operators that keep a row's id")
+    assert spark.sql(CHAIN).first().c == sum(1 for v in range(0, N, 3) if v % 10 < 5)
     _slowed_stream(spark, base)
     tab = _cloudprofiler_tab(sc, base)
     tab["early"] = early
@@ -192,6 +199,38 @@ def test_the_finding_names_the_partition_that_holds_the_skew(app, report):
     [line] = [text for kind, text in _findings(page) if kind == "operator" and f"(SQL execution {execution})" in text]
     assert re.search(rf"of it in partition {SKEWED_PARTITION}, which read 20x the median rows", line)
     assert f"{top['operator']} (probe {int(top['probe_id'])}) takes" in line
+
+
+def test_the_same_sampled_rows_are_timed_from_operator_to_operator_along_a_chain(app):
+    ops = app.operators(job_group="chain").toPandas()
+    range_ = ops[(ops["operator"] == "Range") & (ops["rows"] == N)].iloc[0]
+    filter_, join = _one(ops, "Filter"), _one(ops, "BroadcastHashJoin")
+    assert filter_["rows"] == len(range(0, N, 3))  # the probes' rows are as exact as without the sampled rows
+    assert range_["parent_probe_id"] == filter_["probe_id"] and filter_["parent_probe_id"] == join["probe_id"]
+    partition = app.task_table().toPandas().set_index("task_attempt_id")["partition"]
+
+    def sampled(probe) -> dict:
+        """The ids the probe logged -> the value of the range's row (its partition's start + the row's ordinal)."""
+        ids = app.records(f"spark.operator.{int(probe['probe_id'])}").toPandas()["tuple_id"]
+        return {i: int(partition[i >> 32]) * (N // 4) + (i & 0xFFFFFFFF) for i in ids}
+
+    at_range, at_filter, at_join = (sampled(p) for p in (range_, filter_, join))
+    # XoY on the id: the rows whose ordinal in their task is a multiple of y, at the range: every one of them
+    assert sorted(at_range.values()) == [v for v in range(N) if (v % (N // 4)) % ROWS_Y == 0]
+    # the same ids further up: exactly the sampled rows that pass the filter, then the join
+    assert at_filter == {i: v for i, v in at_range.items() if v % 3 == 0} and at_filter
+    assert at_join == {i: v for i, v in at_filter.items() if v % 10 < 5} and at_join
+    hops = app.operator_hops(job_group="chain").toPandas().set_index("from_probe_id")
+    for below, above, rows in ((range_, filter_, at_filter), (filter_, join, at_join)):
+        hop = hops.loc[below["probe_id"]]
+        assert (hop["to_probe_id"], hop["from_operator"], hop["to_operator"]) == (
+            above["probe_id"], below["operator"], above["operator"])
+        assert hop["rows"] == len(rows) and hop["sql_execution_id"] == filter_["sql_execution_id"]
+        # a row goes through a filter or a join's lookup in under a microsecond or two (with one log call): the
+        # median stays far below 100 us even when preemption on a loaded host stretches the tail
+        assert 0 <= hop["min_ns"] <= hop["p50_ns"] <= hop["p99_ns"] <= hop["max_ns"] and hop["p50_ns"] < 100_000
+    assert app.operator_hops(job_group="filter").toPandas()["rows"].sum() > 0  # the filter query's chain too
+    assert app.operator_hops(job_group="nothing of this name").count() == 0
 
 
 def test_the_top_probes_inclusive_time_is_its_tasks_run_time(app):

@@ -175,6 +175,24 @@ def test_the_setting_takes_only_true_or_false_and_names_the_bad_value(spark):
         session.conf.unset(OPERATORS)
 
 
+@pytest.mark.parametrize("x, y, message", [
+    ("5", "4", r"spark\.cloudprofiler\.operators\.rows\.x=5 is invalid: expected at most "
+               r"spark\.cloudprofiler\.operators\.rows\.y=4"),
+    ("1", "0", r"spark\.cloudprofiler\.operators\.rows\.y=0 is invalid: expected an integer from 1 to"),
+])
+def test_the_row_sample_takes_x_of_y_and_names_the_bad_value(spark, x, y, message):
+    session, _ = spark
+    keys = {OPERATORS + ".rows.x": x, OPERATORS + ".rows.y": y}
+    for key, value in keys.items():
+        session.conf.set(key, value)
+    try:
+        with pytest.raises(Exception, match=message):
+            run(session, "select count(*) from range(10) where id % 2 = 0", True)
+    finally:
+        for key in keys:
+            session.conf.unset(key)
+
+
 def test_ticks_read_as_seconds_by_the_tsc_frequency(filtered):
     _, _, tasks = filtered
     hz = cp.tsc_frequency().hz

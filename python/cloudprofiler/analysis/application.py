@@ -8,6 +8,7 @@ from ..errors import NotAnApplicationError, UnknownChannelError
 from . import calibration as calibration_module
 from . import health as health_module
 from . import latency as latency_module
+from . import operator_hops as operator_hops_module
 from . import operators as operators_module
 from . import pipeline as pipeline_module
 from . import reader
@@ -211,6 +212,12 @@ class Application:
         """One row per operator probe and task attempt, with the exclusive time (operators.operator_tasks)."""
         tasks_module.check_scope("operator_tasks", scope)
         return operators_module.operator_tasks(self, **scope)
+
+    def operator_hops(self, **scope):
+        """One row per SQL execution and hop between consecutive operators that keep a row's identity: the latency
+        of the sampled rows from one to the next (operator_hops.operator_hops); `scope` as tasks()."""
+        tasks_module.check_scope("operator_hops", scope)
+        return operator_hops_module.operator_hops(self, **scope)
 
     def udfs(self, **scope):
         """One row per Python UDF evaluation and task attempt: its batches, rows and the parts of its worker's time

@@ -173,15 +173,16 @@ def _or_none(value):
     return None if pd.isna(value) else float(value)
 
 
-def hop_sketches(app, channels: list) -> HopSketches:
-    """The sketches of every hop of `channels` (trace points in pipeline order), in one Spark job."""
+def hop_sketches(app, channels: list, hops: "list | None" = None) -> HopSketches:
+    """The sketches of every hop of `channels` (trace points in pipeline order), in one Spark job; `hops`: (hop,
+    from position, to position) in `channels` instead of hops_of(channels) (the hops of several pipelines)."""
     from pyspark.sql import functions as F
 
     files = app.catalog.files_of(channels, "records")
     schema = reader.project(reader.RECORD_SCHEMA, COLUMNS)
     frame = reader.log_frame(app.spark, files, app.timebase, schema, {c: i for i, c in enumerate(channels)})
     partitions = max(1, min(MAX_PARTITIONS, math.ceil(sum(f.rows for f in files) / ROWS_PER_PARTITION)))
-    compute = functools.partial(_sketch_partition, timebase=app.timebase, hops=hops_of(channels),
+    compute = functools.partial(_sketch_partition, timebase=app.timebase, hops=hops or hops_of(channels),
                                 channels=list(channels))
     sketched = frame.repartition(partitions, "tuple_id").mapInArrow(compute, reader.spark_schema(SKETCH_SCHEMA))
     rows = sketched.groupBy("hop", "remote", "measure", "key").agg(

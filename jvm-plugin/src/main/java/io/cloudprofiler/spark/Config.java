@@ -216,6 +216,24 @@ public final class Config {
           "Time every operator of every SQL query inside whole-stage code generation: rows, and the"
               + " time of each operator with and without its children, from a sample of the gaps"
               + " between rows (read per query from the session's configuration)");
+  public static final Key<Integer> OPERATOR_ROWS_X =
+      integer(
+          "spark.cloudprofiler.operators.rows.x",
+          1,
+          0,
+          1 << 30,
+          "With operators on: the latency of a row from operator to operator along the operators"
+              + " that keep a row's identity is logged for the rows whose id mod"
+              + " spark.cloudprofiler.operators.rows.y is below this (XoY, as cp_trace samples;"
+              + " 0: none; read per query)");
+  public static final Key<Integer> OPERATOR_ROWS_Y =
+      integer(
+          "spark.cloudprofiler.operators.rows.y",
+          1024,
+          1,
+          1 << 30,
+          "The y of spark.cloudprofiler.operators.rows.x: x rows in every y get their latency"
+              + " logged from operator to operator (a power of two costs no division per row)");
   public static final Key<Boolean> UI_ENABLED =
       bool(
           "spark.cloudprofiler.ui.enabled",
@@ -388,6 +406,8 @@ public final class Config {
           LOCAL_DIR,
           TASK_ENABLED,
           OPERATORS,
+          OPERATOR_ROWS_X,
+          OPERATOR_ROWS_Y,
           UDFS,
           UI_ENABLED,
           PYTHON_HANDOFF,

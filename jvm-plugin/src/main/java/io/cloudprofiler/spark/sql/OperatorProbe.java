@@ -27,6 +27,10 @@ import org.apache.spark.sql.execution.metric.SQLMetric;
  * {@code continue} still leaves through the probe. Outside whole-stage codegen (code generation off
  * or failed) the probe passes its child's rows on and measures nothing.
  *
+ * <p>In a chain of operators that keep a row's identity ({@link OperatorRows}) the probe also logs
+ * the sampled rows' ids: the chain's first probe numbers its rows and decides the sample, the
+ * probes above read both, in the same iteration of the pipeline's loop.
+ *
  * <p>The generated code names no probe id (the id comes with the metrics object, a reference), so
  * that each run of a query compiles to the same code as the last: Spark's cache of compiled
  * pipelines then serves it, already compiled by the JIT. An id in the code made every run compile
@@ -41,6 +45,12 @@ public final class OperatorProbe extends UnaryCodegenPlan {
 
   /** The pipeline's clock while its code is generated (generation runs on one thread). */
   private static final ThreadLocal<String> CLOCK = new ThreadLocal<>();
+
+  /**
+   * While a probe's parents' code is generated: the counters of the first probe of the chain whose
+   * rows they get ({@link OperatorRows}), else null.
+   */
+  private static final ThreadLocal<String> CHAIN = new ThreadLocal<>();
 
   private final SparkPlan child;
   private final long id;
@@ -140,6 +150,10 @@ public final class OperatorProbe extends UnaryCodegenPlan {
     String clock = CLOCK.get();
     if (clock == null) return passOn(ctx, input, rowTerm); // not under a pipeline's top probe
     String metricsTerm = ctx.addReferenceObj("cpMetrics", metrics, ProbeMetrics.class.getName());
+    // a probe that passes on the rows of the probe below continues its chain; one whose child was
+    // not in a chain (or is not below it in this code) starts one
+    String below = metrics.chain == ProbeMetrics.NEXT ? CHAIN.get() : null;
+    boolean first = metrics.chain != ProbeMetrics.NO_CHAIN && below == null;
     String counters =
         ctx.addMutableState(
             ProbeCounters.class.getName(),
@@ -152,15 +166,43 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                     + clock
                     + ", "
                     + metricsTerm
+                    + (below != null ? ", " + below : "")
                     + ");",
             true,
             true);
+    String chain = first ? counters : below;
+    String rowCode =
+        chain == null
+            ? ""
+            : first
+                ? counters
+                    + ".rowSampled = "
+                    + OperatorRows.keptCode(
+                        "++" + counters + ".rowId", metrics.rowsX, metrics.rowsY)
+                    + ";\nif ("
+                    + counters
+                    + ".rowSampled) "
+                    + counters
+                    + ".logRow("
+                    + counters
+                    + ".rowId);\n"
+                : "if (" + below + ".rowSampled) " + counters + ".logRow(" + below + ".rowId);\n";
+    String outer = CHAIN.get();
+    CHAIN.set(chain);
+    String parents;
+    try {
+      parents = passOn(ctx, input, rowTerm);
+    } finally {
+      CHAIN.set(outer);
+    }
     return "if (--"
         + counters
         + ".countdown == 0L) "
         + counters
-        + ".gapEnds();\ndo {\n"
-        + passOn(ctx, input, rowTerm)
+        + ".gapEnds();\n"
+        + rowCode
+        + "do {\n"
+        + parents
         + "\n} while (false);\nif ("
         + counters
         + ".countdown == 1L) "

@@ -66,6 +66,29 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     return on;
   }
 
+  /** The session's XoY of the rows whose latency from operator to operator is logged, checked. */
+  static long[] rowSample() {
+    long x = setting(Config.OPERATOR_ROWS_X), y = setting(Config.OPERATOR_ROWS_Y);
+    if (x > y) {
+      throw new IllegalArgumentException(
+          Config.OPERATOR_ROWS_X.name
+              + "="
+              + x
+              + " is invalid: expected at most "
+              + Config.OPERATOR_ROWS_Y.name
+              + "="
+              + y);
+    }
+    return new long[] {x, y};
+  }
+
+  private static long setting(Config.Key<Integer> key) {
+    String text = SQLConf.get().getConfString(key.name, key.defaultValue).trim();
+    Integer value = key.parse(text);
+    if (value == null) throw Config.invalid(key.name, text, "expected " + key.expected);
+    return value;
+  }
+
   @Override
   public SparkPlan apply(SparkPlan plan) {
     if (GUARD.disabled() || !enabled()) return plan;
@@ -79,15 +102,17 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             Config.OPERATORS.name);
       return plan;
     }
+    long[] rows = rowSample();
     try {
-      return instrument(plan, null, OperatorNodes.NO_PROBE);
+      return instrument(plan, null, OperatorNodes.NO_PROBE, rows);
     } catch (Throwable e) {
       GUARD.disable("instrumenting a plan", e);
       return plan;
     }
   }
 
-  private SparkPlan instrument(SparkPlan node, SparkPlan parent, long parentProbe) {
+  /** {@code rows}: the XoY of the rows logged along chains ({@link #rowSample}). */
+  private SparkPlan instrument(SparkPlan node, SparkPlan parent, long parentProbe, long[] rows) {
     if (node instanceof OperatorProbe) return node;
     boolean probed = probed(node, parent);
     long id = probed ? NEXT_ID.incrementAndGet() : parentProbe;
@@ -95,7 +120,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     List<SparkPlan> instrumented = new ArrayList<>();
     boolean changed = false;
     for (SparkPlan child : children) {
-      SparkPlan c = instrument(child, node, id);
+      SparkPlan c = instrument(child, node, id, rows);
       changed |= c != child;
       instrumented.add(c);
     }
@@ -104,9 +129,26 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             ? node.withNewChildren(ScalaLists.of(instrumented.toArray(new SparkPlan[0])))
             : node;
     if (!probed) return rebuilt;
-    ProbeMetrics metrics = new ProbeMetrics(session.sparkContext(), id);
+    ProbeMetrics metrics =
+        new ProbeMetrics(session.sparkContext(), id, chain(node, parent, rows), rows[0], rows[1]);
     OperatorNodes.register(id, parentProbe, node, metrics);
     return new OperatorProbe(rebuilt, id, node.nodeName(), metrics);
+  }
+
+  /**
+   * The place of {@code node}'s probe in a chain of operators that keep a row's identity ({@link
+   * OperatorRows}): next in its child's chain where it passes on its child's rows, else first of a
+   * chain where its parent, in the same pipeline, passes on its rows, else none.
+   */
+  private static int chain(SparkPlan node, SparkPlan parent, long[] rows) {
+    if (rows[0] == 0) return ProbeMetrics.NO_CHAIN;
+    if (OperatorRows.keepsRows(node)) return ProbeMetrics.NEXT;
+    boolean fed =
+        parent != null
+            && generates(parent)
+            && !objects(parent)
+            && OperatorRows.passesRowsOf(parent, node);
+    return fed ? ProbeMetrics.FIRST : ProbeMetrics.NO_CHAIN;
   }
 
   /** Whether {@code node} gets a probe: whether code generation will put it in a pipeline. */

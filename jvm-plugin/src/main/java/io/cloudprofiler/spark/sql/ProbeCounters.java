@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark.sql;
 
+import io.cloudprofiler.CloudProfiler;
 import org.apache.spark.TaskContext;
 import org.apache.spark.util.TaskCompletionListener;
 
@@ -29,6 +30,21 @@ public final class ProbeCounters implements TaskCompletionListener {
   /** Rows until the next one whose gap is timed; read and decremented by the generated code. */
   public long countdown = 1;
 
+  /**
+   * At the first probe of a chain ({@link OperatorRows}): the id of the row passing now, and
+   * whether it is sampled; read by the probes above it in the same iteration of the pipeline's
+   * loop.
+   */
+  public long rowId;
+
+  public boolean rowSampled;
+
+  /**
+   * The channel of this probe's sampled rows (0: none), opened with the pipeline rather than at its
+   * first row, so that no row's latency holds the opening of a file.
+   */
+  private final long rowChannel;
+
   /** The countdowns given so far, summed: the rows so far are {@code issued - countdown}. */
   private long issued = 1;
 
@@ -49,15 +65,33 @@ public final class ProbeCounters implements TaskCompletionListener {
   private double sampledSquares;
 
   public ProbeCounters(PipelineClock clock, ProbeMetrics metrics) {
+    this(clock, metrics, null);
+  }
+
+  /** A probe of the chain that {@code first} starts: it logs the ids {@code first} gives. */
+  public ProbeCounters(PipelineClock clock, ProbeMetrics metrics, ProbeCounters first) {
     this.clock = clock;
     this.metrics = metrics;
     TaskContext task = TaskContext.get();
+    rowId = OperatorRows.firstId(task == null ? 0 : task.taskAttemptId());
+    rowChannel =
+        clock.timed && metrics.chain != ProbeMetrics.NO_CHAIN
+            ? OperatorRows.channel(metrics, first == null ? metrics.probe : first.metrics.probe)
+            : 0;
     random = (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
     if (task != null) task.addTaskCompletionListener(this);
     if (clock.timed) {
       open = true; // the first gap starts with the pipeline
       clock.open++;
     }
+  }
+
+  /**
+   * Logs a sampled row's id as it reaches this probe; where the library cannot load or the channel
+   * cannot open, nothing.
+   */
+  public void logRow(long id) {
+    if (rowChannel != 0) CloudProfiler.log(rowChannel, id);
   }
 
   /** The rows that arrived so far. */

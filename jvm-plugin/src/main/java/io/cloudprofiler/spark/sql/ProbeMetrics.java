@@ -21,14 +21,29 @@ public final class ProbeMetrics implements Serializable {
    */
   final long probe;
 
+  /**
+   * The probe's place in a chain of operators that keep a row's identity ({@link OperatorRows}):
+   * {@link #NO_CHAIN}, {@link #FIRST} (its rows get ids: its operator makes them) or {@link #NEXT}
+   * (its operator passes on the rows of the probe below, whose ids it logs).
+   */
+  final int chain;
+
+  static final int NO_CHAIN = 0, FIRST = 1, NEXT = 2;
+
+  /** XoY of the rows logged by a probe of a chain: floorMod(row id, y) < x. */
+  final long rowsX, rowsY;
+
   final SQLMetric rows;
   final SQLMetric time;
   final SQLMetric ticks;
   final SQLMetric ticksError;
   final SQLMetric gaps;
 
-  ProbeMetrics(SparkContext sc, long probe) {
+  ProbeMetrics(SparkContext sc, long probe, int chain, long rowsX, long rowsY) {
     this.probe = probe;
+    this.chain = chain;
+    this.rowsX = rowsX;
+    this.rowsY = rowsY;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");
     time =
         SQLMetrics.createNanoTimingMetric(

@@ -179,11 +179,12 @@ public final class TraceExpression extends SingleChildExpression implements Seri
   }
 
   /**
-   * Forgets every channel: called as the library stops, so that the next application of this JVM
-   * opens its own instead of logging to closed ones.
+   * Forgets every channel, the operators' rows' too: called as the library stops, so that the next
+   * application of this JVM opens its own instead of logging to closed ones.
    */
   public static void forgetChannels() {
     CHANNELS.clear();
+    OperatorRows.forget();
   }
 
   /**
@@ -342,10 +343,7 @@ public final class TraceExpression extends SingleChildExpression implements Seri
             true,
             true);
     String id64 = "(long) " + ev.value();
-    String kept =
-        Long.bitCount(y) == 1 // floorMod by a power of two is a mask: no 64-bit division per row
-            ? "(" + id64 + " & " + (y - 1) + "L) < " + x + "L"
-            : "java.lang.Math.floorMod(" + id64 + ", " + y + "L) < " + x + "L";
+    String kept = OperatorRows.keptCode(id64, x, y);
     String log =
         "if ("
             + handleTerm

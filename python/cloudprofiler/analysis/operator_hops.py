@@ -1,0 +1,73 @@
+"""The latency of sampled rows from SQL operator to operator, along the chains of operators that keep a row's
+identity within a pipeline (a filter, a projection, the streamed side of a hash join: docs/operators.md).
+
+Each probe of a chain logs the same sampled rows (XoY on a row id that its chain's first probe gives) into a channel
+of its own, `spark.operator.<probe id>`, whose metadata names the probe (`operator.probe`) and the chain's first
+probe (`operator.first_probe`). A hop joins a probe to the probe of the operator that consumes its rows
+(`parent_probe_id` in the nodes table) where both logged rows of the same chain; every hop of the application is
+counted in one pass by hops.hop_sketches, as the trace points' hops are."""
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from . import hops as hops_module
+from .operators import operator_tasks
+
+CHANNEL_PREFIX = "spark.operator."  # the plugin's OperatorRows.CHANNEL_PREFIX
+QUANTILES = (0.5, 0.9, 0.99)
+HOPS_DDL = ("sql_execution_id long, from_probe_id long, from_operator string, to_probe_id long, to_operator string, "
+            "rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, max_ns double, mean_ns double")
+
+
+def row_channels(app) -> dict:
+    """probe id -> (its channel, the first probe of its chain), for every probe that logged sampled rows. A file
+    whose metadata does not name both (another process's channel of that name) is left out."""
+    logged = {}
+    for f in app.catalog.logs:
+        if f.kind != "records" or not f.channel.startswith(CHANNEL_PREFIX):
+            continue
+        try:
+            probe, first = int(f.meta.get("operator.probe")), int(f.meta.get("operator.first_probe"))
+        except (TypeError, ValueError):
+            continue
+        if f.channel == CHANNEL_PREFIX + str(probe):
+            logged[probe] = (f.channel, first)
+    return logged
+
+
+def operator_hops(app, **scope):
+    """One row per SQL execution and hop between consecutive probes of a chain (HOPS_DDL): the operators at both
+    ends (a probe's time is when the row leaves its operator, so a hop is the time of the operator `to_operator`
+    names, for that row, with the probe's own log call), the sampled rows paired, and their latency: min, p50, p90,
+    p99, max, mean in ns (the quantiles within hops.sketch's relative accuracy). `scope` as tasks(): the probes that
+    ran in the attempts in scope. Empty where no probe logged rows (spark.cloudprofiler.operators off, or its
+    rows.x 0)."""
+    logged = row_channels(app)
+    empty = app.spark.createDataFrame([], HOPS_DDL)
+    if not logged:
+        return empty
+    probes = list(logged)
+    nodes = {r["probe_id"]: r for r in app.operator_nodes().where(F.col("probe_id").isin(probes))
+             .dropDuplicates(["probe_id"]).select("probe_id", "parent_probe_id", "operator").collect()}
+    queries = {r["probe_id"]: r["sql_execution_id"] for r in operator_tasks(app, **scope)
+               .where(F.col("probe_id").isin(probes)).groupBy("probe_id")
+               .agg(F.min("sql_execution_id").alias("sql_execution_id")).collect()}
+    pairs = []
+    for probe, (_, first) in sorted(logged.items()):
+        parent = nodes[probe]["parent_probe_id"] if probe in nodes else None
+        if probe in queries and parent in nodes and parent in logged and logged[parent][1] == first:
+            pairs.append((probe, parent))
+    if not pairs:
+        return empty
+    channels = sorted({logged[p][0] for pair in pairs for p in pair})
+    position = {c: i for i, c in enumerate(channels)}
+    hops = [(i, position[logged[a][0]], position[logged[b][0]]) for i, (a, b) in enumerate(pairs)]
+    sketches = hops_module.hop_sketches(app, channels, hops)
+    rows = []
+    for i, (a, b) in enumerate(pairs):
+        s = sketches.hop_statistics(i, QUANTILES)
+        rows.append({"sql_execution_id": queries[a], "from_probe_id": a, "from_operator": nodes[a]["operator"],
+                     "to_probe_id": b, "to_operator": nodes[b]["operator"], "rows": s["count"], "min_ns": s["min_ns"],
+                     "p50_ns": s["q"][0], "p90_ns": s["q"][1], "p99_ns": s["q"][2], "max_ns": s["max_ns"],
+                     "mean_ns": s["mean_ns"]})
+    return app.spark.createDataFrame(rows, HOPS_DDL)
