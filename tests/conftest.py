@@ -173,3 +173,27 @@ def assert_collected_as_it_died(collected, as_it_died) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert ipc.open_file(got).read_all().num_rows == cp.read_log(as_it_died).num_rows, collected
+
+
+def assert_tables_as_declared(app, expected: set) -> None:
+    """Every table of the plugin's that a real application wrote into its folder `app` (and its executors' folders)
+    lies where the plugin declares it and has exactly the columns and Arrow types it declares (cloudprofiler.tables,
+    read from the jar), which are those the analysis reads: a writer and a reader can no longer disagree unseen;
+    `expected`: the ids of the tables that must be among them."""
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    from cloudprofiler import tables
+
+    found = set()
+    for path in Path(app).rglob("*.arrows"):
+        table = tables.of_file(path.name)
+        if table is None:
+            continue
+        found.add(table.id)
+        assert (path.parent == Path(app)) == (table.folder == tables.APPLICATION), path
+        with pa.OSFile(str(path)) as f:
+            written = pa.ipc.open_file(f).schema
+        assert [(x.name, x.type) for x in written] == [(x.name, x.type) for x in table.schema], path
+    assert expected <= found, f"{app} lacks {sorted(expected - found)}"

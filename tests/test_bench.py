@@ -16,7 +16,7 @@ from cloudprofiler.harness.bench import live
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
 from cloudprofiler.harness.bench.operators import coverage, judge, same_results
 from cloudprofiler.harness.bench.spark import application_summary
-from cloudprofiler.harness.bench.spark_logs import TASK_TABLE, record_problems, run_problems, task_problems
+from cloudprofiler.harness.bench.spark_logs import record_problems, run_problems, task_problems
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
 
@@ -141,15 +141,15 @@ def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_b
     assert problem.startswith(f"{logs}: the run without the plugin logged ") and "files" in problem
     assert run_problems(empty, plugin=False) == []
     assert run_problems(empty, plugin=True) == [f"{empty}: the run with the plugin left 0 application folders with "
-                                                f"{TASK_TABLE}, expected 1"]
-    (app,) = {p.parent for p in logs.rglob(TASK_TABLE)}
-    tasks = cp.read_log(app / TASK_TABLE).num_rows
+                                                "spark-tasks.arrows, expected 1"]
+    (app,) = {p.parent for p in logs.rglob("spark-tasks.arrows")}
+    tasks = cp.read_log(app / "spark-tasks.arrows").num_rows
     # its jobs logged their tasks: checked as jobs with task logging off, each task channel is found out
     problems = task_problems(app, {None: False})
     assert len(problems) == 2 and all(f"of the {tasks} tasks of the jobs without a group (task logging off) have 1"
                                       in p for p in problems), problems
-    assert task_problems(app, {"no-such-group": True}) == [f"{app}: {TASK_TABLE} has no task of the jobs of group "
-                                                           "no-such-group"]
+    assert task_problems(app, {"no-such-group": True}) == [f"{app}: spark-tasks.arrows has no task of the jobs of "
+                                                           "group no-such-group"]
     # the executor's TSC domain: without the domains' table, or without the executor in it, found out
     (domains,) = app.glob("tsc-domains.arrows")
     table = cp.read_log(domains)

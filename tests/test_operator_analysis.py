@@ -13,18 +13,19 @@ import urllib.request
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import functions as F
 
 import browser
 import cloudprofiler.spark as cps
+from cloudprofiler import tables
 from cloudprofiler.analysis import open_application
-from cloudprofiler.analysis.reader import TABLE_SCHEMAS
+from cloudprofiler.analysis.reader import TASK_METRICS
 from cloudprofiler.harness.standalone import free_port, spark_class
 from cloudprofiler.analysis.report import render
 from cloudprofiler.analysis.report.data import gather
+from conftest import assert_tables_as_declared
 
 N = 400_000  # rows of the filter and skew queries' range, 4 partitions
 UDF_ROWS, UDF_PARTITIONS, SLEEP_S = 200, 2, 0.002
@@ -355,13 +356,11 @@ def test_the_report_says_which_operator_slowed_the_streaming_query(app, report):
 
 
 def test_the_driver_writes_each_table_with_the_columns_and_types_the_analysis_reads(app):
-    written = {name: Path(path.removeprefix("file:")) for name, (path, _) in app.catalog.tables.items()}
-    assert {"spark-tasks.arrows", "spark-operator-nodes.arrows", "spark-operators.arrows",
-            "spark-streaming-batches.arrows"} <= set(written)
-    for name, path in written.items():
-        with pa.OSFile(str(path)) as f:
-            schema = pa.ipc.open_file(f).schema
-        assert [(x.name, x.type) for x in schema] == [(x.name, x.type) for x in TABLE_SCHEMAS[name]], name
+    assert_tables_as_declared(app.path, {"tasks", "operator_nodes", "operators", "streaming_batches"})
+    # the analysis's frames of them have the declared columns
+    assert app.operator_values().columns == tables.table("operators").schema.names
+    assert set(app.catalog.tables) == {t for t in tables.tables() if (Path(app.path) / tables.file(t)).exists()}
+    assert set(TASK_METRICS) <= set(tables.table("tasks").schema.names)  # the metrics the stages sum
 
 
 def test_the_live_tab_shows_each_stage_and_batch_as_the_analysis_finds_them(app):

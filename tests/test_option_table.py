@@ -1,9 +1,11 @@
 """The plugin's options are declared once, in its Config.java, which writes them into the jar; the Python helper
-reads them from there, and the README's table and the native library's own ranges must agree with them."""
+reads them from there, and the README's table and the native library's own ranges must agree with them. So are its
+tables, each beside its writer (Tables.java lists them), which the README's list of tables must name."""
 import re
 from pathlib import Path
 
 import cloudprofiler.spark as cps
+from cloudprofiler import tables
 from cloudprofiler.spark.jar import option_table
 from conftest import run_python
 
@@ -31,6 +33,13 @@ def _readme_options() -> dict[str, str]:
 def test_the_readme_lists_every_option_with_its_default():
     declared = {o["key"]: o["default"] for o in option_table()["options"]}
     assert _readme_options() == declared
+
+
+def test_the_readme_lists_every_table_the_jar_declares_with_its_file_and_folder():
+    text = (ROOT / "README.md").read_text()
+    rows = text[text.index("\nTables: beside the log files"):].split("\n\n")[1].splitlines()[2:]
+    listed = [tuple(cell.strip().strip("`") for cell in row.strip("|").split("|")[:3]) for row in rows]
+    assert listed == [(t.id, t.file, t.folder) for t in tables.tables().values()]
 
 
 def test_the_python_helper_offers_every_option_under_its_python_name():

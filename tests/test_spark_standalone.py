@@ -15,7 +15,7 @@ import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.calibration.spark import load_domains, records_in_reference
 from cloudprofiler.harness.standalone import small_executors, wait_for_collection, wait_for_executors
-from conftest import assert_collected_as_it_died
+from conftest import assert_collected_as_it_died, assert_tables_as_declared
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
 
@@ -47,6 +47,8 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(standalone
     wait_for_collection(base / "executor-local", app_id)
     executors = {cp.log_metadata(p)["spark.executor_id"] for p in app.rglob("spark.task.end.*.arrows")}
     assert executors == {"0", "1"}
+    # the driver's tables, calibration's with executors in a TSC domain of their own, as the plugin declares them
+    assert_tables_as_declared(app, {"tasks", "calibration", "tsc_domains", "rules_changes"})
 
     with open(app / "spark-tasks.arrows", "rb") as f:
         attempts = set(ipc.open_file(f).read_all().column("task_attempt_id").to_pylist())
@@ -304,6 +306,7 @@ def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(standa
         assert len(died) == 2 and cp.read_log(died[0]).num_rows > 0
     for p in died:  # every record it had written reached logDir
         assert_collected_as_it_died(app / killed / p.name, p)
+    assert_tables_as_declared(app, {"tasks", "process_lost"})  # the marker beside the killed executor's files
     import polars
 
     with warnings.catch_warnings():

@@ -13,9 +13,8 @@ import cloudprofiler as cp
 from cloudprofiler.calibration.spark import durations_in_reference
 from cloudprofiler.harness.bench.analysis import Phase, judge
 from cloudprofiler.harness.synthetic import HostClock, Straggler, SyntheticSpec, make_application
+from conftest import assert_tables_as_declared
 
-ROOT = Path(__file__).resolve().parents[1]
-PLUGIN = ROOT / "jvm-plugin/src/main/java/io/cloudprofiler/spark"
 SPEC = SyntheticSpec(records=200_000, hosts=2, executors_per_host=2, jobs=3, partitions=8,
                      straggler=Straggler(job=1, partition=5, delay_ms=100.0))
 CHANNELS = [p.channel for p in SPEC.pipeline]
@@ -44,21 +43,12 @@ def _true_ticks(truth: pa.Table, channel: str, ids: np.ndarray) -> np.ndarray:
     return rows.column("ref_tsc").to_numpy()[order][at]
 
 
-def _java_columns(source: str, first: str) -> list[str]:
-    """The column list of a plugin table: the List.of(...) that starts with `first`."""
-    text = (PLUGIN / source).read_text()
-    match = re.search(r'List\.of\(\s*"' + re.escape(first) + r'"(.*?)\)', text, re.S)
-    return [first] + re.findall(r'"([^"]+)"', match.group(1))
-
-
 def test_the_folder_has_the_plugins_layout_tables_and_metadata(made):
     app = made.path
     assert made.truth_path.parent == app.parent  # the truth is outside the application folder
     tasks, domains, probes = (_table(app / n) for n in ("spark-tasks.arrows", "tsc-domains.arrows",
                                                         "calibration.arrows"))
-    assert tasks.column_names == _java_columns("driver/TaskListener.java", "task_attempt_id")
-    assert domains.column_names == _java_columns("calibration/CalibrationCoordinator.java", "domain")
-    assert probes.column_names == _java_columns("calibration/CalibrationCoordinator.java", "domain_a")
+    assert_tables_as_declared(app, {"tasks", "tsc_domains", "calibration"})  # as the plugin declares them
     assert tasks.schema.field("job_id").type == pa.int32() and tasks.schema.field("launch_time_ms").type == pa.int64()
     assert probes.schema.field("round").type == pa.int32() and probes.schema.field("send_tsc").type == pa.int64()
     reference = probes.schema.metadata[b"reference.domain"].decode()

@@ -123,7 +123,7 @@ def log_metadata(source: "pa.Table | pa.Schema | LogSource") -> dict[str, Any]:
 
 
 def read_log(source: LogSource, name: str | None = None) -> pa.Table:
-    """One log file (or a table of the driver's: spark-tasks.arrows, ...) as a table: a path, bytes (e.g. the content
+    """One log file (or a table of the plugin's: cloudprofiler.tables) as a table: a path, bytes (e.g. the content
     of Spark's binaryFile source) or a binary file object; `name` names it in messages (default: the path, or the
     file object's name).
 

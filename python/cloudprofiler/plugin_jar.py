@@ -2,9 +2,12 @@
 Spark's spark-defaults.conf, whose settings a session started here adds to."""
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import os
 import re
+import zipfile
 from pathlib import Path
 
 PLUGIN_JAR = "cloudprofiler-plugin_{scala}.jar"  # one per Scala binary version: 2.12 (Spark 3.5), 2.13 (Spark 4)
@@ -33,6 +36,14 @@ def jar_path(name: str | None = None) -> str:
         if candidate.exists():
             return str(candidate)
     raise FileNotFoundError(f"{name} is not built: run `make build`")
+
+
+@functools.cache
+def jar_json(resource: str):
+    """A JSON resource the build writes into the plugin jar from the plugin's own declarations (the options, the
+    tables), so that Python reads them instead of repeating them."""
+    with zipfile.ZipFile(jar_path()) as jar:
+        return json.loads(jar.read(resource))
 
 
 def spark_defaults() -> dict:

@@ -17,7 +17,7 @@ from . import streaming as streaming_module
 from . import tasks as tasks_module
 from . import throughput as throughput_module
 from . import udfs as udfs_module
-from .catalog import BATCHES_TABLE, Catalog
+from .catalog import Catalog
 from .timebase import Timebase
 
 KIND_WORDS = {"records": "record", "counters": "counter"}  # a log file's kind, as a channel's
@@ -31,16 +31,18 @@ class Application:
     small driver tables (calibration probes, TSC domains) and builds the time axis (`timebase`). Every method
     returns a Spark DataFrame planned lazily; only aggregates ever reach the driver.
 
-    Attributes: spark, path, app_id, catalog (the files), timebase (the time axis), probes (calibration.arrows as
-    a pyarrow Table, or None)."""
+    Attributes: spark, path, app_id, catalog (the files), timebase (the time axis), probes (the calibration probes
+    as a pyarrow Table, or None).
+
+    The tables are the plugin's (cloudprofiler.tables: their files and columns as the plugin declares them)."""
 
     def __init__(self, path: str, spark):
         check_local_folder(str(path))
         self.spark = spark
         self.path = str(path).rstrip("/") or str(path)
         self.catalog = self._catalog()
-        self.probes = reader.read_table(spark, "calibration.arrows", self._table_file("calibration.arrows"))
-        domains = reader.read_table(spark, "tsc-domains.arrows", self._table_file("tsc-domains.arrows"))
+        self.probes = reader.read_table(spark, "calibration", self._table_file("calibration"))
+        domains = reader.read_table(spark, "tsc_domains", self._table_file("tsc_domains"))
         self.catalog.place(domains, self._executors_of(self.catalog.python_worker_tasks()))
         reference, calibrations = calibrations_from_probes(self.probes, CALIBRATION_METHOD)
         self.timebase = Timebase.of(self.catalog, calibrations, reference)
@@ -79,8 +81,11 @@ class Application:
         frame = self.task_table().where(F.col("task_attempt_id").isin(tasks)).select("task_attempt_id", "executor_id")
         return {r["task_attempt_id"]: r["executor_id"] for r in frame.collect()}
 
-    def _table_file(self, name: str):
-        return self.catalog.tables.get(name, (None,))[0]
+    def _table_file(self, id: str):
+        return self.catalog.tables.get(id, (None,))[0]
+
+    def _table(self, id: str):
+        return reader.table_frame(self.spark, id, self._table_file(id))
 
     @staticmethod
     def check_channels(names, known) -> None:
@@ -137,37 +142,35 @@ class Application:
         return self.spark.createDataFrame(data, FILES_DDL)
 
     def task_table(self):
-        """spark-tasks.arrows as the driver wrote it (published every collect interval and at application end)."""
-        return reader.table_frame(self.spark, "spark-tasks.arrows", self._table_file("spark-tasks.arrows"))
+        """Every task attempt, as the driver wrote it (published every collect interval and at application end)."""
+        return self._table("tasks")
 
     def calibration_probes(self):
-        """calibration.arrows: every probe of every round (empty without calibration)."""
-        return reader.table_frame(self.spark, "calibration.arrows", self._table_file("calibration.arrows"))
+        """Every calibration probe of every round (empty without calibration)."""
+        return self._table("calibration")
 
     def domains(self):
-        """tsc-domains.arrows: every process with a probe responder and its TSC domain."""
-        return reader.table_frame(self.spark, "tsc-domains.arrows", self._table_file("tsc-domains.arrows"))
+        """Every process with a probe responder and its TSC domain."""
+        return self._table("tsc_domains")
 
     def operator_nodes(self):
-        """spark-operator-nodes.arrows: a row per operator probe placed in a plan (empty where operator timing was
-        off: spark.cloudprofiler.operators)."""
-        name = operators_module.NODES_TABLE
-        return reader.table_frame(self.spark, name, self._table_file(name))
+        """A row per operator probe placed in a plan (empty where operator timing was off:
+        spark.cloudprofiler.operators)."""
+        return self._table("operator_nodes")
 
     def operator_values(self):
-        """spark-operators.arrows: a row per operator probe and task attempt (rows, ticks, their standard error)."""
-        name = operators_module.TASKS_TABLE
-        return reader.table_frame(self.spark, name, self._table_file(name))
+        """A row per operator probe and task attempt (rows, ticks, their standard error)."""
+        return self._table("operators")
 
     def streaming_progress(self):
-        """spark-streaming-batches.arrows: a row per micro-batch of every streaming query, its progress as Spark
-        posted it when the batch ended (empty for an application without streaming queries)."""
-        return reader.table_frame(self.spark, BATCHES_TABLE, self._table_file(BATCHES_TABLE))
+        """A row per micro-batch of every streaming query, its progress as Spark posted it when the batch ended
+        (empty for an application without streaming queries)."""
+        return self._table("streaming_batches")
 
     @property
     def operators_timed(self) -> bool:
         """Whether the folder holds the operator tables (the application ran with spark.cloudprofiler.operators)."""
-        return operators_module.TASKS_TABLE in self.catalog.tables
+        return "operators" in self.catalog.tables
 
     @property
     def udfs_timed(self) -> bool:

@@ -11,19 +11,16 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import tables as plugin_tables
 from ..calibration.spark import DomainResolver
 from ..logs import log_metadata
 from .logfile import kind_of, read_log_bytes
 
 TASK_CHANNELS = ("spark.task.start", "spark.task.end")
-# the driver's tables that place the log files on the time axis, and those of operator timing (operators.py)
-TASK_TABLE = "spark-tasks.arrows"  # the driver's table of every task attempt (published at each collection)
-PLACING_TABLES = (TASK_TABLE, "calibration.arrows", "tsc-domains.arrows")
-OPERATOR_TABLES = ("spark-operator-nodes.arrows", "spark-operators.arrows")
-BATCHES_TABLE = "spark-streaming-batches.arrows"  # streaming queries' micro-batches (streaming.py)
-DRIVER_TABLES = PLACING_TABLES + OPERATOR_TABLES + (BATCHES_TABLE,)
+# the tables (cloudprofiler.tables ids) that place the log files on the time axis
+PLACING_TABLES = ("tasks", "calibration", "tsc_domains")
 # beside the collected files of a process that was killed (the plugin's LogCollector.LOST_MARKER)
-LOST_MARKER = "process-lost.arrows"
+LOST_MARKER = "process_lost"
 
 # One row per file, as `describe_files` yields them; `schema` is the file's Arrow schema, serialized, with metadata.
 FILE_ROW = pa.schema([("file", pa.string()), ("schema", pa.binary()), ("ended", pa.bool_()), ("cut", pa.bool_()),
@@ -93,8 +90,8 @@ class LogInfo:
 
 @dataclass
 class Catalog:
-    """The log files (`logs`), the driver tables found (`tables`: file name -> (path, schema)) and files that could
-    not be read at all (`unreadable`: path -> error)."""
+    """The log files (`logs`), the application's tables found (`tables`: cloudprofiler.tables id -> (path,
+    schema)) and files that could not be read at all (`unreadable`: path -> error)."""
 
     logs: list = field(default_factory=list)
     tables: dict = field(default_factory=dict)
@@ -109,13 +106,14 @@ class Catalog:
                 warnings.warn(f"{row['file']}: unreadable, left out ({row['error']})")
                 continue
             schema = pa.ipc.read_schema(pa.py_buffer(row["schema"]))
-            name = row["file"].rstrip("/").rsplit("/", 1)[-1]
+            folder, name = row["file"].rstrip("/").rsplit("/", 1)
             kind = kind_of(schema)
             if kind == "table":
-                if name in DRIVER_TABLES:
-                    catalog.tables[name] = (row["file"], schema)
-                elif name == LOST_MARKER:
-                    lost.add(row["file"].rstrip("/").rsplit("/", 1)[0])
+                table = plugin_tables.of_file(name)
+                if table is not None and table.id == LOST_MARKER:
+                    lost.add(folder)
+                elif table is not None and table.folder == plugin_tables.APPLICATION:
+                    catalog.tables[table.id] = (row["file"], schema)
                 continue
             if row["cut"]:
                 warnings.warn(f"{row['file']}: ends with an incomplete batch; read its {row['batches']} complete ones")
@@ -127,9 +125,9 @@ class Catalog:
                 warnings.warn(f"{f.file}: its process was killed; read its {f.batches} complete batches")
         return catalog
 
-    def table_metadata(self, name: str) -> dict:
-        """The schema metadata of a driver table ({} where the folder has none)."""
-        return log_metadata(self.tables[name][1]) if name in self.tables else {}
+    def table_metadata(self, id: str) -> dict:
+        """The schema metadata of the application's table `id` ({} where the folder has none)."""
+        return log_metadata(self.tables[id][1]) if id in self.tables else {}
 
     def python_worker_tasks(self) -> list:
         """Task attempt ids named by files of Python workers (their executor comes from the task table)."""

@@ -15,11 +15,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from .. import tables as plugin_tables
 from ..calibration.spark import calibrations_from_probes
 from ..logs import log_schema
 from .catalog import PLACING_TABLES, Catalog
 from .logfile import read_log_bytes
-from .reader import RECORD_SCHEMA, TABLE_SCHEMAS, cast_table, translated_batches
+from .reader import RECORD_SCHEMA, cast_table, translated_batches
 from .timebase import Timebase
 
 NAME = "cloudprofiler-logs"
@@ -69,21 +70,21 @@ class LogsReader(DataSourceReader):
         folder = _Folder(uri)
         rows, tables = [], {}
         for path in folder.files():
-            name = path.rsplit("/", 1)[-1]
-            if name in PLACING_TABLES:
+            declared = plugin_tables.of_file(path.rsplit("/", 1)[-1])
+            if declared is not None and declared.id in PLACING_TABLES:
                 table = read_log_bytes(path, folder.read(path)).table()
-                tables[name] = cast_table(table, TABLE_SCHEMAS[name])
+                tables[declared.id] = cast_table(table, declared.schema)
             rows.append({"file": folder.prefix + path, "schema": folder.schema(path).serialize().to_pybytes(),
                          "ended": False, "cut": False, "batches": 0, "rows": 0, "min_tsc": None, "max_tsc": None,
                          "median_tsc": None, "error": None})
         catalog = Catalog.of_rows(rows)
-        tasks = tables.get("spark-tasks.arrows")
+        tasks = tables.get("tasks")
         named = set(catalog.python_worker_tasks())
         executor_of_task = {} if tasks is None else {
             t: e for t, e in zip(tasks.column("task_attempt_id").to_pylist(), tasks.column("executor_id").to_pylist())
             if t in named}
-        catalog.place(tables.get("tsc-domains.arrows"), executor_of_task)
-        reference, calibrations = calibrations_from_probes(tables.get("calibration.arrows"))
+        catalog.place(tables.get("tsc_domains"), executor_of_task)
+        reference, calibrations = calibrations_from_probes(tables.get("calibration"))
         self.timebase = Timebase.of(catalog, calibrations, reference)
         wanted = set(channels or catalog.channels("records"))
         self.files = [(f.file, f.attributes()) for f in catalog.files_of(wanted, "records")]

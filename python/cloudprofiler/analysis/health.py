@@ -6,6 +6,7 @@ from collections import Counter
 
 from pyspark.sql import functions as F
 
+from .. import tables
 from . import reader
 
 HEALTH_DDL = "kind string, severity string, subject string, count long, message string"
@@ -63,21 +64,22 @@ def _calibration_rows(app) -> list:
     if app.probes is None:
         if others:
             rows.append(_row("no_calibration", "warning", app.path, len(others), (
-                f"no calibration.arrows: the application ran without calibration "
+                f"no {tables.file('calibration')}: the application ran without calibration "
                 f"(spark.cloudprofiler.calibration.enabled=false) or it never completed two rounds; "
                 f"{len(domains)} TSC domains: durations within one host use its own TSC, durations across "
                 f"hosts are unbounded")))
         else:
             rows.append(_row("no_calibration", "info", app.path, 0, (
-                "no calibration.arrows: every file is in one TSC domain, so nothing needed calibrating")))
+                f"no {tables.file('calibration')}: every file is in one TSC domain, so nothing needed "
+                "calibrating")))
     for d in unrelated:
         hosts = sorted({f.meta.get("host", "") for f in app.catalog.logs if f.domain == d})
         rows.append(_row("uncalibrated", "warning", d, sum(f.rows for f in app.catalog.logs if f.domain == d), (
             f"TSC domain {d} (host {', '.join(hosts)}) has no calibration with the reference {tb.reference}: its "
             "values have no place on the time axis, durations across it are unbounded")))
-    if app._table_file("spark-tasks.arrows") is None:
+    if app._table_file("tasks") is None:
         rows.append(_row("no_task_table", "info", app.path, 0, (
-            "no spark-tasks.arrows (the driver publishes it every collect interval and at application end): "
+            f"no {tables.file('tasks')} (the driver publishes it every collect interval and at application end): "
             "tasks have no Spark columns")))
     return rows
 

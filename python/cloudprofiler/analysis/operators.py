@@ -2,8 +2,8 @@
 the inclusive time (the operator with its children), the exclusive time (its own) with their standard errors, its
 share of the query's task time, and where it took longest.
 
-The driver writes two tables: `spark-operator-nodes.arrows` (a row per probe: its operator and the probe of the
-operator that consumes its rows) and `spark-operators.arrows` (a row per probe and task attempt: rows, inclusive
+The driver writes two tables (cloudprofiler.tables): "operator_nodes" (a row per probe: its operator and the probe
+of the operator that consumes its rows) and "operators" (a row per probe and task attempt: rows, inclusive
 TSC ticks estimated from a sample of the gaps between rows, that estimate's standard error). The exclusive time of
 probe p in task t is ticks(p, t) minus the ticks of p's children in the same task t (a child in another stage ran
 in other tasks and is not subtracted); errors add in quadrature; a negative estimate (sampling noise) is clipped
@@ -15,7 +15,6 @@ from pyspark.sql import functions as F
 from .joins import merge_join
 from .tasks import in_scope
 
-NODES_TABLE, TASKS_TABLE = "spark-operator-nodes.arrows", "spark-operators.arrows"
 MEDIAN_ACCURACY = 10_000  # percentile_approx: exact up to this many tasks per probe
 QUERY = ["sql_execution_id", "probe_id"]
 
@@ -37,7 +36,7 @@ def tsc_hz_of_executors(app) -> tuple[dict, float]:
             hz = app.timebase.hz_of(f.domain)
             if hz == hz and hz > 0:
                 rates[f.executor_id] = hz
-    default = app.catalog.table_metadata(TASKS_TABLE).get("tsc.hz") or app.timebase.hz
+    default = app.catalog.table_metadata("operators").get("tsc.hz") or app.timebase.hz
     return rates, float(default)
 
 

@@ -16,6 +16,7 @@ import warnings
 
 import pyarrow as pa
 
+from .. import tables as plugin_tables
 from .catalog import FILE_ROW, describe_files
 from .logfile import read_log_bytes
 
@@ -43,43 +44,6 @@ TASK_METRICS = (
     "output_records", "shuffle_local_blocks", "shuffle_remote_blocks", "shuffle_local_bytes", "shuffle_remote_bytes",
     "shuffle_remote_bytes_to_disk", "shuffle_fetch_wait_ms", "shuffle_read_records", "shuffle_write_bytes",
     "shuffle_write_records", "shuffle_write_time_ns", "memory_spilled_bytes", "disk_spilled_bytes")
-# the driver's tables, as the plugin writes them (columns cast to these types: older files may differ in width, and
-# lack the columns added since, which come out null)
-TABLE_SCHEMAS = {
-    "spark-tasks.arrows": pa.schema([
-        ("task_attempt_id", pa.int64()), ("job_id", pa.int32()), ("stage_id", pa.int32()),
-        ("stage_attempt", pa.int32()), ("partition", pa.int32()), ("attempt_number", pa.int32()),
-        ("executor_id", pa.string()), ("host", pa.string()), ("launch_time_ms", pa.int64()),
-        ("finish_time_ms", pa.int64()), ("status", pa.string()), ("failure_reason", pa.string()),
-        *[(name, pa.int64()) for name in TASK_METRICS],
-        ("job_group", pa.string()), ("job_description", pa.string()), ("job_tags", pa.string()),
-        ("sql_execution_id", pa.int64()), ("connect_session_id", pa.string()), ("connect_operation_id", pa.string()),
-        ("streaming_query_id", pa.string()), ("streaming_run_id", pa.string()), ("streaming_batch_id", pa.int64())]),
-    "calibration.arrows": pa.schema([
-        ("domain_a", pa.string()), ("domain_b", pa.string()), ("direction", pa.string()), ("round", pa.int64()),
-        ("host_a", pa.string()), ("host_b", pa.string()), ("send_tsc", pa.int64()), ("remote_tsc", pa.int64()),
-        ("recv_tsc", pa.int64())]),
-    "tsc-domains.arrows": pa.schema([
-        ("domain", pa.string()), ("boot_id", pa.string()), ("role", pa.string()), ("host", pa.string()),
-        ("executor_id", pa.string()), ("pid", pa.int64()), ("responder_port", pa.int32()),
-        ("control_port", pa.int32()), ("check", pa.string())]),
-    # operator timing (spark.cloudprofiler.operators): a row per probe placed in a plan, and per probe and task
-    "spark-operator-nodes.arrows": pa.schema([
-        ("probe_id", pa.int64()), ("parent_probe_id", pa.int64()), ("operator", pa.string()),
-        ("description", pa.string()), ("sql_execution_id", pa.int64())]),
-    # a row per micro-batch of every streaming query (its progress as Spark posts it when the batch ends)
-    "spark-streaming-batches.arrows": pa.schema([
-        ("query_id", pa.string()), ("run_id", pa.string()), ("query_name", pa.string()), ("batch_id", pa.int64()),
-        ("trigger_start_ms", pa.int64()), ("num_input_rows", pa.int64()), ("input_rows_per_second", pa.float64()),
-        ("processed_rows_per_second", pa.float64()),
-        *[(f"{phase}_ms", pa.int64()) for phase in ("latest_offset", "get_batch", "query_planning", "wal_commit",
-                                                     "add_batch", "commit_offsets", "trigger_execution")],
-        ("watermark_ms", pa.int64()), ("event_time_min_ms", pa.int64()), ("event_time_max_ms", pa.int64()),
-        ("state_rows", pa.int64())]),
-    "spark-operators.arrows": pa.schema([
-        ("task_attempt_id", pa.int64()), ("probe_id", pa.int64()), ("rows", pa.int64()), ("ticks", pa.int64()),
-        ("ticks_error", pa.int64()), ("timed_gaps", pa.int64())]),
-}
 
 
 def spark_schema(schema: pa.Schema):
@@ -103,25 +67,27 @@ def catalog_rows(spark, path: str) -> list:
     return [row.asDict() for row in frame.collect()]
 
 
-def table_frame(spark, name: str, file: "str | None"):
-    """A driver table as a DataFrame (empty, with its columns, where the folder has none)."""
-    schema = TABLE_SCHEMAS[name]
+def table_frame(spark, id: str, file: "str | None"):
+    """The application's table `id` (cloudprofiler.tables) as a DataFrame of its declared columns (empty where the
+    folder has none)."""
+    schema = plugin_tables.table(id).schema
     if file is None:
         return spark.createDataFrame([], spark_schema(schema))
     decode = functools.partial(_decode_table, schema=schema)
     return binary_files(spark, [file]).select("path", "content").mapInArrow(decode, spark_schema(schema))
 
 
-def read_table(spark, name: str, file: "str | None") -> "pa.Table | None":
-    """A small driver table (calibration probes, TSC domains) on the driver."""
+def read_table(spark, id: str, file: "str | None") -> "pa.Table | None":
+    """A small table of the application (calibration probes, TSC domains) on the driver."""
     if file is None:
         return None
     row = binary_files(spark, [file]).select("content").first()
-    return cast_table(read_log_bytes(file, row["content"]).table(), TABLE_SCHEMAS[name])
+    return cast_table(read_log_bytes(file, row["content"]).table(), plugin_tables.table(id).schema)
 
 
 def cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """The table's columns of `schema`, cast to its types (null where the table lacks one); its metadata kept."""
+    """The table's columns of `schema`, cast to its types (null where the table lacks one); its metadata kept. A file
+    an older plugin wrote may differ in width, and lack the columns added since, which come out null."""
     columns = [table.column(f.name).cast(f.type) if f.name in table.column_names
                else pa.nulls(table.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema.with_metadata(table.schema.metadata))

@@ -1,4 +1,4 @@
-"""Streaming queries, per micro-batch: Spark's progress of each batch (the driver's `spark-streaming-batches.arrows`:
+"""Streaming queries, per micro-batch: Spark's progress of each batch (the driver's table "streaming_batches":
 when its trigger started, its input rows and rates, the driver's phases, the state's rows) beside what its tasks did
 (the task table: each job of a batch carries its query's run id and the batch id) and, where operator timing was on
 (spark.cloudprofiler.operators), each operator's time in the batch.

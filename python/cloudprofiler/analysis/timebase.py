@@ -4,11 +4,11 @@ reference start, in the reference domain (the driver's machine), with a strict e
 Built on the driver from the catalog's metadata and the calibration probes (small), then shipped to the tasks that
 translate records (it pickles to a few arrays per calibrated pair). Choices, in order of preference:
 
-- Reference domain: the one `calibration.arrows` or `tsc-domains.arrows` names (the driver's machine); else the
+- Reference domain: the one the calibration probes or the TSC domains name (the driver's machine); else the
   driver's own domain from the task table's metadata or the files of executor "driver" (local mode); else the
   domain of the file opened first (by wall clock): a folder without any of the driver's traces still gets one axis.
-- Reference start (t_ns = 0): the driver plugin's clock at application start (`application.start.clock` in
-  `spark-tasks.arrows`, published while the application runs); else the earliest `open.clock` of the reference domain's
+- Reference start (t_ns = 0): the driver plugin's clock at application start (`application.start.clock` in the
+  task table's metadata, published while the application runs); else the earliest `open.clock` of the reference domain's
   files; else the earliest `open.clock` of any file translated into the reference. Every record lies after its
   file's `open.clock`, so t_ns >= 0 up to the bound.
 - Wall clock: a (reference TSC, CLOCK_REALTIME) pair from the same readings places Spark's millisecond times on the
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import tables
 from ..calibration.translate import durations, to_reference
 
 
@@ -47,7 +48,7 @@ class Timebase:
     @classmethod
     def of(cls, catalog, calibrations: dict, calibration_reference: str = "") -> "Timebase":
         """From the catalog (placed) and calibrations_from_probes' result."""
-        driver = catalog.table_metadata("spark-tasks.arrows")
+        driver = catalog.table_metadata("tasks")
         reference, source = _reference(catalog, driver, calibration_reference)
         domain_hz = {}
         for domain in {f.domain for f in catalog.logs if f.domain}:
@@ -165,9 +166,9 @@ def _bits(values):
 
 
 def _reference(catalog, driver: dict, calibration_reference: str) -> tuple:
-    named = [(calibration_reference, "named by calibration.arrows"),
-             (catalog.table_metadata("tsc-domains.arrows").get("reference.domain"), "named by tsc-domains.arrows"),
-             (driver.get("tsc.domain"), "the driver's, from spark-tasks.arrows")]
+    named = [(calibration_reference, f"named by {tables.file('calibration')}"),
+             (catalog.table_metadata("tsc_domains").get("reference.domain"), f"named by {tables.file('tsc_domains')}"),
+             (driver.get("tsc.domain"), f"the driver's, from {tables.file('tasks')}")]
     for domain, source in named:
         if domain:
             return domain, source

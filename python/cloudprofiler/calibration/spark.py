@@ -1,12 +1,12 @@
 """TSC values and durations of a Spark application's logs in the driver's reference domain, with error bounds.
 
-The plugin writes into the application folder:
-- `calibration.arrows`: every probe of every round, one row each: the pair (`domain_a`, `domain_b`; a is the
+The plugin writes into the application folder (its tables: cloudprofiler.tables):
+- "calibration": every probe of every round, one row each: the pair (`domain_a`, `domain_b`; a is the
   reference for pairs with the driver), `direction` ("a->b": a sent the probe, "b->a": b did), `round`, the hosts
   and the (send, remote, recv) TSCs;
-- `tsc-domains.arrows`: every process with a responder, its domain, role and the TSC check that put it there.
+- "tsc_domains": every process with a responder, its domain, role and the TSC check that put it there.
 Executor files carry their `tsc.domain`; files of Python workers get theirs through the task that opened them
-(`spark-tasks.arrows`: task attempt -> executor; `tsc-domains.arrows`: executor -> domain).
+("tasks": task attempt -> executor; "tsc_domains": executor -> domain).
 """
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import tables as plugin_tables
 from ..logs import log_files, log_metadata, read_log
 from .translate import Calibration, Probes, durations, to_reference
 
 
-def _table(path: Path) -> "pa.Table | None":
-    """A table of the driver's, or None without it (an Arrow IPC file, or a stream of earlier versions)."""
+def _table(app_folder: "str | Path", id: str) -> "pa.Table | None":
+    """The application's table `id` (cloudprofiler.tables), or None without it (an Arrow IPC file, or a stream of
+    earlier versions)."""
+    path = Path(app_folder) / plugin_tables.file(id)
     return read_log(path) if path.exists() else None
 
 
@@ -38,7 +41,7 @@ def _rounds(rows: pa.Table, initiator: str) -> list[Probes]:
 
 def calibrations_from_probes(table: "pa.Table | None", method: str = "minpair"
                              ) -> tuple[str, dict[tuple[str, str], Calibration]]:
-    """(reference domain, calibrations[(X, Y)] relating Y to X) from the probes of `calibration.arrows`, for every
+    """(reference domain, calibrations[(X, Y)] relating Y to X) from the calibration probes, for every
     pair with at least two rounds, in both orientations, from the probes of both directions."""
     if table is None:
         return "", {}
@@ -56,28 +59,29 @@ def calibrations_from_probes(table: "pa.Table | None", method: str = "minpair"
 
 def load_calibrations(app_folder: "str | Path",
                       method: str = "minpair") -> tuple[str, dict[tuple[str, str], Calibration]]:
-    """calibrations_from_probes of the application folder's `calibration.arrows` ("", {} without one)."""
-    return calibrations_from_probes(_table(Path(app_folder) / "calibration.arrows"), method)
+    """calibrations_from_probes of the application folder's calibration probes ("", {} without them)."""
+    return calibrations_from_probes(_table(app_folder, "calibration"), method)
 
 
 def load_domains(app_folder: "str | Path") -> pa.Table:
     """Every process with a probe responder: domain, boot_id, role (reference, representative, member), host,
     executor_id, pid, ports and the check that put it in its domain."""
-    table = _table(Path(app_folder) / "tsc-domains.arrows")
+    table = _table(app_folder, "tsc_domains")
     if table is None:
-        raise FileNotFoundError(f"{app_folder} has no tsc-domains.arrows: the application ran without calibration")
+        raise FileNotFoundError(f"{app_folder} has no {plugin_tables.file('tsc_domains')}: the application ran without "
+                                "calibration")
     return table
 
 
 class DomainResolver:
     """The TSC domain of a log file, from its metadata (`log_metadata`), in this order:
     1. its own `tsc.domain` (task channels of executors);
-    2. the domain of its process (boot id and pid): a responder in `tsc-domains.arrows`, or another file of the same
+    2. the domain of its process (boot id and pid): a responder in the TSC domains, or another file of the same
        process that carries `tsc.domain` (the executor's `cp_trace` channels beside its task channels);
     3. the domain of the executor that ran the task named in its `spark.task_attempt_id` (Python workers);
-    4. without calibration (no `tsc-domains.arrows`), its boot id: one machine, one TSC, unchecked.
+    4. without calibration (no TSC domains), its boot id: one machine, one TSC, unchecked.
     Else None: a file that nothing places stays unrelated to every other domain.
-    `executor_of_task`: task attempt id -> executor id, from `spark-tasks.arrows`, for the tasks of Python workers."""
+    `executor_of_task`: task attempt id -> executor id, from the task table, for the tasks of Python workers."""
 
     def __init__(self, domains: "pa.Table | None", executor_of_task: dict, metas):
         self.calibrated = domains is not None
@@ -123,10 +127,10 @@ class DomainResolver:
 def _records(app_folder: Path, channel: str, log_folder: "str | Path | None"):
     """(table of tuple_id, tsc, domain, simulation) of every file of `channel`."""
     files = [(path, log_metadata(path)) for path in log_files(log_folder or app_folder)]
-    tasks = _table(app_folder / "spark-tasks.arrows")
+    tasks = _table(app_folder, "tasks")
     executor_of_task = {} if tasks is None else dict(zip(tasks.column("task_attempt_id").to_pylist(),
                                                          tasks.column("executor_id").to_pylist()))
-    domains = DomainResolver(_table(app_folder / "tsc-domains.arrows"), executor_of_task, (m for _, m in files))
+    domains = DomainResolver(_table(app_folder, "tsc_domains"), executor_of_task, (m for _, m in files))
     tables = []
     for path, meta in files:
         if meta.get("channel.name") != channel:

@@ -14,6 +14,7 @@ import contextlib
 import tempfile
 from pathlib import Path
 
+from .. import tables
 from . import handlers
 
 FULL = {"seconds": 15.0, "rate": 50_000.0, "rows": 1_000_000}
@@ -70,7 +71,7 @@ def run(args) -> int:
         with progress.phase("session", f"Spark on {placement.master}, the plugin on (task records, trace points, "
                                        f"calibration)"):
             spark = session.profiled(str(log_dir), placement)
-            app_folder = log_dir / spark.sparkContext.applicationId
+            app_folder = Path(tables.app_folder(str(log_dir), spark.sparkContext.applicationId))
         if spark is not None:
             with progress.phase("streaming", f"the generator feeds the YSB pipeline with {sizes['rate']:,.0f} "
                                              f"events/s for {sizes['seconds']:g} s"):

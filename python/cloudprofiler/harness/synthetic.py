@@ -1,7 +1,8 @@
 """A Spark application folder with a known truth, for tests and benchmarks of the analysis.
 
 `make_application(out, spec)` writes `<out>/<application id>/` in the layout and formats the plugin writes (README,
-"Folder layout"): `spark-tasks.arrows`, `calibration.arrows` and `tsc-domains.arrows` as the driver writes them, and
+"Folder layout"): the task table, the calibration probes and the TSC domains as the driver writes them (their files
+and columns as the plugin declares them: cloudprofiler.tables), and
 one folder per executor, `<host>-<executor id>/<channel>.<host>.<pid>.<n>.arrows`. The log files are written by
 the native library itself, in one process per executor (cloudprofiler.harness.synthetic_executor), each with its
 host's name and its host's simulated TSC (CLOUDPROFILER_SIMULATE_TSC): every host is a TSC domain of its own,
@@ -32,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from .. import tables as plugin_tables
 from ..clock import clock_read, tsc, tsc_frequency
 from ..logs import RECORD_COLUMNS, log_files, log_metadata, read_log
 
@@ -39,19 +41,6 @@ DRIVER_HOST = "driver"
 TASK_BATCH_ROWS = 4096  # as the plugin's task table (TaskListener.BATCH_ROWS)
 PEERS = 8  # the plugin's default spark.cloudprofiler.calibration.peers
 
-TASK_SCHEMA = pa.schema([
-    ("task_attempt_id", pa.int64()), ("job_id", pa.int32()), ("stage_id", pa.int32()), ("stage_attempt", pa.int32()),
-    ("partition", pa.int32()), ("attempt_number", pa.int32()), ("executor_id", pa.string()), ("host", pa.string()),
-    ("launch_time_ms", pa.int64()), ("finish_time_ms", pa.int64()), ("status", pa.string()),
-    ("failure_reason", pa.string())])
-PROBE_SCHEMA = pa.schema([
-    ("domain_a", pa.string()), ("domain_b", pa.string()), ("direction", pa.string()), ("round", pa.int32()),
-    ("host_a", pa.string()), ("host_b", pa.string()), ("send_tsc", pa.int64()), ("remote_tsc", pa.int64()),
-    ("recv_tsc", pa.int64())])
-DOMAIN_SCHEMA = pa.schema([
-    ("domain", pa.string()), ("boot_id", pa.string()), ("role", pa.string()), ("host", pa.string()),
-    ("executor_id", pa.string()), ("pid", pa.int64()), ("responder_port", pa.int32()), ("control_port", pa.int32()),
-    ("check", pa.string())])
 TRUTH_SCHEMA = pa.schema([
     ("channel", pa.string()), ("tuple_id", pa.int64()), ("host", pa.string()), ("executor_id", pa.string()),
     ("domain", pa.string()), ("tsc", pa.int64()), ("ref_tsc", pa.int64())])
@@ -372,9 +361,10 @@ def _round(prober: _Prober, start: int, pairs: list[tuple]) -> tuple[list[tuple]
 
 
 def _probes(number: int, runs: list[tuple], shift: int = 0) -> pa.RecordBatch:
-    """The round's rows of calibration.arrows: each run's TSCs read by the clock of the side that read them, its
-    times moved by `shift` machine ticks."""
-    columns: dict[str, list] = {name: [] for name in PROBE_SCHEMA.names}
+    """The round's calibration probes: each run's TSCs read by the clock of the side that read them, its times moved
+    by `shift` machine ticks."""
+    schema = plugin_tables.table("calibration").schema
+    columns: dict[str, list] = {name: [] for name in schema.names}
     for (da, ha, ca, db, hb, cb), direction, send, remote, recv in runs:
         initiator, answerer = (ca, cb) if direction == "a->b" else (cb, ca)
         for name, value in (("domain_a", da), ("domain_b", db), ("direction", direction), ("host_a", ha),
@@ -384,8 +374,8 @@ def _probes(number: int, runs: list[tuple], shift: int = 0) -> pa.RecordBatch:
         columns["send_tsc"].append(initiator.tsc(send + shift))
         columns["remote_tsc"].append(answerer.tsc(remote + shift))
         columns["recv_tsc"].append(initiator.tsc(recv + shift))
-    arrays = [pa.array(np.concatenate(columns[f.name]), f.type) for f in PROBE_SCHEMA]
-    return pa.RecordBatch.from_arrays(arrays, schema=PROBE_SCHEMA)
+    arrays = [pa.array(np.concatenate(columns[f.name]), f.type) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _calibration(spec: SyntheticSpec, hz: float, boot: str, executors: list[_Executor], begin: int,
@@ -416,7 +406,8 @@ def _domains(boot: str, executors: list[_Executor]) -> pa.RecordBatch:
         role = "member" if e.domain in seen else "representative"
         seen.add(e.domain)
         rows.append((e.domain, boot, role, e.host, e.executor_id, e.pid, 40001 + i, 41001 + i, e.check))
-    return pa.RecordBatch.from_pylist([dict(zip(DOMAIN_SCHEMA.names, r)) for r in rows], schema=DOMAIN_SCHEMA)
+    schema = plugin_tables.table("tsc_domains").schema
+    return pa.RecordBatch.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
 
 
 def _truth(app: Path, executors: list[_Executor]) -> pa.Table:
@@ -448,7 +439,7 @@ def make_application(out: "str | Path", spec: SyntheticSpec = SyntheticSpec()) -
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     app_id = _new_app_id(out)
-    app = out / app_id
+    app = Path(plugin_tables.app_folder(str(out), app_id))
     app.mkdir()
     hz, boot, start = tsc_frequency().hz, _boot_id(), clock_read()
     executors = _executors(spec, boot, host_clocks(spec.hosts, tsc(), hz), hz)
@@ -469,14 +460,17 @@ def make_application(out: "str | Path", spec: SyntheticSpec = SyntheticSpec()) -
                 e.process.wait()
             if e.stderr is not None:
                 e.stderr.close()
-    tasks = [pa.RecordBatch.from_pylist(rows[i:i + TASK_BATCH_ROWS], schema=TASK_SCHEMA)
+    task_table, domain_table, probe_table = (plugin_tables.table(t) for t in ("tasks", "tsc_domains", "calibration"))
+    # the columns beyond a task's identity and times (Spark's metrics, the job's properties) are null here
+    tasks = [pa.RecordBatch.from_pylist(rows[i:i + TASK_BATCH_ROWS], schema=task_table.schema)
              for i in range(0, len(rows), TASK_BATCH_ROWS)]
     start_clock = {"tsc": start.tsc, "monotonic_raw_ns": start.monotonic_raw_ns, "realtime_ns": start.realtime_ns,
                    "uncertainty_ticks": start.uncertainty_ticks}
-    _write_table(app / "spark-tasks.arrows", TASK_SCHEMA, tasks,
+    _write_table(app / task_table.file, task_table.schema, tasks,
                  {"application.start.clock": json.dumps(start_clock), "tsc.hz": repr(hz), "tsc.domain": boot})
-    _write_table(app / "tsc-domains.arrows", DOMAIN_SCHEMA, [_domains(boot, executors)], {"reference.domain": boot})
-    _write_table(app / "calibration.arrows", PROBE_SCHEMA,
+    _write_table(app / domain_table.file, domain_table.schema, [_domains(boot, executors)],
+                 {"reference.domain": boot})
+    _write_table(app / probe_table.file, probe_table.schema,
                  _calibration(spec, hz, boot, executors, first, job_ends, last),
                  {"reference.domain": boot, "probes.per_run": str(spec.probes)})
     records = spec.records // len(spec.pipeline) * len(spec.pipeline)

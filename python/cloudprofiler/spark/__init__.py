@@ -14,6 +14,7 @@ import warnings
 from urllib.parse import urlparse
 
 from ..plugin_jar import spark_defaults
+from ..tables import app_folder
 from ..rules import rules_text
 from .checks import check_conf
 from .connect import is_connect
@@ -227,7 +228,7 @@ def log_folder(spark) -> str:
     else:
         conf = spark.sparkContext._conf  # readable after stop(), unlike spark.conf and applicationId
     log_dir = conf.get(key, None) or default(key)
-    return f"{log_dir.rstrip('/')}/{conf.get('spark.app.id')}"
+    return app_folder(log_dir, conf.get("spark.app.id"))
 
 
 def report(spark, output=None):

@@ -2,27 +2,23 @@
 written into the jar when it is built)."""
 from __future__ import annotations
 
-import functools
-import json
 import os
 import pwd
 import re
 import tempfile
-import zipfile
 
 from ..plugin_jar import PLUGIN_JAR as PLUGIN_JAR
-from ..plugin_jar import jar_path
+from ..plugin_jar import jar_json
+from ..plugin_jar import jar_path as jar_path
 from ..plugin_jar import spark_scala_version as spark_scala_version
 
 OPTION_TABLE = "io/cloudprofiler/spark/options.json"
 
 
-@functools.cache
 def option_table() -> dict:
     """{"options": [{"key", "default", "expected", "min", "max", "doc"}, ...], "tmp", "channel_handler",
     "channel_params", "executor_folders"}: see Config.json()."""
-    with zipfile.ZipFile(jar_path()) as jar:
-        return json.loads(jar.read(OPTION_TABLE))
+    return jar_json(OPTION_TABLE)
 
 
 def python_name(key: str) -> str:

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.catalog import TASK_TABLE
 from ..analysis.report import format as fmt
+from .. import tables
 from ..errors import InvalidArgumentError
 from .connect import is_connect
 from .jar import default, options
@@ -162,7 +162,7 @@ class LiveSummary:
         self.app_id = folder.rstrip("/").rsplit("/", 1)[-1]
         local = folder[len("file:"):] if folder.startswith("file:") else folder
         self.local = None if "://" in folder else Path(local)
-        self.table = TaskTable(self.local / TASK_TABLE) if self.local is not None else None
+        self.table = TaskTable(self.local / tables.file("tasks")) if self.local is not None else None
         self.handle = None
         self.last: "Snapshot | None" = None
         self._stop = threading.Event()
@@ -262,10 +262,11 @@ class LiveSummary:
 def _files(folder: Path) -> "tuple[int, int]":
     """Log files (.arrows) in the application's folder and its executors' folders, and their bytes."""
     count = size = 0
+    task_table = tables.file("tasks")
     for entry in os.scandir(folder) if folder.is_dir() else ():
         entries = os.scandir(entry.path) if entry.is_dir() else [entry]
         for item in entries:
-            if item.name.endswith(".arrows") and item.is_file() and item.name != TASK_TABLE:
+            if item.name.endswith(".arrows") and item.is_file() and item.name != task_table:
                 count, size = count + 1, size + item.stat().st_size
     return count, size
 

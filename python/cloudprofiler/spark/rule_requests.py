@@ -9,13 +9,11 @@ import os
 import time
 import uuid
 
+from .. import tables
 from ..errors import InvalidArgumentError
 
 REQUEST = "rules-request.txt"  # RuleRequests.REQUEST
 DEFAULT_TIMEOUT_S = 10.0
-# the tables the driver writes directly in an application's folder (analysis.catalog.DRIVER_TABLES, and the rules'
-# changes): a folder whose sub-folders hold them is a logDir
-APP_TABLES = ("spark-tasks.arrows", "calibration.arrows", "tsc-domains.arrows", "rules-changes.arrows")
 
 
 def set_app_rules(app_folder: str, text: str, timeout: float = DEFAULT_TIMEOUT_S) -> int:
@@ -57,7 +55,9 @@ def check_app_folder(app_folder: str):
     if not entries or any("/" not in f and (f.endswith(".arrows") or f.startswith(("rules-", ".rules-")))
                           for f in files):
         return fs, folder
-    apps = sorted({f.split("/")[0] for f in files if f.split("/")[-1] in APP_TABLES and "/" in f})
+    # the tables the plugin writes directly in an application's folder: a folder whose sub-folders hold them is a logDir
+    app_tables = {t.file for t in tables.tables().values() if t.folder == tables.APPLICATION}
+    apps = sorted({f.split("/")[0] for f in files if f.split("/")[-1] in app_tables and "/" in f})
     if apps:
         raise bad(f"it holds application folders ({', '.join(apps[:5])}{', ...' if len(apps) > 5 else ''}): give "
                   f"one of them, e.g. {app_folder.rstrip('/')}/{apps[-1]}")

@@ -201,10 +201,11 @@ def run(args: argparse.Namespace) -> int:
             app_id = spark.sparkContext.applicationId
         finally:
             spark.stop()
+        from ... import tables
         from ...analysis import open_application
 
         print("comparing each timed task's operator time with its run time", file=progress, flush=True)
-        agreement = coverage(*task_shares(open_application(os.path.join(log_dir, app_id))))
+        agreement = coverage(*task_shares(open_application(tables.app_folder(log_dir, app_id))))
     total = _total(rows, "off_s", "on_s", args.repeat)
     cpu = _total(rows, "off_cpu_s", "on_cpu_s", args.repeat)
     differ = [r["query"] for r in rows if not r["results_equal"]]

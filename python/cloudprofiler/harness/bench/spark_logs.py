@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ... import tables
 from ...calibration.spark import load_domains
 from ...logs import log_files, log_metadata, read_log
 
-TASK_TABLE = "spark-tasks.arrows"  # the driver's table of every task attempt Spark ran
 TASK_CHANNELS = ("spark.task.start", "spark.task.end")
 
 
@@ -33,9 +33,10 @@ def run_problems(folder: Path, plugin: bool) -> list[str]:
     if not plugin:
         return [f"{folder}: the run without the plugin logged {len(files)} files ({files[0].name}, ...)"] if files \
             else []
-    apps = sorted({p.parent for p in files if p.name == TASK_TABLE})
+    task_table = tables.file("tasks")
+    apps = sorted({p.parent for p in files if p.name == task_table})
     if len(apps) != 1:
-        return [f"{folder}: the run with the plugin left {len(apps)} application folders with {TASK_TABLE}, "
+        return [f"{folder}: the run with the plugin left {len(apps)} application folders with {task_table}, "
                 "expected 1"]
     return task_problems(apps[0], {None: True}) + domain_problems(apps[0])
 
@@ -47,7 +48,7 @@ def domain_problems(app: Path) -> list[str]:
         placed = set(load_domains(app).column("executor_id").to_pylist())
     except FileNotFoundError as e:
         return [str(e)]
-    ran = set(read_log(app / TASK_TABLE).column("executor_id").to_pylist())
+    ran = set(read_log(app / tables.file("tasks")).column("executor_id").to_pylist())
     return [f"{app}: no TSC domain for executor {e}, which ran tasks" for e in sorted(ran - placed)]
 
 
@@ -55,7 +56,8 @@ def task_problems(app: Path, logged: dict) -> list[str]:
     """Spark's task table against the task records of an application folder: each attempt of the jobs of a job
     group in `logged` (None: jobs without a group) has one start and one end record if its value is True, none
     if False; every record names an attempt of the table."""
-    table = read_log(app / TASK_TABLE).select(["task_attempt_id", "job_group"]).to_pylist()
+    task_table = tables.file("tasks")
+    table = read_log(app / task_table).select(["task_attempt_id", "job_group"]).to_pylist()
     files = channel_files(app)
     counts = {c: Counter(i for f in files.get(c, []) for i in read_log(f).column("tuple_id").to_pylist())
               for c in TASK_CHANNELS}
@@ -64,7 +66,7 @@ def task_problems(app: Path, logged: dict) -> list[str]:
         ids = [r["task_attempt_id"] for r in table if r["job_group"] == group]
         jobs = f"the jobs of group {group}" if group else "the jobs without a group"
         if not ids:
-            problems.append(f"{app}: {TASK_TABLE} has no task of {jobs}")
+            problems.append(f"{app}: {task_table} has no task of {jobs}")
         for channel, count in counts.items():
             wrong = [i for i in ids if count[i] != int(expected)]
             if wrong:
@@ -75,7 +77,7 @@ def task_problems(app: Path, logged: dict) -> list[str]:
     for channel, count in counts.items():
         unknown = sorted(set(count) - attempts)
         if unknown:
-            problems.append(f"{app}: {len(unknown)} {channel} records name no attempt of {TASK_TABLE}: {unknown[:3]}")
+            problems.append(f"{app}: {len(unknown)} {channel} records name no attempt of {task_table}: {unknown[:3]}")
     return problems
 
 

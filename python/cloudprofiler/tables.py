@@ -1,0 +1,61 @@
+"""The tables the plugin writes into an application's folder, `<logDir>/<application id>`: the driver's (every task
+attempt, the calibration probes and TSC domains, the operators, the streaming batches, the rules' changes) and the
+marker of a killed process in its executor's folder. Each is declared once, beside its writer in the plugin's Java
+(its file name, folder, meaning, and columns with their Arrow types; jvm-plugin/.../spark/Tables.java lists them),
+and the build writes the declarations into the plugin jar, where they are read here: a reader takes its file names
+and schemas from here, never spelling them again."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from .plugin_jar import jar_json
+
+DECLARATIONS = "io/cloudprofiler/spark/tables.json"
+APPLICATION, EXECUTOR = "application", "executor"  # the folder a table lies in: the application's, an executor's
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table as the plugin declares it: `id` (the name this package looks it up by), `file`, `folder`
+    (APPLICATION or EXECUTOR), `meaning` (what a row is) and `schema` (every column nullable)."""
+
+    id: str
+    file: str
+    folder: str
+    meaning: str
+    schema: pa.Schema
+
+
+@functools.cache
+def tables() -> dict[str, Table]:
+    """Every table the plugin declares, by id, in the jar's order."""
+    return {t["id"]: Table(t["id"], t["file"], t["folder"], t["meaning"],
+                           pa.schema([(c["name"], pa.type_for_alias(c["type"])) for c in t["columns"]]))
+            for t in jar_json(DECLARATIONS)["tables"]}
+
+
+def table(id: str) -> Table:
+    """The table declared as `id`; a KeyError names the ids there are."""
+    try:
+        return tables()[id]
+    except KeyError:
+        raise KeyError(f"{id!r} is no table of the plugin's: expected one of {', '.join(tables())}") from None
+
+
+def file(id: str) -> str:
+    """The file name of table `id` (e.g. "tasks": spark-tasks.arrows)."""
+    return table(id).file
+
+
+def of_file(name: str) -> "Table | None":
+    """The table whose file is named `name`, None for any other file."""
+    return next((t for t in tables().values() if t.file == name), None)
+
+
+def app_folder(log_dir: str, app_id: str) -> str:
+    """`<logDir>/<application id>` (logDir's trailing slashes dropped, as the plugin's Config.appFolder drops
+    them: an object store takes "a//b" for another key than "a/b")."""
+    return f"{log_dir.rstrip('/')}/{app_id}"
