@@ -17,6 +17,7 @@ from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
 from cloudprofiler.harness.bench.operators import coverage, judge, same_results
 from cloudprofiler.harness.bench.spark import application_summary
 from cloudprofiler.harness.bench.spark_logs import record_problems, run_problems, task_problems
+from cloudprofiler.harness.bench.udfs import judge_rounds, median_interval
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
 
@@ -185,6 +186,31 @@ def test_the_operators_goal_is_judged_against_the_machine_s_floor():
     assert one["floor"] is None and one["verdict"] == "not measurable" and one["added"] == pytest.approx(0.01)
     with pytest.raises(ValueError, match="as many runs off as on"):
         judge([1.0, 2.0], [1.0])
+
+
+def test_the_udfs_goal_is_judged_on_the_interval_around_the_median_of_the_rounds():
+    """Known answers: rounds of one run a side (seconds), the goal 2% added."""
+    # eleven rounds adding 0% to 10% in a scrambled order: the median's 95% interval is the 2nd to the 10th smallest
+    added = [5, 0, 10, 3, 7, 1, 9, 2, 8, 4, 6]
+    spread = judge_rounds([100.0] * 11, [100.0 + a for a in added])
+    assert spread["ratios"] == pytest.approx([a / 100 for a in added])  # every round's, in order
+    assert spread["added"] == pytest.approx(0.05) and spread["verdict"] == "not measurable"  # 1% to 9%: across 2%
+    assert (spread["interval_low"], spread["interval_high"]) == pytest.approx((0.01, 0.09))
+    assert (spread["added_min"], spread["added_p25"], spread["added_p75"], spread["added_max"]) == pytest.approx(
+        (0.0, 0.02, 0.08, 0.10))
+    # the machine's own spread is in both sides of a round: only the ratio counts
+    off = [100.0, 150.0, 90.0, 300.0, 100.0, 120.0, 95.0]
+    met = judge_rounds(off, [t * (1 + r) for t, r in zip(off, (0.01, 0.005, 0.012, 0.0, 0.015, 0.008, 0.01))])
+    assert met["added"] == pytest.approx(0.01) and met["interval_high"] == pytest.approx(0.015)
+    assert met["verdict"] == "met"
+    not_met = judge_rounds(off, [t * (1 + r) for t, r in zip(off, (0.05, 0.03, 0.08, 0.04, 0.06, 0.05, 0.07))])
+    assert not_met["interval_low"] == pytest.approx(0.03) and not_met["verdict"] == "not met"
+    # five rounds have no 95% interval (each side of the median alone has 1/32 > 2.5%): not judged
+    few = judge_rounds([100.0] * 5, [100.5] * 5)
+    assert few["interval_low"] is None and few["added"] == pytest.approx(0.005) and few["verdict"] == "not measurable"
+    assert median_interval(list(range(6))) == (0, 5) and median_interval(list(range(101))) == (40, 60)
+    with pytest.raises(ValueError, match="as many runs off as on"):
+        judge_rounds([1.0, 2.0], [1.0])
 
 
 def test_operators_against_run_time_are_judged_by_their_error():

@@ -25,10 +25,18 @@ from cloudprofiler.analysis.report.stragglers import causes
 from cloudprofiler.spark.jar import option_table
 from cloudprofiler.spark.python_trace import FAIL_ENV
 from cloudprofiler.spark.udf_profiles import PROFILER_KEY, function_seconds
+from cloudprofiler.udf_records import EXACT
 
 ROWS, PARTITIONS, BATCH_ROWS = 2000, 2, 500  # 2 tasks of 1000 rows: 2 Arrow batches each (maxRecordsPerBatch)
 SLEEP_S, SLEEP_BATCHES = 0.2, 2  # the sleeping UDF's sleep per batch, and its batches per task
 SMALL, LARGE = 8, 40_000  # characters of each row the sized UDFs return
+# the pickled UDF: batches of 100 rows (PySpark's), past the first EXACT of a task timed by a sample only; the first
+# row of each batch sleeps PICKLED_SLEEP_S (and adds the time it slept to an accumulator: on a loaded host a sleep
+# overruns), the rest adds 1
+PICKLED_ROWS, PICKLED_BATCHES, PICKLED_SLEEP_S = 20_000, 100, 0.003
+# per task, the share of the worker's time past its setup and its wait for the first batch the function holds at
+# least: nearly all, in the timed and in the untimed batches alike
+PICKLED_FUNCTION_SHARE = 0.8
 # the margins stated in the README: the function part holds the sleep and PySpark's Arrow <-> pandas conversions of
 # a batch (Spark 4 converts inside the evaluation), at most this much more per task; the task holds the worker's
 # time and the JVM's around it (the range, the worker's hand-over, the aggregation), at most this much more
@@ -51,7 +59,8 @@ def _sleeps_once(column):
     return F.udf(pass_through, "long", useArrow=False)(column)
 
 
-def _queries(spark):
+def _queries(spark, slept):
+    """group -> a function that makes its query; `slept`: the accumulator of the pickled UDF's sleeps."""
     pause = SLEEP_S
 
     @F.pandas_udf("long")
@@ -75,13 +84,25 @@ def _queries(spark):
         for frame in frames:
             yield frame.assign(id=frame["id"] + 1)
 
-    plus_one = F.udf(lambda v: v + 1, "long", useArrow=False)
+    pickled_pause = PICKLED_SLEEP_S
+
+    def plus_one(v):
+        if v % 100 == 0:  # the first row of its batch
+            import time
+
+            began = time.perf_counter()
+            time.sleep(pickled_pause)
+            slept.add(time.perf_counter() - began)
+        return v + 1
+
+    plus_one = F.udf(plus_one, "long", useArrow=False)
     ids = spark.range(0, ROWS, 1, PARTITIONS)
     return {
         "sleep": lambda: ids.select(sleepy("id").alias("y")).agg(F.sum("y")),
         "small": lambda: ids.select(sized(SMALL)("id").alias("s")).agg(F.sum(F.length("s"))),
         "large": lambda: ids.select(sized(LARGE)("id").alias("s")).agg(F.sum(F.length("s"))),
-        "pickled": lambda: ids.select(plus_one("id").alias("y")).agg(F.sum("y")),
+        "pickled": lambda: spark.range(0, PICKLED_ROWS, 1, PARTITIONS).select(plus_one("id").alias("y")).agg(
+            F.sum("y")),
         "arrow": lambda: ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")),
         "pandas": lambda: ids.mapInPandas(pandas_frames, "id long").agg(F.sum("id")),
     }
@@ -89,7 +110,8 @@ def _queries(spark):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """(the application's analysis, each group's result with the setting on, and with it off)."""
+    """(the application's analysis, each group's result with the setting on, and with it off, the seconds Spark's
+    UDF profiler measured per UDF, and the seconds the pickled UDF slept with the setting on)."""
     base = tmp_path_factory.mktemp("udfs")
     spark = (cps.builder(log_dir=str(base / "logs"), local_dir=str(base / "local"), calibration_enabled=False,
                          udfs=True)
@@ -100,10 +122,12 @@ def run(tmp_path_factory):
     sc.setJobGroup("stragglers", "one partition's UDF sleeps, the first two tasks start the workers")
     straggling = spark.range(0, STRAGGLING_ROWS, 1, STRAGGLING_PARTITIONS).select(_sleeps_once("id").alias("y"))
     assert straggling.agg(F.sum("y")).first()[0] == sum(range(STRAGGLING_ROWS))
-    queries = _queries(spark)
+    slept = sc.accumulator(0.0)
+    queries = _queries(spark, slept)
     sc.setJobGroup("warm-up", "the workers start and import pandas and pyarrow")
-    for query in queries.values():
-        query().collect()
+    for group, query in queries.items():
+        if group != "pickled":  # the stragglers' job ran pickled UDFs already
+            query().collect()
     on, off = {}, {}
     for group, query in queries.items():
         sc.setJobGroup(group, group)
@@ -111,8 +135,9 @@ def run(tmp_path_factory):
             spark.conf.set(PROFILER_KEY, "perf")
         on[group] = query().collect()
         spark.conf.unset(PROFILER_KEY)
+    pickled_slept = slept.value  # the task's updates come with its end, before its job's
     sc.environment[FAIL_ENV] = "udf-timing"  # the UDFs made now run in workers (and a daemon) with this variable
-    faulty = _queries(spark)["sleep"]()  # its UDF's function, with the environment, is made with the DataFrame
+    faulty = _queries(spark, slept)["arrow"]()  # its UDF's function, with the environment, is made with the DataFrame
     del sc.environment[FAIL_ENV]
     sc.setJobGroup("fault", "the timing fails as it starts")
     on["fault"] = faulty.collect()
@@ -123,7 +148,7 @@ def run(tmp_path_factory):
     app_id = sc.applicationId
     profiled = function_seconds(spark)  # as cps.report(spark) takes them: they live in this session only
     spark.stop()
-    return open_application(str(base / "logs" / app_id)), on, off, profiled
+    return open_application(str(base / "logs" / app_id)), on, off, profiled, pickled_slept
 
 
 @pytest.fixture(scope="module")
@@ -162,13 +187,23 @@ def test_serialization_grows_with_the_size_of_the_rows_returned(udfs):
     assert large["serialize_s"].min() > small["serialize_s"].max()
 
 
-def test_a_pickled_python_udf_is_timed_per_batch_of_rows(udfs):
+def test_a_pickled_python_udf_is_timed_per_batch_of_rows_and_past_the_first_ones_by_a_sample(run, udfs):
     rows = udfs["pickled"]
-    assert len(rows) == PARTITIONS and (rows["kind"] == "Python UDF").all() and (rows["udf"] == "<lambda>").all()
+    assert len(rows) == PARTITIONS and (rows["kind"] == "Python UDF").all() and (rows["udf"] == "plus_one").all()
     # the JVM sends batches of 100 pickled rows; the worker packs its answers by 100 (PYTHON_UDF_BATCH_SIZE)
-    assert (rows["rows"] == ROWS // PARTITIONS).all() and (rows["out_rows"] == ROWS // PARTITIONS).all(), rows
-    assert (rows["batches"] == ROWS // PARTITIONS // 100).all() and (rows["out_batches"] == rows["batches"]).all()
-    assert rows["complete"].all()
+    per_task = PICKLED_ROWS // PARTITIONS
+    assert (rows["rows"] == per_task).all() and (rows["out_rows"] == per_task).all(), rows
+    assert (rows["batches"] == PICKLED_BATCHES).all() and (rows["out_batches"] == PICKLED_BATCHES).all()
+    assert rows["complete"].all() and not rows["failed"].any()
+    # the first EXACT batches timed, then about 1 in SAMPLE_EVERY: the rest split in the timed ones' proportions
+    assert ((rows["timed_batches"] >= EXACT) & (rows["timed_batches"] < PICKLED_BATCHES)).all(), rows
+    slept = run[4]
+    assert slept >= PICKLED_SLEEP_S * PICKLED_BATCHES * PARTITIONS
+    # the function part holds the sleeps of every batch, timed or not, and the rows' own time
+    assert slept - FUNCTION_MARGIN_S <= rows["function_s"].sum() <= slept + FUNCTION_MARGIN_S * PARTITIONS, rows
+    for row in rows.itertuples():
+        assert abs(sum(getattr(row, p) for p in PARTS) - row.worker_s) < 1e-6
+        assert row.function_s >= PICKLED_FUNCTION_SHARE * (row.worker_s - row.setup_s - row.first_wait_s), row
 
 
 @pytest.mark.parametrize("group, kind", [("arrow", "mapInArrow"), ("pandas", "mapInPandas")])
@@ -181,15 +216,16 @@ def test_map_in_arrow_and_in_pandas_are_timed_per_arrow_batch(udfs, group, kind)
 
 
 def test_a_failing_timing_never_fails_the_udf_and_turns_itself_off(run):
-    app, on, _, _ = run
-    assert on["fault"] == on["sleep"]
+    app, on = run[:2]
+    assert on["fault"] == on["arrow"]
     assert app.tasks(job_group="fault").count() >= PARTITIONS and app.udfs(job_group="fault").count() == 0
 
 
 def test_the_results_are_the_same_with_the_setting_on_and_off(run):
-    _, on, off, _ = run
+    on, off = run[1:3]
     assert {g: on[g] for g in GROUPS} == off
     assert on["sleep"][0][0] == sum(range(ROWS)) and on["large"][0][0] == ROWS * LARGE
+    assert on["pickled"][0][0] == sum(range(1, PICKLED_ROWS + 1))
 
 
 def test_a_session_with_the_setting_off_logs_nothing(run):
@@ -245,7 +281,7 @@ def test_the_report_says_in_words_where_each_udf_s_time_went(run, tmp_path):
     app = run[0]
     data = ReportData(summary=dict(app.summary()))
     udfs_section.gather(app, data)
-    assert set(data.udfs["udf"]) >= {"sleepy", f"rows_of_{LARGE}", "<lambda>", "arrow_batches", "pandas_frames"}
+    assert set(data.udfs["udf"]) >= {"sleepy", f"rows_of_{LARGE}", "plus_one", "arrow_batches", "pandas_frames"}
     found = [f.text for f in findings(data) if f.kind == "python_udf"]
     sleepy = [text for text in found if "`sleepy`" in text]
     assert len(sleepy) == 1 and re.match(r"The pandas UDF `sleepy` spends \d+% of its workers' time \(.* over \d+ "

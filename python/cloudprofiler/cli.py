@@ -29,7 +29,7 @@ BENCHES = {
     "ingest": ("cloudprofiler.harness.bench.ingest", "generator and Spark ingest maximum sustainable rates"),
     "analysis": ("cloudprofiler.harness.bench.analysis", "the report and the analyses on 100 M synthetic records"),
     "operators": ("cloudprofiler.harness.bench.operators", "time added to the 22 TPC-H queries by operator timing"),
-    "udfs": ("cloudprofiler.harness.bench.udfs", "time added to Python UDF jobs by timing every UDF batch"),
+    "udfs": ("cloudprofiler.harness.bench.udfs", "time added to Python UDF jobs by timing their batches"),
     "live": ("cloudprofiler.harness.bench.live", "CPU of the Spark UI tab and metrics, and how soon tasks show"),
 }
 

@@ -3,29 +3,47 @@ analysis reads back (`analysis.udfs`).
 
 Per task and Python evaluation (one BatchEvalPython, ArrowEvalPython, MapInArrow... node of the plan, which one
 worker runs) the worker opens a channel named CHANNEL whose metadata names the task attempt, its UDFs and their
-eval type. A record's TSC is the moment of an event; its tuple id is `value << KIND_BITS | kind`:
+eval type. A record's TSC is the moment of an event; its tuple id is `value << KIND_BITS | kind`.
+
+Not every batch is timed: a cycle (the serializer asking for an output batch, the input batches read for it, the
+function making it, its serialization, until the serializer asks for the next) is timed for the first EXACT
+output batches of the task, and after them each with probability 1 / SAMPLE_EVERY (geometric skips from a generator
+seeded by the task's partition: runs repeat). An untimed cycle costs no record and no clock read; an UNTIMED
+record at the end of a timed cycle and the next timed cycle's OUT_ENTER (or END) bound the untimed ones between.
+Events:
 
 - START (value: ns the worker spent reading and unpickling the UDFs before it)
-- OUT_ENTER: the serializer asks the function for its next output batch
+- OUT_ENTER (value: the output batch's index from 0): a timed cycle begins, the serializer asks for that batch
 - IN_ENTER: the function asks for its next input batch
 - IN_EXIT (value: the batch's rows; ENDED: the input ended; UNKNOWN_ROWS: a batch whose rows were not found)
 - OUT_EXIT (value: the output batch's rows, ENDED or UNKNOWN_ROWS alike)
-- WAIT (value: ns the worker waited on the JVM's socket since the event before, in that event's part)
+- UNTIMED: the cycles from here to the next event are untimed
 - END (value: 1 when the function or the serializer raised, else 0)
 
-From one event to the next the worker is in the part PART_AFTER names: a partition of its time for the task.
+From one event to the next the worker is in the part PART_AFTER names: a partition of its time for the task, in
+which "untimed" stands for cycles whose parts were not measured. Not events:
+
+- WAIT (value: ns the worker waited on the JVM's socket since the event before, in that event's part; timed cycles
+  only)
+- IN_BATCHES, IN_ROWS, OUT_BATCHES, OUT_ROWS (value: the task's input and output batches and their rows, every
+  batch counted, timed or not; logged once, before END)
 """
 from __future__ import annotations
 
 CHANNEL = "spark.python.udf"
 EVENT = "python_udf"  # the channel's spark.event metadata
 NAMES_KEY, EVAL_TYPE_KEY = "udf.names", "udf.eval_type"  # metadata: the UDFs' names (", "), PySpark's eval type
-KIND_BITS = 3
-START, OUT_ENTER, IN_ENTER, IN_EXIT, OUT_EXIT, WAIT, END = range(7)
+KIND_BITS = 4
+START, OUT_ENTER, IN_ENTER, IN_EXIT, OUT_EXIT, UNTIMED, END, WAIT, IN_BATCHES, IN_ROWS, OUT_BATCHES, OUT_ROWS = \
+    range(12)
+LAST_EVENT = END  # kinds up to this one are events
 ENDED, UNKNOWN_ROWS = -1, -2
+EXACT = 16  # the first output batches of a task, all timed
+SAMPLE_EVERY = 64  # after them, each batch is timed with probability 1 / SAMPLE_EVERY
 PARTS = ("setup", "wait", "read", "function", "serialize")
 # the part from an event to the next one (WAIT records carry their time in their value instead)
-PART_AFTER = {START: "setup", OUT_ENTER: "function", IN_ENTER: "read", IN_EXIT: "function", OUT_EXIT: "serialize"}
+PART_AFTER = {START: "setup", OUT_ENTER: "function", IN_ENTER: "read", IN_EXIT: "function", OUT_EXIT: "serialize",
+              UNTIMED: "untimed"}
 # PySpark's eval types (pyspark's PythonEvalType) in the words of its API
 EVAL_TYPES = {100: "Python UDF", 101: "Arrow Python UDF", 200: "pandas UDF", 201: "applyInPandas",
               202: "pandas aggregate UDF", 203: "pandas window UDF", 204: "pandas iterator UDF", 205: "mapInPandas",

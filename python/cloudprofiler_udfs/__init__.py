@@ -1,2 +1,2 @@
-"""PySpark's Python daemon with every Python UDF batch timed (spark.cloudprofiler.udfs): run as
+"""PySpark's Python daemon whose workers time their Python UDFs' batches (spark.cloudprofiler.udfs): run as
 `spark.python.daemon.module=cloudprofiler_udfs` (see __main__)."""

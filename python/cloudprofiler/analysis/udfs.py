@@ -2,23 +2,32 @@
 worker's time went: setup (reading and unpickling the UDFs), waiting for the JVM's bytes, reading (deserializing
 the batches), the function, and serializing its output back.
 
-The worker logs an event record at each boundary (udf_records); from one event to the next it is in one part, so
-the parts partition its time for the task. The socket's wait, timed in the worker around every read, is carried in
-WAIT records and taken out of the part it fell in. Runs on Spark: a window per channel file (one per task and
-evaluation), and only the aggregates come back."""
+The worker logs an event record at each boundary of a timed cycle (udf_records: the first EXACT output batches of
+the task, then a sample); from one event to the next it is in one part, so the parts partition its time for the
+task, the untimed cycles' time in one part of its own, "untimed". The socket's wait, timed in the worker around
+every read of a timed cycle, is carried in WAIT records and taken out of the part it fell in. The untimed time is
+split between the parts in the proportions of the sampled cycles (those past the first EXACT, drawn at random like
+the untimed ones), or where the task has none of those of its exact cycles less the wait for the first batch: a
+ratio estimate whose parts still sum to the worker's time, exact for a task of at most EXACT batches. Batches and
+rows are counted in the worker, every one. Runs on Spark: a window per channel file (one per task and evaluation),
+and only the aggregates come back."""
 from __future__ import annotations
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, IN_EXIT, KIND_BITS, NAMES_KEY, OUT_EXIT,
-                           PART_AFTER, PARTS, START, WAIT)
+from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, IN_BATCHES, IN_EXIT, IN_ROWS,
+                           KIND_BITS, LAST_EVENT, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, PART_AFTER,
+                           PARTS, START, WAIT)
 from .tasks import tasks
 
+CYCLE_PARTS = PARTS[1:]  # the parts of a cycle (setup is before the first)
+COUNTS = {IN_BATCHES: "batches", IN_ROWS: "rows", OUT_BATCHES: "out_batches", OUT_ROWS: "out_rows"}
 UDFS_DDL = ("udf string, eval_type int, kind string, task_attempt_id long, stage_id int, partition int, "
             "executor_id string, sql_execution_id long, batches long, rows long, out_batches long, out_rows long, "
-            "setup_s double, first_wait_s double, wait_s double, read_s double, function_s double, "
-            "serialize_s double, worker_s double, task_s double, start_s double, complete boolean, failed boolean")
+            "timed_batches long, setup_s double, first_wait_s double, wait_s double, read_s double, "
+            "function_s double, serialize_s double, worker_s double, task_s double, start_s double, "
+            "complete boolean, failed boolean")
 
 
 def _files(app):
@@ -33,10 +42,12 @@ def _files(app):
 
 
 def _events(app):
-    """Every record of the UDF channels with its kind, value and part; an event's `dur_ns` lasts to the next event."""
+    """Every record of the UDF channels with its kind, value, part and timed cycle (`cycle`: the index of the output
+    batch of the last OUT_ENTER); an event's `dur_ns` lasts to the next event."""
     records = app.log_frame(CHANNEL, "records", ["file", "task_attempt_id", "tuple_id", "tsc", "t_ns"], required=False)
     order = Window.partitionBy("file").orderBy("tsc")
-    is_event = F.col("kind") != WAIT
+    before = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    is_event = F.col("kind") <= LAST_EVENT
     part = F.lit(None).cast("string")
     for kind, name in PART_AFTER.items():
         part = F.when(F.col("state") == kind, F.lit(name)).otherwise(part)
@@ -47,8 +58,9 @@ def _events(app):
                     F.shiftright("tuple_id", KIND_BITS).alias("value"))
             .withColumn("next_t", F.first(F.when(is_event, F.col("t_ns")), ignorenulls=True)
                         .over(order.rowsBetween(1, Window.unboundedFollowing)))
-            .withColumn("state", F.last(F.when(is_event, F.col("kind")), ignorenulls=True)
-                        .over(order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+            .withColumn("state", F.last(F.when(is_event, F.col("kind")), ignorenulls=True).over(before))
+            .withColumn("cycle", F.last(F.when(F.col("kind") == OUT_ENTER, F.col("value")), ignorenulls=True)
+                        .over(before))
             .withColumn("first_batch_t", F.min(first_batch).over(Window.partitionBy("file")))
             .select("*", part.alias("part"),
                     F.when(is_event, F.col("next_t") - F.col("t_ns")).alias("dur_ns")))
@@ -58,14 +70,38 @@ def _sum_when(condition, value):
     return F.coalesce(F.sum(F.when(condition, value)), F.lit(0))
 
 
+def _cycle_parts(sampled: bool) -> dict:
+    """Per part of a cycle, its ns summed over the exact cycles (the first EXACT) or over the sampled ones."""
+    wait, value = F.col("kind") == WAIT, F.col("value")
+    cycles = F.col("cycle") >= EXACT if sampled else F.coalesce(F.col("cycle") < EXACT, F.lit(True))
+    parts = {p: _sum_when(cycles & ~wait & (F.col("part") == p), F.col("dur_ns"))
+             - _sum_when(cycles & wait & (F.col("part") == p), value) for p in CYCLE_PARTS if p != "wait"}
+    return {"wait": _sum_when(cycles & wait, value), **parts}
+
+
+def _estimated(p: str):
+    """A part's ns: its exact and sampled cycles' and its share of the untimed time (the module's docstring)."""
+    sampled = sum((F.col(f"{q}_sampled_ns") for q in CYCLE_PARTS), F.lit(0)) > 0
+
+    def share(q):
+        exact = F.col(f"{q}_exact_ns") - (F.col("first_wait_ns") if q == "wait" else F.lit(0))
+        return F.when(sampled, F.col(f"{q}_sampled_ns")).otherwise(exact)
+
+    total = sum((share(q) for q in CYCLE_PARTS), F.lit(0))
+    untimed = F.when(total > 0, F.col("untimed_ns") * share(p) / total).otherwise(
+        F.col("untimed_ns") if p == "function" else F.lit(0))
+    return F.col(f"{p}_exact_ns") + F.col(f"{p}_sampled_ns") + untimed
+
+
 def udfs(app, **scope):
     """One row per UDF evaluation and task attempt of the attempts in `scope` (UDFS_DDL): the UDFs' names (", "
     between the UDFs one node evaluates), PySpark's eval type and its words (`kind`: "pandas UDF", "mapInArrow"),
-    the task, its input batches and rows and output batches and rows (-2 rows: not found in a batch), then seconds:
-    setup, the wait for the first batch (first_wait_s, part of wait_s), wait, read, function, serialize, their sum
-    (worker_s: the worker's time for the task's evaluation), the task attempt's TSC duration (task_s) and the time
-    from its start until the worker began reading the UDFs (start_s: a slot's first Python task waits there for its
-    worker to start, later ones reuse it); complete:
+    the task, its input batches and rows and output batches and rows (-2 rows: not found in a batch; null where the
+    worker did not log its end), the output batches timed (timed_batches: all of them up to EXACT), then seconds:
+    setup, the wait for the first batch (first_wait_s, part of wait_s), wait, read, function, serialize (estimated
+    past EXACT batches: the module's docstring), their sum (worker_s: the worker's time for the task's evaluation,
+    exact), the task attempt's TSC duration (task_s) and the time from its start until the worker began reading the
+    UDFs (start_s: a slot's first Python task waits there for its worker to start, later ones reuse it); complete:
     the worker logged the end of its output (false: killed, or its records not collected yet); failed: the function
     or the serializer raised. Empty where no Python worker timed its UDFs (without a Spark job: the report asks every
     application)."""
@@ -73,22 +109,21 @@ def udfs(app, **scope):
         return app.spark.createDataFrame([], UDFS_DDL)
     events = _events(app)
     wait, kind, value = F.col("kind") == WAIT, F.col("kind"), F.col("value")
-    batch = lambda k: (kind == k) & (value != ENDED)  # noqa: E731
-    parts = {p: _sum_when(~wait & (F.col("part") == p), F.col("dur_ns"))
-             - _sum_when(wait & (F.col("part") == p), value) for p in PARTS if p != "wait"}
+    exact, sampled = _cycle_parts(sampled=False), _cycle_parts(sampled=True)
     per_file = events.groupBy("file", "task_attempt_id").agg(
-        F.count(F.when(batch(IN_EXIT), 1)).alias("batches"),
-        _sum_when(batch(IN_EXIT) & (value >= 0), value).alias("rows"),
-        F.count(F.when(batch(OUT_EXIT), 1)).alias("out_batches"),
-        _sum_when(batch(OUT_EXIT) & (value >= 0), value).alias("out_rows"),
-        (parts["setup"] + _sum_when(kind == START, value)).alias("setup_ns"),
+        *[F.max(F.when(kind == k, value)).alias(name) for k, name in COUNTS.items()],
+        F.count(F.when((kind == OUT_EXIT) & (value != ENDED), 1)).alias("timed_batches"),
+        (_sum_when(~wait & (F.col("part") == "setup"), F.col("dur_ns")) + _sum_when(kind == START, value))
+        .alias("setup_ns"),
         _sum_when(wait & (F.coalesce(F.col("t_ns") < F.col("first_batch_t"), F.lit(True))), value)
         .alias("first_wait_ns"),
-        _sum_when(wait, value).alias("wait_ns"),
-        *[parts[p].alias(f"{p}_ns") for p in ("read", "function", "serialize")],
+        *[exact[p].alias(f"{p}_exact_ns") for p in CYCLE_PARTS],
+        *[sampled[p].alias(f"{p}_sampled_ns") for p in CYCLE_PARTS],
+        _sum_when(F.col("part") == "untimed", F.col("dur_ns")).alias("untimed_ns"),
         F.min(F.when(kind == START, F.col("t_ns") - value)).alias("began_t_ns"),
         F.max((kind == END).cast("int")).alias("complete"),
         F.max(F.when(kind == END, value)).alias("end_value"))
+    per_file = per_file.select("*", *[_estimated(p).alias(f"{p}_ns") for p in CYCLE_PARTS])
     attempts = tasks(app, **scope).select("task_attempt_id", "stage_id", "partition", "executor_id",
                                           "sql_execution_id", "duration_ns", "start_t_ns")
     joined = per_file.join(_files(app), "file").join(attempts, "task_attempt_id")
@@ -96,7 +131,7 @@ def udfs(app, **scope):
     worker = sum((F.col(f"{p}_ns") for p in PARTS), F.lit(0)) / 1e9
     return joined.select(
         "udf", "eval_type", "kind", "task_attempt_id", "stage_id", "partition", "executor_id", "sql_execution_id",
-        "batches", "rows", "out_batches", "out_rows", seconds["setup"], seconds["first_wait"], seconds["wait"],
+        *COUNTS.values(), "timed_batches", seconds["setup"], seconds["first_wait"], seconds["wait"],
         seconds["read"], seconds["function"], seconds["serialize"], worker.alias("worker_s"),
         (F.col("duration_ns") / 1e9).alias("task_s"),
         ((F.col("began_t_ns") - F.col("start_t_ns")) / 1e9).alias("start_s"),

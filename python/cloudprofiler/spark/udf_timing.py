@@ -1,14 +1,19 @@
-"""Every batch of the Python UDFs a worker runs, timed (spark.cloudprofiler.udfs), with no change to the UDFs.
+"""The batches of the Python UDFs a worker runs, counted and timed (spark.cloudprofiler.udfs), with no change to the
+UDFs.
 
 `install` wraps two functions of pyspark.worker, the same in Spark 3.5 and 4.x: `read_command`, which unpickles each
-UDF (its name is kept), and `read_udfs`, which returns the evaluation's function and its serializers. Per task the
-function's output iterator, its input iterator (the deserializer's batches) and the socket reads under it are
-timed, and so is the serializer's end: the records (udf_records) go into a channel of the task through the
-executor's hand-off, a record per event, each costing one hand-off record (what a cp_trace record costs).
+UDF (its name is kept), and `read_udfs`, which returns the evaluation's function and its serializers. Per task every
+input and output batch is counted, and the cycles of some are timed (udf_records: the first EXACT output batches,
+then 1 in SAMPLE_EVERY at random): the function's output iterator, its input iterator (the deserializer's batches)
+and the socket reads under it, and the serializer's end. The records go into a channel of the task through the
+executor's hand-off, each costing one hand-off record (what a cp_trace record costs). An untimed cycle costs a step
+of two generators and its reads' look-up of `read` in an object's attributes: no call of ours, no record and no
+clock read. Why: at a batch of 100 pickled rows through `v + 1` (the cheapest a batch gets, `bench udfs`) a timed
+cycle costs about a tenth of the batch's own time.
 
-Batches, not rows: a pickled Python UDF (BatchEvalPython) is timed per batch of rows its serializer packs (100 by
-default), around PySpark's batching, so that a row costs nothing more. Arrow evaluations (pandas and Arrow UDFs,
-mapInPandas, mapInArrow, grouped and cogrouped maps) are timed per Arrow batch. Not timed: RDD functions, UDTFs and
+Batches, not rows: a pickled Python UDF (BatchEvalPython) is counted and timed per batch of rows its serializer packs
+(100 by default), around PySpark's batching, so that a row costs nothing more. Arrow evaluations (pandas and Arrow
+UDFs, mapInPandas, mapInArrow, grouped and cogrouped maps) per Arrow batch. Not timed: RDD functions, UDTFs and
 Python data sources (no read_udfs), Spark 4's pipelined reader (SPARK_PIPELINED_UDF=1, input read by a thread).
 
 A session that sets spark.cloudprofiler.udfs=false has its tasks' UDFs run untimed (its SQL executions' settings reach
@@ -18,12 +23,17 @@ in one line of its executor's log.
 from __future__ import annotations
 
 import functools
+import math
 import os
+import random
 import sys
 from time import perf_counter_ns
 
-from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVENT, IN_ENTER, IN_EXIT, KIND_BITS, NAMES_KEY,
-                           OUT_ENTER, OUT_EXIT, START, UNKNOWN_ROWS, WAIT)
+from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS,
+                           KIND_BITS, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START,
+                           UNKNOWN_ROWS, UNTIMED, WAIT)
+
+_LOG_KEEP = math.log1p(-1.0 / SAMPLE_EVERY)  # log of an output batch's chance to be left untimed
 
 _off: list = []  # the failure that turned this worker's timing off, once there is one
 _names: list = []  # the UDFs read_command unpickled for the evaluation being read
@@ -110,10 +120,13 @@ def _closed(tuple_id: int) -> None:
 
 
 class Task:
-    """The timing of one task's evaluation: its channel and the socket time waited since the last event."""
+    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, the socket time
+    waited since the last event (in timed cycles), and the batches and rows counted."""
 
     def __init__(self, eval_type, setup_ns: int, channel=None):
         """`channel`: where the records go (`bench udfs`), else a new channel of the task."""
+        from pyspark import TaskContext
+
         from .python_trace import FAIL_ENV, task_channel
 
         if "udf-timing" in os.environ.get(FAIL_ENV, "").split(","):
@@ -123,6 +136,13 @@ class Task:
             "spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type)})
         self._log = self.channel.log
         self.waited = 0
+        self.timed = False  # whether the cycle under way is timed
+        self._next = 0  # the index of the next output batch whose cycle is timed
+        ctx = TaskContext.get()
+        self._random = random.Random(ctx.partitionId() if ctx is not None else 0)  # a run again draws the same
+        self._reads = None  # the input stream, once the deserializer has it
+        self._generators = []  # the input's and the output's: each counts its batches as it finishes
+        self.counts = {IN_BATCHES: 0, IN_ROWS: 0, OUT_BATCHES: 0, OUT_ROWS: 0}
         self.event(START, setup_ns)
 
     def event(self, kind: int, value: int = 0) -> None:
@@ -136,22 +156,41 @@ class Task:
         except Exception as e:  # noqa: BLE001
             _fail(e)
 
+    def cycle(self, index: int) -> tuple[bool, int]:
+        """The serializer asks for output batch `index` (called for a timed index and after a timed cycle only):
+        whether its cycle is timed, and the index of the next timed one."""
+        timed = index == self._next
+        if timed:
+            # the first EXACT all timed, then geometric skips: each later batch timed with probability 1/SAMPLE_EVERY
+            skip = 0 if index + 1 < EXACT else int(math.log(1.0 - self._random.random()) / _LOG_KEEP)
+            self._next = index + 1 + skip
+        if timed != self.timed:
+            self.timed = timed
+            if self._reads is not None:
+                self._reads.time(timed)
+        self.event(OUT_ENTER, index) if timed else self.event(UNTIMED)
+        return timed, self._next
+
     def wrap(self, func, profiler, deserializer, serializer):
         from pyspark.serializers import BatchedSerializer
 
         def inputs(load, rows):
-            return lambda stream: _Batches(self, load(_Reads(self, stream)), IN_ENTER, IN_EXIT, rows)
+            def load_stream(stream):
+                self._reads = _Reads(self, stream)
+                return self._kept(_inputs(self, load(self._reads), rows))
+
+            return load_stream
 
         if isinstance(deserializer, BatchedSerializer):  # pickled rows: around the batches, not every row
             batched = serializer._batched  # a batch is a list (or, as the JVM pickles it, a tuple) of rows
             deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching, len)
-            serializer._batched = lambda rows: _Batches(self, batched(rows), OUT_ENTER, OUT_EXIT, len)
+            serializer._batched = lambda rows: self._kept(_outputs(self, batched(rows), len))
             timed_func = func
         else:
             deserializer.load_stream = inputs(deserializer.load_stream, _count)
 
             def timed_func(split_index, iterator):
-                return _Batches(self, func(split_index, iterator), OUT_ENTER, OUT_EXIT, _count)
+                return self._kept(_outputs(self, func(split_index, iterator), _count))
 
         dump = serializer.dump_stream
 
@@ -161,60 +200,103 @@ class Task:
                 dump(iterator, stream)
                 failed = 0
             finally:
-                self.event(END, failed)
-                self._log = _closed  # the channel's C function must not run past its close
-                try:
-                    self.channel.close()
-                except Exception as e:  # noqa: BLE001
-                    _fail(e)
+                self.end(failed)
 
         serializer.dump_stream = dump_stream
         return timed_func, profiler, deserializer, serializer
 
+    def _kept(self, generator):
+        self._generators.append(generator)
+        return generator
+
+    def end(self, failed: int) -> None:
+        """The task's counts and its END, then the channel closed."""
+        try:
+            for generator in self._generators:  # one left unfinished (a function that stopped reading) counts now
+                generator.close()
+        except Exception as e:  # noqa: BLE001
+            _fail(e)
+        for kind, value in self.counts.items():
+            self.event(kind, value)
+        self.event(END, failed)
+        self._log = _closed  # the channel's C function must not run past its close
+        try:
+            self.channel.close()
+        except Exception as e:  # noqa: BLE001
+            _fail(e)
+
+
+def _inputs(task: Task, batches, rows_of):
+    """The deserializer's batches, each counted; in a timed cycle, each one's read and deserialization logged
+    (IN_ENTER, IN_EXIT)."""
+    n = rows = 0
+    try:
+        if task.timed:
+            task.event(IN_ENTER)
+        for batch in batches:
+            r = rows_of(batch)
+            n += 1
+            if r >= 0:
+                rows += r
+            if task.timed:
+                task.event(IN_EXIT, r)
+            yield batch
+            del batch  # not kept alive while the next is read: as without the timing
+            if task.timed:
+                task.event(IN_ENTER)
+        if task.timed:
+            task.event(IN_EXIT, ENDED)
+    finally:
+        task.counts[IN_BATCHES], task.counts[IN_ROWS] = n, rows
+
+
+def _outputs(task: Task, batches, rows_of):
+    """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the
+    asking (OUT_ENTER) to the batch's arrival (OUT_EXIT), an untimed one not at all: no call and no clock read."""
+    n = rows = 0
+    try:
+        timed, timed_next = task.cycle(0)
+        for batch in batches:
+            r = rows_of(batch)
+            n += 1
+            if r >= 0:
+                rows += r
+            if timed:
+                task.event(OUT_EXIT, r)
+            yield batch
+            del batch
+            if timed or n == timed_next:
+                timed, timed_next = task.cycle(n)
+        if timed:
+            task.event(OUT_EXIT, ENDED)
+    finally:
+        task.counts[OUT_BATCHES], task.counts[OUT_ROWS] = n, rows
+
 
 class _Reads:
-    """The input stream, each read timed: how long the worker waited for the JVM's bytes (and copied them)."""
+    """The input stream. In a timed cycle each read is timed: how long the worker waited for the JVM's bytes (and
+    copied them); in an untimed one `read` is the stream's own, found in this object's attributes."""
 
     def __init__(self, task: Task, stream):
         self._task, self._stream = task, stream
+        self._own = {name: getattr(stream, name) for name in ("read", "readinto") if hasattr(stream, name)}
+        self.time(task.timed)
 
-    def read(self, *args):
+    def time(self, timed: bool) -> None:
+        for name, own in self._own.items():
+            setattr(self, name, getattr(self, f"_timed_{name}") if timed else own)
+
+    def _timed_read(self, *args):
         began = perf_counter_ns()
-        data = self._stream.read(*args)
+        data = self._own["read"](*args)
         self._task.waited += perf_counter_ns() - began
         return data
 
-    def readinto(self, buffer):
+    def _timed_readinto(self, buffer):
         began = perf_counter_ns()
-        n = self._stream.readinto(buffer)
+        n = self._own["readinto"](buffer)
         self._task.waited += perf_counter_ns() - began
         return n
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
-
-
-class _Batches:
-    """An evaluation's input batches (IN_ENTER, IN_EXIT: each one's read and deserialization) or output batches
-    (OUT_ENTER, OUT_EXIT: from the serializer's asking for one to its getting it), each `next` logged."""
-
-    def __init__(self, task: Task, batches, enter: int, exit_: int, rows):
-        self._event, self._batches, self._enter, self._exit, self._rows = task.event, iter(batches), enter, exit_, rows
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        self._event(self._enter)
-        try:
-            batch = next(self._batches)
-        except StopIteration:
-            self._event(self._exit, ENDED)
-            raise
-        self._event(self._exit, self._rows(batch))
-        return batch
-
-    def close(self):  # PySpark closes the output iterator at the end of the task
-        close = getattr(self._batches, "close", None)
-        if close is not None:
-            close()
