@@ -161,7 +161,7 @@ public final class CalibrationCoordinator {
   private final boolean force;
   private final Map<String, Domain> domains = new LinkedHashMap<>();
 
-  /** Probes of the round under way; every round's go to the spool of calibration.arrows. */
+  /** Probes of the round under way; every round's go to the spool of {@link #PROBES}. */
   private final List<Object[]> probes = new ArrayList<>();
 
   private ArrowSpool spool;
@@ -349,8 +349,8 @@ public final class CalibrationCoordinator {
   }
 
   /**
-   * tsc-domains.arrows rewritten on the calibration thread: an executor that joins does not wait
-   * for the file.
+   * {@link #DOMAINS} rewritten on the calibration thread: an executor that joins does not wait for
+   * the file.
    */
   private void publishDomains() {
     try {
@@ -620,7 +620,7 @@ public final class CalibrationCoordinator {
   }
 
   /**
-   * The round's probes appended to calibration.arrows, published with the domains; the last time,
+   * The round's probes appended to {@link #PROBES}, published with the domains; the last time,
    * finished.
    */
   private synchronized void write(boolean last) {
