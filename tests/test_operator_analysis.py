@@ -234,6 +234,18 @@ def test_the_same_sampled_rows_are_timed_from_operator_to_operator_along_a_chain
     assert app.operator_hops(job_group="nothing of this name").count() == 0
 
 
+def test_a_python_udf_s_sampled_rows_are_timed_from_its_input_to_its_output(app):
+    ops = app.operators(job_group="udf").toPandas()
+    udf = _one(ops, "BatchEvalPython")
+    [below] = ops[ops["parent_probe_id"] == udf["probe_id"]].itertuples()  # the rows the UDF's worker reads
+    hops = app.operator_hops(job_group="udf").toPandas()
+    [hop] = hops[hops["to_probe_id"] == udf["probe_id"]].itertuples()
+    # the n-th row out is the n-th row in: each task's row 0 (1 in 1,024) is paired, from its read to its result
+    assert (hop.from_probe_id, hop.to_operator, hop.rows) == (below.probe_id, "BatchEvalPython", UDF_PARTITIONS)
+    # a row's result comes back at least its own sleep later (with its batch's: 100 rows of 2 ms)
+    assert SLEEP_S * 1e9 <= hop.min_ns <= hop.max_ns < 60e9
+
+
 def test_the_top_probes_inclusive_time_is_its_tasks_run_time(app):
     values = app.operator_tasks(job_group=["filter", "udf", "skew"]).toPandas()
     tasks = app.task_table().toPandas().set_index("task_attempt_id")

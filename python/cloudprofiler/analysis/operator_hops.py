@@ -1,5 +1,6 @@
 """The latency of sampled rows from SQL operator to operator, along the chains of operators that keep a row's
-identity within a pipeline (a filter, a projection, the streamed side of a hash join: docs/operators.md).
+identity within a pipeline (a filter, a projection, the streamed side of a hash join) and from a Python UDF's input
+to its output (docs/operators.md).
 
 Each probe of a chain logs the same sampled rows (XoY on a row id that its chain's first probe gives) into a channel
 of its own, `spark.operator.<probe id>`, whose metadata names the probe (`operator.probe`) and the chain's first

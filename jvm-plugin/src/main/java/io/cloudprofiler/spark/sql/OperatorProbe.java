@@ -64,6 +64,10 @@ public final class OperatorProbe extends UnaryCodegenPlan {
     this.metrics = metrics;
   }
 
+  long probeId() {
+    return id;
+  }
+
   @Override
   public SparkPlan child() {
     return child;

@@ -129,8 +129,15 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             ? node.withNewChildren(ScalaLists.of(instrumented.toArray(new SparkPlan[0])))
             : node;
     if (!probed) return rebuilt;
+    // above a Python UDF's evaluation the n-th row out is the n-th row in: the ids of the probe
+    // below
+    long rowsOf =
+        OperatorRows.keepsCount(node) && instrumented.get(0) instanceof OperatorProbe below
+            ? below.probeId()
+            : id;
     ProbeMetrics metrics =
-        new ProbeMetrics(session.sparkContext(), id, chain(node, parent, rows), rows[0], rows[1]);
+        new ProbeMetrics(
+            session.sparkContext(), id, chain(node, parent, rows), rowsOf, rows[0], rows[1]);
     OperatorNodes.register(id, parentProbe, node, metrics);
     return new OperatorProbe(rebuilt, id, node.nodeName(), metrics);
   }
@@ -138,10 +145,14 @@ public final class OperatorProbes extends Rule<SparkPlan> {
   /**
    * The place of {@code node}'s probe in a chain of operators that keep a row's identity ({@link
    * OperatorRows}): next in its child's chain where it passes on its child's rows, else first of a
-   * chain where its parent, in the same pipeline, passes on its rows, else none.
+   * chain where its parent, in the same pipeline, passes on its rows, else none; first at both ends
+   * of a Python UDF's evaluation.
    */
   private static int chain(SparkPlan node, SparkPlan parent, long[] rows) {
     if (rows[0] == 0) return ProbeMetrics.NO_CHAIN;
+    // both ends of a Python UDF's evaluation number their own rows, which are the same rows
+    if (OperatorRows.keepsCount(node) || (parent != null && OperatorRows.keepsCount(parent)))
+      return ProbeMetrics.FIRST;
     if (OperatorRows.keepsRows(node)) return ProbeMetrics.NEXT;
     boolean fed =
         parent != null

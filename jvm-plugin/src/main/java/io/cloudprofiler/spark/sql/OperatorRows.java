@@ -12,6 +12,8 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.joins.BroadcastHashJoinExec;
 import org.apache.spark.sql.execution.joins.HashJoin;
 import org.apache.spark.sql.execution.joins.ShuffledHashJoinExec;
+import org.apache.spark.sql.execution.python.ArrowEvalPythonExec;
+import org.apache.spark.sql.execution.python.BatchEvalPythonExec;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -53,6 +55,14 @@ final class OperatorRows {
     if (node instanceof BroadcastHashJoinExec) return true; // a build side never outer: rows stream
     // a shuffled hash join may emit the build side's unmatched rows after the streamed ones
     return node instanceof ShuffledHashJoinExec j && j.joinType() == Inner$.MODULE$;
+  }
+
+  /**
+   * Whether {@code node} is a Python UDF's evaluation, whose n-th row out is its n-th row in (its
+   * input joined with the UDF's results, in order), in the same task.
+   */
+  static boolean keepsCount(SparkPlan node) {
+    return node instanceof BatchEvalPythonExec || node instanceof ArrowEvalPythonExec;
   }
 
   /** Whether {@code child} is the input of {@code parent} whose rows {@code parent} passes on. */

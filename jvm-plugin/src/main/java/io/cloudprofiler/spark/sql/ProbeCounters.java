@@ -45,6 +45,9 @@ public final class ProbeCounters implements TaskCompletionListener {
    */
   private final long rowChannel;
 
+  /** The probe whose row ids this probe logs: its chain's first, or a Python UDF's input's. */
+  private final long firstProbe;
+
   /** The countdowns given so far, summed: the rows so far are {@code issued - countdown}. */
   private long issued = 1;
 
@@ -74,9 +77,10 @@ public final class ProbeCounters implements TaskCompletionListener {
     this.metrics = metrics;
     TaskContext task = TaskContext.get();
     rowId = OperatorRows.firstId(task == null ? 0 : task.taskAttemptId());
+    firstProbe = first == null ? metrics.rowsOf : first.firstProbe;
     rowChannel =
         clock.timed && metrics.chain != ProbeMetrics.NO_CHAIN
-            ? OperatorRows.channel(metrics, first == null ? metrics.probe : first.metrics.probe)
+            ? OperatorRows.channel(metrics, firstProbe)
             : 0;
     random = (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
     if (task != null) task.addTaskCompletionListener(this);

@@ -30,6 +30,12 @@ public final class ProbeMetrics implements Serializable {
 
   static final int NO_CHAIN = 0, FIRST = 1, NEXT = 2;
 
+  /**
+   * The probe whose row ids a first probe's ids are: its own, or, above a Python UDF's evaluation,
+   * the probe below it (the n-th row out of the UDF is the n-th row in).
+   */
+  final long rowsOf;
+
   /** XoY of the rows logged by a probe of a chain: floorMod(row id, y) < x. */
   final long rowsX, rowsY;
 
@@ -39,9 +45,10 @@ public final class ProbeMetrics implements Serializable {
   final SQLMetric ticksError;
   final SQLMetric gaps;
 
-  ProbeMetrics(SparkContext sc, long probe, int chain, long rowsX, long rowsY) {
+  ProbeMetrics(SparkContext sc, long probe, int chain, long rowsOf, long rowsX, long rowsY) {
     this.probe = probe;
     this.chain = chain;
+    this.rowsOf = rowsOf;
     this.rowsX = rowsX;
     this.rowsY = rowsY;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");
