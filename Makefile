@@ -26,7 +26,7 @@ demo: build
 
 test: build $(GJF_JAR)
 	make -C native test fuzz --no-print-directory
-	$(PY) -m pytest tests --durations=15 -p no:cacheprovider
+	$(PY) -m pytest tests -n 2 --dist loadfile --durations=15 -p no:cacheprovider
 
 bench: build
 	$(VENV)/bin/cloudprofiler bench handlers
