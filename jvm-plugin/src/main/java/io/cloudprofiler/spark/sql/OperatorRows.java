@@ -37,10 +37,12 @@ final class OperatorRows {
   static final int ROW_BITS = 32;
 
   /**
-   * Channels per JVM at most: one per probe that logged a row here, and each run of a query has
-   * probes of its own. Past it the rows of new probes are not logged (said once).
+   * Channels per JVM at most: one per probe that logged a row here, and each run of a query (each
+   * micro-batch of a streaming query) has probes of its own. Each holds a file descriptor and its
+   * file until the JVM stops, beside the shuffle files and sockets Spark itself needs: past it the
+   * rows of new probes are not logged (said once).
    */
-  static final int MAX_CHANNELS = 4096;
+  static final int MAX_CHANNELS = 256;
 
   private static final Guard GUARD = new Guard("operator row latency");
   private static final Logger LOG = LoggerFactory.getLogger(OperatorRows.class);
