@@ -26,7 +26,8 @@ demo: build
 
 test: build $(GJF_JAR)
 	make -C native test fuzz --no-print-directory
-	$(PY) -m pytest tests -n 2 --dist loadfile --durations=15 -p no:cacheprovider
+	$(PY) -m pytest tests -n 2 --dist loadfile -m 'not alone' --durations=15 -p no:cacheprovider
+	$(PY) -m pytest tests -m alone -p no:cacheprovider
 
 bench: build
 	$(VENV)/bin/cloudprofiler bench handlers

@@ -334,6 +334,9 @@ def capped(events, trace=False):
     return events.select("id").mapInArrow(sleepy, "id long")
 
 
+# The search finds what the pipeline sustains on this machine: beside another module's JVMs on the 2 cores each
+# micro-batch's fixed cost grows and it found 22,500 tuples/s for the 40,000 the sleep allows
+@pytest.mark.alone
 def test_search_finds_the_capacity_of_a_pipeline(spark):
     trial = generator_trial(spark, Pipeline(capped, "ysb", "append"), GeneratorConfig(emitters=1, timeout_s=30),
                             duration_s=5, warmup_s=2)
