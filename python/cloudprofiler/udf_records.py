@@ -33,6 +33,8 @@ from __future__ import annotations
 CHANNEL = "spark.python.udf"
 EVENT = "python_udf"  # the channel's spark.event metadata
 NAMES_KEY, EVAL_TYPE_KEY = "udf.names", "udf.eval_type"  # metadata: the UDFs' names (", "), PySpark's eval type
+# metadata: the layout of the records below; channels of another layout (before sampled cycles: none) are not read
+FORMAT_KEY, FORMAT = "udf.records", "2"
 KIND_BITS = 4
 START, OUT_ENTER, IN_ENTER, IN_EXIT, OUT_EXIT, UNTIMED, END, WAIT, IN_BATCHES, IN_ROWS, OUT_BATCHES, OUT_ROWS = \
     range(12)

@@ -13,12 +13,14 @@ rows are counted in the worker, every one. Runs on Spark: a window per channel f
 and only the aggregates come back."""
 from __future__ import annotations
 
+import warnings
+
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, IN_BATCHES, IN_EXIT, IN_ROWS,
-                           KIND_BITS, LAST_EVENT, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, PART_AFTER,
-                           PARTS, START, WAIT)
+from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, FORMAT, FORMAT_KEY, IN_BATCHES,
+                           IN_EXIT, IN_ROWS, KIND_BITS, LAST_EVENT, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT,
+                           OUT_ROWS, PART_AFTER, PARTS, START, WAIT)
 from .tasks import tasks
 
 CYCLE_PARTS = PARTS[1:]  # the parts of a cycle (setup is before the first)
@@ -32,12 +34,17 @@ UDFS_DDL = ("udf string, eval_type int, kind string, task_attempt_id long, stage
 
 def _files(app):
     """A row per channel file: its UDFs' names, eval type and their words (the catalog's metadata, on the driver)."""
-    rows = []
+    rows, other_format = [], 0
     for f in app.catalog.logs:
-        if f.channel == CHANNEL:
+        if f.channel == CHANNEL and f.meta.get(FORMAT_KEY) != FORMAT:
+            other_format += 1
+        elif f.channel == CHANNEL:
             eval_type = int(f.meta[EVAL_TYPE_KEY]) if str(f.meta.get(EVAL_TYPE_KEY, "")).isdigit() else None
             kind = EVAL_TYPES.get(eval_type, f"eval type {eval_type}")
             rows.append((f.file, f.meta.get(NAMES_KEY, "?"), eval_type, kind))
+    if other_format:
+        warnings.warn(f"{other_format} Python UDF channel files hold records of another layout than this version's "
+                      f"({FORMAT_KEY}={FORMAT}: written by another version of cloudprofiler): their UDFs are left out")
     return app.spark.createDataFrame(rows, "file string, udf string, eval_type int, kind string")
 
 

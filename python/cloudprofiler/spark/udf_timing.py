@@ -29,9 +29,9 @@ import random
 import sys
 from time import perf_counter_ns
 
-from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS,
-                           KIND_BITS, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START,
-                           UNKNOWN_ROWS, UNTIMED, WAIT)
+from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY, IN_BATCHES,
+                           IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT,
+                           OUT_ROWS, SAMPLE_EVERY, START, UNKNOWN_ROWS, UNTIMED, WAIT)
 
 _LOG_KEEP = math.log1p(-1.0 / SAMPLE_EVERY)  # log of an output batch's chance to be left untimed
 
@@ -133,7 +133,7 @@ class Task:
             raise OSError(f"{FAIL_ENV}: a failure injected into the UDF timing")
         names = ", ".join(dict.fromkeys(_names)) or "?"
         self.channel = channel or task_channel(CHANNEL, "buffered", metadata={
-            "spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type)})
+            "spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type), FORMAT_KEY: FORMAT})
         self._log = self.channel.log
         self.waited = 0
         self.timed = False  # whether the cycle under way is timed
