@@ -292,8 +292,7 @@ def run(args) -> int:
     from ... import spark as cps
 
     with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as scratch:
-        log_dir = os.path.abspath(args.log_dir) if args.log_dir else scratch  # Spark's logDir: an absolute path
-        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        log_dir = _log_folder(args, scratch)
         application = application_overhead(args.app_runs, log_dir)
         overheads = [task_overhead(args.tasks, args.repeats, log_dir)]
         spark = _session(True, os.path.join(log_dir, "session"))
@@ -303,11 +302,7 @@ def run(args) -> int:
         check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, args.warmups + args.repeats)
         overheads += [task_switch, *traces]
         workers = python_workers_rows(args, log_dir)
-    problems = [p for row in [application, *overheads, *workers] for p in row["log_problems"]]
-    for row in [application, *overheads, *workers]:
-        row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
-    for problem in problems:
-        print(f"bench spark: logged otherwise than it must: {problem}", file=sys.stderr)
+    problems = _say_log_problems([application, *overheads, *workers])
     if args.json:
         print(json.dumps(rows + [application] + overheads + workers, indent=1))
         return 1 if problems else 0
@@ -336,6 +331,23 @@ def run(args) -> int:
     return 1 if problems else 0
 
 
+def _log_folder(args, scratch: str) -> str:
+    """Where the runs log: --log-dir, else the temporary `scratch` (Spark's logDir: an absolute path)."""
+    log_dir = os.path.abspath(args.log_dir) if args.log_dir else scratch
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    return log_dir
+
+
+def _say_log_problems(rows: list[dict]) -> list[str]:
+    """Each row's `logs` column from its log_problems, every problem said on stderr; the problems."""
+    problems = [p for row in rows for p in row["log_problems"]]
+    for row in rows:
+        row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
+    for problem in problems:
+        print(f"bench spark: logged otherwise than it must: {problem}", file=sys.stderr)
+    return problems
+
+
 def python_workers_rows(args, log_dir: str) -> list[dict]:
     return [row for n in args.workers for row in python_workers.compare(
         _session(True, os.path.join(log_dir, f"workers-{n}"), f"local[{n}]"), n, args.rows, args.repeats,
@@ -344,18 +356,13 @@ def python_workers_rows(args, log_dir: str) -> list[dict]:
 
 def python_workers_only(args) -> int:
     with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as scratch:
-        log_dir = os.path.abspath(args.log_dir) if args.log_dir else scratch
-        Path(log_dir).mkdir(parents=True, exist_ok=True)
-        workers = python_workers_rows(args, log_dir)
-    for row in workers:
-        row["logs"] = f"{len(row['log_problems'])} wrong" if row["log_problems"] else "as expected"
-        for problem in row["log_problems"]:
-            print(f"bench spark: logged otherwise than it must: {problem}", file=sys.stderr)
+        workers = python_workers_rows(args, _log_folder(args, scratch))
+    problems = _say_log_problems(workers)
     if args.json:
         print(json.dumps(workers, indent=1))
     else:
         print_python_workers(args, workers)
-    return 1 if any(row["log_problems"] for row in workers) else 0
+    return 1 if problems else 0
 
 
 def print_python_workers(args, workers: list[dict]) -> None:
