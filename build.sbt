@@ -45,3 +45,19 @@ Compile / resourceGenerators += Def.task {
   if (rc != 0) sys.error(s"jvm-plugin/build-jni.sh failed with exit code $rc")
   Seq(so)
 }.taskValue
+
+// The declarations the Python side reads from the jar, written by the compiled classes as build.sh writes them: the
+// option table (Config.java) and the tables' file names and schemas (Tables.java).
+Compile / resourceGenerators += Def.task {
+  (Compile / compile).value
+  val classpath = ((Compile / classDirectory).value +: (Compile / dependencyClasspath).value.files).mkString(":")
+  val folder = (Compile / resourceManaged).value / "io" / "cloudprofiler" / "spark"
+  val log = streams.value.log
+  IO.createDirectory(folder)
+  Seq("Config" -> "options.json", "Tables" -> "tables.json").map { case (declaration, name) =>
+    val json = folder / name
+    val rc = Process(Seq("java", "-cp", classpath, s"io.cloudprofiler.spark.$declaration", json.getPath)) ! log
+    if (rc != 0) sys.error(s"io.cloudprofiler.spark.$declaration failed with exit code $rc writing $name")
+    json
+  }
+}.taskValue

@@ -73,10 +73,10 @@ def _working_copy() -> Path:
 
 
 def _entries(jar: Path) -> dict[str, bytes]:
-    """Class files and the JNI library of a jar, by name (the library's debug info names its build folder, so
-    only its presence is compared; test_the_sbt_jar_loads_its_jni_library runs it)."""
+    """Class files, the declarations Python reads and the JNI library of a jar, by name (the library's debug info
+    names its build folder, so only its presence is compared; test_the_sbt_jar_loads_its_jni_library runs it)."""
     with zipfile.ZipFile(jar) as z:
-        return {n: z.read(n) for n in z.namelist() if n.endswith((".class", ".so"))}
+        return {n: z.read(n) for n in z.namelist() if n.endswith((".class", ".json", ".so"))}
 
 
 SCALA_VERSIONS = ["2.13", "2.12"]
@@ -108,8 +108,10 @@ def test_sbt_package_builds_the_same_classes_and_jni_library_as_build_sh(sbt_jar
     ours, theirs = _entries(sbt_jars[scala]), _entries(built if built.exists() else Path(cps.jar_path(name)))
     assert "io/cloudprofiler/native/linux-x86_64/libcloudprofiler_jni.so" in ours
     assert "io/cloudprofiler/spark/sql/SingleChildExpression.class" in ours  # the Scala version's shim
+    assert {"io/cloudprofiler/spark/options.json", "io/cloudprofiler/spark/tables.json"} <= set(ours)
     assert sorted(ours) == sorted(theirs)
-    assert [n for n in ours if n.endswith(".class") and ours[n] != theirs[n]] == []  # same javac flags: same bytes
+    # same javac flags: same bytes; the same declarations
+    assert [n for n in ours if n.endswith((".class", ".json")) and ours[n] != theirs[n]] == []
 
 
 def test_the_sbt_jar_loads_its_jni_library(sbt_jars):
