@@ -5,6 +5,7 @@ Prometheus' own client, has each stage's task durations as the task table has th
 it last sent them; Spark's PrometheusServlet carries the driver's totals. The log folder is a file:// URI, written
 with the Hadoop settings the application gives (spark.hadoop.*)."""
 import csv
+import json
 import math
 import sys
 import subprocess
@@ -17,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import cloudprofiler as cp
 
 JOB = r"""
-import glob, os, sys, time, urllib.parse, urllib.request
+import glob, json, os, sys, threading, time, urllib.parse, urllib.request
 import cloudprofiler.spark as cps
 
 log_dir, metrics_dir = sys.argv[1:]
@@ -33,12 +34,26 @@ spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.port",
          # as they must for a store (s3a://, hdfs://) that the plugin is the first to write in this JVM
          .config("spark.hadoop.fs.file.impl.disable.cache", "true")
          .config("spark.cloudprofiler.collect.intervalSeconds", "1").getOrCreate())  # flushed every second
+ui = f"http://127.0.0.1:{urllib.parse.urlparse(spark.sparkContext.uiWebUrl).port}"
+polled, polling = [], threading.Event()
+
+
+def poll():  # the tab's channels every 0.2 s, and when
+    while not polling.wait(0.2):
+        with urllib.request.urlopen(ui + "/cloudprofiler/json/", timeout=30) as reply:
+            polled.append([time.monotonic(), json.loads(reply.read())["channels"]])
+
+
+poller = threading.Thread(target=poll)
+poller.start()
 spark.sparkContext.parallelize(range(60), 6).count()
 spark.sql("select sum(t) from (select cp_trace('metered', id) as t from range(0, 1000, 1, 2))").collect()
 cps.trace(spark.range(0, 500, numPartitions=2), "metered.python", "id").count()
 print(spark.sparkContext.applicationId, flush=True)
 time.sleep(3.5)  # a flush, then two reports of the sink; the executor has sent its counters
-ui = f"http://127.0.0.1:{urllib.parse.urlparse(spark.sparkContext.uiWebUrl).port}"
+polling.set()
+poller.join()
+json.dump(polled, open(os.path.join(metrics_dir, "channels.json"), "w"))
 for page, name in (("/cloudprofiler/metrics/prometheus", "cloudprofiler.prom"), ("/metrics/prometheus/", "spark.prom")):
     with urllib.request.urlopen(ui + page, timeout=30) as reply:
         assert reply.headers["Content-Type"].startswith("text/plain"), reply.headers["Content-Type"]
@@ -131,3 +146,35 @@ def test_the_driver_serves_each_stage_and_executor_to_prometheus_as_the_tables_h
     assert total["executorsRecordsDropped_Value"] == 0
     assert total["stragglers_Value"] == sum(
         s.value for s in families["cloudprofiler_stage_stragglers"].samples)
+
+
+def test_each_channels_records_per_second_and_totals_are_what_its_files_hold(job):
+    """The tab's channel rows, polled while the application ran: between two polls under a second apart (the
+    executor's messages are a second apart at least: one arrived between them), records per second x the interval's
+    length is what the channel's total grew by (0 before its first record); its last total is the records its files
+    hold. The Prometheus page, scraped after the application went idle, has the totals and a rate of 0."""
+    log_dir, metrics_dir, app = job
+    polled = json.loads((metrics_dir / "channels.json").read_text())
+    assert all(row["executor_id"] == "driver" for _, rows in polled for row in rows)  # local mode's one executor
+    in_files = {"metered": 1000, "metered.python": 500, "spark.task.end": len(_task_attempts(log_dir, app))}
+    for channel, records in in_files.items():
+        assert cp.read_log_dir(log_dir / app, channel=channel).num_rows == records
+        checked = 0
+        for (t0, before), (t1, after) in zip(polled, polled[1:]):
+            now = {r["channel"]: r for r in after}
+            if t1 - t0 > 0.5 or channel not in now or {r["interval"] for r in before} == {now[channel]["interval"]}:
+                continue
+            grew = now[channel]["records_logged"] - {r["channel"]: r["records_logged"] for r in before}.get(channel, 0)
+            assert now[channel]["records_per_second"] * now[channel]["interval_s"] == pytest.approx(grew), \
+                (channel, before, now[channel])
+            checked += grew > 0
+        assert checked >= 1, (channel, polled)
+        [last] = [r for r in polled[-1][1] if r["channel"] == channel]
+        assert (last["records_logged"], last["records_dropped"], last["records_per_second"]) == (records, 0, 0)
+    families = {f.name: f for f in text_string_to_metric_families((metrics_dir / "cloudprofiler.prom").read_text())}
+    for channel, records in in_files.items():
+        at = {"executor_id": "driver", "channel": channel}
+        [logged] = [s.value for s in families["cloudprofiler_channel_records_logged"].samples if s.labels == at]
+        [rate] = [s.value for s in families["cloudprofiler_channel_records_per_second"].samples if s.labels == at]
+        assert (logged, rate) == (records, 0), channel
+    assert families["cloudprofiler_channels_left_out"].samples[0].value == 0

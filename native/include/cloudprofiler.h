@@ -265,6 +265,17 @@ typedef struct cp_library_stats {
 
 CP_EXPORT void cp_library_stats_get(cp_library_stats *out);
 
+typedef struct cp_channel_count {
+  const char *name; /* the channel's name; lives until the process ends, as the channel's memory */
+  uint64_t logged;  /* as cp_channel_stats_get gives them */
+  uint64_t dropped;
+} cp_channel_count;
+
+/* Every channel this process opened, open or closed (one opened by rules once, over all its segments; a hand-off
+ * channel as its owner's), newest first, into out[0..cap); returns how many there are (as cp_rules_get: call again
+ * with a larger array when that is more than cap). For live figures per channel (records per second). */
+CP_EXPORT size_t cp_channel_counts(cp_channel_count *out, size_t cap);
+
 /* ==== Rules: a channel's handler chosen by its name, changed while it runs ================================
  * Rules map channel names to handlers, one rule a line:
  *   <pattern>=<handler>[:<param>[:<param>...]]      e.g.  ysb.*=downsample:64   *=buffered

@@ -457,3 +457,19 @@ void cp_library_stats_get(cp_library_stats *out) {
   pthread_mutex_unlock(&cp__lib.mutex);
   out->null_handle_logs = atomic_load(&cp__lib.null_handle_logs);
 }
+
+size_t cp_channel_counts(cp_channel_count *out, size_t cap) {
+  size_t n = 0;
+  pthread_mutex_lock(&cp__lib.mutex);
+  for (cp_channel *ch = cp__lib.channels; ch; ch = ch->next_all) {
+    if (ch->is_segment) continue; /* its handle counts it */
+    if (n < cap) {
+      cp_channel_stats s;
+      cp_channel_stats_get(ch, &s, NULL);
+      out[n] = (cp_channel_count){ch->name, s.logged, s.dropped};
+    }
+    n++;
+  }
+  pthread_mutex_unlock(&cp__lib.mutex);
+  return n;
+}

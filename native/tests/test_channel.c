@@ -167,6 +167,11 @@ int main(void) {
   cp_library_stats_get(&ls);
   CHECK(ls.null_handle_logs == 4 && ls.channels_opened == 2 && ls.channels_open == 0);
   CHECK(ls.logged == (uint64_t)THREADS * PER_THREAD + 5001); /* both channels; the no-ops after close are not */
+  cp_channel_count counts[2];
+  CHECK(cp_channel_counts(NULL, 0) == 2 && cp_channel_counts(counts, 1) == 2); /* newest first */
+  CHECK(cp_channel_counts(counts, 2) == 2 && !strcmp(counts[1].name, "threads"));
+  CHECK(counts[1].logged == (uint64_t)THREADS * PER_THREAD && counts[0].logged == 5001);
+  CHECK(counts[0].logged + counts[1].logged == ls.logged && counts[0].dropped + counts[1].dropped == ls.dropped);
 
   CHECK(cp_stop() == 0 && cp_log_dir() == NULL);
   CHECK(cp_stop() == 0); /* idempotent */

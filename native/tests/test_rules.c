@@ -125,6 +125,16 @@ static void switch_under_load(const char *dir) {
   cp_channel_stats s;
   CHECK(cp_channel_stats_get(racing, &s, &err) == 0);
   CHECK(s.logged == (uint64_t)THREADS * PER_THREAD && s.dropped == 0);
+  /* the channel's counts once, over its segments */
+  cp_channel_count counts[64];
+  size_t n = cp_channel_counts(counts, 64), race = 0;
+  CHECK(n <= 64);
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(counts[i].name, "race")) continue;
+    race++;
+    CHECK(counts[i].logged == s.logged && counts[i].dropped == 0);
+  }
+  CHECK(race == 1);
   usleep(1500000); /* the timer thread closes the segments a switch retired a second ago */
   CHECK(count_closed_files(dir, "race.") == switches);
   CHECK(cp_channel_close(racing, &err) == 0);

@@ -70,6 +70,10 @@ typedef struct cp_library_stats {
   uint64_t logged;
 } cp_library_stats;
 void cp_library_stats_get(cp_library_stats *out);
+typedef struct cp_channel_count {
+  const char *name; uint64_t logged; uint64_t dropped;
+} cp_channel_count;
+size_t cp_channel_counts(cp_channel_count *out, size_t cap);
 typedef struct cp_ret_info {
   uint16_t port;
   cp_channel *ack_channel;

@@ -293,6 +293,42 @@ jlongArray JNI_FN(libraryStats)(JNIEnv *env, jclass cls) {
   return out;
 }
 
+/* Object[] channelCounts(): {String[] names, long[] logged, long[] dropped}, a channel each */
+jobjectArray JNI_FN(channelCounts)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  cp_channel_count *counts = NULL;
+  size_t n = 0;
+  for (size_t cap = 64;; cap *= 2) { /* channels opened meanwhile: again with room for them */
+    cp_channel_count *more = realloc(counts, cap * sizeof *counts);
+    if (!more) {
+      free(counts);
+      fail(env, ENOMEM, "out of memory");
+      return NULL;
+    }
+    counts = more;
+    if ((n = cp_channel_counts(counts, cap)) <= cap) break;
+  }
+  jclass string = (*env)->FindClass(env, "java/lang/String"), object = (*env)->FindClass(env, "java/lang/Object");
+  jobjectArray names = string ? (*env)->NewObjectArray(env, (jsize)n, string, NULL) : NULL;
+  jlongArray logged = (*env)->NewLongArray(env, (jsize)n), dropped = (*env)->NewLongArray(env, (jsize)n);
+  jobjectArray out = object ? (*env)->NewObjectArray(env, 3, object, NULL) : NULL;
+  for (size_t i = 0; out && names && logged && dropped && i < n; i++) {
+    jstring name = (*env)->NewStringUTF(env, counts[i].name);
+    if (!name) break; /* OutOfMemoryError pending */
+    (*env)->SetObjectArrayElement(env, names, (jsize)i, name);
+    (*env)->DeleteLocalRef(env, name);
+    jlong l = (jlong)counts[i].logged, d = (jlong)counts[i].dropped;
+    (*env)->SetLongArrayRegion(env, logged, (jsize)i, 1, &l);
+    (*env)->SetLongArrayRegion(env, dropped, (jsize)i, 1, &d);
+  }
+  free(counts);
+  if ((*env)->ExceptionCheck(env) || !out || !names || !logged || !dropped) return NULL;
+  (*env)->SetObjectArrayElement(env, out, 0, names);
+  (*env)->SetObjectArrayElement(env, out, 1, logged);
+  (*env)->SetObjectArrayElement(env, out, 2, dropped);
+  return out;
+}
+
 /* String channelPath(long channel) */
 jstring JNI_FN(channelPath)(JNIEnv *env, jclass cls, jlong channel) {
   (void)cls;

@@ -104,6 +104,13 @@ public final class CloudProfiler {
    */
   public static native long[] libraryStats();
 
+  /**
+   * Every channel this process opened, open or closed, newest first (cp_channel_counts): {String[]
+   * names, long[] logged, long[] dropped}, one element each; a name may repeat (channels of one
+   * name, such as each Python worker's hand-off channel).
+   */
+  public static native Object[] channelCounts();
+
   public static native String channelPath(long channel);
 
   public static native long tsc();

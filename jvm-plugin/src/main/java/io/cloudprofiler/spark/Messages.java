@@ -98,11 +98,31 @@ public final class Messages {
 
   /**
    * Executor to driver, one way, at the collection interval when they changed and at the executor's
-   * end: its library's counters since it started (every channel of the process), for the tab and
+   * end: its library's counters since it started (every channel of the process), and its busiest
+   * channels' over the last interval (the executor's {@code interval}-th, 1 the first, {@code
+   * intervalSeconds} long; the other channels counted in {@code channelsLeftOut}), for the tab and
    * the metrics.
    */
   public record Counters(
-      String executorId, long recordsLogged, long recordsDropped, long bytesWritten) {}
+      String executorId,
+      long recordsLogged,
+      long recordsDropped,
+      long bytesWritten,
+      long interval,
+      double intervalSeconds,
+      List<ChannelCount> channels,
+      int channelsLeftOut) {}
+
+  /**
+   * A channel's records logged and dropped since the executor's library started (its channels of
+   * that name summed), and per second over the last interval.
+   */
+  public record ChannelCount(
+      String channel,
+      long recordsLogged,
+      long recordsDropped,
+      double recordsPerSecond,
+      double dropsPerSecond) {}
 
   private static final List<Class<? extends Record>> TYPES =
       List.of(
@@ -118,7 +138,8 @@ public final class Messages {
           RulesNow.class,
           SetRules.class,
           SessionRulesNow.class,
-          Counters.class);
+          Counters.class,
+          ChannelCount.class);
 
   /**
    * A record as an Object[] of its name and its components, lists element by element; other values

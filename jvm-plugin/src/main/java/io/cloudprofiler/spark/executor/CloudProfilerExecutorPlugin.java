@@ -15,7 +15,7 @@ import io.cloudprofiler.spark.sql.TraceExpression;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.io.File;
 import java.net.InetAddress;
-import java.util.Arrays;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -123,8 +123,17 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private PluginContext ctx;
   private Options options;
 
-  /** The counters the driver was last sent ({@link #sendCounters}). */
-  private volatile long[] countersSent;
+  /** Null once it failed: the executor then sends its totals alone. */
+  private volatile ChannelRates channelRates = new ChannelRates();
+
+  /**
+   * The counters the driver was last sent ({@link #sendCounters}, which holds this lock: not the
+   * plugin's, which the end holds while it waits for a collection under way).
+   */
+  private final Object countersLock = new Object();
+
+  /** Under countersLock: the counters last sent, their interval's length left out. */
+  private Messages.Counters countersSent;
 
   /**
    * Loads the library and starts the setup in the background. The options are read from the
@@ -222,6 +231,8 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
               : CloudProfiler.TSC_ORDERED,
           options.rollBytes());
       metrics.libraryStarted();
+      ChannelRates rates = channelRates;
+      if (rates != null) rates.libraryStarted();
     } catch (RuntimeException e) {
       LOG.warn(
           "cloudprofiler: disabled on executor "
@@ -459,21 +470,56 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   /**
-   * Tells the driver this executor's counters (the Cloudprofiler tab and metrics show them), when
-   * they changed since the last time; a failure is one log line and the next interval tries again.
+   * Tells the driver this executor's counters and its channels' over the interval that ends now
+   * (the Cloudprofiler tab and metrics show them), when they differ from those last sent (an
+   * interval with records, or the first without after one); a failure is one log line and the next
+   * interval tries again. Called from the collection thread, then once at the end.
    */
   private void sendCounters() {
     if (!options.uiEnabled()) return;
-    long[] now = metrics.counters();
-    if (Arrays.equals(now, countersSent)) return;
-    try {
-      ctx.send(Messages.toWire(new Messages.Counters(ctx.executorID(), now[0], now[1], now[2])));
-      countersSent = now;
-    } catch (Exception e) {
-      LOG.info(
-          "cloudprofiler: executor {} could not send its counters to the driver: {}",
-          ctx.executorID(),
-          e.toString());
+    synchronized (countersLock) {
+      long[] now = metrics.counters();
+      double seconds = 0;
+      long interval = 0;
+      int[] leftOut = new int[1];
+      List<Messages.ChannelCount> channels = List.of();
+      ChannelRates rates = channelRates;
+      try {
+        if (rates != null) {
+          seconds = rates.endInterval();
+          interval = rates.intervals();
+          channels = rates.busiest(seconds, leftOut);
+        }
+      } catch (RuntimeException e) {
+        channelRates = null;
+        LOG.warn(
+            "cloudprofiler: executor {} sends no channel counts from now on: {}",
+            ctx.executorID(),
+            e.toString());
+      }
+      Messages.Counters counters =
+          new Messages.Counters(
+              ctx.executorID(), now[0], now[1], now[2], 0, 0, channels, leftOut[0]);
+      if (counters.equals(countersSent)) return;
+      try {
+        ctx.send(
+            Messages.toWire(
+                new Messages.Counters(
+                    ctx.executorID(),
+                    now[0],
+                    now[1],
+                    now[2],
+                    interval,
+                    seconds,
+                    channels,
+                    leftOut[0])));
+        countersSent = counters;
+      } catch (Exception e) {
+        LOG.info(
+            "cloudprofiler: executor {} could not send its counters to the driver: {}",
+            ctx.executorID(),
+            e.toString());
+      }
     }
   }
 

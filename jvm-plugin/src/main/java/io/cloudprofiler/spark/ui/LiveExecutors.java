@@ -8,14 +8,27 @@ import java.util.Map;
 
 /**
  * Each executor's counters as it last sent them ({@link Messages.Counters}): the records its
- * library logged and dropped and the bytes it wrote. The {@link #KEPT} executors heard from last
- * are kept; those left out are counted.
+ * library logged and dropped and the bytes it wrote, and per channel (its {@value
+ * #CHANNELS_PER_EXECUTOR} busiest) the records logged and dropped, in all and per second over its
+ * last collection interval. The {@link #KEPT} executors heard from last are kept; those left out
+ * are counted. At most KEPT x CHANNELS_PER_EXECUTOR channel rows (about 150 bytes each, names cut
+ * to {@value #NAME_CHARS} characters): 7.5 MB of the driver's memory at most.
  */
 public final class LiveExecutors {
   static final int KEPT = 1000;
+  static final int CHANNELS_PER_EXECUTOR = 50;
+  static final int NAME_CHARS = 200;
 
   /** An executor's counters, as its message gave them. */
-  record Counters(String executorId, long logged, long dropped, long bytes) {}
+  record Counters(
+      String executorId,
+      long logged,
+      long dropped,
+      long bytes,
+      long interval,
+      double intervalSeconds,
+      List<Messages.ChannelCount> channels,
+      long channelsLeftOut) {}
 
   private final Map<String, Counters> executors =
       new LinkedHashMap<>(16, 0.75f, true) {
@@ -29,15 +42,58 @@ public final class LiveExecutors {
 
   private long leftOut;
 
-  /** An executor's message; counters that are negative (from no executor of ours) are ignored. */
+  /**
+   * An executor's message. One that is not of an executor of ours (counters that are negative) is
+   * ignored; of its channels, those beyond CHANNELS_PER_EXECUTOR or with counts that are not are
+   * counted as left out, their names cut to NAME_CHARS.
+   */
   public synchronized void update(Messages.Counters c) {
     if (c.executorId() == null
         || c.recordsLogged() < 0
         || c.recordsDropped() < 0
-        || c.bytesWritten() < 0) return;
+        || c.bytesWritten() < 0
+        || c.interval() < 0
+        || !(c.intervalSeconds() >= 0)
+        || c.channels() == null) return;
+    List<Messages.ChannelCount> channels = new ArrayList<>();
+    long leftOut = Math.max(0, c.channelsLeftOut());
+    for (Object o : c.channels()) { // elements of any type: the message is untrusted
+      if (channels.size() == CHANNELS_PER_EXECUTOR
+          || !(o instanceof Messages.ChannelCount ch)
+          || !valid(ch)) {
+        leftOut++;
+        continue;
+      }
+      String name = ch.channel();
+      channels.add(
+          new Messages.ChannelCount(
+              name.length() > NAME_CHARS ? name.substring(0, NAME_CHARS) : name,
+              ch.recordsLogged(),
+              ch.recordsDropped(),
+              ch.recordsPerSecond(),
+              ch.dropsPerSecond()));
+    }
     executors.put(
         c.executorId(),
-        new Counters(c.executorId(), c.recordsLogged(), c.recordsDropped(), c.bytesWritten()));
+        new Counters(
+            c.executorId(),
+            c.recordsLogged(),
+            c.recordsDropped(),
+            c.bytesWritten(),
+            c.interval(),
+            c.intervalSeconds(),
+            List.copyOf(channels),
+            leftOut));
+  }
+
+  private static boolean valid(Messages.ChannelCount ch) {
+    return ch.channel() != null
+        && ch.recordsLogged() >= 0
+        && ch.recordsDropped() >= 0
+        && ch.recordsPerSecond() >= 0
+        && ch.dropsPerSecond() >= 0
+        && Double.isFinite(ch.recordsPerSecond())
+        && Double.isFinite(ch.dropsPerSecond());
   }
 
   /** The executors' counters, by executor id. */

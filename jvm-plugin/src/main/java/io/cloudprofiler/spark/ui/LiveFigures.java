@@ -2,7 +2,9 @@ package io.cloudprofiler.spark.ui;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.cloudprofiler.spark.Messages;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -13,12 +15,13 @@ import java.util.function.Supplier;
  * executors' messages (never from re-reading the log files): the stages with their stragglers and
  * where the slowest tasks' time went ({@link LiveStages}), the streaming queries' latest
  * micro-batches, the operators of the latest SQL executions (where operator timing is on), each
- * executor's records logged and dropped ({@link LiveExecutors}), and the application's log folder.
- * The tab, its JSON, the History Server and the metrics show these.
+ * executor's records logged and dropped, in all and per channel ({@link LiveExecutors}), and the
+ * application's log folder. The tab, its JSON, the History Server and the metrics show these.
  */
 public final class LiveFigures implements Supplier<JsonNode> {
   static final int STAGES_SHOWN = 50;
   static final double CAUSE_SHARE = 0.10; // a part of a task's time worth naming, as the analysis's
+  static final int CHANNEL_ROWS = 2000;
 
   private final LiveStages stages;
   private final LiveExecutors executors;
@@ -51,7 +54,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
 
   /**
    * The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...], operators:
-   * [...], executors: [...], executors_left_out}.
+   * [...], executors: [...], executors_left_out, channels: [...], channels_left_out}.
    */
   @Override
   public JsonNode get() {
@@ -87,7 +90,42 @@ public final class LiveFigures implements Supplier<JsonNode> {
     }
     out.put("executors", executorRows);
     out.put("executors_left_out", executors.leftOut());
+    channels(out, executors.all());
     return new ObjectMapper().valueToTree(out);
+  }
+
+  /**
+   * Into {@code out}: "channels", a row per executor and channel (the {@value #CHANNEL_ROWS} with
+   * the most records per second over their executor's last interval), and "channels_left_out",
+   * those beyond them or that executors did not send.
+   */
+  private static void channels(Map<String, Object> out, List<LiveExecutors.Counters> executors) {
+    List<Map<String, Object>> rows = new ArrayList<>();
+    long leftOut = 0;
+    for (LiveExecutors.Counters c : executors) {
+      leftOut += c.channelsLeftOut();
+      for (Messages.ChannelCount ch : c.channels()) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("executor_id", c.executorId());
+        r.put("channel", ch.channel());
+        r.put("records_per_second", ch.recordsPerSecond());
+        r.put("drops_per_second", ch.dropsPerSecond());
+        r.put("interval", c.interval());
+        r.put("interval_s", c.intervalSeconds());
+        r.put("records_logged", ch.recordsLogged());
+        r.put("records_dropped", ch.recordsDropped());
+        rows.add(r);
+      }
+    }
+    rows.sort(
+        Comparator.comparingDouble((Map<String, Object> r) -> (Double) r.get("records_per_second"))
+            .reversed());
+    if (rows.size() > CHANNEL_ROWS) {
+      leftOut += rows.size() - CHANNEL_ROWS;
+      rows = rows.subList(0, CHANNEL_ROWS);
+    }
+    out.put("channels", rows);
+    out.put("channels_left_out", leftOut);
   }
 
   /** The stragglers of the {@value #STAGES_SHOWN} newest stage attempts, as the tab counts them. */

@@ -6,10 +6,10 @@ import java.util.function.Function;
 /**
  * The tab's figures ({@link LiveFigures}) in Prometheus' text format (version 0.0.4), served at
  * {@code <ui>/cloudprofiler/metrics/prometheus}: names carry their unit, labels name the stage, the
- * executor, the operator or the streaming query. Series are bounded: the {@value
+ * executor, the channel, the operator or the streaming query. Series are bounded: the {@value
  * LiveFigures#STAGES_SHOWN} newest stage attempts, at most {@value LiveExecutors#KEPT} executors,
- * {@value #OPERATORS} operators of the latest SQL executions, the streaming queries the driver
- * keeps.
+ * {@value LiveFigures#CHANNEL_ROWS} channels of executors, {@value #OPERATORS} operators of the
+ * latest SQL executions, the streaming queries the driver keeps.
  */
 public final class PrometheusText {
   /** The media type Prometheus asks for and this text is. */
@@ -80,6 +80,7 @@ public final class PrometheusText {
         out, "cloudprofiler_executors_left_out", "", figures.path("executors_left_out").asLong());
     operators(out, figures.path("operators"));
     streaming(out, figures.path("streaming"));
+    channels(out, figures);
     return out.toString();
   }
 
@@ -146,6 +147,48 @@ public final class PrometheusText {
         sample(out, c[1], labels.apply(row), row.path(c[0]).asDouble());
       }
     }
+  }
+
+  private static void channels(StringBuilder out, JsonNode figures) {
+    JsonNode channels = figures.path("channels");
+    Function<JsonNode, String> labels =
+        c ->
+            label("executor_id", c.path("executor_id").asText())
+                + ","
+                + label("channel", c.path("channel").asText());
+    String[][] rates = {
+      {"records_per_second", "cloudprofiler_channel_records_per_second", "Records logged"},
+      {"drops_per_second", "cloudprofiler_channel_drops_per_second", "Records dropped"}
+    };
+    for (String[] r : rates) {
+      family(
+          out,
+          r[1],
+          "gauge",
+          r[2] + " per second by a channel of an executor over the executor's last interval");
+      for (JsonNode c : channels) sample(out, r[1], labels.apply(c), c.path(r[0]).asDouble());
+    }
+    String[][] counters = {
+      {"records_logged", "cloudprofiler_channel_records_logged_total", "Records logged"},
+      {"records_dropped", "cloudprofiler_channel_records_dropped_total", "Records dropped"}
+    };
+    counters(
+        out,
+        counters,
+        " by a channel of an executor since the executor's library started",
+        channels,
+        LiveFigures.CHANNEL_ROWS,
+        labels);
+    family(
+        out,
+        "cloudprofiler_channels_left_out",
+        "gauge",
+        "Channels of executors without series: beyond an executor's "
+            + LiveExecutors.CHANNELS_PER_EXECUTOR
+            + " busiest or the "
+            + LiveFigures.CHANNEL_ROWS
+            + " busiest of all");
+    sample(out, "cloudprofiler_channels_left_out", "", figures.path("channels_left_out").asLong());
   }
 
   private static void streaming(StringBuilder out, JsonNode queries) {

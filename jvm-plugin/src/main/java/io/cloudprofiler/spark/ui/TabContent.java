@@ -17,6 +17,7 @@ public final class TabContent {
   static final int REFRESH_MS = 5000;
   static final int EXECUTIONS_SHOWN = 10;
   static final int OPERATORS_SHOWN = 5;
+  static final int CHANNELS_SHOWN = 100;
 
   private final Supplier<JsonNode> figures;
   private final boolean live;
@@ -127,6 +128,7 @@ public final class TabContent {
     }
     operators(h, figures);
     executors(h, figures);
+    channels(h, figures);
     h.append("</div>");
     if (live)
       h.append("<script")
@@ -232,6 +234,49 @@ public final class TabContent {
           .append(td(String.format("%,d", e.path("records_dropped").asLong())))
           .append(td(String.format("%,d", e.path("bytes_written").asLong())))
           .append("</tr>");
+    h.append("</tbody></table>");
+  }
+
+  /**
+   * The busiest channels per executor, over its last collection interval (figures of an event log
+   * written before the tab had them have none).
+   */
+  private static void channels(StringBuilder h, JsonNode figures) {
+    JsonNode channels = figures.path("channels");
+    if (channels.size() == 0) return;
+    h.append("<h4>Channels</h4><p>Records each channel logged and dropped per second over its")
+        .append(" executor's last collection interval, and in all; the ")
+        .append(CHANNELS_SHOWN)
+        .append(" busiest here, ")
+        .append(LiveFigures.CHANNEL_ROWS)
+        .append(" in the JSON and the metrics (")
+        .append(figures.path("channels_left_out").asLong())
+        .append(" left out).</p>");
+    tableHead(
+        h,
+        "",
+        "cloudprofiler-channels",
+        List.of(
+            "Executor",
+            "Channel",
+            "Records/s",
+            "Drops/s",
+            "Interval",
+            "Records logged",
+            "Records dropped"));
+    int shown = 0;
+    for (JsonNode c : channels) {
+      if (shown++ == CHANNELS_SHOWN) break;
+      h.append("<tr>")
+          .append(td(c.path("executor_id").asText()))
+          .append(td(c.path("channel").asText()))
+          .append(td(rate(c.path("records_per_second"))))
+          .append(td(rate(c.path("drops_per_second"))))
+          .append(td(seconds(c.path("interval_s").asDouble())))
+          .append(td(String.format("%,d", c.path("records_logged").asLong())))
+          .append(td(String.format("%,d", c.path("records_dropped").asLong())))
+          .append("</tr>");
+    }
     h.append("</tbody></table>");
   }
 

@@ -6,6 +6,8 @@ import static io.cloudprofiler.spark.JvmTests.equal;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.cloudprofiler.spark.Messages;
+import java.util.ArrayList;
+import java.util.List;
 
 /** Tests of the Cloudprofiler tab's figures on known answers. */
 public final class UiTests {
@@ -109,14 +111,52 @@ public final class UiTests {
    */
   public static void testExecutorsAreKeptBoundedAndBadCountersIgnored() {
     LiveExecutors executors = new LiveExecutors();
-    executors.update(new Messages.Counters("1", -1, 0, 0));
+    executors.update(new Messages.Counters("1", -1, 0, 0, 1, 1, List.of(), 0));
     equal(0, executors.all().size());
     for (int i = 0; i <= LiveExecutors.KEPT; i++)
-      executors.update(new Messages.Counters(Integer.toString(i), i, 0, 1));
+      executors.update(new Messages.Counters(Integer.toString(i), i, 0, 1, 1, 1, List.of(), 0));
     equal(LiveExecutors.KEPT, executors.all().size());
     equal(1L, executors.leftOut());
     check(executors.all().stream().noneMatch(c -> c.executorId().equals("0")), () -> "0 kept");
     equal((long) LiveExecutors.KEPT, executors.totals()[2]);
+  }
+
+  /**
+   * An executor's channels: at most CHANNELS_PER_EXECUTOR kept, names cut to NAME_CHARS; those
+   * beyond, with negative or infinite counts or of another type, and those the executor itself left
+   * out are counted; the figures list the busiest first, and so does the metrics text.
+   */
+  public static void testChannelsAreBoundedCheckedAndListedBusiestFirst() {
+    List<Object> channels = new ArrayList<>();
+    channels.add("not a channel");
+    channels.add(new Messages.ChannelCount("negative", -1, 0, 0, 0));
+    channels.add(new Messages.ChannelCount("infinite", 1, 0, Double.POSITIVE_INFINITY, 0));
+    channels.add(new Messages.ChannelCount("x".repeat(300), 7, 1, 100, 0.5));
+    for (int i = 0; i < LiveExecutors.CHANNELS_PER_EXECUTOR; i++)
+      channels.add(new Messages.ChannelCount("c" + i, i, 0, i, 0));
+    @SuppressWarnings("unchecked") // as an untrusted message may carry
+    List<Messages.ChannelCount> untrusted = (List<Messages.ChannelCount>) (List<?>) channels;
+    LiveExecutors executors = new LiveExecutors();
+    executors.update(new Messages.Counters("e", 10, 1, 100, 7, 2, untrusted, 5));
+    JsonNode figures =
+        new LiveFigures(new LiveStages(), executors, List::of, List.of(), List::of, () -> "folder")
+            .get();
+    JsonNode rows = figures.path("channels");
+    equal(LiveExecutors.CHANNELS_PER_EXECUTOR, rows.size());
+    equal(5L + 3 + 1, figures.path("channels_left_out").asLong()); // its own, 3 bad, c49 past 50
+    equal("x".repeat(LiveExecutors.NAME_CHARS), rows.get(0).path("channel").asText());
+    equal(0.5, rows.get(0).path("drops_per_second").asDouble());
+    equal(2.0, rows.get(0).path("interval_s").asDouble());
+    equal("c48", rows.get(1).path("channel").asText());
+    equal(48.0, rows.get(1).path("records_per_second").asDouble());
+    String text = PrometheusText.of(figures);
+    for (String line :
+        new String[] {
+          "cloudprofiler_channel_records_per_second{executor_id=\"e\",channel=\"c48\"} 48",
+          "cloudprofiler_channel_records_logged_total{executor_id=\"e\",channel=\"c48\"} 48",
+          "cloudprofiler_channel_drops_per_second{executor_id=\"e\",channel=\"c1\"} 0",
+          "cloudprofiler_channels_left_out 9"
+        }) check(text.contains(line + "\n"), () -> "no line " + line + " in\n" + text);
   }
 
   /**
@@ -130,7 +170,7 @@ public final class UiTests {
           "{}",
           "[1, 2]",
           "{\"stages\": [{}], \"streaming\": [{\"batches\": [{}]}], \"operators\": [{}],"
-              + " \"executors\": [{}]}",
+              + " \"executors\": [{}], \"channels\": [{}]}",
           "{\"stages\": [{\"stage_id\": \"x\", \"slowest\": [{}], \"median_ms\": \"y\"}],"
               + " \"streaming\": 3}"
         }) {
