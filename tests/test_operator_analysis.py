@@ -21,6 +21,7 @@ import browser
 import cloudprofiler.spark as cps
 from cloudprofiler import tables
 from cloudprofiler.analysis import open_application
+from cloudprofiler.analysis.operator_hops import row_channels
 from cloudprofiler.analysis.reader import TASK_METRICS
 from cloudprofiler.harness.standalone import free_port, spark_class
 from cloudprofiler.analysis.report import render
@@ -373,6 +374,14 @@ def test_the_driver_writes_each_table_with_the_columns_and_types_the_analysis_re
     assert app.operator_values().columns == tables.table("operators").schema.names
     assert set(app.catalog.tables) == {t for t in tables.tables() if (Path(app.path) / tables.file(t)).exists()}
     assert set(TASK_METRICS) <= set(tables.table("tasks").schema.names)  # the metrics the stages sum
+    # the operators' row channels, whose name and metadata the plugin declares once (OperatorRows) and the analysis
+    # reads from the jar: each channel the executors wrote is named and tagged as declared, and the analysis finds it
+    declared = tables.channel("operator_rows")
+    written = [f for f in app.catalog.logs if f.kind == "records" and f.channel.startswith(declared.prefix)]
+    assert written and {f.meta.get("spark.event") for f in written} == {declared.event}
+    probes = {int(f.meta[declared.keys["probe"]]) for f in written if f.meta.get(declared.keys["first_probe"])}
+    assert {declared.prefix + str(p) for p in probes} == {f.channel for f in written}
+    assert set(row_channels(app)) == probes
 
 
 def test_the_live_tab_shows_each_stage_and_batch_as_the_analysis_finds_them(app):

@@ -3,7 +3,8 @@ attempt, the calibration probes and TSC domains, the operators, the streaming ba
 marker of a killed process in its executor's folder. Each is declared once, beside its writer in the plugin's Java
 (its file name, folder, meaning, and columns with their Arrow types; jvm-plugin/.../spark/Tables.java lists them),
 and the build writes the declarations into the plugin jar, where they are read here: a reader takes its file names
-and schemas from here, never spelling them again."""
+and schemas from here, never spelling them again. So are the names and metadata of the channels the analysis finds
+among an application's records (the operators' sampled rows: `channel`)."""
 from __future__ import annotations
 
 import functools
@@ -35,6 +36,32 @@ def tables() -> dict[str, Table]:
     return {t["id"]: Table(t["id"], t["file"], t["folder"], t["meaning"],
                            pa.schema([(c["name"], pa.type_for_alias(c["type"])) for c in t["columns"]]))
             for t in jar_json(DECLARATIONS)["tables"]}
+
+
+@dataclass(frozen=True)
+class Channel:
+    """Channels the plugin writes, as it declares them: `id`, the `prefix` of their names, `event` (their
+    `spark.event` metadata) and `keys` (metadata keys by the ids the declaration gives them)."""
+
+    id: str
+    prefix: str
+    event: str
+    keys: dict
+
+
+@functools.cache
+def channels() -> dict[str, Channel]:
+    """Every kind of channel the plugin declares, by id."""
+    return {id: Channel(id, c["prefix"], c["event"], dict(c["keys"]))
+            for id, c in jar_json(DECLARATIONS)["channels"].items()}
+
+
+def channel(id: str) -> Channel:
+    """The channels declared as `id` (e.g. "operator_rows"); a KeyError names the ids there are."""
+    try:
+        return channels()[id]
+    except KeyError:
+        raise KeyError(f"{id!r} is no channel of the plugin's: expected one of {', '.join(channels())}") from None
 
 
 def table(id: str) -> Table:

@@ -11,27 +11,34 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
+from .. import tables
 from . import hops as hops_module
 from .operators import operator_tasks
 
-CHANNEL_PREFIX = "spark.operator."  # the plugin's OperatorRows.CHANNEL_PREFIX
 QUANTILES = (0.5, 0.9, 0.99)
 HOPS_DDL = ("sql_execution_id long, from_probe_id long, from_operator string, to_probe_id long, to_operator string, "
             "rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, max_ns double, mean_ns double")
 
 
+def channel_prefix() -> str:
+    """The start of every row channel's name, as the plugin declares it (OperatorRows.CHANNEL_PREFIX)."""
+    return tables.channel("operator_rows").prefix
+
+
 def row_channels(app) -> dict:
     """probe id -> (its channel, the first probe of its chain), for every probe that logged sampled rows. A file
-    whose metadata does not name both (another process's channel of that name) is left out."""
+    whose metadata is not the plugin's for its rows (another process's channel of that name) is left out."""
+    declared = tables.channel("operator_rows")
     logged = {}
     for f in app.catalog.logs:
-        if f.kind != "records" or not f.channel.startswith(CHANNEL_PREFIX):
+        if f.kind != "records" or not f.channel.startswith(declared.prefix) or f.meta.get("spark.event") != \
+                declared.event:
             continue
         try:
-            probe, first = int(f.meta.get("operator.probe")), int(f.meta.get("operator.first_probe"))
+            probe, first = int(f.meta.get(declared.keys["probe"])), int(f.meta.get(declared.keys["first_probe"]))
         except (TypeError, ValueError):
             continue
-        if f.channel == CHANNEL_PREFIX + str(probe):
+        if f.channel == declared.prefix + str(probe):
             logged[probe] = (f.channel, first)
     return logged
 

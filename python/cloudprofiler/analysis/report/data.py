@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..operator_hops import CHANNEL_PREFIX as OPERATOR_ROWS_PREFIX
+from ..operator_hops import channel_prefix
 from ..pipeline import ordered_sketches, pipeline_rows
 from . import streaming as streaming_section
 from . import udfs as udfs_section
@@ -24,8 +24,6 @@ STRAGGLERS_KEPT = 50  # the worst stragglers, by ratio
 THROUGHPUT_POINTS = 150  # periods over the application's span (the period rounds to 1, 2 or 5 x 10^k ms)
 ERROR_BINS_PER_DECADE = 8  # the error-bound distributions: fixed log bins
 LATENCY_BINS = 60  # the latency densities: log bins over each hop's range
-# the plugin's task channels are no pipeline stage, nor are its operators' rows (the chains of operator_hops)
-TRACE_CHANNELS_SKIPPED = ("spark.task.", OPERATOR_ROWS_PREFIX)
 
 TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
                 "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
@@ -220,7 +218,9 @@ def trace_channels(channels: pd.DataFrame) -> list[str]:
     """The record channels of trace points (the pipeline's stages), i.e. not the plugin's task channels."""
     if channels.empty:
         return []
-    rows = channels[(channels["kind"] == "records") & ~channels["channel"].str.startswith(TRACE_CHANNELS_SKIPPED)]
+    # the plugin's task channels are no pipeline stage, nor are its operators' rows (the chains of operator_hops)
+    skipped = ("spark.task.", channel_prefix())
+    rows = channels[(channels["kind"] == "records") & ~channels["channel"].str.startswith(skipped)]
     return sorted(rows["channel"].unique())
 
 

@@ -6,6 +6,7 @@ import io.cloudprofiler.spark.driver.TaskListener;
 import io.cloudprofiler.spark.executor.LogCollector;
 import io.cloudprofiler.spark.rules.RuleChanges;
 import io.cloudprofiler.spark.sql.OperatorNodes;
+import io.cloudprofiler.spark.sql.OperatorRows;
 import io.cloudprofiler.spark.tables.Table;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -33,8 +34,10 @@ public final class Tables {
           LogCollector.LOST_MARKER);
 
   /**
-   * {"tables": [{"id", "file", "folder", "meaning", "columns": [{"name", "type"}, ...]}, ...]}: the
-   * columns' types as Arrow names (int32, int64, float64, utf8).
+   * {"tables": [{"id", "file", "folder", "meaning", "columns": [{"name", "type"}, ...]}, ...],
+   * "channels": {...}}: the columns' types as Arrow names (int32, int64, float64, utf8); the
+   * channels the analysis finds by name and metadata, by id: {"prefix", "event" (their {@code
+   * spark.event}), "keys": {id: metadata key}}.
    */
   static String json() {
     StringBuilder out = new StringBuilder("{\"tables\": [");
@@ -59,7 +62,16 @@ public final class Tables {
       }
       out.append("]}");
     }
-    return out.append("\n]}\n").toString();
+    return out.append("\n],\n\"channels\": {\"operator_rows\": {\"prefix\": ")
+        .append(Config.quote(OperatorRows.CHANNEL_PREFIX))
+        .append(", \"event\": ")
+        .append(Config.quote(OperatorRows.EVENT))
+        .append(", \"keys\": {\"probe\": ")
+        .append(Config.quote(OperatorRows.PROBE_KEY))
+        .append(", \"first_probe\": ")
+        .append(Config.quote(OperatorRows.FIRST_PROBE_KEY))
+        .append("}}}}\n")
+        .toString();
   }
 
   /**

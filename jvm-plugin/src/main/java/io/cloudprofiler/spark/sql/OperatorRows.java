@@ -32,8 +32,18 @@ import org.slf4j.LoggerFactory;
  * row by the first probe; a probe above reads that decision, so that every probe logs the same
  * rows.
  */
-final class OperatorRows {
-  static final String CHANNEL_PREFIX = "spark.operator.";
+public final class OperatorRows {
+  /**
+   * The channels' names ({@code <prefix><probe id>}) and metadata: {@code spark.event} is {@link
+   * #EVENT}, {@link #PROBE_KEY} names the probe and {@link #FIRST_PROBE_KEY} its chain's first
+   * probe. Declared here only: the build writes them into the jar ({@link
+   * io.cloudprofiler.spark.Tables}), where the analysis reads them.
+   */
+  public static final String CHANNEL_PREFIX = "spark.operator.";
+
+  public static final String EVENT = "operator_rows";
+  public static final String PROBE_KEY = "operator.probe";
+  public static final String FIRST_PROBE_KEY = "operator.first_probe";
   static final int ROW_BITS = 32;
 
   /**
@@ -115,8 +125,8 @@ final class OperatorRows {
   }
 
   private static long open(ProbeMetrics probe, long firstProbe) {
-    String[] keys = {"spark.event", "operator.probe", "operator.first_probe"};
-    String[] values = {"operator_rows", String.valueOf(probe.probe), String.valueOf(firstProbe)};
+    String[] keys = {"spark.event", PROBE_KEY, FIRST_PROBE_KEY};
+    String[] values = {EVENT, String.valueOf(probe.probe), String.valueOf(firstProbe)};
     return CloudProfiler.openChannel(
         CHANNEL_PREFIX + probe.probe, "xoy", new long[] {probe.rowsX, probe.rowsY}, keys, values);
   }
