@@ -18,6 +18,13 @@ import org.apache.spark.util.TaskCompletionListener;
  * their probability (Horvitz-Thompson), and its standard error follows from the sampled gaps'
  * squares: both go out, with the rows, in the probe's SQL metrics when the task completes.
  *
+ * <p>A gap that spans {@link #LONG_GAP} or more rows of the probe below (a filter or a join that
+ * passes few of them, the gap after the last row) is timed from its {@link #LONG_GAP}-th such row
+ * on, whether sampled or not: that tail counts exactly, and only the gap's head, from its start to
+ * that row, is sampled as a short gap is. Else one long gap, missed or counted {@link
+ * #SAMPLE_EVERY} times, made the estimate, and a standard error computed from short gaps did not
+ * show it.
+ *
  * <p>Generated code calls {@link #gapEnds} where {@code --countdown} reaches 0 as a row arrives and
  * {@link #gapStarts} where {@code countdown == 1} as it leaves, so that a row that is not timed
  * costs a decrement and two comparisons. Used by the task's thread only.
@@ -26,6 +33,15 @@ public final class ProbeCounters implements TaskCompletionListener {
   static final int EXACT = 64;
   static final int SAMPLE_EVERY = 64;
   private static final double LOG_KEEP = Math.log1p(-1.0 / SAMPLE_EVERY);
+
+  /**
+   * Rows of the probe below in one gap from which the rest of the gap is timed exactly. As large as
+   * {@link #SAMPLE_EVERY}: a long gap's two TSC reads then cost at most what the probe below pays
+   * for its own rows (two reads per 64 rows), where a smaller one would make a probe above a
+   * selective filter pay more than the filter's; and a gap's head of at most 64 of the child's
+   * rows, sampled, is a short gap's like any other.
+   */
+  static final int LONG_GAP = SAMPLE_EVERY;
 
   /** Rows until the next one whose gap is timed; read and decremented by the generated code. */
   public long countdown = 1;
@@ -38,6 +54,12 @@ public final class ProbeCounters implements TaskCompletionListener {
   public long rowId;
 
   public boolean rowSampled;
+
+  /**
+   * The rows the probe below passed since this probe's last row, counted by the probe below's
+   * generated code, which calls {@link #longGap} at {@link #LONG_GAP}; reset at each row here.
+   */
+  public long since;
 
   /**
    * The channel of this probe's sampled rows (0: none), opened with the pipeline rather than at its
@@ -60,6 +82,12 @@ public final class ProbeCounters implements TaskCompletionListener {
 
   private long from;
   private long outsideFrom;
+
+  /** Whether the open gap is a long gap's tail (timed exactly). */
+  private boolean tail;
+
+  /** The countdown held back while a tail makes the next row end the gap. */
+  private long held;
 
   private long exactTicks;
   private long exactGaps;
@@ -107,6 +135,12 @@ public final class ProbeCounters implements TaskCompletionListener {
   public void gapEnds() {
     long row = issued - 1; // countdown is 0: this row is the issued-th
     if (open) close(PipelineClock.now(), row);
+    if (held > 0) { // the row ended a tail: the sample's countdown goes on where it was
+      countdown = held;
+      issued += held;
+      held = 0;
+      return;
+    }
     long skip = row + 1 < EXACT ? 1 : geometric();
     countdown = skip;
     issued += skip;
@@ -121,12 +155,41 @@ public final class ProbeCounters implements TaskCompletionListener {
     outsideFrom = clock.outside;
   }
 
+  /**
+   * The current gap has spanned {@link #LONG_GAP} rows of the probe below: the rest of it is timed
+   * exactly. A gap already timed by the sample ends its head here; one that is not starts now, and
+   * the next row ends it (the countdown is held back until then).
+   */
+  public void longGap() {
+    if (!clock.timed || tail) return;
+    long now = PipelineClock.now();
+    if (open) {
+      record(now, rows());
+    } else {
+      open = true;
+      clock.open++;
+      held = countdown - 1;
+      issued -= held;
+      countdown = 1;
+    }
+    tail = true;
+    from = now;
+    outsideFrom = clock.outside;
+  }
+
   private void close(long to, long gap) {
+    record(to, gap);
+    open = false;
+    tail = false;
+    clock.open--;
+    from = 0;
+  }
+
+  /** Counts the open gap's time up to {@code to}: exact, sampled or its tail. */
+  private void record(long to, long gap) {
     long ticks =
         PipelineClock.gap(from != 0 ? from : clock.began(), to - (clock.outside - outsideFrom));
-    open = false;
-    clock.open--;
-    if (gap < EXACT) {
+    if (tail || gap < EXACT) {
       exactTicks += ticks;
       exactGaps++;
     } else {
@@ -134,7 +197,6 @@ public final class ProbeCounters implements TaskCompletionListener {
       sampledGaps++;
       sampledSquares += (double) ticks * ticks;
     }
-    from = 0;
   }
 
   /** Rows to the next timed gap: P(k) = p (1 - p)^(k - 1), k >= 1. */
