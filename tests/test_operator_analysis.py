@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from html import unescape
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +25,7 @@ from cloudprofiler.analysis import open_application
 from cloudprofiler.analysis.operator_hops import row_channels
 from cloudprofiler.analysis.reader import TASK_METRICS
 from cloudprofiler.harness.standalone import free_port, spark_class
+from cloudprofiler.analysis.report import format as fmt
 from cloudprofiler.analysis.report import render
 from cloudprofiler.analysis.report.data import gather
 from conftest import assert_tables_as_declared
@@ -298,12 +300,30 @@ def test_the_queries_section_draws_each_tree_and_the_udf_finding(app, report, op
                                                                              table)]
     assert names[-4:] == ["HashAggregate", "Project", "BatchEvalPython", "Range"], names
     assert depths == sorted(depths) and len(set(depths)) == len(depths)  # one chain, each under the one before
+    # beside the UDF, its sampled rows' latency from the range (each task's row 0: 2 rows), at least the sleep of
+    # one row (with its batch's wait: 100 rows of 2 ms), no quantile above the max; the range reaches no operator
+    [hop] = app.operator_hops(job_group="udf").where(f"to_probe_id = {int(top['probe_id'])}").collect()
+    cells = {}  # operator -> (data-value, text) of its row latency
+    for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1]):
+        found = re.findall(r'<td(?: data-value="([^"]+)")?[^>]*>(.*?)</td>', row)
+        cells[found[0][1].split(" ")[-1]] = found[9]
+    assert cells["BatchEvalPython"][1] == f"p50 {fmt.duration(hop.p50_ns)}, max {fmt.duration(hop.max_ns)} (2 rows)"
+    assert SLEEP_S * 1e9 <= hop.min_ns <= float(cells["BatchEvalPython"][0]) == hop.p50_ns <= hop.max_ns
+    assert cells["Range"] == ("", "-")
+    # and a finding: the UDF's hop holds nearly all of its rows' time between operators (the hop above it, into
+    # the projection, is under a few microseconds)
+    [row_hop] = [text for kind, text in _findings(page) if kind == "row_hop" and f"(SQL execution {execution})" in text]
+    assert row_hop.startswith(f"query (SQL execution {execution}): its sampled rows spend 100% of their time between "
+                              f"operators from Range (probe {hop.from_probe_id}) to the Python UDF (BatchEvalPython, "
+                              f"probe {hop.to_probe_id}): p50 "), row_hop
+    chain = int(app.operators(job_group="chain").first()["sql_execution_id"])
+    assert not [text for kind, text in _findings(page) if kind == "row_hop" and f"(SQL execution {chain})" in text]
     if browser.CHROMIUM is None:
         pytest.skip("chromium is not installed (make deps installs it)")
     loaded = browser.load(out, tmp_path / "profile")
     assert loaded.console_errors == [] and loaded.failed_requests == []
     assert "queries" in loaded.sections
-    assert line.replace("&#x27;", "'") in loaded.text
+    assert unescape(line) in loaded.text and unescape(row_hop) in loaded.text
 
 
 def test_without_operator_tables_the_application_analyses_and_the_section_says_how_to_turn_them_on(app, tmp_path):

@@ -52,6 +52,28 @@ def test_the_hop_with_the_largest_share_of_the_p99_is_named():
         "join -> sink adds 71% of the end-to-end p99 (8.1 ms of 11.4 ms, source -> sink)"]
 
 
+def test_the_hop_between_operators_that_holds_a_querys_row_latency_is_named():
+    def hop(source, target, p50_ns, rows=400):
+        return {"sql_execution_id": 4, "from_probe_id": source[1], "from_operator": source[0], "to_probe_id": target[1],
+                "to_operator": target[0], "rows": rows, "min_ns": p50_ns / 2, "p50_ns": p50_ns, "p90_ns": p50_ns * 1.5,
+                "p99_ns": p50_ns * 2, "max_ns": p50_ns * 3, "mean_ns": p50_ns}
+
+    scan, udf, project = ("Range", 1), ("BatchEvalPython", 2), ("Project", 3)
+    data = dataclasses.replace(report_sample.sample(), operator_hops=pd.DataFrame(
+        [hop(scan, udf, 90e6), hop(udf, project, 300.0)]))
+    assert _texts(data, "row_hop") == [
+        "query (SQL execution 4): its sampled rows spend 100% of their time between operators from Range (probe 1) "
+        "to the Python UDF (BatchEvalPython, probe 2): p50 90 ms, p99 180 ms (400 rows), against 300 ns in the "
+        "medians of the query's 1 other hop"]
+    # a sample of under 100 rows shows its max, not a p99 that would only be the max by another name
+    few = pd.DataFrame([hop(scan, udf, 90e6, rows=2), hop(udf, project, 300.0)])
+    few = dataclasses.replace(data, operator_hops=few)
+    assert "p50 90 ms, max 270 ms (2 rows), against" in _texts(few, "row_hop")[0]
+    # no line where the hops share the time, nor for a hop of nanoseconds however large its share
+    for hops in ([hop(scan, udf, 90e6), hop(udf, project, 60e6)], [hop(scan, udf, 9e3), hop(udf, project, 300.0)]):
+        assert _texts(dataclasses.replace(data, operator_hops=pd.DataFrame(hops)), "row_hop") == []
+
+
 def test_the_cross_host_bound_says_which_durations_are_uncertain():
     [text] = _texts(report_sample.sample(), "bound")
     assert text.startswith("cross-host bounds are 13 us (median over 80,000 durations between hosts, largest 21 us): "

@@ -50,6 +50,7 @@ class ReportData:
     - queries: sql_execution_id, query_task_s, probes, exclusive_s (summed over its probes), description (its
       first job's description), shown: every SQL execution with timed operators, the most task time first
     - operators: operators()'s rows of the queries shown
+    - operator_hops: operator_hops()'s rows of the queries shown (sampled rows from operator to operator)
     """
     summary: dict
     channels: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -69,6 +70,7 @@ class ReportData:
     health: pd.DataFrame = field(default_factory=pd.DataFrame)
     queries: pd.DataFrame = field(default_factory=pd.DataFrame)
     operators: pd.DataFrame = field(default_factory=pd.DataFrame)
+    operator_hops: pd.DataFrame = field(default_factory=pd.DataFrame)
     operators_timed: bool = False  # the folder holds the operator tables (spark.cloudprofiler.operators)
     udfs: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per Python UDF (report.udfs.gather)
     batches: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per streaming micro-batch (report.streaming)
@@ -183,8 +185,20 @@ def _queries(app, data: ReportData) -> None:
         operators.unpersist()
 
 
+def _operator_hops(app, data: ReportData) -> None:
+    """The sampled rows' latency from operator to operator in the queries shown (a section of its own: where it
+    fails, the Queries section still draws its trees)."""
+    from pyspark.sql import functions as F
+
+    if data.queries.empty:
+        return
+    shown = [int(q) for q in data.queries.loc[data.queries["shown"], "sql_execution_id"]]
+    data.operator_hops = app.operator_hops().where(F.col("sql_execution_id").isin(shown)).toPandas()
+
+
 # The report's sections, gathered in this order (the pipeline's trace channels come from `channels`)
 SECTIONS = [("health", _health), ("channels", _channels), ("stages", _stages), ("queries", _queries),
+            ("operator hops", _operator_hops),
             ("calibration", _calibration), ("throughput", _throughput), ("pipeline", _pipeline),
             ("udfs", udfs_section.gather), ("streaming", streaming_section.gather)]
 

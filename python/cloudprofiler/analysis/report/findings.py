@@ -30,6 +30,8 @@ GAP_MIN_NS = 100e6  # ...and at least 100 ms
 HOP_DOMINANT = 0.5  # a hop with this share of the end-to-end p99 is a warning
 OPERATOR_DOMINANT = 0.5  # an operator with this share of its query's task time is a warning
 OPERATOR_NAMED = 0.05  # ...and one under this share of it gets no line
+ROW_HOP_DOMINANT = 0.8  # a hop with this share of the medians of a query's operator hops gets a line...
+ROW_HOP_MIN_NS = 10e3  # ...if its median is at least 10 us (an operator's own work on a row is ns to a few us)
 SKEW_NAMED = STRAGGLER_RATIO  # the slowest task of an operator over this x its median is named, with its partition
 HEALTH_COMPUTED_HERE = {"drops", "cut_file"}  # health kinds the findings below word themselves (and "unbounded"
 # where there are traced durations: `_unbounded` counts those, health counts records)
@@ -285,7 +287,8 @@ def _operators(data: ReportData) -> list[Finding]:
         share = float(top.share)
         if share < OPERATOR_NAMED:
             continue
-        text = (f"query (SQL execution {int(query.sql_execution_id)}): {queries_module.operator_name(top)} takes "
+        name = queries_module.operator_name(top.operator, top.probe_id)
+        text = (f"query (SQL execution {int(query.sql_execution_id)}): {name} takes "
                 f"{fmt.percent(share)} of the query's task time ({fmt.duration(top.exclusive_s * 1e9)} of "
                 f"{fmt.duration(query.query_task_s * 1e9)})")
         if top.tasks >= 2 and top.skew == top.skew and top.skew >= SKEW_NAMED and top.exclusive_s > 0:
@@ -300,6 +303,32 @@ def _operators(data: ReportData) -> list[Finding]:
     return found
 
 
+def _row_hops(data: ReportData) -> list[Finding]:
+    """Per query shown: the hop between operators where its sampled rows spend most of their time, where one
+    dominates (ROW_HOP_DOMINANT of the sum of the query's hops' medians, and ROW_HOP_MIN_NS or more), e.g. a Python
+    UDF's, whose rows wait for their batch and the worker."""
+    if data.operator_hops.empty:
+        return []
+    found = []
+    for execution, hops in data.operator_hops.groupby("sql_execution_id"):
+        hops = hops[hops["rows"] > 0]
+        total = float(hops["p50_ns"].sum())
+        if len(hops) < 2 or not total > 0:
+            continue
+        top = next(hops.sort_values(["p50_ns", "from_probe_id"], ascending=[False, True]).itertuples())
+        share = float(top.p50_ns) / total
+        if share < ROW_HOP_DOMINANT or top.p50_ns < ROW_HOP_MIN_NS:
+            continue
+        found.append(Finding("info", share, (
+            f"query (SQL execution {int(execution)}): its sampled rows spend {fmt.percent(share)} of their time "
+            f"between operators from {queries_module.operator_name(top.from_operator, top.from_probe_id)} to "
+            f"{queries_module.operator_name(top.to_operator, top.to_probe_id)}: "
+            f"{queries_module.row_latency(hops[hops['to_probe_id'] == top.to_probe_id])}, against "
+            f"{fmt.duration(total - top.p50_ns)} in the medians of the query's {len(hops) - 1} other "
+            f"hop{'s' * (len(hops) > 2)}"), "row_hop"))
+    return found
+
+
 def _nothing_stands_out(data: ReportData) -> Finding:
     stages = len(data.stages)
     attempts = int(data.stages["tasks"].sum()) if stages else data.tasks_total
@@ -308,7 +337,7 @@ def _nothing_stands_out(data: ReportData) -> Finding:
                    "lost, no dominant hop", "none")
 
 
-RULES = [_drops, _cut_files, _other_health, _stragglers, _failures, _hops, _operators, _unbounded, _bounds,
-         _stage_time, _gaps]
+RULES = [_drops, _cut_files, _other_health, _stragglers, _failures, _hops, _operators, _row_hops, _unbounded,
+         _bounds, _stage_time, _gaps]
 RULES.append(lambda data: udfs_section.findings(data, Finding))  # the Python UDFs section's
 RULES.append(lambda data: streaming_section.findings(data, Finding))  # the streaming section's

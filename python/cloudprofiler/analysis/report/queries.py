@@ -85,12 +85,25 @@ def walk(roots: list[Node]):
         stack.extend((child, depth + 1) for child in reversed(node.children))
 
 
-def operator_name(row) -> str:
+def operator_name(operator: str, probe_id) -> str:
     """How the findings name a probe's operator: 'SortMergeJoin (probe 7)', 'the Python UDF (BatchEvalPython,
     probe 4)'."""
-    if row.operator in PYTHON_OPERATORS:
-        return f"the Python UDF ({row.operator}, probe {int(row.probe_id)})"
-    return f"{row.operator} (probe {int(row.probe_id)})"
+    if operator in PYTHON_OPERATORS:
+        return f"the Python UDF ({operator}, probe {int(probe_id)})"
+    return f"{operator} (probe {int(probe_id)})"
+
+
+def row_latency(hops: pd.DataFrame) -> str:
+    """The sampled rows' latency into an operator from the one below it (rows of operator_hops() whose
+    to_probe_id is the operator's probe), as its row in the tree shows it: 'p50 260 ns, p99 1.1 us (97 rows)'. The
+    quantiles lie within the rows' exact min and max (the sketch's, hops.hop_statistics); with fewer than 100
+    rows a p99 would be the max under another name, so the max is shown instead."""
+    texts = []
+    for hop in hops.sort_values("from_probe_id").itertuples():
+        tail = ("p99 " + fmt.duration(hop.p99_ns)) if hop.rows >= 100 else ("max " + fmt.duration(hop.max_ns))
+        text = f"p50 {fmt.duration(hop.p50_ns)}, {tail} ({fmt.count(hop.rows)} row{'s' * (hop.rows != 1)})"
+        texts.append(text if len(hops) == 1 else f"{text} from probe {int(hop.from_probe_id)}")
+    return "; ".join(texts) or "-"
 
 
 def times(value) -> str:
@@ -137,7 +150,11 @@ QUERIES_CAPTION = ("Each operator under the one that consumes its rows (\u2514\u
                    "under the probe that reads its shuffle). Own time: the operator's time without its children's, "
                    "summed over its tasks, \u00b1 the standard error of its sampled estimate; share of query: own "
                    "time over the executor run time of the query's tasks; with children: its inclusive time; skew: "
-                   "its slowest task's own time over the median task's.")
+                   "its slowest task's own time over the median task's. Row latency: the time a sampled row (1 in "
+                   "spark.cloudprofiler.operators.rows.y) took from the operator under it in the tree to this one, "
+                   "i.e. this operator's work on the row with one log call (a Python UDF's: from the row's reading to "
+                   "its result, its batch's wait and the worker's round trip included); only along operators that "
+                   "keep a row's identity (docs/operators.md).")
 
 
 def queries_notes(data) -> list[str]:

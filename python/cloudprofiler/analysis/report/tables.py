@@ -140,10 +140,11 @@ def _seconds(value, error=None) -> Cell:
     return Cell(text, fmt.number(value))
 
 
-def query_table(rows) -> Table:
-    """One query's operators as a tree (the first column indents each probe under its consumer)."""
+def query_table(rows, hops) -> Table:
+    """One query's operators as a tree (the first column indents each probe under its consumer), each with the
+    latency of the sampled rows that reach it from the operator below (`hops`: the query's operator_hops() rows)."""
     table = Table("operators", ["operator", "probe", "stage", "tasks", "rows", "own time", "share of query",
-                                "with children", "skew", "slowest"])
+                                "with children", "skew", "row latency", "slowest"])
     for node, depth in queries_module.walk(queries_module.forest(rows)):
         r = node.row
         prefix = "  " * (depth - 1) + ("\u2514\u2500 " if not node.via_shuffle else "\u2514\u2550 ") if depth else ""
@@ -154,8 +155,13 @@ def query_table(rows) -> Table:
             _seconds(r.exclusive_s, r.exclusive_err_s), Cell(fmt.percent(share), share, bar=share),
             _seconds(r.inclusive_s, r.inclusive_err_s),
             Cell("-" if r.skew != r.skew or r.tasks < 2 else f"{r.skew:.1f}x", None if r.skew != r.skew else r.skew),
+            _row_latency(hops[hops["to_probe_id"] == r.probe_id] if not hops.empty else hops),
             Cell(queries_module.slowest_partition(r))])
     return table
+
+
+def _row_latency(hops) -> Cell:
+    return Cell(queries_module.row_latency(hops), fmt.number(hops["p50_ns"].max()) if not hops.empty else None)
 
 
 def queries(data: ReportData) -> list:
@@ -165,5 +171,7 @@ def queries(data: ReportData) -> list:
     out = []
     for query in data.queries[data.queries["shown"]].itertuples():
         rows = data.operators[data.operators["sql_execution_id"] == query.sql_execution_id]
-        out.append((queries_module.query_title(query), float(query.query_task_s), query_table(rows)))
+        hops = (data.operator_hops[data.operator_hops["sql_execution_id"] == query.sql_execution_id]
+                if not data.operator_hops.empty else data.operator_hops)
+        out.append((queries_module.query_title(query), float(query.query_task_s), query_table(rows, hops)))
     return out
