@@ -54,6 +54,12 @@ def main(log_dir: str, jar: "str | None") -> dict:
     result["records"] = {r["channel"]: r["records"] for r in app.channels().collect()}
     hop = app.pipeline(["sql.ids", "python.ids"]).where("hop = 0").collect()[0]
     result["latency"] = {"count": hop["count"], "p50_ns": hop["p50_ns"]}
+    # the timed query's sampled rows (1 of 1,024 by default), from operator to operator, and the ordinals in their
+    # task that the filter's probe logged
+    result["operator_hops"] = [[r["from_operator"], r["to_operator"], r["rows"], r["min_ns"], r["max_ns"]]
+                               for r in app.operator_hops().collect()]
+    result["filter_ordinals"] = sorted(r["tuple_id"] & 0xFFFFFFFF for probe in filters
+                                       for r in app.records(f"spark.operator.{probe}").collect())
     return result
 
 

@@ -40,6 +40,11 @@ def test_on_spark_3_5_tasks_trace_points_and_the_analysis_work(tmp_path):
     assert seen["latency"]["count"] == ROWS and seen["latency"]["p50_ns"] > 0, seen
     # operator timing: the same rows, and the filter's rows counted in its probe
     assert seen["operators_same_rows"] and seen["filter_rows"] == ROWS // 4, seen
+    # its sampled rows: each task's row 0 (of 500; 1 in 1,024), ids 0, 500, 1000 and 1500, all kept by the filter,
+    # paired from the range to the filter
+    assert seen["filter_ordinals"] == [0] * 4, seen
+    [hop] = [h for h in seen["operator_hops"] if h[:2] == ["Range", "Filter"]]
+    assert hop[2] == 4 and 0 <= hop[3] <= hop[4], seen["operator_hops"]
 
 
 def test_with_the_spark_4_jar_on_spark_3_5_the_failing_parts_step_aside_and_the_job_runs(tmp_path):

@@ -260,6 +260,22 @@ def test_a_remote_streaming_query_is_split_per_micro_batch_and_operator(sessions
     assert set(ran["batch_id"]) <= set(tasks["streaming_batch_id"]), (batches, tasks["streaming_batch_id"])
 
 
+def test_a_remote_session_s_sampled_rows_are_timed_from_operator_to_operator(sessions, remote_operators):
+    """The remote session's timed query logged its sampled rows (1 of 1,024 by default: the rows whose ordinal in
+    their task is a multiple of 1,024) at the range and at the filter: operator_hops() pairs those the filter kept."""
+    from cloudprofiler.analysis import open_application
+
+    app = open_application(str(sessions["app"]))
+    hops = app.operator_hops(connect_session_id=remote_operators["session"]).toPandas()
+    [hop] = hops[(hops["from_operator"] == "Range") & (hops["to_operator"] == "Filter")].itertuples()
+    per_task = 123456 // 2  # range(0, 123456, 1, 2): two tasks of 61,728 rows
+    kept = [task * per_task + ordinal for task in range(2) for ordinal in range(0, per_task, 1024)
+            if (task * per_task + ordinal) % 3 == 0]
+    assert hop.rows == len(kept) > 0 and 0 <= hop.min_ns <= hop.p50_ns <= hop.max_ns, hops
+    ordinals = app.records(f"spark.operator.{hop.to_probe_id}").toPandas()["tuple_id"] & 0xFFFFFFFF
+    assert len(ordinals) == len(kept) and (ordinals % 1024 == 0).all()
+
+
 def test_rules_set_through_sql_are_recorded_with_their_session(sessions, remote_rules, scoped_rules):
     """rules-changes.arrows holds each rules change a Connect session made through SQL beside the application's
     (whose session is null), naming the session, with that session's version; a refused one is not there."""
