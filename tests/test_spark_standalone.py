@@ -1,5 +1,6 @@
 """The plugin on a real standalone cluster: a master and two workers, each its own JVM, started here (once for the
 suite: conftest's `standalone`)."""
+import json
 import os
 import re
 import subprocess
@@ -10,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
-from cloudprofiler.calibration.spark import load_domains, records_in_reference
+from cloudprofiler.calibration.spark import calibrations_from_probes, load_domains, records_in_reference
 from cloudprofiler.harness.standalone import small_executors, wait_for_collection, wait_for_executors
 from conftest import assert_collected_as_it_died, assert_tables_as_declared
 
@@ -144,7 +147,7 @@ from cloudprofiler.harness.standalone import small_executors, wait_for_executors
 
 master, log_dir, local_dir, simulation = sys.argv[1:5]
 spark = (small_executors(cps.builder(log_dir=log_dir, local_dir=local_dir).master(master), 2)
-         .config("spark.ui.enabled", "false")
+         .config("spark.ui.enabled", str("ui" in sys.argv[5:]).lower()).config("spark.ui.port", "0")
          .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", simulation).getOrCreate())
 sc = spark.sparkContext
 status = lambda: sc._jsc.sc().getExecutorMemoryStatus().size()
@@ -188,17 +191,56 @@ def test_a_lost_executor_hands_its_domain_on_and_is_not_waited_for_at_stop(stand
 
 
 TRACED_ON_THE_CLUSTER = TWO_CALIBRATED_EXECUTORS + r"""
-rows = sys.argv[5]
+import json, urllib.parse, urllib.request
+rows = sys.argv[6]
 spark.conf.set("spark.sql.shuffle.partitions", "2")
 spark.sql(f"select sum(x) from (select cp_trace('b', x) as x from (select cp_trace('a', id) as x "
           f"from range(0, {rows}, 1, 4)) distribute by x % 2)").collect()
 app = os.path.join(log_dir, sc.applicationId)
+ui = f"http://127.0.0.1:{urllib.parse.urlparse(sc.uiWebUrl).port}/cloudprofiler"
+get = lambda page: urllib.request.urlopen(ui + page, timeout=30).read().decode()
+for _ in range(10):  # the tab's JSON and metrics of one moment: no round ended between them
+    before, metrics, tab = get("/json/"), get("/metrics/prometheus"), get("/json/")
+    if json.loads(before)["calibration"] == json.loads(tab)["calibration"]:
+        break
+print("tab", json.dumps(json.loads(tab)))
+print("metrics", json.dumps(metrics))
 spark.stop()
 deadline = time.monotonic() + 60  # executors copy their logs as their workers stop them
 while sum(f.startswith("b.") for _, _, fs in os.walk(app) for f in fs) < 2 and time.monotonic() < deadline:
     time.sleep(0.5)
 print("app", app)
 """
+
+
+def _assert_the_tab_has_the_calibration_of_the_analysis(tab, metrics, app):
+    """The live tab's pair of TSC domains (the driver's and the executors'): its latest round's MinRTT each way as
+    the analysis has that round's, its bound as the analysis's anchor of that round from the rounds up to it (the
+    analysis of the whole application also has the rounds after it, which narrow the rate), and the same figures on
+    the Prometheus page."""
+    [pair] = tab["calibration"]
+    assert pair["rounds"] >= 2 and pair["failures"] == 0
+    calibration = app.calibration().toPandas()
+    rows = calibration[(calibration["domain_a"] == pair["domain_a"]) & (calibration["domain_b"] == pair["domain_b"])
+                       & (calibration["round"] == pair["round"])].set_index("direction")
+    # in each prober's TSC frequency: the executors' as their domain's representative measured it, the analysis's
+    # as the files of its domain say (within 1 ppm of each other)
+    assert rows.loc["a->b", "min_rtt_ns"] == pytest.approx(pair["min_rtt_a_b_s"] * 1e9, rel=1e-9)
+    assert rows.loc["b->a", "min_rtt_ns"] == pytest.approx(pair["min_rtt_b_a_s"] * 1e9, rel=1e-6)
+    probes = app.probes
+    up_to = probes.filter(pc.less_equal(probes.column("round"), pair["round"]))
+    _, calibrations = calibrations_from_probes(up_to)
+    bound_ns = calibrations[(pair["domain_a"], pair["domain_b"])].err[-1] / app.timebase.hz_of(pair["domain_a"]) * 1e9
+    print("bound: tab", pair["bound_s"] * 1e9, "ns, analysis up to its round", bound_ns, "ns, of all rounds",
+          rows.loc["a->b", "bound_ns"])
+    assert pair["bound_s"] * 1e9 == pytest.approx(bound_ns, rel=1e-3)
+    assert pair["best_bound_s"] <= pair["bound_s"]
+    families = {f.name: f for f in text_string_to_metric_families(metrics)}
+    for name, field in (("bound", "bound_s"), ("best_bound", "best_bound_s"), ("min_rtt_a_to_b", "min_rtt_a_b_s"),
+                        ("rounds", "rounds")):
+        [sample] = families[f"cloudprofiler_calibration_{name}" + ("" if name == "rounds" else "_seconds")].samples
+        assert sample.labels == {k: pair[k] for k in ("domain_a", "domain_b", "host_a", "host_b")}
+        assert sample.value == pytest.approx(pair[field], rel=1e-12), name
 
 
 def _numbers(app) -> dict:
@@ -221,9 +263,10 @@ def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_
     rows = 4000  # below percentile_approx's accuracy: exact quantiles, whatever the partitioning
     run = subprocess.run(
         [sys.executable, "-c", TRACED_ON_THE_CLUSTER, master, str(tmp_path / "logs"), str(base / "executor-local-an"),
-         f"offset={OFFSET},skew_ppm={SKEW_PPM}", str(rows)], capture_output=True, text=True, timeout=300)
+         f"offset={OFFSET},skew_ppm={SKEW_PPM}", "ui", str(rows)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     folder = run.stdout.split("app ")[1].split()[0]
+    printed = dict(line.split(" ", 1) for line in run.stdout.splitlines() if line.startswith(("tab ", "metrics ")))
 
     local = open_application(folder)
     tb = local.timebase
@@ -239,6 +282,8 @@ def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_
     calibration = local.calibration().toPandas()
     assert len(calibration) > 0 and (calibration["bound_ns"].dropna() < 1e6).all()
     assert (calibration["min_rtt_ns"] > 0).all()
+    _assert_the_tab_has_the_calibration_of_the_analysis(json.loads(printed["tab"]), json.loads(printed["metrics"]),
+                                                        local)
     in_local_mode = _numbers(local)
     local_session().stop()
 

@@ -43,8 +43,9 @@ public final class Messages {
   /**
    * An executor joins {@code domain}, whose member's TSC agreed with its own, or founds one ({@code
    * domain} empty) after the first {@code checked} candidates all differed; {@code check} says what
-   * its probes found. Answer: {@link Joined}, or {@link Candidates} to check first when domains of
-   * its boot id appeared meanwhile.
+   * its probes found; {@code tscHz} its TSC's frequency (0 where unknown), in which the driver
+   * states its probes' round trips. Answer: {@link Joined}, or {@link Candidates} to check first
+   * when domains of its boot id appeared meanwhile.
    */
   public record Join(
       String bootId,
@@ -56,7 +57,8 @@ public final class Messages {
       String executorId,
       long pid,
       String process,
-      String check) {}
+      String check,
+      double tscHz) {}
 
   public record Joined(String domain) {}
 

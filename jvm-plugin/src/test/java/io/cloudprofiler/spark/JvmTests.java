@@ -149,7 +149,8 @@ public final class JvmTests {
                 "7",
                 1234L,
                 "jvm-3",
-                "differs from boot; founds a domain"),
+                "differs from boot; founds a domain",
+                2.5e9),
             new Messages.Joined("boot#2"),
             new Messages.Last("7"),
             new Messages.Responders());

@@ -138,6 +138,7 @@ public final class CalibrationCoordinator {
     String domain, host, executorId, process, check;
     int responderPort, controlPort;
     long pid;
+    double hz; // its TSC's frequency; 0 where unknown
   }
 
   private static final class Domain {
@@ -172,6 +173,9 @@ public final class CalibrationCoordinator {
    * above it are taken again.
    */
   private final Map<String, Long> bestRtt = new HashMap<>();
+
+  /** Per pair, the latest round's MinRTT and bound, for the tab and the metrics. */
+  private final PairQuality quality = new PairQuality();
 
   private final ScheduledThreadPoolExecutor rounds;
   private final AtomicBoolean roundPending = new AtomicBoolean();
@@ -283,6 +287,7 @@ public final class CalibrationCoordinator {
     driver.pid = ProcessHandle.current().pid();
     driver.process = TscDomain.PROCESS;
     driver.check = "reference";
+    driver.hz = TscDomain.tscHz();
     reference = add(new Domain(TscDomain.bootId(), TscDomain.bootId()), driver);
     LOG.info(
         "cloudprofiler: calibration reference domain {}, responder {}:{}",
@@ -333,6 +338,7 @@ public final class CalibrationCoordinator {
       m.pid = join.pid();
       m.process = join.process();
       m.check = join.check();
+      m.hz = join.tscHz() > 0 && Double.isFinite(join.tscHz()) ? join.tscHz() : 0;
       joined = add(new Domain(key, boot), m);
       if (joined != reference) awaitingLast.add(m.executorId);
       LOG.info(
@@ -480,9 +486,9 @@ public final class CalibrationCoordinator {
         now = ++round;
       }
       try {
-        record(reference, d, driver, m, true, now, run(reference, driver, d, m));
-        record(reference, d, driver, m, false, now, run(d, m, reference, driver));
+        ranBothWays(reference, d, driver, m, now);
       } catch (IOException | RuntimeException e) {
+        quality.failed(reference.key, d.key, driver.host, m.host);
         LOG.warn(
             "cloudprofiler: the last calibration run of executor {} failed ({})",
             executorId,
@@ -508,8 +514,7 @@ public final class CalibrationCoordinator {
       mb = b.members.get(0);
     }
     try {
-      record(a, b, ma, mb, true, now, run(a, ma, b, mb));
-      record(a, b, ma, mb, false, now, run(b, mb, a, ma));
+      ranBothWays(a, b, ma, mb, now);
       if (failed != null) LOG.info("cloudprofiler: calibration of {} works again", pair);
       failures.remove(pair);
     } catch (IOException | RuntimeException e) {
@@ -517,6 +522,7 @@ public final class CalibrationCoordinator {
       synchronized (this) {
         handedOver = a.members.get(0) != ma || b.members.get(0) != mb;
       }
+      quality.failed(a.key, b.key, ma.host, mb.host);
       Failure f = failures.computeIfAbsent(pair, k -> new Failure());
       if (!handedOver) f.count++;
       f.next = handedOver ? now + 1 : retryRound(now, f.count);
@@ -527,6 +533,20 @@ public final class CalibrationCoordinator {
           e.getMessage(),
           f.next);
     }
+  }
+
+  /** A probe run a -> b, then b -> a: their probes recorded, the pair's quality updated. */
+  private void ranBothWays(Domain a, Domain b, Member ma, Member mb, int now) throws IOException {
+    long[] forward = run(a, ma, b, mb);
+    record(a, b, ma, mb, true, now, forward);
+    long[] backward = run(b, mb, a, ma);
+    record(a, b, ma, mb, false, now, backward);
+    quality.ran(a.key, b.key, ma.host, mb.host, now, forward, backward, ma.hz, mb.hz);
+  }
+
+  /** Per pair of domains, the calibration's quality so far ({@link PairQuality#rows}). */
+  public List<Map<String, Object>> quality() {
+    return quality.rows();
   }
 
   /**

@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark.calibration;
 
+import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Messages;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -117,5 +118,17 @@ public final class TscDomain {
     }
     long bound = answered == 0 ? 0 : (bestRtt + 1) / 2;
     return new Check(answered > 0 && causal && Math.abs(offset) <= bound, offset, bound, answered);
+  }
+
+  /**
+   * This process's TSC frequency, for the driver's figures of the calibration only: 0 where it
+   * cannot be measured.
+   */
+  public static double tscHz() {
+    try {
+      return CloudProfiler.tscHz();
+    } catch (RuntimeException e) {
+      return 0;
+    }
   }
 }

@@ -67,7 +67,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   static final long SUMMARY_EVERY_MS = 60_000;
   private RuleChanges rules;
   private RuleRequests ruleRequests;
-  private CalibrationCoordinator calibration;
+  private volatile CalibrationCoordinator calibration; // set by the background start
   private SparkContext sc;
   private String logDir;
   private ScheduledExecutorService publisher;
@@ -148,6 +148,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
               streaming::recent,
               StreamingBatches.COLUMNS,
               () -> liveOperators(clock),
+              () -> calibration == null ? List.of() : calibration.quality(),
               this::appFolder);
       if (sc.ui().isDefined())
         CloudprofilerTab.attach(sc.ui().get(), new TabContent(figures, true));

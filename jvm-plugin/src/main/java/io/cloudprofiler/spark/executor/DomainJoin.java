@@ -94,7 +94,8 @@ final class DomainJoin {
                   executorId,
                   ProcessHandle.current().pid(),
                   TscDomain.PROCESS,
-                  check));
+                  check,
+                  TscDomain.tscHz()));
       if (reply instanceof Messages.Joined joined) {
         targets
             .refresh(); // the driver's responder among them: the last run, which the driver clocks,
@@ -139,7 +140,8 @@ final class DomainJoin {
                 executorId,
                 ProcessHandle.current().pid(),
                 TscDomain.PROCESS,
-                check));
+                check,
+                TscDomain.tscHz()));
     if (reply instanceof Messages.Joined joined) return new String[] {joined.domain(), check};
     throw unassigned(reply);
   }

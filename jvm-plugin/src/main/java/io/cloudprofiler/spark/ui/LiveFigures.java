@@ -15,8 +15,9 @@ import java.util.function.Supplier;
  * executors' messages (never from re-reading the log files): the stages with their stragglers and
  * where the slowest tasks' time went ({@link LiveStages}), the streaming queries' latest
  * micro-batches, the operators of the latest SQL executions (where operator timing is on), each
- * executor's records logged and dropped, in all and per channel ({@link LiveExecutors}), and the
- * application's log folder. The tab, its JSON, the History Server and the metrics show these.
+ * executor's records logged and dropped, in all and per channel ({@link LiveExecutors}), the
+ * calibration's quality per pair of TSC domains, and the application's log folder. The tab, its
+ * JSON, the History Server and the metrics show these.
  */
 public final class LiveFigures implements Supplier<JsonNode> {
   static final int STAGES_SHOWN = 50;
@@ -27,6 +28,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
   private final LiveExecutors executors;
   private final Supplier<List<List<Object[]>>> batches;
   private final Supplier<List<Map<String, Object>>> operators;
+  private final Supplier<List<Map<String, Object>>> calibration;
   private final List<String> batchColumns;
   private final Supplier<String> appFolder;
 
@@ -34,8 +36,9 @@ public final class LiveFigures implements Supplier<JsonNode> {
    * {@code batches}: the streaming queries' latest batches (rows of {@code batchColumns}, which
    * begin with query_id, run_id, query_name, batch_id); {@code operators}: the operators of the
    * latest SQL executions, newest first, as rows {sql_execution_id, probe_id, parent_probe_id,
-   * operator, tasks, rows, inclusive_s, exclusive_s}; {@code appFolder}: the application's log
-   * folder.
+   * operator, tasks, rows, inclusive_s, exclusive_s}; {@code calibration}: per pair of TSC domains
+   * its calibration's quality (as {@code CalibrationCoordinator.quality} gives it); {@code
+   * appFolder}: the application's log folder.
    */
   public LiveFigures(
       LiveStages stages,
@@ -43,18 +46,21 @@ public final class LiveFigures implements Supplier<JsonNode> {
       Supplier<List<List<Object[]>>> batches,
       List<String> batchColumns,
       Supplier<List<Map<String, Object>>> operators,
+      Supplier<List<Map<String, Object>>> calibration,
       Supplier<String> appFolder) {
     this.stages = stages;
     this.executors = executors;
     this.batches = batches;
     this.batchColumns = batchColumns;
     this.operators = operators;
+    this.calibration = calibration;
     this.appFolder = appFolder;
   }
 
   /**
    * The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...], operators:
-   * [...], executors: [...], executors_left_out, channels: [...], channels_left_out}.
+   * [...], executors: [...], executors_left_out, channels: [...], channels_left_out, calibration:
+   * [...]}.
    */
   @Override
   public JsonNode get() {
@@ -91,6 +97,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
     out.put("executors", executorRows);
     out.put("executors_left_out", executors.leftOut());
     channels(out, executors.all());
+    out.put("calibration", calibration.get());
     return new ObjectMapper().valueToTree(out);
   }
 

@@ -1,15 +1,17 @@
 package io.cloudprofiler.spark.ui;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.cloudprofiler.spark.calibration.PairQuality;
 import java.util.function.Function;
 
 /**
  * The tab's figures ({@link LiveFigures}) in Prometheus' text format (version 0.0.4), served at
  * {@code <ui>/cloudprofiler/metrics/prometheus}: names carry their unit, labels name the stage, the
- * executor, the channel, the operator or the streaming query. Series are bounded: the {@value
- * LiveFigures#STAGES_SHOWN} newest stage attempts, at most {@value LiveExecutors#KEPT} executors,
- * {@value LiveFigures#CHANNEL_ROWS} channels of executors, {@value #OPERATORS} operators of the
- * latest SQL executions, the streaming queries the driver keeps.
+ * executor, the channel, the pair of TSC domains, the operator or the streaming query. Series are
+ * bounded: the {@value LiveFigures#STAGES_SHOWN} newest stage attempts, at most {@value
+ * LiveExecutors#KEPT} executors, {@value LiveFigures#CHANNEL_ROWS} channels of executors, {@value
+ * PairQuality#KEPT} pairs of TSC domains, {@value #OPERATORS} operators of the latest SQL
+ * executions, the streaming queries the driver keeps.
  */
 public final class PrometheusText {
   /** The media type Prometheus asks for and this text is. */
@@ -81,6 +83,7 @@ public final class PrometheusText {
     operators(out, figures.path("operators"));
     streaming(out, figures.path("streaming"));
     channels(out, figures);
+    calibration(out, figures.path("calibration"));
     return out.toString();
   }
 
@@ -189,6 +192,50 @@ public final class PrometheusText {
             + LiveFigures.CHANNEL_ROWS
             + " busiest of all");
     sample(out, "cloudprofiler_channels_left_out", "", figures.path("channels_left_out").asLong());
+  }
+
+  private static void calibration(StringBuilder out, JsonNode pairs) {
+    Function<JsonNode, String> labels =
+        p ->
+            label("domain_a", p.path("domain_a").asText())
+                + ","
+                + label("domain_b", p.path("domain_b").asText())
+                + ","
+                + label("host_a", p.path("host_a").asText())
+                + ","
+                + label("host_b", p.path("host_b").asText());
+    String[][] gauges = {
+      {
+        "bound_s",
+        "cloudprofiler_calibration_bound_seconds",
+        "Bound of the anchor the latest calibration round of a pair of TSC domains gives"
+      },
+      {
+        "best_bound_s",
+        "cloudprofiler_calibration_best_bound_seconds",
+        "Smallest bound of an anchor any calibration round of a pair of TSC domains gave"
+      },
+      {
+        "min_rtt_a_b_s",
+        "cloudprofiler_calibration_min_rtt_a_to_b_seconds",
+        "Smallest probe round trip from domain a to b in the latest round"
+      },
+      {
+        "min_rtt_b_a_s",
+        "cloudprofiler_calibration_min_rtt_b_to_a_seconds",
+        "Smallest probe round trip from domain b to a in the latest round"
+      }
+    };
+    for (String[] g : gauges) {
+      family(out, g[1], "gauge", g[2]);
+      for (JsonNode p : pairs)
+        if (p.path(g[0]).isNumber()) sample(out, g[1], labels.apply(p), p.path(g[0]).asDouble());
+    }
+    String[][] counters = {
+      {"rounds", "cloudprofiler_calibration_rounds_total", "Calibration rounds that ran"},
+      {"failures", "cloudprofiler_calibration_failures_total", "Calibration rounds that failed"}
+    };
+    counters(out, counters, " for a pair of TSC domains", pairs, PairQuality.KEPT, labels);
   }
 
   private static void streaming(StringBuilder out, JsonNode queries) {

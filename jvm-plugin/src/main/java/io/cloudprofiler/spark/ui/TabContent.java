@@ -129,6 +129,7 @@ public final class TabContent {
     operators(h, figures);
     executors(h, figures);
     channels(h, figures);
+    calibration(h, figures);
     h.append("</div>");
     if (live)
       h.append("<script")
@@ -208,7 +209,8 @@ public final class TabContent {
   }
 
   private static String seconds(double s) {
-    return s >= 1 ? String.format("%.2f s", s) : String.format("%.1f ms", s * 1000);
+    if (s >= 1) return String.format("%.2f s", s);
+    return s >= 1e-3 ? String.format("%.1f ms", s * 1000) : String.format("%.1f us", s * 1e6);
   }
 
   /**
@@ -278,6 +280,51 @@ public final class TabContent {
           .append("</tr>");
     }
     h.append("</tbody></table>");
+  }
+
+  /**
+   * The calibration's quality per pair of TSC domains (figures of an event log written before the
+   * tab had them, or of an application with one domain, have none).
+   */
+  private static void calibration(StringBuilder h, JsonNode figures) {
+    JsonNode pairs = figures.path("calibration");
+    if (pairs.size() == 0) return;
+    h.append("<h4>Calibration</h4><p>Per pair of TSC domains (machines), the latest round's")
+        .append(" smallest probe round trip each way and the bound of the anchor it gives (the")
+        .append(" analysis's min-pair anchor of the round): a duration from one machine to the")
+        .append(" other is known within about twice that.</p>");
+    tableHead(
+        h,
+        "",
+        "cloudprofiler-calibration",
+        List.of(
+            "Hosts",
+            "Domains",
+            "Rounds",
+            "Failed",
+            "Latest round",
+            "MinRTT a to b",
+            "MinRTT b to a",
+            "Bound",
+            "Best bound"));
+    for (JsonNode p : pairs)
+      h.append("<tr>")
+          .append(td(p.path("host_a").asText() + " / " + p.path("host_b").asText()))
+          .append(td(p.path("domain_a").asText() + " / " + p.path("domain_b").asText()))
+          .append(td(p.path("rounds").asText()))
+          .append(
+              td(p.path("failures").asText() + (p.path("failing").asBoolean() ? " (failing)" : "")))
+          .append(td(p.path("round").asText("-")))
+          .append(td(optionalSeconds(p.path("min_rtt_a_b_s"))))
+          .append(td(optionalSeconds(p.path("min_rtt_b_a_s"))))
+          .append(td(optionalSeconds(p.path("bound_s"))))
+          .append(td(optionalSeconds(p.path("best_bound_s"))))
+          .append("</tr>");
+    h.append("</tbody></table>");
+  }
+
+  private static String optionalSeconds(JsonNode value) {
+    return value.isNumber() ? seconds(value.asDouble()) : "-";
   }
 
   private static String slowestText(JsonNode t) {

@@ -35,6 +35,46 @@ public final class CalibrationTests {
     return out;
   }
 
+  /**
+   * b's TSC is a's + 1000. A probe a -> b sent at 100, seen by b at 1120, back at 140; one b -> a
+   * sent at b's 2000 (a's 1000), seen by a at 1010, back at b's 2030: b's 2000 lies at a's time in
+   * [980, 1020] by the first and [980, 1010] by the second, a bound of 15 ticks; an unanswered
+   * probe counts for nothing; an uncertain rate widens each interval by its uncertainty times the
+   * ticks it moved over and its round trip (880 and 30: at 1%, the second's [979.7, 1010.3] binds).
+   * A second round 10,000 ticks later, b 2 ticks further ahead: its rate from the MinRTT anchors.
+   */
+  public static void testAPairsBoundIsTheMinPairAnchorsOfItsRound() {
+    long[] forward = {100, 1120, 140, 150, 1200, 0};
+    long[] backward = {2000, 1010, 2030};
+    equal(15.0, PairQuality.boundTicks(forward, backward, 1, 0));
+    double widened = PairQuality.boundTicks(forward, backward, 1, 0.01);
+    check(Math.abs(widened - (1010.3 - 979.7) / 2) < 1e-9, () -> "widened: " + widened);
+    check(
+        Double.isNaN(PairQuality.boundTicks(new long[] {1, 2, 0}, new long[0], 1, 0)),
+        () -> "none");
+    PairQuality quality = new PairQuality();
+    quality.failed("a", "b", "h1", "h2");
+    quality.ran("a", "b", "h1", "h2", 7, forward, backward, 1e9, 2e9);
+    var row = quality.rows().get(0);
+    equal(7, row.get("round"));
+    equal(1L, row.get("rounds"));
+    equal(1L, row.get("failures"));
+    equal(false, row.get("failing"));
+    double first = PairQuality.boundTicks(forward, backward, 1, PairQuality.RATE_PRIOR);
+    equal(first / 1e9, row.get("bound_s"));
+    equal(40e-9, row.get("min_rtt_a_b_s"));
+    equal(15e-9, row.get("min_rtt_b_a_s"));
+    long[] later = {10_100, 11_122, 10_140};
+    long[] laterBack = {12_002, 11_010, 12_032};
+    quality.ran("a", "b", "h1", "h2", 8, later, laterBack, 1e9, 2e9);
+    double rate = (10_120.0 - 120) / (11_122 - 1120), rateErr = 40.0 / (11_122 - 1120);
+    equal(
+        PairQuality.boundTicks(later, laterBack, rate, rateErr) / 1e9,
+        quality.rows().get(0).get("bound_s"));
+    quality.ran("a", "b", "h1", "h2", 9, forward, backward, 0, 0); // frequencies unknown
+    check(quality.rows().get(0).get("bound_s") == null, () -> "a bound without a frequency");
+  }
+
   public static void testHostPairsAreAllPairsUpToPeersPlusOneHosts() {
     equal(Set.of(), pairs(1, 8));
     equal(Set.of("0-1"), pairs(2, 8));
@@ -227,7 +267,8 @@ public final class CalibrationTests {
                 "2",
                 2,
                 "executor-2",
-                "agrees"));
+                "agrees",
+                2e9));
         Thread.sleep(RegisteredResponders.ASK_INTERVAL_MS + 50);
         check(
             run(control, secret, "127.0.0.1", laterPort) == null,

@@ -139,7 +139,14 @@ public final class UiTests {
     LiveExecutors executors = new LiveExecutors();
     executors.update(new Messages.Counters("e", 10, 1, 100, 7, 2, untrusted, 5));
     JsonNode figures =
-        new LiveFigures(new LiveStages(), executors, List::of, List.of(), List::of, () -> "folder")
+        new LiveFigures(
+                new LiveStages(),
+                executors,
+                List::of,
+                List.of(),
+                List::of,
+                List::of,
+                () -> "folder")
             .get();
     JsonNode rows = figures.path("channels");
     equal(LiveExecutors.CHANNELS_PER_EXECUTOR, rows.size());
@@ -170,7 +177,7 @@ public final class UiTests {
           "{}",
           "[1, 2]",
           "{\"stages\": [{}], \"streaming\": [{\"batches\": [{}]}], \"operators\": [{}],"
-              + " \"executors\": [{}], \"channels\": [{}]}",
+              + " \"executors\": [{}], \"channels\": [{}], \"calibration\": [{}]}",
           "{\"stages\": [{\"stage_id\": \"x\", \"slowest\": [{}], \"median_ms\": \"y\"}],"
               + " \"streaming\": 3}"
         }) {

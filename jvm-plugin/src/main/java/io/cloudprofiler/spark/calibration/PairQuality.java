@@ -1,0 +1,182 @@
+package io.cloudprofiler.spark.calibration;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Calibration quality per pair of TSC domains as the rounds go, for the driver's tab and metrics:
+ * per pair its hosts, rounds, the latest round's MinRTT each way and the bound of the anchor it
+ * gives, and the smallest bound so far. The bound is the analysis's min-pair anchor of the round
+ * (every probe of both directions as an interval of the first domain's time at one tick of the
+ * second, intersected), under the rate of the second TSC to the first and its uncertainty as the
+ * rounds so far give them (between the first and the latest round's MinRTT anchors; {@value
+ * #RATE_PRIOR} of uncertainty in the first round, as the analysis's prior): the bound the analysis
+ * gives that round from the rounds up to it. The {@value #KEPT} pairs that ran last are kept.
+ * Thread-safe.
+ */
+public final class PairQuality {
+  public static final int KEPT = 1000;
+
+  /** Two TSCs tick at rates within 1,000 ppm of each other (the analysis's RATE_PRIOR). */
+  static final double RATE_PRIOR = 1e-3;
+
+  /** A pair's figures: ticks are converted with each prober's TSC frequency (NaN where unknown). */
+  private static final class Pair {
+    String domainA, domainB, hostA, hostB;
+    long rounds, failures;
+    int round;
+    double minRttAbS = Double.NaN, minRttBaS = Double.NaN, boundS = Double.NaN;
+    double bestBoundS = Double.POSITIVE_INFINITY;
+    boolean failing;
+    double[] firstAnchor; // the first round's MinRTT anchor {b's tick, a's time, bound}, a's ticks
+  }
+
+  private final Map<String, Pair> pairs =
+      new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Pair> eldest) {
+          return size() > KEPT;
+        }
+      };
+
+  private Pair pair(String domainA, String domainB, String hostA, String hostB) {
+    Pair p = pairs.computeIfAbsent(domainA + " <-> " + domainB, k -> new Pair());
+    p.domainA = domainA;
+    p.domainB = domainB;
+    p.hostA = hostA;
+    p.hostB = hostB;
+    return p;
+  }
+
+  /**
+   * Round {@code round} of the pair ran: {@code forward} a -> b (a's send, b's TSC, a's receipt),
+   * {@code backward} b -> a, triples as {@link ProbeControl#probe} gives them (receipt 0:
+   * unanswered); {@code hzA}, {@code hzB} the domains' TSC frequencies (0 where unknown).
+   */
+  synchronized void ran(
+      String domainA,
+      String domainB,
+      String hostA,
+      String hostB,
+      int round,
+      long[] forward,
+      long[] backward,
+      double hzA,
+      double hzB) {
+    Pair p = pair(domainA, domainB, hostA, hostB);
+    p.rounds++;
+    p.round = round;
+    p.failing = false;
+    p.minRttAbS = seconds(ProbeRuns.minRtt(forward), hzA);
+    p.minRttBaS = seconds(ProbeRuns.minRtt(backward), hzB);
+    double[] anchor = minRttAnchor(forward);
+    double rate = 1, rateErr = RATE_PRIOR;
+    if (p.firstAnchor == null) p.firstAnchor = anchor;
+    else if (anchor != null && anchor[0] > p.firstAnchor[0]) {
+      double span = anchor[0] - p.firstAnchor[0];
+      rate = (anchor[1] - p.firstAnchor[1]) / span;
+      rateErr = (anchor[2] + p.firstAnchor[2]) / span;
+    }
+    p.boundS = seconds(boundTicks(forward, backward, rate, rateErr), hzA);
+    if (p.boundS < p.bestBoundS) p.bestBoundS = p.boundS;
+  }
+
+  /** A round of the pair failed. */
+  synchronized void failed(String domainA, String domainB, String hostA, String hostB) {
+    Pair p = pair(domainA, domainB, hostA, hostB);
+    p.failures++;
+    p.failing = true;
+  }
+
+  /**
+   * The pairs, as rows {domain_a, domain_b, host_a, host_b, rounds, failures, failing, round,
+   * min_rtt_a_b_s, min_rtt_b_a_s, bound_s, best_bound_s} (NaN as null).
+   */
+  public synchronized List<Map<String, Object>> rows() {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (Pair p : pairs.values()) {
+      Map<String, Object> r = new LinkedHashMap<>();
+      r.put("domain_a", p.domainA);
+      r.put("domain_b", p.domainB);
+      r.put("host_a", p.hostA);
+      r.put("host_b", p.hostB);
+      r.put("rounds", p.rounds);
+      r.put("failures", p.failures);
+      r.put("failing", p.failing);
+      r.put("round", p.rounds == 0 ? null : p.round);
+      r.put("min_rtt_a_b_s", finite(p.minRttAbS));
+      r.put("min_rtt_b_a_s", finite(p.minRttBaS));
+      r.put("bound_s", finite(p.boundS));
+      r.put("best_bound_s", finite(p.bestBoundS));
+      out.add(r);
+    }
+    out.sort(
+        (x, y) ->
+            (x.get("domain_a") + " " + x.get("domain_b"))
+                .compareTo(y.get("domain_a") + " " + y.get("domain_b")));
+    return out;
+  }
+
+  private static Double finite(double v) {
+    return Double.isFinite(v) ? v : null;
+  }
+
+  private static double seconds(double ticks, double hz) {
+    return hz > 0 && ticks >= 0 && ticks < Long.MAX_VALUE ? ticks / hz : Double.NaN;
+  }
+
+  /**
+   * The MinRTT anchor of probes a -> b: b's tick at the fastest probe lies at a's time midway
+   * between its send and receipt, within half its round trip: {b's tick, a's time, bound}; null
+   * where none was answered.
+   */
+  static double[] minRttAnchor(long[] forward) {
+    double[] best = null;
+    for (int i = 0; i + 2 < forward.length; i += 3) {
+      if (forward[i + 2] == 0) continue;
+      double half = (forward[i + 2] - forward[i]) / 2.0;
+      if (best == null || half < best[2])
+        best = new double[] {forward[i + 1], forward[i] + half, half};
+    }
+    return best;
+  }
+
+  /**
+   * The min-pair anchor's bound of a round, in a's ticks (the analysis's {@code
+   * anchor_from_probes(..., "minpair", rate, rate_err)}): each answered probe puts b's tick b_i at
+   * a's time within an interval (forward: [send, receipt]; backward, a's tick r seen between b's
+   * send and receipt: [r - rate (receipt - send), r]), moved to the tick b0 of the probe with the
+   * smallest round trip at {@code rate} (a's ticks per b's tick) and widened by {@code rateErr}
+   * times the ticks it was moved over; half the width of their intersection. NaN where no probe was
+   * answered or the intervals do not meet (the rate is wrong beyond its uncertainty).
+   */
+  static double boundTicks(long[] forward, long[] backward, double rate, double rateErr) {
+    long b0 = 0, best = Long.MAX_VALUE;
+    for (int d = 0; d < 2; d++) {
+      long[] r = d == 0 ? forward : backward;
+      for (int i = 0; i + 2 < r.length; i += 3) {
+        if (r[i + 2] == 0 || r[i + 2] - r[i] >= best) continue;
+        best = r[i + 2] - r[i];
+        b0 = d == 0 ? r[i + 1] : r[i];
+      }
+    }
+    if (best == Long.MAX_VALUE) return Double.NaN;
+    double low = Double.NEGATIVE_INFINITY, high = Double.POSITIVE_INFINITY;
+    for (int d = 0; d < 2; d++) {
+      long[] r = d == 0 ? forward : backward;
+      for (int i = 0; i + 2 < r.length; i += 3) {
+        if (r[i + 2] == 0) continue;
+        double shift = d == 0 ? r[i + 1] - b0 : r[i] - b0;
+        double rtt = r[i + 2] - r[i];
+        double lo = d == 0 ? r[i] : r[i + 1] - rate * rtt;
+        double hi = d == 0 ? r[i + 2] : r[i + 1];
+        double widen = rateErr * (Math.abs(shift) + (d == 0 ? 0 : rtt));
+        low = Math.max(low, lo - rate * shift - widen);
+        high = Math.min(high, hi - rate * shift + widen);
+      }
+    }
+    return low <= high ? (high - low) / 2 : Double.NaN;
+  }
+}
