@@ -10,8 +10,10 @@ from pyspark.sql import functions as F
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
+from cloudprofiler.analysis.logfile import read_log_bytes
 
 OPERATORS = "spark.cloudprofiler.operators"
+ROW_CHANNELS, ROW_CHANNELS_OPEN = "spark.cloudprofiler.operators.rows.channels", 8
 
 # a query per kind of operator the probes sit above or under: scans, filters, projections, partial and final
 # aggregation, shuffles read through AQE, sort, window, both join strategies (broadcast and sort-merge), a
@@ -41,6 +43,8 @@ def spark(tmp_path_factory):
                .config("spark.ui.enabled", "false")
                # a pipeline whose generated code fails to compile fails the query instead of running uninstrumented
                .config("spark.sql.codegen.fallback", "false")
+               # few sampled rows' channels open at once, so that a few queries reach the limit
+               .config(ROW_CHANNELS, str(ROW_CHANNELS_OPEN))
                .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     yield session, base / "logs"
     session.stop()
@@ -281,3 +285,44 @@ def test_a_join_whose_matches_all_come_first_takes_no_less_time_than_its_streame
     timed = [(metric(p, "cpTicks"), metric(p, "cpTicksError")) for p in chain]
     for (below, below_error), (above, above_error) in zip(timed, timed[1:]):
         assert above >= below - 3 * (below_error + above_error), timed
+
+
+def row_files(folder, probe):
+    """The files of probe's row channel in folder, read (a file still open reads up to its last flush)."""
+    return [read_log_bytes(str(path), path.read_bytes()) for path in folder.glob(f"spark.operator.{probe}.*.arrows")]
+
+
+def test_a_long_session_logs_sampled_rows_past_the_open_channels_limit(spark):
+    # queries of a range and a filter take two sampled rows' channels each, more than the JVM keeps open; the
+    # query that comes when they have been idle a second (a channel then closes to make room) still logs its
+    # sampled rows, and every closed channel's file holds every record logged to it
+    session, logs = spark
+    session.conf.set(OPERATORS, "true")
+    try:
+        for _ in range(ROW_CHANNELS_OPEN // 2 + 1):
+            assert session.sql("select count(*) c from range(0, 3000, 1, 1) where id % 2 = 0").first().c == 1500
+        time.sleep(1.1)
+        df = session.sql("select count(*) c from range(0, 5000, 1, 1) where id % 3 = 0")
+        assert df.collect()[0].c == len(range(0, 5000, 3))
+        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
+    finally:
+        session.conf.unset(OPERATORS)
+    session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
+    folder = logs.parent / "local" / session.sparkContext.applicationId / "vm-driver"
+    probe = {}
+    for node in nodes:
+        found = re.fullmatch(r"CloudprofilerProbe (\d+) \((\w+)\)", node.simpleString(0))
+        if found:
+            probe[found[2]] = int(found[1])
+    # the task's rows of ordinals 0, 1024, ... 4096 at the range; those of them that are multiples of 3 on
+    ordinals = {}
+    for operator in ("Range", "Filter"):
+        [log] = row_files(folder, probe[operator])
+        ordinals[operator] = sorted(i & 0xFFFFFFFF for i in log.table().column("tuple_id").to_pylist())
+    assert ordinals == {"Range": [0, 1024, 2048, 3072, 4096], "Filter": [0, 3072]}
+    files = [read_log_bytes(str(p), p.read_bytes()) for p in folder.glob("spark.operator.*.arrows")]
+    closed = [log for log in files if log.ended]
+    assert len(closed) >= len(files) - ROW_CHANNELS_OPEN > 0  # the limit was reached: channels closed meanwhile
+    for log in closed:
+        meta = log.metadata
+        assert int(meta["records.written"]) == int(meta["records.logged"]) == log.rows > 0, (log.path, meta)

@@ -234,6 +234,16 @@ public final class Config {
           1 << 30,
           "The y of spark.cloudprofiler.operators.rows.x: x rows in every y get their latency"
               + " logged from operator to operator (a power of two costs no division per row)");
+  public static final Key<Integer> OPERATOR_ROW_CHANNELS =
+      integer(
+          "spark.cloudprofiler.operators.rows.channels",
+          256,
+          1,
+          1 << 16,
+          "The sampled rows' channels (one per operator of a run of a query, each a file"
+              + " descriptor) a JVM keeps open at most: past it a new operator's channel takes the"
+              + " place of the one no task has used for longest (a second at least), which closes;"
+              + " with none such its rows are not logged. Read when the JVM first logs a row");
   public static final Key<Boolean> UI_ENABLED =
       bool(
           "spark.cloudprofiler.ui.enabled",
@@ -408,6 +418,7 @@ public final class Config {
           OPERATORS,
           OPERATOR_ROWS_X,
           OPERATOR_ROWS_Y,
+          OPERATOR_ROW_CHANNELS,
           UDFS,
           UI_ENABLED,
           PYTHON_HANDOFF,

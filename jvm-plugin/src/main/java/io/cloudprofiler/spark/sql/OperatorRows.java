@@ -3,8 +3,9 @@ package io.cloudprofiler.spark.sql;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Config;
 import io.cloudprofiler.spark.Guard;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.HashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.plans.Inner$;
 import org.apache.spark.sql.execution.FilterExec;
 import org.apache.spark.sql.execution.ProjectExec;
@@ -47,17 +48,43 @@ public final class OperatorRows {
   static final int ROW_BITS = 32;
 
   /**
-   * Channels per JVM at most: one per probe that logged a row here, and each run of a query (each
-   * micro-batch of a streaming query) has probes of its own. Each holds a file descriptor and its
-   * file until the JVM stops, beside the shuffle files and sockets Spark itself needs: past it the
-   * rows of new probes are not logged (said once).
+   * Channels open in this JVM at most ({@link Config#OPERATOR_ROW_CHANNELS}; 0 until read): one per
+   * probe whose pipeline ran here, and each run of a query (each micro-batch of a streaming query)
+   * has probes of its own. Each holds a file descriptor, beside the shuffle files and sockets Spark
+   * itself needs. At the limit a new probe's channel takes the place of the one idle longest
+   * ({@link #IDLE_NS}), which closes; where every open one is in use or idle shorter, its rows are
+   * not logged (said once). Guarded by {@link #CHANNELS}.
    */
-  static final int MAX_CHANNELS = 256;
+  private static int maxChannels;
+
+  /**
+   * How long no task of this JVM has used a channel before it may close: a task's completion
+   * releases its probes' channels, but the pipeline below a Python UDF runs in a thread of its own
+   * that may still be passing rows as its task completes, and a log racing the channel's close
+   * could write into a block the close frees (the library makes a log after the close a counted
+   * no-op, not one during it).
+   */
+  static final long IDLE_NS = 1_000_000_000L;
 
   private static final Guard GUARD = new Guard("operator row latency");
   private static final Logger LOG = LoggerFactory.getLogger(OperatorRows.class);
   private static final AtomicBoolean FULL_SAID = new AtomicBoolean();
-  private static final ConcurrentHashMap<Long, Long> CHANNELS = new ConcurrentHashMap<>();
+
+  /** The open channels by probe id; guarded by itself. */
+  private static final HashMap<Long, Open> CHANNELS = new HashMap<>();
+
+  /** A probe's open channel, and the tasks running in this JVM that may log to it. */
+  private static final class Open {
+    final long handle;
+    int users;
+
+    /** System.nanoTime() at its last release, while no task uses it. */
+    long idleSince;
+
+    Open(long handle) {
+      this.handle = handle;
+    }
+  }
 
   private OperatorRows() {}
 
@@ -99,28 +126,76 @@ public final class OperatorRows {
   }
 
   /**
-   * The channel of {@code probe}'s rows in this JVM, opened on its first sampled row with handler
-   * xoy(x, y); 0 (nothing logs to it) where it cannot open, past {@link #MAX_CHANNELS} or after a
-   * failure, so that the query runs on.
+   * The channel of {@code probe}'s rows in this JVM, for a task that starts its pipeline and {@link
+   * #release}s it when it completes: opened (xoy(x, y)) by the first such task, or again after it
+   * closed idle; 0 (nothing logs to it) where it cannot open, where {@link #maxChannels} are open
+   * and none has been idle {@link #IDLE_NS}, or after a failure, so that the query runs on.
    */
-  static long channel(ProbeMetrics probe, long firstProbe) {
+  static long acquire(ProbeMetrics probe, long firstProbe) {
     if (GUARD.disabled()) return 0;
+    long idle = 0;
     try {
-      Long open = CHANNELS.get(probe.probe);
-      if (open != null) return open;
-      if (CHANNELS.size() >= MAX_CHANNELS) {
-        if (!FULL_SAID.getAndSet(true))
-          LOG.warn(
-              "cloudprofiler: {} operators' row channels are open in this JVM: the rows of later"
-                  + " operators are not logged ({} still times them)",
-              MAX_CHANNELS,
-              Config.OPERATORS.name);
-        return 0;
+      synchronized (CHANNELS) {
+        Open open = CHANNELS.get(probe.probe);
+        if (open == null) {
+          if (maxChannels == 0)
+            maxChannels = Config.OPERATOR_ROW_CHANNELS.read(SparkEnv.get().conf());
+          if (CHANNELS.size() >= maxChannels && (idle = takeIdle()) == 0) {
+            if (!FULL_SAID.getAndSet(true))
+              LOG.warn(
+                  "cloudprofiler: {} operators' row channels are in use in this JVM: the rows of"
+                      + " other operators are not logged until one is idle ({} still times them)",
+                  maxChannels,
+                  Config.OPERATORS.name);
+            return 0;
+          }
+          long handle = open(probe, firstProbe);
+          if (handle == 0) return 0;
+          open = new Open(handle);
+          CHANNELS.put(probe.probe, open);
+        }
+        open.users++;
+        return open.handle;
       }
-      return CHANNELS.computeIfAbsent(probe.probe, id -> open(probe, firstProbe));
     } catch (Throwable e) {
       GUARD.disable("opening the channel of probe " + probe.probe, e);
       return 0;
+    } finally {
+      if (idle != 0) close(idle); // outside the lock: a close flushes and writes the file's end
+    }
+  }
+
+  /** A task that {@link #acquire}d {@code probe}'s channel completed: it logs no more. */
+  static void release(long probe) {
+    synchronized (CHANNELS) {
+      Open open = CHANNELS.get(probe);
+      if (open != null && open.users > 0 && --open.users == 0) open.idleSince = System.nanoTime();
+    }
+  }
+
+  /** Removes the channel idle longest, if one has been idle {@link #IDLE_NS}: its handle, or 0. */
+  private static long takeIdle() {
+    long now = System.nanoTime();
+    Long oldest = null;
+    long since = 0;
+    for (var entry : CHANNELS.entrySet()) {
+      Open open = entry.getValue();
+      if (open.users == 0
+          && now - open.idleSince >= IDLE_NS
+          && (oldest == null || open.idleSince - since < 0)) {
+        oldest = entry.getKey();
+        since = open.idleSince;
+      }
+    }
+    return oldest == null ? 0 : CHANNELS.remove(oldest).handle;
+  }
+
+  /** Closes an idle channel: its records reach its file, which ends as at the JVM's stop. */
+  private static void close(long handle) {
+    try {
+      CloudProfiler.close(handle);
+    } catch (Throwable e) {
+      GUARD.disable("closing an idle channel", e);
     }
   }
 
@@ -133,6 +208,9 @@ public final class OperatorRows {
 
   /** Forgets every channel as the library stops (the next application opens its own). */
   static void forget() {
-    CHANNELS.clear();
+    synchronized (CHANNELS) {
+      CHANNELS.clear();
+      maxChannels = 0;
+    }
   }
 }

@@ -62,8 +62,9 @@ public final class ProbeCounters implements TaskCompletionListener {
   public long since;
 
   /**
-   * The channel of this probe's sampled rows (0: none), opened with the pipeline rather than at its
-   * first row, so that no row's latency holds the opening of a file.
+   * The channel of this probe's sampled rows (0: none), taken with the pipeline rather than at its
+   * first row, so that no row's latency holds the opening of a file, and released as the task
+   * completes, so that it may close once no task uses it ({@link OperatorRows#acquire}).
    */
   private final long rowChannel;
 
@@ -107,8 +108,8 @@ public final class ProbeCounters implements TaskCompletionListener {
     rowId = OperatorRows.firstId(task == null ? 0 : task.taskAttemptId());
     firstProbe = first == null ? metrics.rowsOf : first.firstProbe;
     rowChannel =
-        clock.timed && metrics.chain != ProbeMetrics.NO_CHAIN
-            ? OperatorRows.channel(metrics, firstProbe)
+        clock.timed && task != null && metrics.chain != ProbeMetrics.NO_CHAIN
+            ? OperatorRows.acquire(metrics, firstProbe)
             : 0;
     random = (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
     if (task != null) task.addTaskCompletionListener(this);
@@ -224,5 +225,6 @@ public final class ProbeCounters implements TaskCompletionListener {
       error = Math.min(error, span);
     }
     metrics.publish(rows(), Math.round(estimate), Math.round(error), exactGaps + sampledGaps);
+    if (rowChannel != 0) OperatorRows.release(metrics.probe);
   }
 }
