@@ -51,22 +51,32 @@ def operator_hops(app, **scope):
     ran in the attempts in scope. Empty where no probe logged rows (spark.cloudprofiler.operators off, or its
     rows.x 0)."""
     logged = row_channels(app)
-    empty = app.spark.createDataFrame([], HOPS_DDL)
     if not logged:
-        return empty
+        return app.spark.createDataFrame([], HOPS_DDL)
     probes = list(logged)
     nodes = {r["probe_id"]: r for r in app.operator_nodes().where(F.col("probe_id").isin(probes))
              .dropDuplicates(["probe_id"]).select("probe_id", "parent_probe_id", "operator").collect()}
     queries = {r["probe_id"]: r["sql_execution_id"] for r in operator_tasks(app, **scope)
                .where(F.col("probe_id").isin(probes)).groupBy("probe_id")
                .agg(F.min("sql_execution_id").alias("sql_execution_id")).collect()}
+    plan = {p: (n["parent_probe_id"], n["operator"], queries.get(p)) for p, n in nodes.items()}
+    return app.spark.createDataFrame(hop_rows(app, plan, logged), HOPS_DDL)
+
+
+def hop_rows(app, plan: dict, logged: "dict | None" = None) -> list[dict]:
+    """operator_hops()'s rows (HOPS_DDL's columns) of the probes of `plan` (probe id -> (its consumer's probe id,
+    its operator, its SQL execution id or None where it ran in no attempt in scope)), for a caller that already has
+    them (the report, from operators()); `logged`: row_channels(app), read here if not given."""
+    logged = row_channels(app) if logged is None else logged
     pairs = []
     for probe, (_, first) in sorted(logged.items()):
-        parent = nodes[probe]["parent_probe_id"] if probe in nodes else None
-        if probe in queries and parent in nodes and parent in logged and logged[parent][1] == first:
+        parent = plan[probe][0] if probe in plan else None
+        # the probe above a Python UDF logs the ids the probe below it numbers, which may also continue a chain
+        if plan.get(probe, (None, None, None))[2] is not None and parent in plan and parent in logged \
+                and logged[parent][1] in (first, probe):
             pairs.append((probe, parent))
     if not pairs:
-        return empty
+        return []
     channels = sorted({logged[p][0] for pair in pairs for p in pair})
     position = {c: i for i, c in enumerate(channels)}
     hops = [(i, position[logged[a][0]], position[logged[b][0]]) for i, (a, b) in enumerate(pairs)]
@@ -74,8 +84,8 @@ def operator_hops(app, **scope):
     rows = []
     for i, (a, b) in enumerate(pairs):
         s = sketches.hop_statistics(i, QUANTILES)
-        rows.append({"sql_execution_id": queries[a], "from_probe_id": a, "from_operator": nodes[a]["operator"],
-                     "to_probe_id": b, "to_operator": nodes[b]["operator"], "rows": s["count"], "min_ns": s["min_ns"],
+        rows.append({"sql_execution_id": plan[a][2], "from_probe_id": a, "from_operator": plan[a][1],
+                     "to_probe_id": b, "to_operator": plan[b][1], "rows": s["count"], "min_ns": s["min_ns"],
                      "p50_ns": s["q"][0], "p90_ns": s["q"][1], "p99_ns": s["q"][2], "max_ns": s["max_ns"],
                      "mean_ns": s["mean_ns"]})
-    return app.spark.createDataFrame(rows, HOPS_DDL)
+    return rows

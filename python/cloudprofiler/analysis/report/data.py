@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..operator_hops import channel_prefix
+from ..operator_hops import channel_prefix, hop_rows
 from ..pipeline import ordered_sketches, pipeline_rows
 from . import streaming as streaming_section
 from . import udfs as udfs_section
@@ -187,13 +187,13 @@ def _queries(app, data: ReportData) -> None:
 
 def _operator_hops(app, data: ReportData) -> None:
     """The sampled rows' latency from operator to operator in the queries shown (a section of its own: where it
-    fails, the Queries section still draws its trees)."""
-    from pyspark.sql import functions as F
-
-    if data.queries.empty:
+    fails, the Queries section still draws its trees), their probes taken from `operators` rather than asked of
+    Spark again."""
+    if data.operators.empty:
         return
-    shown = [int(q) for q in data.queries.loc[data.queries["shown"], "sql_execution_id"]]
-    data.operator_hops = app.operator_hops().where(F.col("sql_execution_id").isin(shown)).toPandas()
+    plan = {int(r.probe_id): (None if pd.isna(r.parent_probe_id) else int(r.parent_probe_id),
+                              r.operator, int(r.sql_execution_id)) for r in data.operators.itertuples()}
+    data.operator_hops = pd.DataFrame(hop_rows(app, plan))  # no rows, no columns: the tables check .empty
 
 
 # The report's sections, gathered in this order (the pipeline's trace channels come from `channels`)
