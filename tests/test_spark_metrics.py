@@ -2,7 +2,8 @@
 reporting while the application runs, shows every record the task and trace channels logged (a Python worker's,
 handed to its executor, included) and the bytes they wrote. The driver's: its Cloudprofiler metrics page, parsed by
 Prometheus' own client, has each stage's task durations as the task table has them and each executor's counters as
-it last sent them; Spark's PrometheusServlet carries the driver's totals. The log folder is a file:// URI, written
+it last sent them, per channel too (records per second over each interval, as the tab's JSON polled while it ran
+shows them); Spark's PrometheusServlet carries the driver's totals. The log folder is a file:// URI, written
 with the Hadoop settings the application gives (spark.hadoop.*)."""
 import csv
 import json
