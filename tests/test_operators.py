@@ -287,9 +287,50 @@ def test_a_join_whose_matches_all_come_first_takes_no_less_time_than_its_streame
         assert above >= below - 3 * (below_error + above_error), timed
 
 
+def row_folder(session, logs):
+    """The driver's (the local executor's) folder of channel files, as the native library writes them."""
+    return logs.parent / "local" / session.sparkContext.applicationId / "vm-driver"
+
+
 def row_files(folder, probe):
     """The files of probe's row channel in folder, read (a file still open reads up to its last flush)."""
     return [read_log_bytes(str(path), path.read_bytes()) for path in folder.glob(f"spark.operator.{probe}.*.arrows")]
+
+
+def logged_ids(session, logs, query):
+    """query() (a DataFrame) collected with its operators timed: its rows, and per operator of its plan whose probe
+    logged rows the ids it logged (once the JVM flushed every channel)."""
+    session.conf.set(OPERATORS, "true")
+    try:
+        df = query()
+        rows = df.collect()
+        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
+    finally:
+        session.conf.unset(OPERATORS)
+    session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
+    ids = {}
+    for node in nodes:
+        found = re.fullmatch(r"CloudprofilerProbe (\d+) \((\w+)\)", node.simpleString(0))
+        for log in row_files(row_folder(session, logs), int(found[1])) if found else ():
+            ids.setdefault(found[2], set()).update(log.table().column("tuple_id").to_pylist())
+    return rows, ids
+
+
+def test_the_rows_a_python_udf_reads_are_logged_at_the_operator_below_it_and_at_the_udf(spark):
+    # a range, a filter keeping even ids, a Python UDF: the filter's probe, the UDF's input, logs the range's
+    # sampled rows that pass (the hop from the range to the filter) and its own rows by ordinal, flagged (bit 31),
+    # as the probe above the UDF numbers the UDF's rows (the hop from the filter to the UDF)
+    session, logs = spark
+    double = F.udf(lambda v: v * 2, "long")
+    time.sleep(1.1)  # every open row channel idle a second: this query's channels may take their places
+    rows, ids = logged_ids(session, logs, lambda: session.range(0, 3000, 1, 1).where("id % 2 = 0")
+                           .select(double("id").alias("d")).agg(F.sum("d")))
+    assert rows[0][0] == 2 * sum(range(0, 3000, 2))
+    [udf] = [v for k, v in ids.items() if k.endswith("EvalPython")]  # Spark 4 runs it through Arrow
+    [task] = {i >> 32 for i in ids["Range"]}
+    assert ids["Range"] == {task << 32 | ordinal for ordinal in (0, 1024, 2048)}  # 1 in 1,024, every one even
+    assert udf == {task << 32 | 1 << 31 | ordinal for ordinal in (0, 1024)}  # the 1,500 rows in and out
+    assert ids["Filter"] == ids["Range"] | udf
 
 
 def test_a_long_session_logs_sampled_rows_past_the_open_channels_limit(spark):
@@ -301,25 +342,16 @@ def test_a_long_session_logs_sampled_rows_past_the_open_channels_limit(spark):
     try:
         for _ in range(ROW_CHANNELS_OPEN // 2 + 1):
             assert session.sql("select count(*) c from range(0, 3000, 1, 1) where id % 2 = 0").first().c == 1500
-        time.sleep(1.1)
-        df = session.sql("select count(*) c from range(0, 5000, 1, 1) where id % 3 = 0")
-        assert df.collect()[0].c == len(range(0, 5000, 3))
-        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
     finally:
         session.conf.unset(OPERATORS)
-    session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
-    folder = logs.parent / "local" / session.sparkContext.applicationId / "vm-driver"
-    probe = {}
-    for node in nodes:
-        found = re.fullmatch(r"CloudprofilerProbe (\d+) \((\w+)\)", node.simpleString(0))
-        if found:
-            probe[found[2]] = int(found[1])
+    time.sleep(1.1)
+    rows, ids = logged_ids(session, logs, lambda: session.sql("select count(*) c from range(0, 5000, 1, 1) "
+                                                              "where id % 3 = 0"))
+    assert rows[0].c == len(range(0, 5000, 3))
     # the task's rows of ordinals 0, 1024, ... 4096 at the range; those of them that are multiples of 3 on
-    ordinals = {}
-    for operator in ("Range", "Filter"):
-        [log] = row_files(folder, probe[operator])
-        ordinals[operator] = sorted(i & 0xFFFFFFFF for i in log.table().column("tuple_id").to_pylist())
+    ordinals = {operator: sorted(i & 0xFFFFFFFF for i in ids[operator]) for operator in ("Range", "Filter")}
     assert ordinals == {"Range": [0, 1024, 2048, 3072, 4096], "Filter": [0, 3072]}
+    folder = row_folder(session, logs)
     files = [read_log_bytes(str(p), p.read_bytes()) for p in folder.glob("spark.operator.*.arrows")]
     closed = [log for log in files if log.ended]
     assert len(closed) >= len(files) - ROW_CHANNELS_OPEN > 0  # the limit was reached: channels closed meanwhile

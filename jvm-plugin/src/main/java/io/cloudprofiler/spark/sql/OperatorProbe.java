@@ -202,7 +202,24 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                     + ".logRow("
                     + counters
                     + ".rowId);\n"
-                : "if (" + below + ".rowSampled) " + counters + ".logRow(" + below + ".rowId);\n";
+                : "if ("
+                    + below
+                    + ".rowSampled) "
+                    + counters
+                    + ".logRow("
+                    + below
+                    + ".rowId);\n"
+                    // below a Python UDF: its own rows too, as the probe above the UDF numbers them
+                    + (metrics.udfEnd
+                        ? "if ("
+                            + OperatorRows.keptCode(
+                                "++" + counters + ".udfRowId", metrics.rowsX, metrics.rowsY)
+                            + ") "
+                            + counters
+                            + ".logRow("
+                            + counters
+                            + ".udfRowId);\n"
+                        : "");
     // the probe whose consume code this is counts the rows it passes, so that this probe's gap
     // that spans many of them is timed (ProbeCounters.since); this probe counts its own for the
     // probe above, if one is generated in its parents' code. That probe's long gap is a long gap

@@ -137,7 +137,13 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             : id;
     ProbeMetrics metrics =
         new ProbeMetrics(
-            session.sparkContext(), id, chain(node, parent, rows), rowsOf, rows[0], rows[1]);
+            session.sparkContext(),
+            id,
+            chain(node, parent, rows),
+            rowsOf,
+            OperatorRows.keepsCount(node) || (parent != null && OperatorRows.keepsCount(parent)),
+            rows[0],
+            rows[1]);
     OperatorNodes.register(id, parentProbe, node, metrics);
     return new OperatorProbe(rebuilt, id, node.nodeName(), metrics);
   }
@@ -145,15 +151,16 @@ public final class OperatorProbes extends Rule<SparkPlan> {
   /**
    * The place of {@code node}'s probe in a chain of operators that keep a row's identity ({@link
    * OperatorRows}): next in its child's chain where it passes on its child's rows, else first of a
-   * chain where its parent, in the same pipeline, passes on its rows, else none; first at both ends
-   * of a Python UDF's evaluation.
+   * chain where its parent, in the same pipeline, passes on its rows, else none. Above a Python
+   * UDF's evaluation first; below it, next where its operator passes on its child's rows (it also
+   * numbers its own for the UDF, {@link OperatorRows#UDF_ROWS}), else first.
    */
   private static int chain(SparkPlan node, SparkPlan parent, long[] rows) {
     if (rows[0] == 0) return ProbeMetrics.NO_CHAIN;
     // both ends of a Python UDF's evaluation number their own rows, which are the same rows
-    if (OperatorRows.keepsCount(node) || (parent != null && OperatorRows.keepsCount(parent)))
-      return ProbeMetrics.FIRST;
+    if (OperatorRows.keepsCount(node)) return ProbeMetrics.FIRST;
     if (OperatorRows.keepsRows(node)) return ProbeMetrics.NEXT;
+    if (parent != null && OperatorRows.keepsCount(parent)) return ProbeMetrics.FIRST;
     boolean fed =
         parent != null
             && generates(parent)

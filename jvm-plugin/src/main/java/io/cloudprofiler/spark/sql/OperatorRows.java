@@ -48,6 +48,13 @@ public final class OperatorRows {
   static final int ROW_BITS = 32;
 
   /**
+   * Set in the ids that both ends of a Python UDF's evaluation give their rows by ordinal (the n-th
+   * row in is the n-th row out): the probe below the UDF may also pass on the ids of a chain below
+   * it, the ordinals of other rows, which must not pair with the UDF's.
+   */
+  static final long UDF_ROWS = 1L << (ROW_BITS - 1);
+
+  /**
    * Channels open in this JVM at most ({@link Config#OPERATOR_ROW_CHANNELS}; 0 until read): one per
    * probe whose pipeline ran here, and each run of a query (each micro-batch of a streaming query)
    * has probes of its own. Each holds a file descriptor, beside the shuffle files and sockets Spark
@@ -110,9 +117,12 @@ public final class OperatorRows {
     return !(parent instanceof HashJoin j) || j.streamedPlan() == child;
   }
 
-  /** The first row id of the current task's chain, less one (the first probe adds one per row). */
-  static long firstId(long taskAttemptId) {
-    return (taskAttemptId << ROW_BITS) - 1;
+  /**
+   * The first row id of the current task's chain, less one (the first probe adds one per row);
+   * {@code udf}: at an end of a Python UDF's evaluation ({@link #UDF_ROWS}).
+   */
+  static long firstId(long taskAttemptId, boolean udf) {
+    return ((taskAttemptId << ROW_BITS) | (udf ? UDF_ROWS : 0)) - 1;
   }
 
   /**

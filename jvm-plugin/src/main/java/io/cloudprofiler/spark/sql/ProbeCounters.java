@@ -56,6 +56,13 @@ public final class ProbeCounters implements TaskCompletionListener {
   public boolean rowSampled;
 
   /**
+   * Below a Python UDF, at a probe that continues the chain below it: the id of its own row passing
+   * now, numbered as the probe above the UDF numbers the UDF's rows ({@link
+   * OperatorRows#UDF_ROWS}).
+   */
+  public long udfRowId;
+
+  /**
    * The rows the probe below passed since this probe's last row, counted by the probe below's
    * generated code, which calls {@link #longGap} at {@link #LONG_GAP}; reset at each row here.
    */
@@ -105,7 +112,9 @@ public final class ProbeCounters implements TaskCompletionListener {
     this.clock = clock;
     this.metrics = metrics;
     TaskContext task = TaskContext.get();
-    rowId = OperatorRows.firstId(task == null ? 0 : task.taskAttemptId());
+    long attempt = task == null ? 0 : task.taskAttemptId();
+    rowId = OperatorRows.firstId(attempt, metrics.udfEnd);
+    udfRowId = OperatorRows.firstId(attempt, true);
     firstProbe = first == null ? metrics.rowsOf : first.firstProbe;
     rowChannel =
         clock.timed && task != null && metrics.chain != ProbeMetrics.NO_CHAIN

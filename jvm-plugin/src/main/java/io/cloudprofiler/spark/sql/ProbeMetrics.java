@@ -36,6 +36,12 @@ public final class ProbeMetrics implements Serializable {
    */
   final long rowsOf;
 
+  /**
+   * Whether it is at either end of a Python UDF's evaluation, whose rows it numbers for the pairing
+   * of the UDF's n-th row in with its n-th row out ({@link OperatorRows#UDF_ROWS}).
+   */
+  final boolean udfEnd;
+
   /** XoY of the rows logged by a probe of a chain: floorMod(row id, y) < x. */
   final long rowsX, rowsY;
 
@@ -45,10 +51,12 @@ public final class ProbeMetrics implements Serializable {
   final SQLMetric ticksError;
   final SQLMetric gaps;
 
-  ProbeMetrics(SparkContext sc, long probe, int chain, long rowsOf, long rowsX, long rowsY) {
+  ProbeMetrics(
+      SparkContext sc, long probe, int chain, long rowsOf, boolean udfEnd, long rowsX, long rowsY) {
     this.probe = probe;
     this.chain = chain;
     this.rowsOf = rowsOf;
+    this.udfEnd = udfEnd;
     this.rowsX = rowsX;
     this.rowsY = rowsY;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");
