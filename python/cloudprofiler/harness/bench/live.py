@@ -71,9 +71,10 @@ if ui:
         served = [get(path) for _ in range(20)]
         out[name + "_bytes"] = len(served[-1][0])
         out[name + "_s"] = sorted(s for _, s in served)[10]
-    wire = sc._jvm.io.cloudprofiler.spark.Messages.toWire(
-        sc._jvm.io.cloudprofiler.spark.Messages.Counters("123", 10**9, 10**6, 10**12))
-    out["message_bytes"] = len(sc._jvm.org.apache.spark.util.Utils.serialize(wire))
+    jvm = sc._jvm  # an executor's message with its counters and no channel (each channel adds about 90 bytes)
+    wire = jvm.io.cloudprofiler.spark.Messages.toWire(jvm.io.cloudprofiler.spark.Messages.Counters(
+        "123", 10**9, 10**6, 10**12, 1, 15.0, jvm.java.util.Collections.emptyList(), 0))
+    out["message_bytes"] = len(jvm.org.apache.spark.util.Utils.serialize(wire))
 spark.stop()
 print("RESULT " + json.dumps(out))
 """
