@@ -350,9 +350,8 @@ def test_the_queries_section_draws_each_tree_and_the_udf_finding(app, report, op
     assert SLEEP_S * 1e9 <= p50 <= 1.01 * float(shown[3]) * {"ms": 1e6, "s": 1e9}[shown[4]]
     assert cells["Range"] == ("", "-")
     # and a finding: the UDF's hop holds nearly all of its rows' time between operators (the hop above it, into
-    # the projection, takes microseconds); the hops of the filter query and of the chain (a filter, a join's lookup:
-    # a microsecond or less) make none (the skew query's projection may: it hashes a 40-fold string per row, 28 us
-    # at a load of 6)
+    # the projection, takes microseconds). Other queries' hops of 10 us or more make findings of their own by the same
+    # rule (the skew query's projection hashes a 40-fold string per row: 28 us; a broadcast's 5-row build side: 27 us)
     udf_rows = [text for kind, text in _findings(page) if kind == "row_hop" and f"(SQL execution {execution})" in text]
     range_ = udf[udf["operator"] == "Range"].iloc[0]
     assert len(udf_rows) == 1 and re.match(
@@ -360,10 +359,6 @@ def test_the_queries_section_draws_each_tree_and_the_udf_finding(app, report, op
         rf"from Range \(probe {int(range_['probe_id'])}\) to the Python UDF \(BatchEvalPython, probe "
         rf"{int(top['probe_id'])}\): {re.escape(cells['BatchEvalPython'][1])}, against ", udf_rows[0]), udf_rows
     row_hop = udf_rows[0]
-    cheap = {int(e) for group in ("filter", "chain")
-             for e in app.operators(job_group=group).toPandas()["sql_execution_id"]}
-    assert not [text for kind, text in _findings(page) if kind == "row_hop" and any(
-        f"(SQL execution {e})" in text for e in cheap)]
     if browser.CHROMIUM is None:
         pytest.skip("chromium is not installed (make deps installs it)")
     loaded = browser.load(out, tmp_path / "profile")
