@@ -187,7 +187,7 @@ public final class TabContent {
             .append(td(seconds(own)))
             .append(td(total > 0 ? String.format("%.0f%%", 100 * own / total) : "-"))
             .append(td(seconds(o.path("inclusive_s").asDouble())))
-            .append(td(String.format("%,d", o.path("rows").asLong())))
+            .append(td(count(o.path("rows"))))
             .append(td(o.path("tasks").asText()))
             .append("</tr>");
       }
@@ -232,9 +232,9 @@ public final class TabContent {
     for (JsonNode e : executors)
       h.append("<tr>")
           .append(td(e.path("executor_id").asText()))
-          .append(td(String.format("%,d", e.path("records_logged").asLong())))
-          .append(td(String.format("%,d", e.path("records_dropped").asLong())))
-          .append(td(String.format("%,d", e.path("bytes_written").asLong())))
+          .append(td(count(e.path("records_logged"))))
+          .append(td(count(e.path("records_dropped"))))
+          .append(td(count(e.path("bytes_written"))))
           .append("</tr>");
     h.append("</tbody></table>");
   }
@@ -275,8 +275,8 @@ public final class TabContent {
           .append(td(rate(c.path("records_per_second"))))
           .append(td(rate(c.path("drops_per_second"))))
           .append(td(seconds(c.path("interval_s").asDouble())))
-          .append(td(String.format("%,d", c.path("records_logged").asLong())))
-          .append(td(String.format("%,d", c.path("records_dropped").asLong())))
+          .append(td(count(c.path("records_logged"))))
+          .append(td(count(c.path("records_dropped"))))
           .append("</tr>");
     }
     h.append("</tbody></table>");
@@ -348,6 +348,11 @@ public final class TabContent {
     if (value == null || value.isNull() || value.isMissingNode()) return "-";
     long ms = value.asLong();
     return ms >= 1000 ? String.format("%.2f s", ms / 1000.0) : ms + " ms";
+  }
+
+  /** A count with thousands separators. */
+  private static String count(JsonNode value) {
+    return String.format("%,d", value.asLong());
   }
 
   private static String rate(JsonNode value) {
