@@ -1,6 +1,7 @@
 """The report from ReportData built by hand (tests/report_sample.py): the findings say what the numbers say, the
 terminal summary prints them, and the HTML page loads offline in headless chromium with every figure drawn."""
 import dataclasses
+import math
 import re
 
 import numpy as np
@@ -59,7 +60,12 @@ def test_the_hop_between_operators_that_holds_a_querys_row_latency_is_named():
                 "p99_ns": p50_ns * 2, "max_ns": p50_ns * 3, "mean_ns": p50_ns}
 
     scan, udf, project = ("Range", 1), ("BatchEvalPython", 2), ("Project", 3)
-    data = dataclasses.replace(report_sample.sample(), operator_hops=pd.DataFrame(
+    # 40,000 rows through the UDF in a query of 100 s of task time
+    # (their shares unknown: the operator's own finding says nothing)
+    queries = pd.DataFrame([{"sql_execution_id": 4, "query_task_s": 100.0, "shown": True}])
+    operators = pd.DataFrame([{"sql_execution_id": 4, "probe_id": probe, "rows": 40_000, "share": math.nan}
+                              for probe in (1, 2, 3)])
+    data = dataclasses.replace(report_sample.sample(), queries=queries, operators=operators, operator_hops=pd.DataFrame(
         [hop(scan, udf, 90e6), hop(udf, project, 300.0)]))
     assert _texts(data, "row_hop") == [
         "query (SQL execution 4): its sampled rows spend 100% of their time between operators from Range (probe 1) "
@@ -72,6 +78,12 @@ def test_the_hop_between_operators_that_holds_a_querys_row_latency_is_named():
     # no line where the hops share the time, nor for a hop of nanoseconds however large its share
     for hops in ([hop(scan, udf, 90e6), hop(udf, project, 60e6)], [hop(scan, udf, 9e3), hop(udf, project, 300.0)]):
         assert _texts(dataclasses.replace(data, operator_hops=pd.DataFrame(hops)), "row_hop") == []
+    # nor for a hop whose rows' time is a small part of the query's: 5 rows (a broadcast's build side) at 90 ms are
+    # 0.45 s of 100 s; 1,200 rows are 108 s, the line again
+    hops = pd.DataFrame([hop(scan, udf, 90e6), hop(udf, project, 300.0)])
+    for rows, lines in ((5, 0), (1_200, 1)):
+        few_rows = dataclasses.replace(data, operators=operators.assign(rows=rows), operator_hops=hops)
+        assert len(_texts(few_rows, "row_hop")) == lines
 
 
 def test_the_cross_host_bound_says_which_durations_are_uncertain():

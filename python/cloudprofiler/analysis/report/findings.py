@@ -7,6 +7,7 @@ span, of the end-to-end p99 or of the records concerned.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ OPERATOR_DOMINANT = 0.5  # an operator with this share of its query's task time 
 OPERATOR_NAMED = 0.05  # ...and one under this share of it gets no line
 ROW_HOP_DOMINANT = 0.8  # a hop with this share of the medians of a query's operator hops gets a line...
 ROW_HOP_MIN_NS = 10e3  # ...if its median is at least 10 us (an operator's own work on a row is ns to a few us)
+ROW_HOP_WEIGHT = OPERATOR_NAMED  # ...and its rows' time in it (mean x rows) is this share of the query's task time
 SKEW_NAMED = STRAGGLER_RATIO  # the slowest task of an operator over this x its median is named, with its partition
 HEALTH_COMPUTED_HERE = {"drops", "cut_file"}  # health kinds the findings below word themselves (and "unbounded"
 # where there are traced durations: `_unbounded` counts those, health counts records)
@@ -305,10 +307,13 @@ def _operators(data: ReportData) -> list[Finding]:
 
 def _row_hops(data: ReportData) -> list[Finding]:
     """Per query shown: the hop between operators where its sampled rows spend most of their time, where one
-    dominates (ROW_HOP_DOMINANT of the sum of the query's hops' medians, and ROW_HOP_MIN_NS or more), e.g. a Python
-    UDF's, whose rows wait for their batch and the worker."""
-    if data.operator_hops.empty:
+    dominates (ROW_HOP_DOMINANT of the sum of the query's hops' medians, ROW_HOP_MIN_NS or more, and its rows' time
+    in it ROW_HOP_WEIGHT of the query's task time), e.g. a Python UDF's, whose rows wait for their batch and the
+    worker."""
+    if data.operator_hops.empty or data.operators.empty:
         return []
+    task_ns = dict(zip(data.queries["sql_execution_id"], data.queries["query_task_s"] * 1e9))
+    rows_out = dict(zip(data.operators["probe_id"], data.operators["rows"]))
     found = []
     for execution, hops in data.operator_hops.groupby("sql_execution_id"):
         hops = hops[hops["rows"] > 0]
@@ -318,6 +323,11 @@ def _row_hops(data: ReportData) -> list[Finding]:
         top = next(hops.sort_values(["p50_ns", "from_probe_id"], ascending=[False, True]).itertuples())
         share = float(top.p50_ns) / total
         if share < ROW_HOP_DOMINANT or top.p50_ns < ROW_HOP_MIN_NS:
+            continue
+        # a hop of 30 us on the 5 rows of a broadcast's build side dominates its query's hops and matters nothing
+        # to a query of seconds: weigh it by every row that crossed it (its mean over the sample, x the rows its
+        # operator produced) against the query's task time
+        if not top.mean_ns * rows_out.get(top.to_probe_id, 0) >= ROW_HOP_WEIGHT * task_ns.get(execution, math.inf):
             continue
         found.append(Finding("info", share, (
             f"query (SQL execution {int(execution)}): its sampled rows spend {fmt.percent(share)} of their time "
