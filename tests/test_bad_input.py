@@ -175,6 +175,7 @@ EDGE_CASES = [
     (["generate", "--port", "99999"], "got 99999"),
     (["bench", "accuracy", "--gap", "-1"], "--gap=-1"),
     (["bench", "accuracy", "--gap", "nan"], "--gap=nan"),
+    (["bench", "accuracy", "--runs", "0"], "--runs=0"),
 ]
 NO_JVM_CPU_S = 2.0
 

@@ -14,6 +14,7 @@ import pytest
 import cloudprofiler as cp
 from cloudprofiler.harness.bench import live
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
+from cloudprofiler.harness.bench.accuracy import load_verdict
 from cloudprofiler.harness.bench.operators import coverage, judge, same_results
 from cloudprofiler.harness.bench.spark import application_summary
 from cloudprofiler.harness.bench.spark_logs import record_problems, run_problems, task_problems
@@ -186,6 +187,17 @@ def test_the_operators_goal_is_judged_against_the_machine_s_floor():
     assert one["floor"] is None and one["verdict"] == "not measurable" and one["added"] == pytest.approx(0.01)
     with pytest.raises(ValueError, match="as many runs off as on"):
         judge([1.0, 2.0], [1.0])
+
+
+def test_the_bound_under_load_is_judged_run_by_run_against_the_quiet_median():
+    """Known answers: CP bounds in ns of five runs a side, the goal 2x."""
+    met = load_verdict([4500.0, 4800.0, 5100.0, 4400.0, 4700.0], [5300.0, 5300.0, 4900.0, 6100.0, 9400.0])
+    assert met["quiet_median_ns"] == 4700.0 and met["within"] == 5 and met["met"]
+    assert met["ratios"] == pytest.approx([5300 / 4700, 5300 / 4700, 4900 / 4700, 6100 / 4700, 2.0])
+    # one delayed run in five is enough to miss the goal, however good the others
+    missed = load_verdict([4500.0, 4800.0, 5100.0], [5300.0, 82400.0, 4900.0])
+    assert missed["within"] == 2 and not missed["met"]
+    assert not load_verdict([4500.0], [])["met"]
 
 
 def test_the_udfs_goal_is_judged_on_the_interval_around_the_median_of_the_rounds():

@@ -37,4 +37,5 @@ def test_probe_runs_are_taken_as_the_python_prober_takes_its_rounds():
     java = {name: float(value.replace("_", "")) for name, value in
             re.findall(r"static final (?:int|long|double) (\w+) = ([\d_.]+);", source)}
     assert java == {"BURSTS": probe.BURSTS, "BURST_GAP_NANOS": round(probe.BURST_GAP_S * 1e9),
-                    "RETRY_FACTOR": probe.RETRY_FACTOR, "RETRIES": probe.RETRIES}
+                    "RETRY_FACTOR": probe.RETRY_FACTOR, "RETRIES": probe.RETRIES,
+                    "SLEEPING_BURST": probe.SLEEPING_BURST}

@@ -100,6 +100,17 @@ static int64_t now_ns(void) {
  * other's answer, and a thread woken from a blocking receive adds microseconds to every round trip. */
 enum { HOT_NS = 2000000 };
 
+/* Whether the kernel took in the socket's last packet on `cpu`, the responder's: on one machine, the prober's CPU
+ * when the others are busy (the kernel wakes each side on the other's CPU). Staying hot would then hold the
+ * prober off that CPU for the whole hot time, and every round trip would last as long (2 ms under 16 spinning
+ * processes on 2 cores). Asked after the answer is sent, outside the round trip. */
+static bool same_cpu(int fd, uint32_t cpu) {
+  int incoming = -1;
+  socklen_t size = sizeof incoming;
+  return getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &incoming, &size) == 0 && incoming >= 0 &&
+         (uint32_t)incoming == cpu;
+}
+
 static ssize_t receive(cp_responder *r, request *q, struct sockaddr_in *from, socklen_t *from_len, bool hot) {
   int64_t until = hot ? now_ns() + HOT_NS : 0;
   while (hot && !atomic_load(&r->stop)) {
@@ -134,7 +145,7 @@ static void *respond(void *arg) {
     spin_us(r->delay_after_us);
     if (sendto(r->fd, &a, sizeof a, 0, (struct sockaddr *)&from, from_len) == sizeof a)
       atomic_fetch_add(&r->answered, 1);
-    hot = true;
+    hot = !same_cpu(r->fd, a.cpu);
   }
   return NULL;
 }

@@ -53,6 +53,11 @@ def probe(address: str, port: int, count: int = 100, timeout_ms: int = 200, spin
 
 
 BURSTS, BURST_GAP_S = 10, 0.0005
+# Every SLEEPING_BURST-th burst (the second, the fourth...) waits for its answers asleep rather than spinning. On a
+# quiet machine spinning saves the wake-up (the round's MinRTT comes from a spinning burst: 8.7 us here against
+# 16-20 us asleep); on a busy one a spinning prober uses up its share of the CPU and the scheduler then holds it back
+# for milliseconds (8 spinning processes on 2 cores: whole rounds at 2-12 ms spinning, 16-35 us asleep).
+SLEEPING_BURST = 2
 # A round whose MinRTT is this many times the best one seen was delayed (the scheduler held the prober or the
 # responder back for all of its probes): it is taken again, up to RETRIES times, and the best kept.
 RETRY_FACTOR, RETRIES = 4.0, 3
@@ -60,14 +65,14 @@ RETRY_FACTOR, RETRIES = 4.0, 3
 
 def probe_round(address: str, port: int, count: int = 100, timeout_ms: int = 200, secret: bytes = b"",
                 bursts: int = BURSTS) -> Probes:
-    """`count` probes in `bursts` bursts BURST_GAP_S apart: a moment in which the machine holds either side back
-    spoils one burst, not the round's smallest round trip."""
+    """`count` probes in `bursts` bursts BURST_GAP_S apart, every SLEEPING_BURST-th waiting asleep: a moment in which
+    the machine holds either side back spoils one burst, not the round's smallest round trip."""
     sizes = [count // bursts + (i < count % bursts) for i in range(min(bursts, count))]
     parts = []
     for i, size in enumerate(sizes):
         if i:
             time.sleep(BURST_GAP_S)
-        parts.append(probe(address, port, size, timeout_ms, True, secret))
+        parts.append(probe(address, port, size, timeout_ms, i % SLEEPING_BURST != SLEEPING_BURST - 1, secret))
     return Probes.of(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("send", "remote", "recv")), True)
 
 

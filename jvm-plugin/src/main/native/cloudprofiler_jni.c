@@ -398,10 +398,10 @@ void JNI_FN(responderStop)(JNIEnv *env, jclass cls, jlong responder) {
   cp_responder_stop((cp_responder *)(intptr_t)responder);
 }
 
-/* long[] probePeer(String address, int port, int count, int timeoutMs, byte[] secret):
+/* long[] probePeer(String address, int port, int count, int timeoutMs, byte[] secret, boolean spin):
  * (send, remote, recv) per probe; recv is 0 for an unanswered probe. */
 jlongArray JNI_FN(probePeer)(JNIEnv *env, jclass cls, jstring address, jint port, jint count, jint timeout_ms,
-                             jbyteArray secret) {
+                             jbyteArray secret, jboolean spin) {
   (void)cls;
   /* the number of probes is the caller's (spark.cloudprofiler.calibration.probes): only what calloc needs here */
   if (count < 1) return fail(env, EINVAL, "probe count out of range: expected at least 1"), NULL;
@@ -415,7 +415,7 @@ jlongArray JNI_FN(probePeer)(JNIEnv *env, jclass cls, jstring address, jint port
   uint32_t answered = 0;
   cp_error error;
   int rc = probes && flat ? cp_probe_peer(addr, (uint16_t)port, (const uint8_t *)key, (size_t)n, (uint32_t)count,
-                                          (uint32_t)timeout_ms, 1, probes, &answered, &error)
+                                          (uint32_t)timeout_ms, spin ? 1 : 0, probes, &answered, &error)
                           : ENOMEM;
   (*env)->ReleaseStringUTFChars(env, address, addr);
   jlongArray out = NULL;

@@ -4,7 +4,9 @@ The responder runs in a process of its own as a simulated TSC domain (offset of 
 second host when run as root (`harness.hosts`: two network namespaces joined by a bridge; else on loopback), so
 every translated value can be checked against the exact truth. Rounds alternate: the even ones and the last give
 the anchors, the odd ones' remote TSCs are the values checked. `--load N` measures again while N processes spin
-on the machine's cores (as executors busy with tasks do while Spark calibrates), side by side with the quiet run.
+on the machine's cores (as executors busy with tasks do while Spark calibrates), side by side with the quiet run;
+`--runs N` takes N such pairs one after the other, prints every run's bound and judges the loaded bound against
+the quiet one run by run (LOAD_GOAL).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 37.0
 RET_TUPLES = 2000
 END_NODES = ("native", "python")  # node B of the ReT pair: cp_ret_end (C), or python -m cloudprofiler.ret end
 PAPER_CP_BOUND_NS, PAPER_RET_BOUND_NS = 51_200, 266_390
+LOAD_GOAL = 2.0  # under load, the CP bound within this factor of the quiet runs' median, in every run
 
 
 def add_arguments(parser) -> None:
@@ -32,6 +35,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--loopback", action="store_true", help="stay on loopback even when run as root")
     parser.add_argument("--load", type=int, default=0, metavar="N",
                         help="measure again with N processes spinning on the cores (e.g. 8), beside the quiet run")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="measurements of each kind, one after the other, every one printed (default 1)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -133,22 +138,44 @@ def spinning(processes: int):
             spinner.wait()
 
 
+def load_verdict(quiet: list[float], loaded: list[float], goal: float = LOAD_GOAL) -> dict:
+    """The loaded runs' CP bounds against the quiet runs' median: each run's ratio, and whether every run is within
+    `goal` of it."""
+    reference = float(np.median(quiet))
+    ratios = [bound / reference for bound in loaded]
+    return {"quiet_median_ns": reference, "ratios": ratios, "within": sum(r <= goal for r in ratios),
+            "met": bool(ratios) and all(r <= goal for r in ratios)}
+
+
 def run(args) -> int:
     problem = (f"--rounds={args.rounds}: at least 3 (two to calibrate, one to check)" if args.rounds < 3 else
                f"--gap={args.gap}: seconds between rounds, a finite number >= 0" if not 0 <= args.gap < math.inf else
-               f"--load={args.load}: a number of spinning processes, 0 or more" if args.load < 0 else None)
+               f"--load={args.load}: a number of spinning processes, 0 or more" if args.load < 0 else
+               f"--runs={args.runs}: at least 1" if args.runs < 1 else None)
     if problem:
         print(f"cloudprofiler bench accuracy: {problem}", file=sys.stderr)
         return 2
     use_namespaces = not args.loopback and namespaces_available()
-    results = {"quiet": measure(args.rounds, args.gap, use_namespaces)}
-    if args.load:
-        with spinning(args.load):
-            results[f"load {args.load}"] = measure(args.rounds, args.gap, use_namespaces)
+    loaded = f"load {args.load}"
+    runs: dict[str, list[dict]] = {"quiet": []} | ({loaded: []} if args.load else {})
+    for i in range(args.runs):
+        runs["quiet"].append(measure(args.rounds, args.gap, use_namespaces))
+        if args.load:
+            with spinning(args.load):
+                runs[loaded].append(measure(args.rounds, args.gap, use_namespaces))
+        if args.runs > 1:
+            print(f"run {i + 1} of {args.runs}: CP bound e " + ", ".join(
+                f"{name} {r[-1]['cp_bound_ns'] / 1e3:.1f} us" for name, r in runs.items()),
+                file=sys.stderr if args.json else sys.stdout, flush=True)
+    results = {name: _median_run(r) for name, r in runs.items()}
+    verdict = load_verdict([r["cp_bound_ns"] for r in runs["quiet"]], [r["cp_bound_ns"] for r in runs[loaded]]) \
+        if args.load else None
     # a bound that does not hold is a defect, not a figure: say so and fail
-    escaped = [name for name, r in results.items() if r["contained_fraction"] < 1 or r["ret_contained_fraction"] < 1]
+    escaped = [f"{name}, run {i + 1}" for name, r in runs.items() for i, one in enumerate(r)
+               if one["contained_fraction"] < 1 or one["ret_contained_fraction"] < 1]
     if args.json:
-        print(json.dumps(results if args.load else results["quiet"], indent=1))
+        print(json.dumps({"medians": results, "runs": runs, "load_verdict": verdict}
+                         if args.load or args.runs > 1 else results["quiet"], indent=1))
         return 1 if escaped else 0
     rows = [("MinRTT (round trip)", "minrtt_ns", None),
             ("CP bound e (MinRTT / 2)", "cp_bound_ns", PAPER_CP_BOUND_NS),
@@ -167,6 +194,26 @@ def run(args) -> int:
     for name, key, paper in rows:
         print(f"{name:<38}" + "".join(f" {round(r[key], 1)!s:>16}" for r in results.values())
               + f" {paper if paper else '':>12}")
+    if args.runs > 1:
+        print(f"(medians over {args.runs} runs; contained: the smallest share over the runs)")
+        for name, r in runs.items():
+            bounds = [one["cp_bound_ns"] / 1e3 for one in r]
+            print(f"CP bound e, {name}, each run (us): {' '.join(f'{b:.1f}' for b in bounds)} "
+                  f"(spread {min(bounds):.1f}..{max(bounds):.1f})")
+    if verdict:
+        print(f"{loaded} against quiet (goal: each run's CP bound within {LOAD_GOAL:g}x the quiet median, "
+              f"{verdict['quiet_median_ns'] / 1e3:.1f} us): " + " ".join(f"{r:.2f}x" for r in verdict["ratios"])
+              + f": {verdict['within']} of {len(verdict['ratios'])} within, {'met' if verdict['met'] else 'not met'}")
     for name in escaped:
         print(f"{name}: some true values lie outside their bounds: the bounds above are not strict")
     return 1 if escaped else 0
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """One row per figure: the median over the runs, and the smallest share of values inside their bounds."""
+    merged = {key: float(np.median([r[key] for r in runs])) for key, value in runs[0].items()
+              if isinstance(value, (int, float))}
+    merged.update(hosts=runs[0]["hosts"], samples=runs[0]["samples"],
+                  contained_fraction=min(r["contained_fraction"] for r in runs),
+                  ret_contained_fraction=min(r["ret_contained_fraction"] for r in runs))
+    return merged

@@ -136,7 +136,10 @@ public final class CloudProfiler {
 
   public static native void responderStop(long responder);
 
-  /** Probes a responder: (send, remote, recv) TSCs per probe, recv 0 where unanswered. */
+  /**
+   * Probes a responder: (send, remote, recv) TSCs per probe, recv 0 where unanswered; spinning for
+   * each answer, or asleep until it comes.
+   */
   public static native long[] probePeer(
-      String address, int port, int count, int timeoutMs, byte[] secret);
+      String address, int port, int count, int timeoutMs, byte[] secret, boolean spin);
 }

@@ -406,13 +406,14 @@ public final class ProbeControl implements AutoCloseable {
    */
   public static long[] probe(String address, int port, int count, int timeoutMs, byte[] secret) {
     long[] first =
-        CloudProfiler.probePeer(address, port, Math.min(count, FIRST_PROBES), timeoutMs, secret);
+        CloudProfiler.probePeer(
+            address, port, Math.min(count, FIRST_PROBES), timeoutMs, secret, true);
     if (count <= FIRST_PROBES) return first;
     return ProbeRuns.joined(
         first,
         ProbeRuns.inBursts(
             count - FIRST_PROBES,
-            size -> CloudProfiler.probePeer(address, port, size, timeoutMs, secret)));
+            (size, spin) -> CloudProfiler.probePeer(address, port, size, timeoutMs, secret, spin)));
   }
 
   /**

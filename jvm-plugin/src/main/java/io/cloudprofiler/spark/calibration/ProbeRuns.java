@@ -12,6 +12,9 @@ import java.util.concurrent.locks.LockSupport;
  * <ul>
  *   <li>A run's probes go in {@link #BURSTS} bursts {@link #BURST_GAP_NANOS} apart, so that such a
  *       moment spoils a burst, not the run's smallest round trip.
+ *   <li>Every {@link #SLEEPING_BURST}-th burst waits for its answers asleep, the others spinning:
+ *       spinning saves the wake-up on a quiet machine, and on a busy one uses up the prober's share
+ *       of the CPU, after which the scheduler holds it back for milliseconds.
  *   <li>A run whose smallest round trip is over {@link #RETRY_FACTOR} times the best seen on its
  *       path was delayed as a whole: it is taken again, up to {@link #RETRIES} times, and the best
  *       run is kept. Without this, one such run becomes an anchor hundreds of microseconds wide.
@@ -22,15 +25,19 @@ final class ProbeRuns {
   static final long BURST_GAP_NANOS = 500_000;
   static final double RETRY_FACTOR = 4.0;
   static final int RETRIES = 3;
+  static final int SLEEPING_BURST = 2;
 
   /** One probe run: (send, remote, recv) triples, recv 0 where unanswered. */
   interface Run {
     long[] take() throws IOException;
   }
 
-  /** One burst of a run: `count` probes, as {@link Run#take} answers them. */
+  /**
+   * One burst of a run: `count` probes, as {@link Run#take} answers them, spinning for each answer
+   * or asleep until it comes.
+   */
   interface Burst {
-    long[] take(int count);
+    long[] take(int count, boolean spin);
   }
 
   private ProbeRuns() {}
@@ -43,12 +50,16 @@ final class ProbeRuns {
     return sizes;
   }
 
-  /** `count` probes in bursts {@link #BURST_GAP_NANOS} apart, their triples in the order sent. */
+  /**
+   * `count` probes in bursts {@link #BURST_GAP_NANOS} apart, every {@link #SLEEPING_BURST}-th
+   * asleep, their triples in the order sent.
+   */
   static long[] inBursts(int count, Burst burst) {
     long[] all = new long[0];
-    for (int size : burstSizes(count)) {
-      if (all.length > 0) LockSupport.parkNanos(BURST_GAP_NANOS);
-      all = joined(all, burst.take(size));
+    int[] sizes = burstSizes(count);
+    for (int i = 0; i < sizes.length; i++) {
+      if (i > 0) LockSupport.parkNanos(BURST_GAP_NANOS);
+      all = joined(all, burst.take(sizes[i], i % SLEEPING_BURST != SLEEPING_BURST - 1));
     }
     return all;
   }

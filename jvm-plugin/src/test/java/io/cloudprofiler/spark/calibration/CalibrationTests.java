@@ -178,19 +178,23 @@ public final class CalibrationTests {
     equal("[10, 10, 10, 10, 10, 10, 10, 10, 9, 9]", Arrays.toString(ProbeRuns.burstSizes(98)));
     equal("[1, 1, 1]", Arrays.toString(ProbeRuns.burstSizes(3)));
     List<Integer> sizes = new ArrayList<>();
+    List<Boolean> spinning = new ArrayList<>();
     long[] sent = {0};
     long start = System.nanoTime();
     long[] run =
         ProbeRuns.inBursts(
             23,
-            size -> {
+            (size, spin) -> {
               sizes.add(size);
+              spinning.add(spin);
               long[] part = new long[3 * size];
               for (int i = 0; i < part.length; i++) part[i] = sent[0]++;
               return part;
             });
     long tookNanos = System.nanoTime() - start;
     equal(List.of(3, 3, 3, 2, 2, 2, 2, 2, 2, 2), sizes);
+    // every second burst waits asleep: a busy machine holds a spinning prober back for milliseconds
+    equal(List.of(true, false, true, false, true, false, true, false, true, false), spinning);
     for (int i = 0; i < run.length; i++) equal((long) i, run[i]);
     check(
         tookNanos >= 9 * ProbeRuns.BURST_GAP_NANOS,
