@@ -18,6 +18,12 @@ whose probes were all delayed (a busy machine descheduled the prober) gives a wi
 under, and values near it take the bound of the good rounds around it. The constant-rate assumption then spans
 the hull's edges; an anchor passed under must agree with that edge within both bounds, else the rates were not
 constant there and the anchor is kept as a vertex, so a bound never rests on an assumption the rounds contradict.
+The first and the last anchor bound the calibrated span and are always vertices; where one of them is wider than
+the line through the two vertices next to it, extended to it, would be (a delayed first or last round), its place
+takes that extended line's value and bound, (1 + d/D) err_j + (d/D) err_m at a distance d from the nearer vertex j
+with the two D apart: the same constant-rate assumption, checked the same way (the extended line must pass inside
+the delayed anchor's own bound, else the anchor stays). Interpolating to that point gives every value near it the
+bound extrapolation from the good rounds gives, with no change to translation itself.
 
 Anchors come from one of two summaries of a round:
 - "minrtt": the probe with the smallest round trip; err = RTT_min / 2 (the paper's MinRTT).
@@ -147,6 +153,21 @@ def interpolation_anchors(other: np.ndarray, ref: np.ndarray, err: np.ndarray) -
         kept.update(hull, disagree)
 
 
+def _extended_ends(other: np.ndarray, ref: np.ndarray, err: np.ndarray) -> tuple:
+    """The interpolation anchors with a delayed first or last one replaced by the line of the two vertices next to
+    it, extended to its tick (see the module's note); the arrays are copies."""
+    ref, err = ref.copy(), err.copy()
+    if len(other) < 3:
+        return other, ref, err
+    for end, j, m in ((0, 1, 2), (-1, -2, -3)):
+        lam = float(other[end] - other[j]) / float(other[m] - other[j])  # < 0: beyond j, away from m
+        line = ref[j] + lam * (ref[m] - ref[j])
+        width = (1 - lam) * err[j] - lam * err[m] + ROUNDING_TICKS
+        if width < err[end] and abs(line - ref[end]) <= width + err[end] + 2 * ROUNDING_TICKS:
+            ref[end], err[end] = line, width
+    return other, ref, err
+
+
 class Calibration:
     """The relation of domain B to the reference A: anchors over time (one per round, `other`/`ref`/`err`),
     translation piecewise-linear between the anchors of `used` (see the module's note)."""
@@ -161,7 +182,8 @@ class Calibration:
         self.ref = np.array([a.ref for a in anchors], dtype=np.float64)
         self.err = np.array([a.err for a in anchors], dtype=np.float64)
         self.used = interpolation_anchors(self.other, self.ref, self.err)
-        self._other, self._ref, self._err = self.other[self.used], self.ref[self.used], self.err[self.used]
+        self._other, self._ref, self._err = _extended_ends(self.other[self.used], self.ref[self.used],
+                                                           self.err[self.used])
 
     @classmethod
     def from_rounds(cls, rounds: list[Probes], method: str = "minrtt") -> "Calibration":
