@@ -155,17 +155,18 @@ def interpolation_anchors(other: np.ndarray, ref: np.ndarray, err: np.ndarray) -
 
 def _extended_ends(other: np.ndarray, ref: np.ndarray, err: np.ndarray) -> tuple:
     """The interpolation anchors with a delayed first or last one replaced by the line of the two vertices next to
-    it, extended to its tick (see the module's note); the arrays are copies."""
-    ref, err = ref.copy(), err.copy()
+    it, extended to its tick (see the module's note); the arrays are copies. Each end is judged on the rounds as
+    measured: with three vertices the last end's line would otherwise run through the first end's replacement."""
+    extended_ref, extended_err = ref.copy(), err.copy()
     if len(other) < 3:
-        return other, ref, err
+        return other, extended_ref, extended_err
     for end, j, m in ((0, 1, 2), (-1, -2, -3)):
         lam = float(other[end] - other[j]) / float(other[m] - other[j])  # < 0: beyond j, away from m
         line = ref[j] + lam * (ref[m] - ref[j])
         width = (1 - lam) * err[j] - lam * err[m] + ROUNDING_TICKS
         if width < err[end] and abs(line - ref[end]) <= width + err[end] + 2 * ROUNDING_TICKS:
-            ref[end], err[end] = line, width
-    return other, ref, err
+            extended_ref[end], extended_err[end] = line, width
+    return other, extended_ref, extended_err
 
 
 class Calibration:
