@@ -45,6 +45,12 @@ public final class RulesFollower {
 
   private boolean warned;
 
+  /**
+   * Set as the executor stops: the question under way is interrupted then, which is no sign of a
+   * driver that does not answer.
+   */
+  private volatile boolean stopped;
+
   /** When the driver last answered (or the follower started). */
   private long answeredNanos = System.nanoTime();
 
@@ -105,7 +111,7 @@ public final class RulesFollower {
 
   /** Said once: a driver that answers late now and then would otherwise fill the log. */
   private void unreachable(String why) {
-    if (!warned) {
+    if (!warned && !stopped) {
       LOG.warn(
           "cloudprofiler: executor {} keeps its rules (version {}) while the driver does not answer"
               + " ({}); said once",
@@ -117,6 +123,7 @@ public final class RulesFollower {
   }
 
   public void stop() {
+    stopped = true;
     timer.shutdownNow();
     asker.shutdownNow();
   }

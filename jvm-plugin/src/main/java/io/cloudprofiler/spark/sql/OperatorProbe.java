@@ -21,12 +21,11 @@ import org.apache.spark.sql.execution.metric.SQLMetric;
  * {@link WholeStageCodegenExec} also brackets each {@code processNext} call ({@link
  * PipelineClock}), so that the time the pipeline is returned to its consumer counts in no gap.
  *
- * <p>Per row the generated code costs a decrement and two comparisons, and where a probe above is
- * in the same code, an increment and a comparison of its count of long gaps' rows ({@link
- * ProbeCounters#since}), which it zeroes per row of its own; a row whose gap is timed (the first
- * 64, then one in 64, and a long gap from its 64th row below) costs two TSC reads. The parent's
- * code is wrapped in {@code do { ... } while (false)} as Spark's own filter wraps it, so that a
- * parent that drops the row with {@code continue} still leaves through the probe. Outside
+ * <p>Per row the generated code costs a decrement and two comparisons ({@link
+ * ProbeCounters#arrives}, {@link ProbeCounters#left}); a row whose gap is timed (the first 64, then
+ * one in 64, and a long gap, found at the timed rows of the probe below) costs two TSC reads. The
+ * parent's code is wrapped in {@code do { ... } while (false)} as Spark's own filter wraps it, so
+ * that a parent that drops the row with {@code continue} still leaves through the probe. Outside
  * whole-stage codegen (code generation off or failed) the probe passes its child's rows on and
  * measures nothing.
  *
@@ -56,13 +55,10 @@ public final class OperatorProbe extends UnaryCodegenPlan {
   private static final ThreadLocal<String> CHAIN = new ThreadLocal<>();
 
   /**
-   * While a probe's parents' code is generated: its counters, which count the rows it passes to the
-   * probe above ({@link ProbeCounters#since}); after it, the counters of that probe and of the
-   * probes above it in the same code, nearest first (empty: none).
+   * While a probe's parents' code is generated: its counters, which watch the probe above for long
+   * gaps ({@link ProbeCounters}).
    */
   private static final ThreadLocal<String> BELOW = new ThreadLocal<>();
-
-  private static final ThreadLocal<List<String>> ABOVE = new ThreadLocal<>();
 
   private final SparkPlan child;
   private final long id;
@@ -170,6 +166,8 @@ public final class OperatorProbe extends UnaryCodegenPlan {
     // not in a chain (or is not below it in this code) starts one
     String below = metrics.chain == ProbeMetrics.NEXT ? CHAIN.get() : null;
     boolean first = metrics.chain != ProbeMetrics.NO_CHAIN && below == null;
+    // the probe whose consume code this is watches this one's gaps at its timed rows
+    String watched = BELOW.get();
     String counters =
         ctx.addMutableState(
             ProbeCounters.class.getName(),
@@ -182,7 +180,10 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                     + clock
                     + ", "
                     + metricsTerm
-                    + (below != null ? ", " + below : "")
+                    + ", "
+                    + below
+                    + ", "
+                    + watched
                     + ");",
             true,
             true);
@@ -220,53 +221,24 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                             + counters
                             + ".udfRowId);\n"
                         : "");
-    // the probe whose consume code this is counts the rows it passes, so that this probe's gap
-    // that spans many of them is timed (ProbeCounters.since); this probe counts its own for the
-    // probe above, if one is generated in its parents' code. That probe's long gap is a long gap
-    // of every probe above it too (their rows come through it), however few rows it passes them.
-    String watched = BELOW.get();
     String outer = CHAIN.get(), outerBelow = BELOW.get();
     CHAIN.set(chain);
     BELOW.set(counters);
-    ABOVE.set(List.of());
     String parents;
-    List<String> above;
     try {
       parents = passOn(ctx, input, rowTerm);
-      above = ABOVE.get();
     } finally {
       CHAIN.set(outer);
       BELOW.set(outerBelow);
     }
-    List<String> withThis = new java.util.ArrayList<>(List.of(counters));
-    withThis.addAll(above);
-    ABOVE.set(watched != null ? withThis : List.of());
-    StringBuilder watch = new StringBuilder();
-    if (!above.isEmpty()) {
-      watch
-          .append("if (++")
-          .append(above.get(0))
-          .append(".since == ")
-          .append(ProbeCounters.LONG_GAP)
-          .append("L) {\n");
-      for (String probe : above) watch.append(probe).append(".longGap();\n");
-      watch.append("}\n");
-    }
-    return "if (--"
-        + counters
-        + ".countdown == 0L) "
-        + counters
-        + ".gapEnds();\n"
-        + (watched != null ? counters + ".since = 0L;\n" : "")
-        + watch
+    return counters
+        + ".arrives();\n"
         + rowCode
         + "do {\n"
         + parents
-        + "\n} while (false);\nif ("
+        + "\n} while (false);\n"
         + counters
-        + ".countdown == 1L) "
-        + counters
-        + ".gapStarts();\n";
+        + ".left();\n";
   }
 
   @Override

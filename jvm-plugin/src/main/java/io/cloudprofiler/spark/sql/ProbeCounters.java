@@ -19,15 +19,21 @@ import org.apache.spark.util.TaskCompletionListener;
  * squares: both go out, with the rows, in the probe's SQL metrics when the task completes.
  *
  * <p>A gap that spans {@link #LONG_GAP} or more rows of the probe below (a filter or a join that
- * passes few of them, the gap after the last row) is timed from its {@link #LONG_GAP}-th such row
- * on, whether sampled or not: that tail counts exactly, and only the gap's head, from its start to
- * that row, is sampled as a short gap is. Else one long gap, missed or counted {@link
- * #SAMPLE_EVERY} times, made the estimate, and a standard error computed from short gaps did not
- * show it.
+ * passes few of them, the gap after the last row) is timed exactly from the first of that probe's
+ * own timed rows that finds it so long, whether sampled or not: that tail counts exactly, and only
+ * the gap's head, from its start to that row, is sampled as a short gap is. Else one long gap,
+ * missed or counted {@link #SAMPLE_EVERY} times, made the estimate, and a standard error computed
+ * from short gaps did not show it. The probe below looks only at its timed rows (one in {@link
+ * #SAMPLE_EVERY}), so the rows that are not timed pay nothing for it: a count of the rows between,
+ * per row, cost as much as the rest of the probe's work.
  *
- * <p>Generated code calls {@link #gapEnds} where {@code --countdown} reaches 0 as a row arrives and
- * {@link #gapStarts} where {@code countdown == 1} as it leaves, so that a row that is not timed
- * costs a decrement and two comparisons. Used by the task's thread only.
+ * <p>Generated code calls {@link #arrives} as a row arrives and {@link #left} once the parents are
+ * done with it: a row that is not timed costs a decrement and two comparisons. Both are a few bytes
+ * of bytecode, which the JIT inlines whatever the call site, so that a probe adds 14 bytes to the
+ * generated method that holds it: a method of Spark's generated code called per row (an
+ * aggregation's consume function) stays under the JIT's limit for inlining a hot method (325 bytes)
+ * as long as it can, which the same code written out in each place (45 bytes a probe) crossed. Used
+ * by the task's thread only.
  */
 public final class ProbeCounters implements TaskCompletionListener {
   static final int EXACT = 64;
@@ -63,10 +69,18 @@ public final class ProbeCounters implements TaskCompletionListener {
   public long udfRowId;
 
   /**
-   * The rows the probe below passed since this probe's last row, counted by the probe below's
-   * generated code, which calls {@link #longGap} at {@link #LONG_GAP}; reset at each row here.
+   * The probes in the same generated code whose rows come from this one, nearest first: at each of
+   * its timed rows this probe looks for a long gap at them ({@link #watchAbove}).
    */
-  public long since;
+  private ProbeCounters[] above = {};
+
+  /**
+   * Kept by the probe below, at its timed rows: this probe's rows when it last saw them change, and
+   * its own row then.
+   */
+  private long seenRows;
+
+  private long seenAt;
 
   /**
    * The channel of this probe's sampled rows (0: none), taken with the pipeline rather than at its
@@ -103,12 +117,13 @@ public final class ProbeCounters implements TaskCompletionListener {
   private long sampledGaps;
   private double sampledSquares;
 
-  public ProbeCounters(PipelineClock clock, ProbeMetrics metrics) {
-    this(clock, metrics, null);
-  }
-
-  /** A probe of the chain that {@code first} starts: it logs the ids {@code first} gives. */
-  public ProbeCounters(PipelineClock clock, ProbeMetrics metrics, ProbeCounters first) {
+  /**
+   * A probe of the chain that {@code first} starts (null: none), which logs the ids {@code first}
+   * gives, and whose rows come from {@code below} in the same generated code (null: none), which
+   * then watches it for long gaps.
+   */
+  public ProbeCounters(
+      PipelineClock clock, ProbeMetrics metrics, ProbeCounters first, ProbeCounters below) {
     this.clock = clock;
     this.metrics = metrics;
     TaskContext task = TaskContext.get();
@@ -122,6 +137,10 @@ public final class ProbeCounters implements TaskCompletionListener {
             : 0;
     random = (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
     if (task != null) task.addTaskCompletionListener(this);
+    if (below != null) {
+      below.above = java.util.Arrays.copyOf(below.above, below.above.length + 1);
+      below.above[below.above.length - 1] = this;
+    }
     if (clock.timed) {
       open = true; // the first gap starts with the pipeline
       clock.open++;
@@ -136,14 +155,25 @@ public final class ProbeCounters implements TaskCompletionListener {
     if (rowChannel != 0) CloudProfiler.log(rowChannel, id);
   }
 
+  /** A row arrives: it ends the gap when its gap is timed. */
+  public void arrives() {
+    if (--countdown == 0L) gapEnds();
+  }
+
+  /** The parents are done with the row: the gap starts when the next row's is timed. */
+  public void left() {
+    if (countdown == 1L) gapStarts();
+  }
+
   /** The rows that arrived so far. */
   long rows() {
     return issued - countdown;
   }
 
   /** A row whose gap is timed arrived: the gap ends. */
-  public void gapEnds() {
+  private void gapEnds() {
     long row = issued - 1; // countdown is 0: this row is the issued-th
+    if (above.length > 0) watchAbove(row);
     if (open) close(PipelineClock.now(), row);
     if (held > 0) { // the row ended a tail: the sample's countdown goes on where it was
       countdown = held;
@@ -157,7 +187,7 @@ public final class ProbeCounters implements TaskCompletionListener {
   }
 
   /** The next row's gap is timed and starts now: the parents are done with this row. */
-  public void gapStarts() {
+  private void gapStarts() {
     if (open || !clock.timed) return;
     open = true;
     clock.open++;
@@ -166,11 +196,33 @@ public final class ProbeCounters implements TaskCompletionListener {
   }
 
   /**
+   * At this probe's timed row {@code row}: a probe above that had no row since this probe's row
+   * {@link #LONG_GAP} or more rows back is in a long gap, and so is every probe above it (their
+   * rows come through it).
+   */
+  private void watchAbove(long row) {
+    for (ProbeCounters probe : above) {
+      long rows = probe.rows();
+      if (rows != probe.seenRows) {
+        probe.seenRows = rows;
+        probe.seenAt = row;
+      } else if (row - probe.seenAt >= LONG_GAP) {
+        probe.longGapUp();
+      }
+    }
+  }
+
+  private void longGapUp() {
+    longGap();
+    for (ProbeCounters probe : above) probe.longGapUp();
+  }
+
+  /**
    * The current gap has spanned {@link #LONG_GAP} rows of the probe below: the rest of it is timed
    * exactly. A gap already timed by the sample ends its head here; one that is not starts now, and
    * the next row ends it (the countdown is held back until then).
    */
-  public void longGap() {
+  private void longGap() {
     if (!clock.timed || tail) return;
     long now = PipelineClock.now();
     if (open) {
