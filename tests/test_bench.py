@@ -2,6 +2,7 @@
 handler and caller, and per Spark case an overhead against the same job without it, whose runs logged what they must
 (the bench's own check, shown here to catch a run without the plugin that logged). Timing goals live in the
 benchmarks themselves, not here."""
+import argparse
 import json
 import math
 import subprocess
@@ -16,7 +17,7 @@ from cloudprofiler.harness.bench import live
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
 from cloudprofiler.harness.bench.accuracy import load_verdict
 from cloudprofiler.harness.bench.operators import coverage, judge, same_results
-from cloudprofiler.harness.bench.spark import application_summary
+from cloudprofiler.harness.bench.spark import app_masters, application_summary
 from cloudprofiler.harness.bench.spark_logs import record_problems, run_problems, task_problems
 from cloudprofiler.harness.bench.udfs import judge_rounds, median_interval
 
@@ -100,18 +101,20 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case(spark_bench):
         assert finite_positive(case["seconds_without"]) and finite_positive(case["seconds_with"]), case
         assert math.isclose(case["overhead_ratio"], case["seconds_with"] / case["seconds_without"] - 1), case
         assert case["log_problems"] == [] and case["logs"] == "as expected", case
-    (application,) = [c for name, c in cases.items() if name.startswith("one-job application by spark-submit")]
-    assert all(finite_positive(application[k]) for k in ("median_without", "median_with", "fastest_without",
-                                                         "fastest_with", "cpu_median_without", "cpu_median_with")), \
-        application
-    assert math.isclose(application["added_median"], application["median_with"] - application["median_without"])
-    for side in ("without", "with"):
-        assert application[f"fastest_{side}"] <= application[f"median_{side}"] <= application[f"slowest_{side}"]
-    # a difference of two runs lies between these
-    low, high = (application["fastest_with"] - application["slowest_without"],
-                 application["slowest_with"] - application["fastest_without"])
-    assert low <= application["added_paired_median"] <= high, application
-    assert application["log_problems"] == [], application
+    applications = [c for name, c in cases.items() if name.startswith("one-job application by spark-submit")]
+    assert [a["master"] for a in applications] == ["local[2]", "local-cluster[2,1,1024]", "standalone"]
+    for application in applications:
+        assert all(finite_positive(application[k]) for k in (
+            "median_without", "median_with", "fastest_without", "fastest_with", "cpu_median_without",
+            "cpu_median_with")), application
+        assert math.isclose(application["added_median"], application["median_with"] - application["median_without"])
+        for side in ("without", "with"):
+            assert application[f"fastest_{side}"] <= application[f"median_{side}"] <= application[f"slowest_{side}"]
+        # a difference of two runs lies between these
+        low, high = (application["fastest_with"] - application["slowest_without"],
+                     application["slowest_with"] - application["fastest_without"])
+        assert low <= application["added_paired_median"] <= high, application
+        assert application["goal"] in ("met", "not met") and application["log_problems"] == [], application
     workers = {(r["workers"], r["path"].startswith("executor's")): r for r in rows if "workers" in r}
     assert set(workers) == {(2, True), (2, False)}
     # known answer: a worker's own library adds its compression, IO and timer threads
@@ -131,7 +134,17 @@ def test_the_paired_median_is_not_misled_where_the_sides_medians_fall_in_differe
     figures = application_summary(off, on, [1.0] * 5, [1.5] * 5)
     assert figures["added_paired_median"] == pytest.approx(0.2)
     assert figures["added_median"] == pytest.approx(0.5)
+    assert figures["goal"] == "not met"  # under 0.3 s paired, but not between the sides' medians
+    assert application_summary(off, [t + 0.1 for t in off], [1.0] * 5, [1.0] * 5)["goal"] == "met"
     assert figures["cpu_added_median"] == pytest.approx(0.5)
+
+
+def test_the_application_s_masters_are_read_with_the_commas_of_their_brackets():
+    assert app_masters("local-cluster[2,1,1024]") == ["local-cluster[2,1,1024]"]
+    assert app_masters("standalone, local[2]") == ["standalone", "local[2]"]
+    for bad in ("local[3]", "", "yarn"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected some of local\\[2\\], local-cluster"):
+            app_masters(bad)
 
 
 def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_by_mistake(spark_bench, tmp_path):

@@ -94,11 +94,11 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(job):
     assert all(len(paths) == 1 for paths in metric.values()), sorted(p.name for p in metrics_dir.iterdir())
     attempts = len(_task_attempts(log_dir, app))
     assert attempts >= 6 + 2
-    # logDir given as a file:// URI: the executor's logs were collected into it through Hadoop's file system
+    # logDir given as a file:// URI: the executor's logs were collected into it (on the local disk, with java.nio)
     assert cp.read_log_dir(log_dir / app, channel="spark.task.end").num_rows == attempts
     published = [p for p in (log_dir / app).rglob("*.arrows")]
     assert len(published) >= 3 and all(p.stat().st_mode & 0o777 == 0o600 for p in published), \
-        {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # Hadoop's default umask would give 0644
+        {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # this user's only, whatever the umask
     assert cp.read_log_dir(log_dir / app, channel="metered.python").num_rows == 500
     # a start and an end for each task, and the trace points' records
     assert _last_value(metric["recordsLogged"][0]) == 2 * attempts + 1000 + 500

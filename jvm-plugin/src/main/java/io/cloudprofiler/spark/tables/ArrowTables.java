@@ -1,6 +1,6 @@
 package io.cloudprofiler.spark.tables;
 
-import io.cloudprofiler.spark.DaemonThreads;
+import io.cloudprofiler.PrivateFiles;
 import java.io.File;
 import java.io.FileInputStream;
 import java.io.IOException;
@@ -9,6 +9,7 @@ import java.io.OutputStream;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
+import java.nio.file.StandardCopyOption;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -37,19 +38,38 @@ public final class ArrowTables {
         target.contains("://") ? new URI(target) : new File(target).getAbsoluteFile().toURI());
   }
 
-  /**
-   * Hadoop's settings for the application's file systems (credentials, endpoints): Spark's
-   * spark.hadoop.* keys.
-   */
-  private static volatile Configuration hadoopSettings = new Configuration();
+  /** The spark.hadoop.* keys of the application, for its file systems (credentials, endpoints). */
+  private static volatile Map<String, String> hadoopKeys = Map.of();
 
-  /** Takes the spark.hadoop.* keys of {@code conf}, as Spark does for its own reads and writes. */
+  /**
+   * Hadoop's settings made of {@link #hadoopKeys}, once a file system other than file: needs them.
+   */
+  private static volatile Configuration hadoopSettings;
+
+  /**
+   * Takes the spark.hadoop.* keys of {@code conf}, as Spark does for its own reads and writes.
+   * Hadoop's settings are made of them only when a file system other than the local disk is used:
+   * making them loads Hadoop's configuration, and a file system's first use its classes, about 0.6
+   * s of CPU in a JVM that has not yet (measured in a new JVM: 2,200 classes), which every executor
+   * of a cluster paid at its start, beside the application's own start, for a local logDir.
+   */
   public static void useHadoopSettingsOf(SparkConf conf) {
-    Configuration settings = new Configuration();
+    Map<String, String> keys = new java.util.HashMap<>();
     for (scala.Tuple2<String, String> entry : conf.getAllWithPrefix("spark.hadoop.")) {
-      settings.set(entry._1(), entry._2());
+      keys.put(entry._1(), entry._2());
     }
-    hadoopSettings = settings;
+    hadoopKeys = Map.copyOf(keys);
+    hadoopSettings = null;
+  }
+
+  private static Configuration hadoopSettings() {
+    Configuration settings = hadoopSettings;
+    if (settings == null) {
+      settings = new Configuration();
+      for (var entry : hadoopKeys.entrySet()) settings.set(entry.getKey(), entry.getValue());
+      hadoopSettings = settings;
+    }
+    return settings;
   }
 
   /**
@@ -57,33 +77,28 @@ public final class ArrowTables {
    * each file.
    */
   public static FileSystem fileSystem(Path path) throws Exception {
-    FileSystem fs = FileSystem.get(path.toUri(), hadoopSettings);
+    FileSystem fs = FileSystem.get(path.toUri(), hadoopSettings());
     return fs instanceof LocalFileSystem local ? local.getRawFileSystem() : fs;
+  }
+
+  /** {@code path} on the local disk (file:), which java.nio reads and writes; else null. */
+  public static java.nio.file.Path local(Path path) {
+    URI uri = path.toUri();
+    return "file".equals(uri.getScheme()) ? java.nio.file.Path.of(uri) : null;
   }
 
   /**
    * Creates {@code folder} and a file in it, then removes the file; throws with the file system's
-   * reason. A local folder is checked with java.nio, and Hadoop's write path, whose loading costs
-   * an application's start about 40 ms, loads in the background for the tables written later.
+   * reason.
    */
   public static void checkWritable(String folder) throws Exception {
-    URI uri = path(folder).toUri();
-    if (!"file".equals(uri.getScheme())) {
+    java.nio.file.Path local = local(path(folder));
+    if (local == null) {
       probe(folder);
       return;
     }
-    java.nio.file.Path local = java.nio.file.Path.of(uri);
     Files.createDirectories(local);
     Files.delete(Files.createTempFile(local, WRITE_CHECK, ""));
-    DaemonThreads.start(
-        "cloudprofiler-load-hadoop-writes",
-        () -> {
-          try {
-            probe(folder);
-          } catch (Exception e) {
-            // the tables' own writes report what fails there
-          }
-        });
   }
 
   private static final String WRITE_CHECK = ".cloudprofiler-write-check-";
@@ -173,7 +188,8 @@ public final class ArrowTables {
   /**
    * Replaces {@code target} with what {@code writer} writes, so that a reader (the analysis of a
    * running application) never finds a part of it under the target's name; {@code permission}: the
-   * new file's, else (null) the file system's settings for new files decide.
+   * new file's, else (null) the file system's settings for new files decide. On the local disk
+   * ({@link #replaceLocal}) every file is this user's only (0600).
    *
    * <p>Where the file system's output streams can be aborted (s3a://: an object appears as its
    * stream closes, an aborted one never), the target is written in place: a reader finds the
@@ -187,6 +203,11 @@ public final class ArrowTables {
   public static void replace(String target, FsPermission permission, Writer writer)
       throws Exception {
     Path path = path(target);
+    java.nio.file.Path local = local(path);
+    if (local != null) {
+      replaceLocal(local, writer);
+      return;
+    }
     FileSystem fs = fileSystem(path);
     fs.mkdirs(path.getParent());
     if (fs.hasPathCapability(path, CommonPathCapabilities.ABORTABLE_STREAM)) {
@@ -205,6 +226,28 @@ public final class ArrowTables {
         fs.delete(aside, false);
       } catch (Exception ignored) { // the first failure is the one to report
       }
+      throw e;
+    }
+  }
+
+  /**
+   * {@link #replace} on the local disk, with java.nio: the hidden sibling is created exclusively,
+   * for this user only (0600; its folders, where missing, 0700), and renamed over the target in one
+   * step (a link planted at the target is replaced, never followed).
+   */
+  private static void replaceLocal(java.nio.file.Path target, Writer writer) throws Exception {
+    Files.createDirectories(target.getParent(), PrivateFiles.FOLDER_MODE);
+    java.nio.file.Path aside =
+        target.resolveSibling("." + target.getFileName() + "." + UUID.randomUUID() + ".tmp");
+    try {
+      try (OutputStream out =
+          Files.newOutputStream(Files.createFile(aside, PrivateFiles.FILE_MODE))) {
+        writer.write(out);
+      }
+      Files.move(
+          aside, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    } catch (Exception e) { // its random name would stay behind for good
+      Files.deleteIfExists(aside);
       throw e;
     }
   }
