@@ -518,7 +518,7 @@ def history(app, tmp_path_factory):
                 with urllib.request.urlopen(f"{url}/api/v1/applications", timeout=5) as reply:
                     if any(a["id"] == app.app_id for a in json.load(reply)):
                         break
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or a page of its own while it starts
                 pass
             assert server.poll() is None and time.monotonic() < deadline, (folder / "history.log").read_text()[-3000:]
             time.sleep(0.5)

@@ -10,7 +10,7 @@ from conftest import run_python
 
 EXECUTOR_THREADS = ["cloudprofiler-collect-lost", "cloudprofiler-probe-control-worker", "cloudprofiler-rules",
                     "cloudprofiler-collect"]
-DRIVER_THREADS = ["cloudprofiler-load-hadoop-writes", "cloudprofiler-publish", "cloudprofiler-rule-requests"]
+DRIVER_THREADS = ["cloudprofiler-publish", "cloudprofiler-rule-requests"]
 SQL_FUNCTIONS = ["cp_set_rules", "cp_rules"]
 
 
@@ -55,8 +55,7 @@ def test_a_linkage_error_in_any_thread_leaves_the_executors_and_the_jobs_running
     for part in ["the thread cloudprofiler-collect-lost", "the probe control", "the rules' follower of executor",
                  "the periodic collection of executor"]:
         assert f"cloudprofiler: {part}" in executors and "is disabled" in executors, (part, executors[-5000:])
-    for part in ["the thread cloudprofiler-load-hadoop-writes", "the publishing of the task and rules tables",
-                 "the rule requests of the command line"]:
+    for part in ["the publishing of the task and rules tables", "the rule requests of the command line"]:
         assert f"cloudprofiler: {part} is disabled" in result.stderr, (part, result.stderr[-5000:])
     # the trace point counted what it could not log, once per task
     assert len(re.findall(r"trace point 'guarded' of task \d+ could not log \d+ rows", executors)) == 2, executors

@@ -7,11 +7,14 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
+import java.nio.channels.Channels;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.function.Supplier;
 import org.apache.hadoop.conf.Configuration;
@@ -241,7 +244,11 @@ public final class ArrowTables {
         target.resolveSibling("." + target.getFileName() + "." + UUID.randomUUID() + ".tmp");
     try {
       try (OutputStream out =
-          Files.newOutputStream(Files.createFile(aside, PrivateFiles.FILE_MODE))) {
+          Channels.newOutputStream(
+              Files.newByteChannel(
+                  aside,
+                  Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE),
+                  PrivateFiles.FILE_MODE))) {
         writer.write(out);
       }
       Files.move(
