@@ -30,10 +30,6 @@ spark = (cps.builder(log_dir=log_dir).master("local[2]").config("spark.ui.port",
          .config("spark.metrics.conf.*.sink.csv.period", "1")
          .config("spark.metrics.conf.*.sink.csv.unit", "seconds")
          .config("spark.metrics.conf.*.sink.csv.directory", metrics_dir)
-         .config("spark.hadoop.fs.permissions.umask-mode", "077")  # Hadoop's own setting: files only for the owner
-         # no cached file system, which Spark made first with its settings: the plugin's own must carry the umask,
-         # as they must for a store (s3a://, hdfs://) that the plugin is the first to write in this JVM
-         .config("spark.hadoop.fs.file.impl.disable.cache", "true")
          .config("spark.cloudprofiler.collect.intervalSeconds", "1").getOrCreate())  # flushed every second
 ui = f"http://127.0.0.1:{urllib.parse.urlparse(spark.sparkContext.uiWebUrl).port}"
 polled, polling = [], threading.Event()
@@ -98,7 +94,7 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(job):
     assert cp.read_log_dir(log_dir / app, channel="spark.task.end").num_rows == attempts
     published = [p for p in (log_dir / app).rglob("*.arrows")]
     assert len(published) >= 3 and all(p.stat().st_mode & 0o777 == 0o600 for p in published), \
-        {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # this user's only, whatever the umask
+        {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # this user's only: Hadoop's umask gave 0644
     assert cp.read_log_dir(log_dir / app, channel="metered.python").num_rows == 500
     # a start and an end for each task, and the trace points' records
     assert _last_value(metric["recordsLogged"][0]) == 2 * attempts + 1000 + 500
