@@ -54,11 +54,18 @@ def wait_for_collection(local_dir: "str | Path", app_id: str, timeout: float = 1
         time.sleep(0.3)
 
 
+def small_executors_conf(count: int) -> dict[str, str]:
+    """`count` executors of one core and 512 MiB each, the driver on loopback: what the clusters of
+    `standalone_cluster` on this machine hold."""
+    return {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": str(count),
+            "spark.driver.host": "127.0.0.1"}
+
+
 def small_executors(builder, count: int):
-    """`builder` asking for `count` executors of one core and 512 MiB each, the driver on loopback: what the
-    clusters of `standalone_cluster` on this machine hold."""
-    return (builder.config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
-            .config("spark.cores.max", str(count)).config("spark.driver.host", "127.0.0.1"))
+    """`builder` asking for small_executors_conf(count)."""
+    for key, value in small_executors_conf(count).items():
+        builder = builder.config(key, value)
+    return builder
 
 
 def wait_for_executors(spark, count: int, timeout: float = START_TIMEOUT_S) -> None:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ... import tables
+from ..standalone import small_executors_conf
 from . import python_workers
 from .spark_logs import record_problems, run_problems, task_problems
 
@@ -130,7 +131,7 @@ def application_overhead(runs: int, log_dir: str, master: str = MASTER) -> dict:
     runs_of, problems = {False: [], True: []}, []
     tag = "" if master == MASTER else re.sub(r"[^a-z0-9]+", "-", master).strip("-") + "-"
     with tempfile.TemporaryDirectory(prefix="cp-bench-app-") as folder, _cluster(master, Path(folder)) as url:
-        extra = STANDALONE_EXECUTORS if master == STANDALONE else {}
+        extra = small_executors_conf(2) if master == STANDALONE else {}
         for i in range(runs):
             for plugin in (False, True):
                 logs = Path(log_dir) / f"application-{tag}{i}-{SIDES[plugin]}"
@@ -141,11 +142,6 @@ def application_overhead(runs: int, log_dir: str, master: str = MASTER) -> dict:
     (off, cpu_off), (on, cpu_on) = (list(zip(*runs_of[side])) for side in (False, True))
     return {"case": f"one-job application by spark-submit, {master}, {runs} runs each", "master": master,
             **application_summary(off, on, cpu_off, cpu_on), "log_problems": problems}
-
-
-# what the harness's clusters hold (standalone.small_executors): two executors of one core, the driver on loopback
-STANDALONE_EXECUTORS = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2",
-                        "spark.driver.host": "127.0.0.1"}
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 package io.cloudprofiler;
 
 import java.io.IOException;
+import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.channels.SeekableByteChannel;
 import java.nio.charset.StandardCharsets;
@@ -105,22 +106,38 @@ public final class PrivateFiles {
     if (why != null) throw new IOException("refusing the folder " + why);
   }
 
+  /** What {@link #replace} writes into the new file. */
+  public interface Output<E extends Exception> {
+    void write(OutputStream out) throws E;
+  }
+
   /**
-   * Writes {@code text} to {@code target} (0600), renamed into place from a file created under a
-   * random name, so that a reader never reads half of it and no link planted at a name is followed.
+   * Replaces {@code target} with what {@code output} writes (0600), renamed into place from a file
+   * created exclusively under a random name and written without following a link, so that a reader
+   * never reads half of it and no link planted at a name is followed; a failed write leaves the
+   * target as it was.
    */
-  public static void writeInPlace(Path target, String text) throws IOException {
+  public static <E extends Exception> void replace(Path target, Output<E> output)
+      throws IOException, E {
     Path aside =
         Files.createTempFile(
             target.getParent(), "." + target.getFileName() + ".", ".tmp", FILE_MODE);
     try {
-      Files.writeString(
-          aside, text, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING);
+      try (OutputStream out =
+          Files.newOutputStream(
+              aside, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING, NOFOLLOW)) {
+        output.write(out);
+      }
       Files.move(
           aside, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
     } finally {
       Files.deleteIfExists(aside);
     }
+  }
+
+  /** {@link #replace} with {@code text}, as UTF-8. */
+  public static void writeInPlace(Path target, String text) throws IOException {
+    replace(target, out -> out.write(text.getBytes(StandardCharsets.UTF_8)));
   }
 
   /**

@@ -7,14 +7,10 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
-import java.nio.channels.Channels;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.UUID;
 import java.util.function.Supplier;
 import org.apache.hadoop.conf.Configuration;
@@ -234,29 +230,12 @@ public final class ArrowTables {
   }
 
   /**
-   * {@link #replace} on the local disk, with java.nio: the hidden sibling is created exclusively,
-   * for this user only (0600; its folders, where missing, 0700), and renamed over the target in one
-   * step (a link planted at the target is replaced, never followed).
+   * {@link #replace} on the local disk, with java.nio: this user's only (0600; its folders, where
+   * missing, 0700), renamed into place ({@link PrivateFiles#replace}).
    */
   private static void replaceLocal(java.nio.file.Path target, Writer writer) throws Exception {
     Files.createDirectories(target.getParent(), PrivateFiles.FOLDER_MODE);
-    java.nio.file.Path aside =
-        target.resolveSibling("." + target.getFileName() + "." + UUID.randomUUID() + ".tmp");
-    try {
-      try (OutputStream out =
-          Channels.newOutputStream(
-              Files.newByteChannel(
-                  aside,
-                  Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE),
-                  PrivateFiles.FILE_MODE))) {
-        writer.write(out);
-      }
-      Files.move(
-          aside, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-    } catch (Exception e) { // its random name would stay behind for good
-      Files.deleteIfExists(aside);
-      throw e;
-    }
+    PrivateFiles.replace(target, writer::write);
   }
 
   /**
