@@ -233,7 +233,7 @@ def _assert_the_tab_has_the_calibration_of_the_analysis(tab, metrics, app):
     bound_ns = calibrations[(pair["domain_a"], pair["domain_b"])].err[-1] / app.timebase.hz_of(pair["domain_a"]) * 1e9
     print("bound: tab", pair["bound_s"] * 1e9, "ns, analysis up to its round", bound_ns, "ns, of all rounds",
           rows.loc["a->b", "bound_ns"])
-    assert pair["bound_s"] * 1e9 == pytest.approx(bound_ns, rel=1e-3)
+    assert pair["bound_s"] * 1e9 == pytest.approx(bound_ns, rel=1e-9)
     assert pair["best_bound_s"] <= pair["bound_s"]
     families = {f.name: f for f in text_string_to_metric_families(metrics)}
     for name, field in (("bound", "bound_s"), ("best_bound", "best_bound_s"), ("min_rtt_a_to_b", "min_rtt_a_b_s"),

@@ -11,10 +11,9 @@ import java.util.Map;
  * gives, and the smallest bound so far. The bound is the analysis's min-pair anchor of the round
  * (every probe of both directions as an interval of the first domain's time at one tick of the
  * second, intersected), under the rate of the second TSC to the first and its uncertainty as the
- * rounds so far give them (between the first and the latest round's MinRTT anchors; {@value
- * #RATE_PRIOR} of uncertainty in the first round, as the analysis's prior): the bound the analysis
- * gives that round from the rounds up to it. The {@value #KEPT} pairs that ran last are kept.
- * Thread-safe.
+ * analysis finds them from the first and the latest round ({@link #rate}; {@value #RATE_PRIOR} of
+ * uncertainty in the first round, as the analysis's prior): the bound the analysis gives that round
+ * from the rounds up to it. The {@value #KEPT} pairs that ran last are kept. Thread-safe.
  */
 public final class PairQuality {
   public static final int KEPT = 1000;
@@ -30,7 +29,7 @@ public final class PairQuality {
     double minRttAbS = Double.NaN, minRttBaS = Double.NaN, boundS = Double.NaN;
     double bestBoundS = Double.POSITIVE_INFINITY;
     boolean failing;
-    double[] firstAnchor; // the first round's MinRTT anchor {b's tick, a's time, bound}, a's ticks
+    long[] firstForward, firstBackward; // the first round's probes
   }
 
   private final Map<String, Pair> pairs =
@@ -71,15 +70,12 @@ public final class PairQuality {
     p.failing = false;
     p.minRttAbS = seconds(ProbeRuns.minRtt(forward), hzA);
     p.minRttBaS = seconds(ProbeRuns.minRtt(backward), hzB);
-    double[] anchor = minRttAnchor(forward);
-    double rate = 1, rateErr = RATE_PRIOR;
-    if (p.firstAnchor == null) p.firstAnchor = anchor;
-    else if (anchor != null && anchor[0] > p.firstAnchor[0]) {
-      double span = anchor[0] - p.firstAnchor[0];
-      rate = (anchor[1] - p.firstAnchor[1]) / span;
-      rateErr = (anchor[2] + p.firstAnchor[2]) / span;
-    }
-    p.boundS = seconds(boundTicks(forward, backward, rate, rateErr), hzA);
+    double[] rate = {1, RATE_PRIOR};
+    if (p.firstForward == null) {
+      p.firstForward = forward;
+      p.firstBackward = backward;
+    } else rate = rate(p.firstForward, p.firstBackward, forward, backward);
+    p.boundS = seconds(boundTicks(forward, backward, rate[0], rate[1]), hzA);
     if (p.boundS < p.bestBoundS) p.bestBoundS = p.boundS;
   }
 
@@ -128,19 +124,53 @@ public final class PairQuality {
   }
 
   /**
-   * The MinRTT anchor of probes a -> b: b's tick at the fastest probe lies at a's time midway
-   * between its send and receipt, within half its round trip: {b's tick, a's time, bound}; null
-   * where none was answered.
+   * The rate of b's TSC to a's ({a's ticks per b's tick, its uncertainty}) from two rounds' probes,
+   * as the analysis's {@code Calibration.from_rounds} finds it: the rate between their MinRTT
+   * anchors under the prior, then between their MinRTT anchors under that rate. The prior where a
+   * round has no answered probe or the rounds' anchors do not advance.
    */
-  static double[] minRttAnchor(long[] forward) {
-    double[] best = null;
-    for (int i = 0; i + 2 < forward.length; i += 3) {
-      if (forward[i + 2] == 0) continue;
-      double half = (forward[i + 2] - forward[i]) / 2.0;
-      if (best == null || half < best[2])
-        best = new double[] {forward[i + 1], forward[i] + half, half};
+  static double[] rate(long[] firstForward, long[] firstBackward, long[] forward, long[] backward) {
+    double[] rate = {1, RATE_PRIOR};
+    for (int step = 0; step < 2; step++) {
+      Anchor first = Anchor.minRtt(firstForward, firstBackward, rate[0], rate[1]);
+      Anchor last = Anchor.minRtt(forward, backward, rate[0], rate[1]);
+      if (first == null || last == null || last.other <= first.other)
+        return new double[] {1, RATE_PRIOR};
+      double span = last.other - first.other;
+      rate = new double[] {(last.ref - first.ref) / span, (last.err + first.err) / span};
     }
-    return best;
+    return rate;
+  }
+
+  /**
+   * An anchor: b's tick {@code other} lies at a's time {@code ref} within {@code err} a's ticks.
+   */
+  record Anchor(long other, double ref, double err) {
+    /**
+     * The MinRTT anchor of a round (the analysis's {@code _minrtt_anchor}): of the probe with the
+     * smallest round trip (in its initiator's ticks, the first such), forward: b's tick at a's
+     * midpoint, within half the round trip; backward: b's midpoint at a's tick, within half the
+     * round trip in a's ticks at the rate's upper end plus half a b tick of rounding. Null where no
+     * probe was answered.
+     */
+    static Anchor minRtt(long[] forward, long[] backward, double rate, double rateErr) {
+      Anchor best = null;
+      long bestRtt = Long.MAX_VALUE;
+      for (int d = 0; d < 2; d++) {
+        long[] r = d == 0 ? forward : backward;
+        for (int i = 0; i + 2 < r.length; i += 3) {
+          long rtt = r[i + 2] - r[i];
+          if (r[i + 2] == 0 || rtt >= bestRtt) continue;
+          bestRtt = rtt;
+          double half = rtt / 2.0;
+          best =
+              d == 0
+                  ? new Anchor(r[i + 1], r[i] + half, half)
+                  : new Anchor(r[i] + rtt / 2, r[i + 1], half * (rate + rateErr) + 0.5 * rate);
+        }
+      }
+      return best;
+    }
   }
 
   /**

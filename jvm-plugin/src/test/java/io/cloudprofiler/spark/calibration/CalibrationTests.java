@@ -67,7 +67,16 @@ public final class CalibrationTests {
     long[] later = {10_100, 11_122, 10_140};
     long[] laterBack = {12_002, 11_010, 12_032};
     quality.ran("a", "b", "h1", "h2", 8, later, laterBack, 1e9, 2e9);
-    double rate = (10_120.0 - 120) / (11_122 - 1120), rateErr = 40.0 / (11_122 - 1120);
+    // both rounds' fastest probe is the backward one (30 ticks): anchors at b's midpoints 2015 and
+    // 12017, a's ticks 1010 and 11010, each within 15 ticks at the rate's upper end plus half a
+    // tick
+    double rate = 10_000.0 / 10_002,
+        coarse = 2 * (15 * (1 + PairQuality.RATE_PRIOR) + 0.5) / 10_002;
+    double rateErr = 2 * (15 * (rate + coarse) + 0.5 * rate) / 10_002;
+    double[] found = PairQuality.rate(forward, backward, later, laterBack);
+    check(
+        Math.abs(found[0] - rate) < 1e-15 && Math.abs(found[1] - rateErr) < 1e-15,
+        () -> "rate: " + Arrays.toString(found));
     equal(
         PairQuality.boundTicks(later, laterBack, rate, rateErr) / 1e9,
         quality.rows().get(0).get("bound_s"));
