@@ -46,14 +46,17 @@ poller.start()
 spark.sparkContext.parallelize(range(60), 6).count()
 spark.sql("select sum(t) from (select cp_trace('metered', id) as t from range(0, 1000, 1, 2))").collect()
 cps.trace(spark.range(0, 500, numPartitions=2), "metered.python", "id").count()
+spark.sql("select sum(t) from (select cp_trace('hop.b', cp_trace('hop.a', id)) as t "
+          "from range(10000000, 10000200, 1, 2))").collect()
 print(spark.sparkContext.applicationId, flush=True)
 time.sleep(3.5)  # a flush, then two reports of the sink; the executor has sent its counters
 polling.set()
 poller.join()
 json.dump(polled, open(os.path.join(metrics_dir, "channels.json"), "w"))
-for page, name in (("/cloudprofiler/metrics/prometheus", "cloudprofiler.prom"), ("/metrics/prometheus/", "spark.prom")):
+for page, name in (("/cloudprofiler/metrics/prometheus", "cloudprofiler.prom"), ("/metrics/prometheus/", "spark.prom"),
+                   ("/cloudprofiler/json/", "tab.json")):
     with urllib.request.urlopen(ui + page, timeout=30) as reply:
-        assert reply.headers["Content-Type"].startswith("text/plain"), reply.headers["Content-Type"]
+        assert name.endswith(".json") or reply.headers["Content-Type"].startswith("text/plain"), reply.headers
         open(os.path.join(metrics_dir, name), "wb").write(reply.read())
 spark.stop()
 """
@@ -97,13 +100,13 @@ def test_records_logged_dropped_and_bytes_written_reach_the_metrics_sink(job):
         {p.name: oct(p.stat().st_mode & 0o777) for p in published}  # this user's only: Hadoop's umask gave 0644
     assert cp.read_log_dir(log_dir / app, channel="metered.python").num_rows == 500
     # a start and an end for each task, and the trace points' records
-    assert _last_value(metric["recordsLogged"][0]) == 2 * attempts + 1000 + 500
+    assert _last_value(metric["recordsLogged"][0]) == 2 * attempts + 1000 + 500 + 400
     assert _last_value(metric["recordsDropped"][0]) == 0
     # every record logged is 16 bytes (id, TSC) in the executor's files; what the sink last saw was written into
     # the files collected from the executor's folder, which may have grown after it (the footer at close)
     executor_files = [p for p in published if p.parent != log_dir / app]
     written = _last_value(metric["bytesWritten"][0])
-    assert (2 * attempts + 1000 + 500) * 16 <= written <= sum(p.stat().st_size for p in executor_files), \
+    assert (2 * attempts + 1000 + 500 + 400) * 16 <= written <= sum(p.stat().st_size for p in executor_files), \
         (written, {p.name: p.stat().st_size for p in executor_files})
 
 
@@ -132,7 +135,7 @@ def test_the_driver_serves_each_stage_and_executor_to_prometheus_as_the_tables_h
     # the executor sent its counters after its last record: every record is counted, as in the files
     logged = value("cloudprofiler_executor_records_logged", "cloudprofiler_executor_records_logged_total",
                    executor_id="driver")
-    assert logged == 2 * len(tasks) + 1000 + 500
+    assert logged == 2 * len(tasks) + 1000 + 500 + 400
     assert value("cloudprofiler_executor_records_dropped", "cloudprofiler_executor_records_dropped_total",
                  executor_id="driver") == 0
     # Spark's own PrometheusServlet: the driver's totals, under the plugin's source
@@ -175,3 +178,54 @@ def test_each_channels_records_per_second_and_totals_are_what_its_files_hold(job
         [rate] = [s.value for s in families["cloudprofiler_channel_records_per_second"].samples if s.labels == at]
         assert (logged, rate) == (records, 0), channel
     assert families["cloudprofiler_channels_left_out"].samples[0].value == 0
+
+
+def _level(tuple_id: int) -> int:
+    """An id's sampling level, computed here as the library's cp_sample_level defines it (splitmix64's trailing
+    zero bits)."""
+    z = (tuple_id + 0x9E3779B97F4A7C15) & (2**64 - 1)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    z ^= z >> 31
+    return 64 if z == 0 else (z & -z).bit_length() - 1
+
+
+def test_the_tab_and_prometheus_give_each_hop_s_latency_as_the_analysis_of_the_files(job):
+    """The hops between trace points on the tab, from the records the executor sampled: hop.a -> hop.b (200 ids a
+    channel, all sampled) has the count, median, p99 and max of the analysis's pipeline over every record of the
+    files (the same log buckets: within one bucket), within one TSC domain (bound 0); metered -> metered.python
+    (1,000 and 500 records, which share ids 0-499) is sampled at the level the tab states: it pairs the ids whose
+    level reaches it. The Prometheus page has the same figures."""
+    from cloudprofiler.analysis import local_session, open_application
+    from cloudprofiler.analysis.sketch import RELATIVE_ACCURACY
+
+    log_dir, metrics_dir, app = job
+    tab = json.loads((metrics_dir / "tab.json").read_text())
+    hops = {(h["from_channel"], h["to_channel"]): h for h in tab["hops"]}
+    assert set(hops) == {("hop.a", "hop.b"), ("metered", "metered.python")}, tab["hops"]
+    assert tab["hop_samples"]["evicted"] == tab["hop_samples"]["left_out"] == 0
+    hop = hops[("hop.a", "hop.b")]
+    analysis = open_application(log_dir / app)
+    try:
+        [row] = [r.asDict() for r in analysis.pipeline(["hop.a", "hop.b"]).where("hop = 0").collect()]
+    finally:
+        local_session().stop()
+    assert (hop["count"], hop["sampled_one_in"], hop["remote_count"], hop["bound_max_s"]) == (200, 1, 0, 0)
+    assert hop["max_s"] * 1e9 == pytest.approx(row["max_ns"], rel=1e-9)
+    assert hop["min_s"] * 1e9 == pytest.approx(row["min_ns"], rel=1e-9)
+    for q in ("p50", "p99"):
+        assert hop[f"{q}_s"] * 1e9 == pytest.approx(row[f"{q}_ns"], rel=2 * RELATIVE_ACCURACY), q
+    metered = hops[("metered", "metered.python")]
+    level = int(math.log2(metered["sampled_one_in"]))
+    assert level >= 1  # 1,000 records in an interval: over the 256 a channel keeps
+    assert metered["count"] >= sum(_level(i) >= level for i in range(500)) > 0
+    assert metered["count"] <= sum(_level(i) >= level - 1 for i in range(500))
+    assert metered["p50_s"] > 0.01  # a job later
+    families = {f.name: f for f in text_string_to_metric_families((metrics_dir / "cloudprofiler.prom").read_text())}
+    at = {"from_channel": "hop.a", "to_channel": "hop.b"}
+    summary = {s.labels.get("quantile", s.name): s.value for s in families["cloudprofiler_hop_latency_seconds"].samples
+               if {k: v for k, v in s.labels.items() if k != "quantile"} == at}
+    assert summary == {"0.5": hop["p50_s"], "0.9": hop["p90_s"], "0.99": hop["p99_s"],
+                       "cloudprofiler_hop_latency_seconds_count": 200}
+    [top] = [s.value for s in families["cloudprofiler_hop_latency_max_seconds"].samples if s.labels == at]
+    assert top == hop["max_s"]

@@ -276,6 +276,37 @@ typedef struct cp_channel_count {
  * with a larger array when that is more than cap). For live figures per channel (records per second). */
 CP_EXPORT size_t cp_channel_counts(cp_channel_count *out, size_t cap);
 
+/* Samples of the records, the same ids on every channel and in every process, so that a collector (the Spark
+ * driver) can pair the records of one id on two channels (a hop's latency) without reading the files.
+ *
+ * An id's level is the number of trailing zero bits of splitmix64(id) (cp_sample_level): the ids of level >= L are
+ * a fixed 2^-L of all ids, whichever channel or process sees them. Every channel of records (tuple id, TSC: every
+ * handler but spc, mpc and null; a hand-off channel's records are its owner's channel's, each segment of a handle a
+ * channel of its own) keeps, as its records go to its file (the compression threads, or the batch write of
+ * identity and firstlast; a record that a failed write then drops is kept too), those whose level is >= the
+ * channel's level, at most CP_SAMPLES_PER_CHANNEL of them since the last take. When one more comes and the channel
+ * holds that many, its level rises by one and the kept samples below it go (again while it still holds that many):
+ * a channel holds exactly its records since the last take whose level is >= its level now. A channel's level starts
+ * at 0 and never goes down (it passes 64, keeping nothing more, only when the one id of level 64 fills a channel's
+ * samples alone: that id logged CP_SAMPLES_PER_CHANNEL + 1 times since a take). The logging threads do none of this
+ * (the hot path is unchanged); it costs the thread that encodes the rows a hash and a compare per row. A channel's
+ * samples (4 KiB, allocated at its first) are freed once it has closed and they have been taken. */
+#define CP_SAMPLES_PER_CHANNEL 256
+
+typedef struct cp_channel_sample {
+  const char *name; /* the channel's name; lives until the process ends, as the channel's memory */
+  int64_t id;
+  uint64_t tsc;
+  uint32_t level; /* the channel's level as the sample was taken */
+} cp_channel_sample;
+
+/* An id's sampling level: the trailing zero bits of splitmix64 of it (64 when that is 0). */
+CP_EXPORT uint32_t cp_sample_level(int64_t id);
+/* Moves the samples every channel of this process holds (open or closed; a segment's under its handle's name)
+ * into out[0..cap) and returns how many it wrote; each channel starts again from none, at the level it has. What
+ * does not fit stays with its channel for the next take. For live hop latencies (a collection every few seconds). */
+CP_EXPORT size_t cp_channel_samples_take(cp_channel_sample *out, size_t cap);
+
 /* ==== Rules: a channel's handler chosen by its name, changed while it runs ================================
  * Rules map channel names to handlers, one rule a line:
  *   <pattern>=<handler>[:<param>[:<param>...]]      e.g.  ysb.*=downsample:64   *=buffered

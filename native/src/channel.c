@@ -186,6 +186,7 @@ void cp__channel_write_header(cp_channel *ch) {
 }
 
 void cp__channel_write_rows(cp_channel *ch, const int64_t *col0, const uint64_t *col1, uint32_t rows) {
+  cp__channel_sample_rows(ch, col0, col1, rows); /* identity and firstlast records (counters' periods: none) */
   cp_buf msg = {0};
   if (cp__ipc_batch(&msg, col0, col1, rows, cp__lib.options.compression, cp__lib.options.zstd_level) == 0 &&
       cp__channel_write_message(ch, msg.data, msg.len) == 0)
@@ -258,6 +259,8 @@ static void discard(cp_channel *ch) {
   pthread_mutex_destroy(&ch->mutex);
   pthread_mutex_destroy(&ch->pool_mutex);
   pthread_mutex_destroy(&ch->file_mutex);
+  pthread_mutex_destroy(&ch->samples_mutex);
+  free(ch->samples);
   pthread_cond_destroy(&ch->pool_cond);
   pthread_cond_destroy(&ch->written_cond);
   free(ch);
@@ -296,6 +299,7 @@ cp_channel *cp__channel_create(const char *name, const cp_handler_kind *kind, co
   pthread_mutex_init(&ch->mutex, NULL);
   pthread_mutex_init(&ch->pool_mutex, NULL);
   pthread_mutex_init(&ch->file_mutex, NULL);
+  pthread_mutex_init(&ch->samples_mutex, NULL);
   pthread_cond_init(&ch->pool_cond, NULL);
   pthread_cond_init(&ch->written_cond, NULL);
   if ((ch->batch_cap = kind->batch)) {

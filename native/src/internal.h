@@ -8,6 +8,7 @@
  *   handlers.c                     the handler table, cp_channel_open, the hot path
  *   library.c, counters.c, ret.c   start, the background threads, stop; the hooks of spc/mpc and of ReT
  *   channel.c, probe.c             a channel's file, flush, close and counts; the calibration probes
+ *   samples.c                      the records' samples for cp_channel_samples_take
  *   writers.c                      per-thread writers and the block pool
  *   state.c, arrow_ipc.c, clock.c  what the files share; the Arrow IPC encoder; the TSC
  *   error.c                        cp__fail
@@ -262,6 +263,16 @@ struct cp_channel {
 
   struct cp_channel *next_all;
   struct cp_ret *ret; /* ret_start/ret_end: the socket (and the start side's listener) */
+
+  /* samples.c: the records kept for cp_channel_samples_take, under a mutex of their own (compression threads of one
+   * channel sample at once, the taker runs on another thread, the identity batch writes hold ch->mutex); the array
+   * (CP_SAMPLES_PER_CHANNEL) is allocated at the first sample and freed, `samples_done` set, once the channel has
+   * closed and its samples have been taken. The level is read without the mutex by the scan of each batch. */
+  pthread_mutex_t samples_mutex;
+  struct cp_sample_row *samples;
+  uint32_t n_samples;
+  _Atomic uint32_t sample_level;
+  bool samples_done;
 };
 
 #define CP_CHANNEL_MAGIC 0xC10DFACEu
@@ -299,6 +310,12 @@ CP_INTERNAL void cp__enqueue(cp_job **head, cp_job **tail, pthread_cond_t *cond,
 CP_INTERNAL void cp__submit(cp_job *job); /* to the compression pool */
 CP_INTERNAL void cp__timer_kick(void);    /* a sampled channel opened or changed its period: new deadlines */
 CP_INTERNAL uint64_t cp__ns_to_ticks(uint64_t ns);
+
+/* ---- samples.c ---- */
+/* Keeps the rows of the channel's samples (see cp_channel_samples_take) as they go to its file: a compression
+ * thread's job before it is encoded (in-place rows while their memory is still valid), a batch that channel.c
+ * writes; a channel of periods (spc, mpc) keeps none. Any thread, any lock of the channel held but samples_mutex. */
+CP_INTERNAL void cp__channel_sample_rows(cp_channel *ch, const int64_t *ids, const uint64_t *tscs, uint32_t rows);
 
 /* ---- channel.c ---- */
 CP_INTERNAL void cp__clock_json(char *out, size_t cap, const cp_clock_reading *r);

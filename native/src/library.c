@@ -101,6 +101,7 @@ static void *compress_main(void *arg) {
     if (!g->compress_head) g->compress_tail = NULL;
     pthread_mutex_unlock(&g->queue_mutex);
 
+    cp__channel_sample_rows(job->channel, job->col0, job->col1, job->rows); /* in-place rows: still valid here */
     cp_buf out = {0};
     if (cp__ipc_batch(&out, job->col0, job->col1, job->rows, g->options.compression, g->options.zstd_level) == 0) {
       job->message = out.data;

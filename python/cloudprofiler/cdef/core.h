@@ -74,6 +74,12 @@ typedef struct cp_channel_count {
   const char *name; uint64_t logged; uint64_t dropped;
 } cp_channel_count;
 size_t cp_channel_counts(cp_channel_count *out, size_t cap);
+#define CP_SAMPLES_PER_CHANNEL ...
+typedef struct cp_channel_sample {
+  const char *name; int64_t id; uint64_t tsc; uint32_t level;
+} cp_channel_sample;
+uint32_t cp_sample_level(int64_t id);
+size_t cp_channel_samples_take(cp_channel_sample *out, size_t cap);
 typedef struct cp_ret_info {
   uint16_t port;
   cp_channel *ack_channel;

@@ -329,6 +329,69 @@ jobjectArray JNI_FN(channelCounts)(JNIEnv *env, jclass cls) {
   return out;
 }
 
+/* Object[] takeSamples(): {String[] names, int[] levels, int[] nameOfSample, long[] ids, long[] tscs}, the samples the
+ * channels kept since the last take (cp_channel_samples_take), each name once (with the highest level of its
+ * channels) */
+jobjectArray JNI_FN(takeSamples)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  /* Room for every channel's samples; the segments and hand-off channels the counts leave out may not fit: a take
+   * that fills the room is followed by another into more. Without more memory, what was taken is returned (the rest
+   * stays with its channels for the next take). */
+  size_t cap = CP_SAMPLES_PER_CHANNEL * (cp_channel_counts(NULL, 0) + 1), n = 0;
+  cp_channel_sample *samples = NULL;
+  for (;; cap *= 2) {
+    cp_channel_sample *more = realloc(samples, cap * sizeof *samples);
+    if (!more) break;
+    samples = more;
+    if ((n += cp_channel_samples_take(samples + n, cap - n)) < cap) break;
+  }
+  if (!samples) return fail(env, ENOMEM, "out of memory"), NULL;
+  jclass string = (*env)->FindClass(env, "java/lang/String"), object = (*env)->FindClass(env, "java/lang/Object");
+  jintArray name_of = (*env)->NewIntArray(env, (jsize)n);
+  jlongArray ids = (*env)->NewLongArray(env, (jsize)n), tscs = (*env)->NewLongArray(env, (jsize)n);
+  /* One pass: the samples' name numbers, ids and TSCs go out a chunk at a time; the distinct names and their levels
+   * gather in place at the start of `samples`, over samples already read (never more names than samples read). */
+  enum { CHUNK = 512 };
+  jint of[CHUNK];
+  jlong id[CHUNK], tsc[CHUNK];
+  size_t n_names = 0, k = 0;
+  const char *previous = NULL; /* the name pointer of the sample before: the same channel, mostly */
+  for (size_t i = 0; string && object && name_of && ids && tscs && i < n; i++) {
+    cp_channel_sample s = samples[i];
+    if (s.name != previous)
+      for (k = 0; k < n_names && strcmp(samples[k].name, s.name); k++) continue;
+    if (k == n_names) samples[n_names++] = (cp_channel_sample){.name = s.name, .level = s.level};
+    if (s.level > samples[k].level) samples[k].level = s.level;
+    previous = s.name;
+    of[i % CHUNK] = (jint)k, id[i % CHUNK] = (jlong)s.id, tsc[i % CHUNK] = (jlong)s.tsc;
+    if (i % CHUNK == CHUNK - 1 || i == n - 1) {
+      jsize at = (jsize)(i - i % CHUNK), len = (jsize)(i % CHUNK + 1);
+      (*env)->SetIntArrayRegion(env, name_of, at, len, of);
+      (*env)->SetLongArrayRegion(env, ids, at, len, id);
+      (*env)->SetLongArrayRegion(env, tscs, at, len, tsc);
+    }
+  }
+  jobjectArray names = string ? (*env)->NewObjectArray(env, (jsize)n_names, string, NULL) : NULL;
+  jintArray levels = (*env)->NewIntArray(env, (jsize)n_names);
+  jobjectArray out = object ? (*env)->NewObjectArray(env, 5, object, NULL) : NULL;
+  for (size_t j = 0; out && names && levels && j < n_names; j++) {
+    jstring name = (*env)->NewStringUTF(env, samples[j].name);
+    if (!name) break; /* OutOfMemoryError pending */
+    (*env)->SetObjectArrayElement(env, names, (jsize)j, name);
+    (*env)->DeleteLocalRef(env, name);
+    jint level = (jint)samples[j].level;
+    (*env)->SetIntArrayRegion(env, levels, (jsize)j, 1, &level);
+  }
+  free(samples);
+  if ((*env)->ExceptionCheck(env) || !out || !names || !levels || !name_of || !ids || !tscs) return NULL;
+  (*env)->SetObjectArrayElement(env, out, 0, names);
+  (*env)->SetObjectArrayElement(env, out, 1, levels);
+  (*env)->SetObjectArrayElement(env, out, 2, name_of);
+  (*env)->SetObjectArrayElement(env, out, 3, ids);
+  (*env)->SetObjectArrayElement(env, out, 4, tscs);
+  return out;
+}
+
 /* String channelPath(long channel) */
 jstring JNI_FN(channelPath)(JNIEnv *env, jclass cls, jlong channel) {
   (void)cls;

@@ -111,6 +111,13 @@ public final class CloudProfiler {
    */
   public static native Object[] channelCounts();
 
+  /**
+   * The channels' samples since the last take (cp_channel_samples_take): {String[] names (distinct
+   * channel names), int[] levels (per name: the highest level of its channels), int[] nameOfSample,
+   * long[] ids, long[] tscs}.
+   */
+  public static native Object[] takeSamples();
+
   public static native String channelPath(long channel);
 
   public static native long tsc();

@@ -126,6 +126,17 @@ public final class Messages {
       double recordsPerSecond,
       double dropsPerSecond) {}
 
+  /**
+   * Executor to driver, one way, at the collection interval where its library kept any: the records
+   * its trace channels kept for the hops' latency since the last message (the library's {@code
+   * cp_channel_samples_take}), with the executor's TSC domain and its TSC's frequency.
+   */
+  public record Samples(
+      String executorId, String domain, double tscHz, List<ChannelSamples> channels) {}
+
+  /** A channel's samples: its level (ids whose level reaches it were kept), ids and TSC ticks. */
+  public record ChannelSamples(String channel, int level, long[] ids, long[] ticks) {}
+
   private static final List<Class<? extends Record>> TYPES =
       List.of(
           Hello.class,
@@ -141,7 +152,9 @@ public final class Messages {
           SetRules.class,
           SessionRulesNow.class,
           Counters.class,
-          ChannelCount.class);
+          ChannelCount.class,
+          Samples.class,
+          ChannelSamples.class);
 
   /**
    * A record as an Object[] of its name and its components, lists element by element; other values

@@ -544,6 +544,23 @@ public final class CalibrationCoordinator {
     quality.ran(a.key, b.key, ma.host, mb.host, now, forward, backward, ma.hz, mb.hz);
   }
 
+  /**
+   * Tick {@code tick} of TSC domain {@code domain} as ns of the driver's TSC within a bound: {ns,
+   * bound ns} (the driver's own ticks exactly; another domain's from its pair with the driver's
+   * latest round, {@link PairQuality#toReference}); null where no round relates them yet.
+   */
+  public double[] toReference(String domain, long tick) {
+    Domain ref;
+    double hz;
+    synchronized (this) {
+      ref = reference;
+      hz = ref == null ? 0 : ref.members.get(0).hz;
+    }
+    if (ref == null) return null;
+    if (ref.key.equals(domain)) return hz > 0 ? new double[] {tick / hz * 1e9, 0} : null;
+    return quality.toReference(ref.key, domain, tick);
+  }
+
   /** Per pair of domains, the calibration's quality so far ({@link PairQuality#rows}). */
   public List<Map<String, Object>> quality() {
     return quality.rows();

@@ -30,6 +30,9 @@ public final class PairQuality {
     double bestBoundS = Double.POSITIVE_INFINITY;
     boolean failing;
     long[] firstForward, firstBackward; // the first round's probes
+    double hzA, hzB;
+    double[] anchor; // the latest round's min-pair anchor {b's tick, a's ticks, bound} and its rate
+    double rate, rateErr;
   }
 
   private final Map<String, Pair> pairs =
@@ -75,7 +78,15 @@ public final class PairQuality {
       p.firstForward = forward;
       p.firstBackward = backward;
     } else rate = rate(p.firstForward, p.firstBackward, forward, backward);
-    p.boundS = seconds(boundTicks(forward, backward, rate[0], rate[1]), hzA);
+    double[] anchor = minPairAnchor(forward, backward, rate[0], rate[1]);
+    p.boundS = seconds(anchor == null ? Double.NaN : anchor[2], hzA);
+    if (anchor != null) {
+      p.anchor = anchor;
+      p.rate = rate[0];
+      p.rateErr = rate[1];
+    }
+    p.hzA = hzA;
+    p.hzB = hzB;
     if (p.boundS < p.bestBoundS) p.bestBoundS = p.boundS;
   }
 
@@ -84,6 +95,31 @@ public final class PairQuality {
     Pair p = pair(domainA, domainB, hostA, hostB);
     p.failures++;
     p.failing = true;
+  }
+
+  /**
+   * Tick {@code tick} of domain {@code domain} as nanoseconds of domain {@code reference}'s TSC
+   * (from its tick 0) within a bound: {ns, bound ns}, from the latest anchor of the pair {@code
+   * reference <-> domain} and the rate, the bound widened by the rate's uncertainty over the ticks
+   * from the anchor (the analysis interpolates between anchors: its bounds are tighter). Null where
+   * that pair has no anchor or its frequencies are unknown.
+   */
+  public synchronized double[] toReference(String reference, String domain, long tick) {
+    Pair p = pairs.get(reference + " <-> " + domain);
+    if (p == null || p.anchor == null || !(p.hzA > 0)) return null;
+    double shift = tick - p.anchor[0];
+    double ticks = p.anchor[1] + p.rate * shift;
+    double bound = p.anchor[2] + p.rateErr * Math.abs(shift);
+    return new double[] {ticks / p.hzA * 1e9, bound / p.hzA * 1e9};
+  }
+
+  /** The TSC frequency of {@code domain} as a pair with it measured it; 0 where none did. */
+  public synchronized double hz(String domain) {
+    for (Pair p : pairs.values()) {
+      if (domain.equals(p.domainA) && p.hzA > 0) return p.hzA;
+      if (domain.equals(p.domainB) && p.hzB > 0) return p.hzB;
+    }
+    return 0;
   }
 
   /**
@@ -183,6 +219,15 @@ public final class PairQuality {
    * answered or the intervals do not meet (the rate is wrong beyond its uncertainty).
    */
   static double boundTicks(long[] forward, long[] backward, double rate, double rateErr) {
+    double[] anchor = minPairAnchor(forward, backward, rate, rateErr);
+    return anchor == null ? Double.NaN : anchor[2];
+  }
+
+  /**
+   * The min-pair anchor of a round ({@link #boundTicks}): {b's tick b0, a's ticks at it, bound};
+   * null where no probe was answered or the intervals do not meet.
+   */
+  static double[] minPairAnchor(long[] forward, long[] backward, double rate, double rateErr) {
     long b0 = 0, best = Long.MAX_VALUE;
     for (int d = 0; d < 2; d++) {
       long[] r = d == 0 ? forward : backward;
@@ -192,7 +237,7 @@ public final class PairQuality {
         b0 = d == 0 ? r[i + 1] : r[i];
       }
     }
-    if (best == Long.MAX_VALUE) return Double.NaN;
+    if (best == Long.MAX_VALUE) return null;
     double low = Double.NEGATIVE_INFINITY, high = Double.POSITIVE_INFINITY;
     for (int d = 0; d < 2; d++) {
       long[] r = d == 0 ? forward : backward;
@@ -207,6 +252,6 @@ public final class PairQuality {
         high = Math.min(high, hi - rate * shift + widen);
       }
     }
-    return low <= high ? (high - low) / 2 : Double.NaN;
+    return low <= high ? new double[] {b0, (low + high) / 2, (high - low) / 2} : null;
   }
 }

@@ -21,6 +21,7 @@ import io.cloudprofiler.spark.tables.ArrowTables;
 import io.cloudprofiler.spark.ui.CloudprofilerTab;
 import io.cloudprofiler.spark.ui.LiveExecutors;
 import io.cloudprofiler.spark.ui.LiveFigures;
+import io.cloudprofiler.spark.ui.LiveHops;
 import io.cloudprofiler.spark.ui.LiveStages;
 import io.cloudprofiler.spark.ui.TabContent;
 import io.cloudprofiler.spark.ui.TabSummaryEvent;
@@ -68,6 +69,9 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private RuleChanges rules;
   private RuleRequests ruleRequests;
   private volatile CalibrationCoordinator calibration; // set by the background start
+  private final LiveHops hops =
+      new LiveHops(
+          (domain, tick) -> calibration == null ? null : calibration.toReference(domain, tick));
   private SparkContext sc;
   private String logDir;
   private ScheduledExecutorService publisher;
@@ -149,6 +153,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
               StreamingBatches.COLUMNS,
               () -> liveOperators(clock),
               () -> calibration == null ? List.of() : calibration.quality(),
+              hops,
               this::appFolder);
       if (sc.ui().isDefined())
         CloudprofilerTab.attach(sc.ui().get(), new TabContent(figures, true));
@@ -381,6 +386,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     Object question = Messages.fromWire(message);
     if (question instanceof Messages.Counters counters) {
       executors.update(counters);
+      return null;
+    }
+    if (question instanceof Messages.Samples samples) {
+      for (Messages.ChannelSamples c : samples.channels())
+        hops.add(samples.domain(), samples.tscHz(), c.channel(), c.level(), c.ids(), c.ticks());
       return null;
     }
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());

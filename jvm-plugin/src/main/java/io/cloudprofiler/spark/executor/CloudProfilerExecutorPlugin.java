@@ -135,6 +135,12 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   /** Under countersLock: the counters last sent, their interval's length left out. */
   private Messages.Counters countersSent;
 
+  /** This process's TSC domain, as its task channels name it (set as they open). */
+  private volatile String tscDomain;
+
+  /** Under countersLock; false once taking them failed: the executor then sends no samples. */
+  private boolean samplesWork = true;
+
   /**
    * Loads the library and starts the setup in the background. The options are read from the
    * executor's own configuration: in local mode executors start before the application has its id.
@@ -327,18 +333,19 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       "tsc.domain",
       "tsc.domain.check"
     };
+    tscDomain = domain[0];
     synchronized (this) {
       if (finished) return; // the executor stopped meanwhile: its records are counted as lost
       long start =
           CloudProfiler.openChannel(
-              "spark.task.start",
+              TaskRecords.CHANNELS.get(0),
               handler.name(),
               handler.params(),
               keys,
               new String[] {appId, ctx.executorID(), host, "task_start", domain[0], domain[1]});
       long end =
           CloudProfiler.openChannel(
-              "spark.task.end",
+              TaskRecords.CHANNELS.get(1),
               handler.name(),
               handler.params(),
               keys,
@@ -478,6 +485,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private void sendCounters() {
     if (!options.uiEnabled()) return;
     synchronized (countersLock) {
+      sendSamples();
       long[] now = metrics.counters();
       double seconds = 0;
       long interval = 0;
@@ -520,6 +528,37 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
             ctx.executorID(),
             e.toString());
       }
+    }
+  }
+
+  /**
+   * Sends the driver the records the library kept for the hops' latency since the last take ({@link
+   * HopSamples}), once the TSC domain is known; none when it kept none. Under countersLock.
+   */
+  private void sendSamples() {
+    String domain = tscDomain;
+    if (!samplesWork || domain == null) return;
+    List<Messages.ChannelSamples> channels;
+    try {
+      channels = HopSamples.take();
+    } catch (RuntimeException | LinkageError e) {
+      samplesWork = false;
+      LOG.warn(
+          "cloudprofiler: executor {} sends no samples for the hops' latency from now on: {}",
+          ctx.executorID(),
+          e.toString());
+      return;
+    }
+    if (channels.isEmpty()) return;
+    try {
+      ctx.send(
+          Messages.toWire(
+              new Messages.Samples(ctx.executorID(), domain, CloudProfiler.tscHz(), channels)));
+    } catch (Exception e) {
+      LOG.info(
+          "cloudprofiler: executor {} could not send its samples to the driver: {}",
+          ctx.executorID(),
+          e.toString());
     }
   }
 

@@ -2,6 +2,7 @@ package io.cloudprofiler.spark.executor;
 
 import io.cloudprofiler.CloudProfiler;
 import java.util.Arrays;
+import java.util.List;
 
 /**
  * An executor's task records: (task attempt id, TSC) as each task starts and as it ends, on its
@@ -11,6 +12,9 @@ import java.util.Arrays;
  * its task started or ended, and goes to its channel with that TSC when it opens. Thread-safe.
  */
 final class TaskRecords {
+  /** The channels of task starts and ends. */
+  static final List<String> CHANNELS = List.of("spark.task.start", "spark.task.end");
+
   /** Records kept while the channels open (16 MB): past that, a record is counted as lost. */
   static final int MAX_WAITING = 1 << 20;
 

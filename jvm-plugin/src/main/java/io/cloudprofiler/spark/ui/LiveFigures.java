@@ -16,8 +16,9 @@ import java.util.function.Supplier;
  * where the slowest tasks' time went ({@link LiveStages}), the streaming queries' latest
  * micro-batches, the operators of the latest SQL executions (where operator timing is on), each
  * executor's records logged and dropped, in all and per channel ({@link LiveExecutors}), the
- * calibration's quality per pair of TSC domains, and the application's log folder. The tab, its
- * JSON, the History Server and the metrics show these.
+ * calibration's quality per pair of TSC domains, the latency between trace points ({@link
+ * LiveHops}), and the application's log folder. The tab, its JSON, the History Server and the
+ * metrics show these.
  */
 public final class LiveFigures implements Supplier<JsonNode> {
   static final int STAGES_SHOWN = 50;
@@ -29,6 +30,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
   private final Supplier<List<List<Object[]>>> batches;
   private final Supplier<List<Map<String, Object>>> operators;
   private final Supplier<List<Map<String, Object>>> calibration;
+  private final LiveHops hops;
   private final List<String> batchColumns;
   private final Supplier<String> appFolder;
 
@@ -37,8 +39,8 @@ public final class LiveFigures implements Supplier<JsonNode> {
    * begin with query_id, run_id, query_name, batch_id); {@code operators}: the operators of the
    * latest SQL executions, newest first, as rows {sql_execution_id, probe_id, parent_probe_id,
    * operator, tasks, rows, inclusive_s, exclusive_s}; {@code calibration}: per pair of TSC domains
-   * its calibration's quality (as {@code CalibrationCoordinator.quality} gives it); {@code
-   * appFolder}: the application's log folder.
+   * its calibration's quality (as {@code CalibrationCoordinator.quality} gives it); {@code hops}:
+   * the latency between trace points; {@code appFolder}: the application's log folder.
    */
   public LiveFigures(
       LiveStages stages,
@@ -47,6 +49,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
       List<String> batchColumns,
       Supplier<List<Map<String, Object>>> operators,
       Supplier<List<Map<String, Object>>> calibration,
+      LiveHops hops,
       Supplier<String> appFolder) {
     this.stages = stages;
     this.executors = executors;
@@ -54,13 +57,14 @@ public final class LiveFigures implements Supplier<JsonNode> {
     this.batchColumns = batchColumns;
     this.operators = operators;
     this.calibration = calibration;
+    this.hops = hops;
     this.appFolder = appFolder;
   }
 
   /**
    * The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...], operators:
    * [...], executors: [...], executors_left_out, channels: [...], channels_left_out, calibration:
-   * [...]}.
+   * [...], hops: [...], hop_samples: {received, evicted, repeated, left_out}}.
    */
   @Override
   public JsonNode get() {
@@ -98,6 +102,19 @@ public final class LiveFigures implements Supplier<JsonNode> {
     out.put("executors_left_out", executors.leftOut());
     channels(out, executors.all());
     out.put("calibration", calibration.get());
+    out.put("hops", hops.rows());
+    long[] counts = hops.counts();
+    out.put(
+        "hop_samples",
+        Map.of(
+            "received",
+            counts[0],
+            "evicted",
+            counts[1],
+            "repeated",
+            counts[2],
+            "left_out",
+            counts[3]));
     return new ObjectMapper().valueToTree(out);
   }
 

@@ -11,7 +11,7 @@ import java.util.function.Function;
  * bounded: the {@value LiveFigures#STAGES_SHOWN} newest stage attempts, at most {@value
  * LiveExecutors#KEPT} executors, {@value LiveFigures#CHANNEL_ROWS} channels of executors, {@value
  * PairQuality#KEPT} pairs of TSC domains, {@value #OPERATORS} operators of the latest SQL
- * executions, the streaming queries the driver keeps.
+ * executions, the streaming queries the driver keeps, {@value LiveHops#PAIRS} hops.
  */
 public final class PrometheusText {
   /** The media type Prometheus asks for and this text is. */
@@ -19,6 +19,7 @@ public final class PrometheusText {
 
   static final double[] QUANTILES = {0.5, 0.9, 0.99};
   static final String[] QUANTILE_FIELDS = {"median_ms", "p90_ms", "p99_ms"};
+  static final String[] HOP_QUANTILE_FIELDS = {"p50_s", "p90_s", "p99_s"};
   static final int OPERATORS = 1000;
 
   private PrometheusText() {}
@@ -84,6 +85,7 @@ public final class PrometheusText {
     streaming(out, figures.path("streaming"));
     channels(out, figures);
     calibration(out, figures.path("calibration"));
+    hops(out, figures.path("hops"));
     return out.toString();
   }
 
@@ -226,16 +228,61 @@ public final class PrometheusText {
         "Smallest probe round trip from domain b to a in the latest round"
       }
     };
-    for (String[] g : gauges) {
-      family(out, g[1], "gauge", g[2]);
-      for (JsonNode p : pairs)
-        if (p.path(g[0]).isNumber()) sample(out, g[1], labels.apply(p), p.path(g[0]).asDouble());
-    }
+    gauges(out, gauges, pairs, labels);
     String[][] counters = {
       {"rounds", "cloudprofiler_calibration_rounds_total", "Calibration rounds that ran"},
       {"failures", "cloudprofiler_calibration_failures_total", "Calibration rounds that failed"}
     };
     counters(out, counters, " for a pair of TSC domains", pairs, PairQuality.KEPT, labels);
+  }
+
+  private static void hops(StringBuilder out, JsonNode hops) {
+    Function<JsonNode, String> labels =
+        h ->
+            label("from_channel", h.path("from_channel").asText())
+                + ","
+                + label("to_channel", h.path("to_channel").asText());
+    String name = "cloudprofiler_hop_latency_seconds";
+    family(
+        out,
+        name,
+        "summary",
+        "Latency of the sampled records from one trace point to the next (since the start, within "
+            + HopSketch.RELATIVE_ACCURACY * 100
+            + "% of the value at the quantile's rank)");
+    for (JsonNode h : hops) {
+      if (!h.path("p50_s").isNumber()) continue;
+      for (int i = 0; i < QUANTILES.length; i++)
+        sample(
+            out,
+            name,
+            labels.apply(h) + ",quantile=\"" + QUANTILES[i] + "\"",
+            h.path(HOP_QUANTILE_FIELDS[i]).asDouble());
+      sample(out, name + "_count", labels.apply(h), h.path("count").asLong());
+    }
+    String[][] gauges = {
+      {
+        "max_s",
+        "cloudprofiler_hop_latency_max_seconds",
+        "Largest latency of a hop's sampled records"
+      },
+      {
+        "bound_max_s",
+        "cloudprofiler_hop_bound_max_seconds",
+        "Largest bound of a hop's latencies (0 within one TSC domain)"
+      }
+    };
+    gauges(out, gauges, hops, labels);
+  }
+
+  /** Gauges {field, name, help} of each row that has the field, under the row's labels. */
+  private static void gauges(
+      StringBuilder out, String[][] gauges, JsonNode rows, Function<JsonNode, String> labels) {
+    for (String[] g : gauges) {
+      family(out, g[1], "gauge", g[2]);
+      for (JsonNode r : rows)
+        if (r.path(g[0]).isNumber()) sample(out, g[1], labels.apply(r), r.path(g[0]).asDouble());
+    }
   }
 
   private static void streaming(StringBuilder out, JsonNode queries) {

@@ -130,6 +130,7 @@ public final class TabContent {
     executors(h, figures);
     channels(h, figures);
     calibration(h, figures);
+    hops(h, figures);
     h.append("</div>");
     if (live)
       h.append("<script")
@@ -321,6 +322,58 @@ public final class TabContent {
           .append(td(optionalSeconds(p.path("best_bound_s"))))
           .append("</tr>");
     h.append("</tbody></table>");
+  }
+
+  /**
+   * Latency from each trace point to the next along the pipelines, from the records the executors
+   * sampled (figures of an event log written before the tab had them have none).
+   */
+  private static void hops(StringBuilder h, JsonNode figures) {
+    JsonNode hops = figures.path("hops");
+    if (hops.size() == 0) return;
+    h.append("<h4>Latency between trace points</h4><p>From each trace point to the next, over the")
+        .append(" records the executors sampled (the same tuple ids at every point) since the")
+        .append(" application started; percentiles within ")
+        .append(HopSketch.RELATIVE_ACCURACY * 100)
+        .append("% of the value at their rank. Across machines each latency is known within its")
+        .append(" bound (from the calibration's latest round); unbounded pairs are counted, not")
+        .append(" measured. The report gives every record's.</p>");
+    tableHead(
+        h,
+        "",
+        "cloudprofiler-hops",
+        List.of(
+            "From",
+            "To",
+            "Sampled (1 in)",
+            "Across machines",
+            "Unbounded",
+            "p50",
+            "p90",
+            "p99",
+            "Max",
+            "Largest bound"));
+    for (JsonNode r : hops)
+      h.append("<tr>")
+          .append(td(r.path("from_channel").asText()))
+          .append(td(r.path("to_channel").asText()))
+          .append(td(count(r.path("count")) + " (" + count(r.path("sampled_one_in")) + ")"))
+          .append(td(count(r.path("remote_count"))))
+          .append(td(count(r.path("unbounded_count"))))
+          .append(td(optionalSignedSeconds(r.path("p50_s"))))
+          .append(td(optionalSignedSeconds(r.path("p90_s"))))
+          .append(td(optionalSignedSeconds(r.path("p99_s"))))
+          .append(td(optionalSignedSeconds(r.path("max_s"))))
+          .append(td(optionalSeconds(r.path("bound_max_s"))))
+          .append("</tr>");
+    h.append("</tbody></table>");
+  }
+
+  /** A latency that can be negative (two machines' clocks within their bound). */
+  private static String optionalSignedSeconds(JsonNode value) {
+    if (!value.isNumber()) return "-";
+    double s = value.asDouble();
+    return s < 0 ? "-" + seconds(-s) : seconds(s);
   }
 
   private static String optionalSeconds(JsonNode value) {

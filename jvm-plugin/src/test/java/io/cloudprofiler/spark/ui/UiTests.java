@@ -146,6 +146,7 @@ public final class UiTests {
                 List.of(),
                 List::of,
                 List::of,
+                new LiveHops((d, t) -> null),
                 () -> "folder")
             .get();
     JsonNode rows = figures.path("channels");
@@ -170,6 +171,114 @@ public final class UiTests {
    * Figures from an event log that lack fields or hold others' types (an older or damaged summary)
    * still render, their gaps as "-", and so does their metrics text.
    */
+  /** Ids first..first+n-1 of level >= level, at ticks {@code at(id)}. */
+  private static long[][] sampled(
+      long first, int n, int level, java.util.function.LongUnaryOperator at) {
+    long[] ids =
+        java.util.stream.LongStream.range(first, first + n)
+            .filter(i -> LiveHops.level(i) >= level)
+            .toArray();
+    return new long[][] {ids, java.util.Arrays.stream(ids).map(at).toArray()};
+  }
+
+  /**
+   * Three trace points added out of order (c first) chain as their tuples pass them: a -> b within
+   * one TSC domain (100 or 101 ns at 1 GHz, exact), b -> c across domains (c's domain 1,000 ticks
+   * ahead, translated within 50 ns: 199 or 200 ns, bound 50 ns); a channel kept at level 3 pairs
+   * only ids of level 3 or more; pairs that no calibration relates are counted as unbounded.
+   */
+  public static void testHopsChainTheTracePointsAndMeasureWithinOneDomainAndAcross() {
+    LiveHops.Translation translation =
+        (domain, tick) ->
+            domain.equals("ref")
+                ? new double[] {tick, 0}
+                : domain.equals("x") ? new double[] {tick - 1000, 50} : null;
+    LiveHops hops = new LiveHops(translation);
+    long[][] c = sampled(0, 1000, 0, i -> 10_000 * i + 300 + 1000);
+    long[][] a = sampled(0, 1000, 0, i -> 10_000 * i);
+    long[][] b = sampled(0, 1000, 3, i -> 10_000 * i + 100 + (i % 2)); // 100 or 101 ns
+    hops.add("x", 1e9, "c", 0, c[0], c[1]);
+    hops.add("ref", 1e9, "a", 0, a[0], a[1]);
+    hops.add("ref", 1e9, "b", 3, b[0], b[1]);
+    long[][] p = sampled(1 << 20, 100, 0, i -> i), q = sampled(1 << 20, 100, 0, i -> i);
+    hops.add("ref", 1e9, "p", 0, p[0], p[1]);
+    hops.add("nowhere", 1e9, "q", 0, q[0], q[1]);
+    List<java.util.Map<String, Object>> rows = hops.rows();
+    equal(3, rows.size());
+    java.util.Map<String, Object> ab = rows.get(0), bc = rows.get(1), pq = rows.get(2);
+    equal(
+        List.of("a", "b", "c"),
+        List.of(ab.get("from_channel"), bc.get("from_channel"), bc.get("to_channel")));
+    long level3 = b[0].length;
+    check(level3 > 80 && level3 < 170, () -> "ids of level 3 in 1,000: " + level3);
+    equal(level3, ab.get("count"));
+    equal(8.0, ab.get("sampled_one_in"));
+    equal(0L, ab.get("remote_count"));
+    // within the sketch's 0.5% of 100 or 101
+    check(Math.abs((Double) ab.get("p50_s") * 1e9 - 100.5) <= 1.1, () -> "a -> b: " + ab);
+    equal(1e-7, ab.get("min_s"));
+    equal(101e-9, ab.get("max_s"));
+    equal(0.0, ab.get("bound_max_s"));
+    equal(level3, bc.get("count"));
+    equal(level3, bc.get("remote_count"));
+    check(Math.abs((Double) bc.get("p50_s") * 1e9 - 199.5) <= 1.6, () -> "b -> c: " + bc);
+    equal(50e-9, bc.get("bound_max_s"));
+    equal(
+        List.of("p", "q", 0L, 100L),
+        List.of(
+            pq.get("from_channel"),
+            pq.get("to_channel"),
+            pq.get("count"),
+            pq.get("unbounded_count")));
+    check(pq.get("p50_s") == null, () -> "p -> q: " + pq);
+    JsonNode figures =
+        new LiveFigures(
+                new LiveStages(),
+                new LiveExecutors(),
+                List::of,
+                List.of(),
+                List::of,
+                List::of,
+                hops,
+                () -> "folder")
+            .get();
+    String text = PrometheusText.of(figures);
+    check(
+        text.contains(
+            "cloudprofiler_hop_latency_seconds_count{from_channel=\"b\",to_channel=\"c\"} "
+                + level3),
+        () -> text);
+    check(
+        text.contains(
+            "cloudprofiler_hop_bound_max_seconds{from_channel=\"b\",to_channel=\"c\"} 5.0E-8"),
+        () -> text);
+    String html = new TabContent(() -> figures, true).html(null);
+    check(html.contains("cloudprofiler-hops") && html.contains("<td>a</td><td>b</td>"), () -> html);
+  }
+
+  /**
+   * The sketch's buckets are the analysis's (cloudprofiler.analysis.sketch.keys and values of 1,
+   * 1000, -2.5, 0 and 123456789 ns); a quantile read the other way round is the mirror rank's.
+   */
+  public static void testTheHopSketchHasTheAnalysisBuckets() {
+    double[] v = {1, 1000, -2.5, 0, 123456789};
+    int[] keys = {692, 1383, -784, 0, 2555};
+    double[] values = {
+      0.9972934327668257, 999.5921517988334, -2.502518012974016, 0, 122969266.43339959
+    };
+    for (int i = 0; i < v.length; i++) {
+      equal(keys[i], HopSketch.key(v[i]));
+      double expected = values[i], got = HopSketch.value(keys[i]);
+      check(Math.abs(got - expected) <= 1e-9 * Math.abs(expected), () -> got + " vs " + expected);
+    }
+    HopSketch s = new HopSketch();
+    for (int i = 1; i <= 100; i++) s.add(i, 0, false);
+    equal(HopSketch.value(HopSketch.key(50)), s.quantile(0.5, false));
+    equal(-HopSketch.value(HopSketch.key(51)), s.quantile(0.5, true)); // rank 50 of -100..-1
+    equal(100.0, s.quantile(1, false)); // clipped to the max
+    equal(-1.0, s.quantile(1, true));
+  }
+
   public static void testMalformedFiguresRenderWithGapsNotErrors() throws Exception {
     ObjectMapper json = new ObjectMapper();
     for (String figures :

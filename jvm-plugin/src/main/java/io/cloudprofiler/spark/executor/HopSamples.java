@@ -1,0 +1,44 @@
+package io.cloudprofiler.spark.executor;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.Messages;
+import io.cloudprofiler.spark.sql.OperatorRows;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The records this executor's library kept for the hops' latency since the last take, per trace
+ * channel (not the task channels, nor the operators' rows, which lie along chains of their own: as
+ * the analysis's pipeline), at most {@code CP_SAMPLES_PER_CHANNEL} a channel. Called from the
+ * collection thread only.
+ */
+final class HopSamples {
+  private HopSamples() {}
+
+  static List<Messages.ChannelSamples> take() {
+    Object[] taken = CloudProfiler.takeSamples();
+    if (taken == null) return List.of();
+    String[] names = (String[]) taken[0];
+    int[] levels = (int[]) taken[1], nameOf = (int[]) taken[2];
+    long[] ids = (long[]) taken[3], ticks = (long[]) taken[4];
+    int[] start = new int[names.length + 1]; // the samples of name c at order[start[c]..start[c+1])
+    for (int n : nameOf) start[n + 1]++;
+    for (int c = 0; c < names.length; c++) start[c + 1] += start[c];
+    int[] next = start.clone(), order = new int[nameOf.length];
+    for (int i = 0; i < nameOf.length; i++) order[next[nameOf[i]]++] = i;
+    List<Messages.ChannelSamples> out = new ArrayList<>();
+    for (int c = 0; c < names.length; c++) {
+      int n = start[c + 1] - start[c];
+      if (n == 0
+          || TaskRecords.CHANNELS.contains(names[c])
+          || names[c].startsWith(OperatorRows.CHANNEL_PREFIX)) continue;
+      long[] channelIds = new long[n], channelTicks = new long[n];
+      for (int k = 0; k < n; k++) {
+        channelIds[k] = ids[order[start[c] + k]];
+        channelTicks[k] = ticks[order[start[c] + k]];
+      }
+      out.add(new Messages.ChannelSamples(names[c], levels[c], channelIds, channelTicks));
+    }
+    return out;
+  }
+}

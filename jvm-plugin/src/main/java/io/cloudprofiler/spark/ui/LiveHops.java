@@ -1,0 +1,205 @@
+package io.cloudprofiler.spark.ui;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Latency between trace points while the application runs, from the samples executors send at each
+ * collection interval (the library keeps, per record channel, the records whose id's {@link #level}
+ * reaches the channel's level: the same ids at every channel and executor). Records of one id on
+ * two channels make a duration of that pair of channels; the channels that share ids are chained in
+ * the order their tuples pass them (a channel before another where the median from it to the other
+ * is positive), and each consecutive pair is a hop, as the analysis's pipeline. A duration within
+ * one TSC domain is its ticks at that domain's frequency; across domains each end is translated to
+ * the driver's TSC with the calibration's bound, and a pair that no calibration relates yet is
+ * counted as unbounded. A pair is measured only where the id's level reaches both channels' highest
+ * level on any executor, so that every executor's samples are the same share of the ids. Bounded:
+ * {@value #IDS} ids awaiting their other records (the oldest go first, counted), {@value #PER_ID}
+ * records an id (5 MB), {@value #CHANNELS} channels, {@value #PAIRS} pairs of channels (a pair's
+ * buckets stay under 8,000 for durations of 1 ps to a day either way, about 80 bytes each: 32 MB at
+ * the very most, a few MB for durations that span a few decades); what is left out is counted.
+ * Thread-safe.
+ */
+public final class LiveHops {
+  static final int IDS = 32_768;
+  static final int PER_ID = 8;
+  static final int CHANNELS = 100;
+  static final int PAIRS = 50;
+  static final int PER_MESSAGE = 4096; // samples of a channel a message (executors send 256)
+
+  /** A tick of a TSC domain as ns of the driver's TSC within a bound: {ns, bound ns}, or null. */
+  public interface Translation {
+    double[] toReference(String domain, long tick);
+  }
+
+  private record Seen(int channel, String domain, double hz, long tick) {}
+
+  private final Translation translation;
+  private final Map<String, Integer> channelIndex = new HashMap<>();
+  private final List<String> channels = new ArrayList<>();
+  private final List<Integer> levels = new ArrayList<>();
+  private final Map<Long, HopSketch> pairs = new HashMap<>();
+  private long samples, evicted, repeated, leftOut;
+
+  private final Map<Long, List<Seen>> waiting =
+      new LinkedHashMap<>(1024, 0.75f, false) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Long, List<Seen>> eldest) {
+          if (size() <= IDS) return false;
+          evicted++;
+          return true;
+        }
+      };
+
+  public LiveHops(Translation translation) {
+    this.translation = translation;
+  }
+
+  /**
+   * An id's sampling level: the trailing zero bits of splitmix64 of it (64 where that is 0), as the
+   * library's {@code cp_sample_level}.
+   */
+  public static int level(long id) {
+    long z = id + 0x9e3779b97f4a7c15L;
+    z = (z ^ (z >>> 30)) * 0xbf58476d1ce4e5b9L;
+    z = (z ^ (z >>> 27)) * 0x94d049bb133111ebL;
+    z ^= z >>> 31;
+    return Long.numberOfTrailingZeros(z);
+  }
+
+  /**
+   * Samples of {@code channel} from an executor in TSC domain {@code domain} (frequency {@code hz},
+   * 0 where unknown), kept at the channel's {@code level} there: ids and ticks.
+   */
+  public synchronized void add(
+      String domain, double hz, String channel, int level, long[] ids, long[] ticks) {
+    if (domain == null || channel == null || ids == null || ticks == null) return;
+    if (!(hz > 0 && hz < 1e12)) hz = 0; // an executor's message is untrusted input
+    if (channel.length() > LiveExecutors.NAME_CHARS)
+      channel = channel.substring(0, LiveExecutors.NAME_CHARS);
+    level = Math.max(0, Math.min(64, level));
+    Integer c = channelIndex.get(channel);
+    if (c == null) {
+      if (channels.size() >= CHANNELS) {
+        leftOut += ids.length;
+        return;
+      }
+      c = channels.size();
+      channelIndex.put(channel, c);
+      channels.add(channel);
+      levels.add(level);
+    }
+    levels.set(c, Math.max(levels.get(c), level));
+    int n = Math.min(Math.min(ids.length, ticks.length), PER_MESSAGE);
+    leftOut += Math.max(ids.length, ticks.length) - n;
+    for (int i = 0; i < n; i++) {
+      samples++;
+      int idLevel = level(ids[i]);
+      if (idLevel < levels.get(c)) continue;
+      Seen s = new Seen(c, domain, hz, ticks[i]);
+      List<Seen> seen = waiting.computeIfAbsent(ids[i], k -> new ArrayList<>(2));
+      for (Seen other : seen)
+        if (other.channel != c && idLevel >= levels.get(other.channel)) pair(other, s);
+      if (seen.size() < PER_ID) seen.add(s);
+      else repeated++;
+    }
+  }
+
+  /** The duration from the record of the lower channel index to the other's. */
+  private void pair(Seen x, Seen y) {
+    Seen from = x.channel < y.channel ? x : y, to = from == x ? y : x;
+    long key = (long) from.channel << 32 | to.channel;
+    HopSketch sketch = pairs.get(key);
+    if (sketch == null) {
+      if (pairs.size() >= PAIRS) {
+        leftOut++;
+        return;
+      }
+      sketch = new HopSketch();
+      pairs.put(key, sketch);
+    }
+    if (from.domain.equals(to.domain) && from.hz > 0) {
+      sketch.add((to.tick - from.tick) / from.hz * 1e9, 0, false);
+      return;
+    }
+    double[] a = translation.toReference(from.domain, from.tick);
+    double[] b = translation.toReference(to.domain, to.tick);
+    if (a == null || b == null) sketch.addUnbounded();
+    else sketch.add(b[0] - a[0], a[1] + b[1], true);
+  }
+
+  /**
+   * The hops, a row each: {from_channel, to_channel, count, remote_count, unbounded_count,
+   * sampled_one_in, min_s, p50_s, p90_s, p99_s, max_s, mean_s, bound_max_s} (null where no duration
+   * was measured), the pipelines' channels in the order their tuples pass them.
+   */
+  public synchronized List<Map<String, Object>> rows() {
+    int n = channels.size();
+    int[] group = new int[n], before = new int[n];
+    for (int i = 0; i < n; i++) group[i] = i;
+    for (Map.Entry<Long, HopSketch> e : pairs.entrySet()) {
+      int a = (int) (e.getKey() >>> 32), b = (int) (long) e.getKey();
+      if (e.getValue().count + e.getValue().unbounded == 0) continue;
+      union(group, a, b);
+      if (e.getValue().count == 0) continue; // no order from unbounded pairs: by name
+      if (e.getValue().quantile(0.5, false) >= 0) before[a]++;
+      else before[b]++;
+    }
+    List<Integer> order = new ArrayList<>();
+    for (int i = 0; i < n; i++) order.add(i);
+    order.sort(
+        (x, y) -> {
+          int gx = find(group, x), gy = find(group, y);
+          if (gx != gy) return Integer.compare(gx, gy);
+          if (before[x] != before[y]) return Integer.compare(before[y], before[x]);
+          return channels.get(x).compareTo(channels.get(y));
+        });
+    List<Map<String, Object>> rows = new ArrayList<>();
+    for (int i = 0; i + 1 < order.size(); i++) {
+      int a = order.get(i), b = order.get(i + 1);
+      boolean negated = a > b;
+      HopSketch s = pairs.get(negated ? (long) b << 32 | a : (long) a << 32 | b);
+      if (s == null) continue;
+      Map<String, Object> r = new LinkedHashMap<>();
+      r.put("from_channel", channels.get(a));
+      r.put("to_channel", channels.get(b));
+      r.put("count", s.count);
+      r.put("remote_count", s.remote);
+      r.put("unbounded_count", s.unbounded);
+      r.put("sampled_one_in", Math.pow(2, Math.max(levels.get(a), levels.get(b))));
+      r.put("min_s", seconds(s.count, negated ? -s.max : s.min));
+      r.put("p50_s", seconds(s.count, s.quantile(0.5, negated)));
+      r.put("p90_s", seconds(s.count, s.quantile(0.9, negated)));
+      r.put("p99_s", seconds(s.count, s.quantile(0.99, negated)));
+      r.put("max_s", seconds(s.count, negated ? -s.min : s.max));
+      r.put("mean_s", seconds(s.count, (negated ? -s.sum : s.sum) / s.count));
+      r.put("bound_max_s", seconds(s.count, s.boundMax));
+      rows.add(r);
+    }
+    return rows;
+  }
+
+  /**
+   * {samples received, ids evicted before their other records came, records of an id beyond PER_ID,
+   * samples or pairs left out beyond CHANNELS, PAIRS or PER_MESSAGE}.
+   */
+  public synchronized long[] counts() {
+    return new long[] {samples, evicted, repeated, leftOut};
+  }
+
+  private static Double seconds(long count, double ns) {
+    return count == 0 ? null : ns / 1e9;
+  }
+
+  private static int find(int[] group, int i) {
+    while (group[i] != i) i = group[i] = group[group[i]];
+    return i;
+  }
+
+  private static void union(int[] group, int a, int b) {
+    group[find(group, a)] = find(group, b);
+  }
+}
