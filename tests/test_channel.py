@@ -124,3 +124,18 @@ def test_drop_policy_counts_every_record_it_drops(tmp_path):
     logged, written, dropped, rows, meta_dropped = map(int, result.stdout.split())
     assert logged == 200_000 and dropped > 0
     assert written == rows and written + dropped == logged and meta_dropped == dropped
+
+
+def test_an_id_s_sample_level_is_splitmix64_s_trailing_zero_bits():
+    """The level the library samples ids by for the live hops (the driver's Java computes the same), against
+    splitmix64 worked out here with Python's integers."""
+    def splitmix(i):
+        z = (i + 0x9E3779B97F4A7C15) & (2**64 - 1)
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+        return z ^ (z >> 31)
+
+    for i in [0, 1, 42, -1, -2**63, 2**63 - 1, 6, 59587, *range(-3000, 3000, 7)]:
+        z = splitmix(i)
+        assert cp.sample_level(i) == (64 if z == 0 else (z & -z).bit_length() - 1), i
+    assert cp.sample_level(2**64 - 0x9E3779B97F4A7C15) == 64  # the one id whose mix is 0

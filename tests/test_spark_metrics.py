@@ -180,16 +180,6 @@ def test_each_channels_records_per_second_and_totals_are_what_its_files_hold(job
     assert families["cloudprofiler_channels_left_out"].samples[0].value == 0
 
 
-def _level(tuple_id: int) -> int:
-    """An id's sampling level, computed here as the library's cp_sample_level defines it (splitmix64's trailing
-    zero bits)."""
-    z = (tuple_id + 0x9E3779B97F4A7C15) & (2**64 - 1)
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
-    z ^= z >> 31
-    return 64 if z == 0 else (z & -z).bit_length() - 1
-
-
 def test_the_tab_and_prometheus_give_each_hop_s_latency_as_the_analysis_of_the_files(job):
     """The hops between trace points on the tab, from the records the executor sampled: hop.a -> hop.b (200 ids a
     channel, all sampled) has the count, median, p99 and max of the analysis's pipeline over every record of the
@@ -218,8 +208,8 @@ def test_the_tab_and_prometheus_give_each_hop_s_latency_as_the_analysis_of_the_f
     metered = hops[("metered", "metered.python")]
     level = int(math.log2(metered["sampled_one_in"]))
     assert level >= 1  # 1,000 records in an interval: over the 256 a channel keeps
-    assert metered["count"] >= sum(_level(i) >= level for i in range(500)) > 0
-    assert metered["count"] <= sum(_level(i) >= level - 1 for i in range(500))
+    assert metered["count"] >= sum(cp.sample_level(i) >= level for i in range(500)) > 0
+    assert metered["count"] <= sum(cp.sample_level(i) >= level - 1 for i in range(500))
     assert metered["p50_s"] > 0.01  # a job later
     families = {f.name: f for f in text_string_to_metric_families((metrics_dir / "cloudprofiler.prom").read_text())}
     at = {"from_channel": "hop.a", "to_channel": "hop.b"}

@@ -5,6 +5,8 @@ TSC, so the truth of every duration is known to the tick. A job traces every tup
 each cross-host duration, translated into the driver's domain, must hold its truth inside its bound. Then the
 calibration traffic between the two workers is cut (durations route through the driver), and then every
 calibration packet to one worker is dropped (its durations come out flagged)."""
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -31,7 +33,7 @@ SIMULATIONS = [(3 * 3600 * 2_000_000_000, 31.0), (-min(2 * 3600 * 2_000_000_000,
 ROWS = 20_000  # tuples per phase
 
 DRIVER = r"""
-import sys, time
+import json, sys, time, urllib.request
 import cloudprofiler.spark as cps
 from cloudprofiler.harness.standalone import wait_for_executors
 from pyspark.sql import functions as F
@@ -40,7 +42,8 @@ master, hub_ip, log_dir, local_dir, workers, rows = sys.argv[1:]
 workers, rows = int(workers), int(rows)
 spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master(master)
          .config("spark.driver.host", hub_ip).config("spark.driver.bindAddress", hub_ip)
-         .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
+         .config("spark.ui.port", "0").config("spark.executor.memory", "512m")
+         .config("spark.cloudprofiler.collect.intervalSeconds", "1")
          .config("spark.executor.cores", "1").config("spark.cores.max", str(workers))
          .config("spark.sql.shuffle.partitions", str(workers))
          .config("spark.cloudprofiler.calibration.interval", "1").getOrCreate())
@@ -61,6 +64,16 @@ for phase in range(3):
     df = cps.trace(df.repartition(workers, (F.col("id") * 7919) % 101), "after", "id")
     total = df.agg(F.sum("id")).collect()[0][0]
     print("done", phase, total, flush=True)
+    if phase == 0:  # the tab's hops once the executors' samples of this phase have come (an interval apart)
+        counts, settled = [], time.monotonic() + 3
+        while time.monotonic() < settled + 20:
+            with urllib.request.urlopen(sc.uiWebUrl + "/cloudprofiler/json/", timeout=30) as reply:
+                hops = json.loads(reply.read())["hops"]
+            counts.append(sum(h["count"] for h in hops))
+            if time.monotonic() > settled and len(counts) > 3 and counts[-1] == counts[-4]:
+                break
+            time.sleep(0.5)
+        print("hops", json.dumps(hops), flush=True)
 sys.stdin.readline()
 spark.stop()
 print("stopped", flush=True)
@@ -108,6 +121,7 @@ def run(tmp_path_factory):
                 return line
 
             app = log_dir / expect("app").split()[1]  # every domain has had its first round
+            hops = None
             domains = load_domains(app).to_pylist()
             port = {(d["host"], kind): d[f"{kind}_port"] for d in domains for kind in ("responder", "control")}
             for phase in range(3):
@@ -121,12 +135,14 @@ def run(tmp_path_factory):
                 driver.stdin.write("go\n")
                 driver.stdin.flush()
                 expect("done")
+                if phase == 0:
+                    hops = json.loads(expect("hops").split(" ", 1)[1])
                 _wait_for_round(app, _last_round(app) + 2)  # the next round may have begun before the last tuple
             driver.stdin.write("stop\n")
             driver.stdin.flush()
             expect("stopped")
             driver.wait(timeout=60)
-            yield app, log_dir, hosts
+            yield app, log_dir, hosts, hops
         finally:
             if driver.poll() is None:
                 driver.kill()
@@ -149,7 +165,7 @@ def _truth(table: pa.Table, domain_of_host: dict, host_sim: dict) -> np.ndarray:
 
 
 def test_every_cross_host_duration_holds_its_truth_within_bounds_even_when_calibration_fails(run):
-    app, log_dir, hosts = run
+    app, log_dir, hosts, _ = run
     hz = cp.tsc_frequency().hz
     domains = load_domains(app).to_pylist()
     reference = [d for d in domains if d["role"] == "reference"]
@@ -205,7 +221,7 @@ def test_the_analysis_reports_these_durations_and_bounds_on_its_time_axis(run):
     and each truth lies inside its bound; tasks and calibration rounds come out bounded."""
     from cloudprofiler.analysis import open_application
 
-    app, log_dir, hosts = run
+    app, log_dir, hosts, _ = run
     analysis = open_application(app)
     hz = analysis.timebase.hz
     got = analysis.latency("before", "after").toPandas().sort_values("tuple_id")
@@ -229,3 +245,35 @@ def test_the_analysis_reports_these_durations_and_bounds_on_its_time_axis(run):
     print(f"\nanalysis: cross-host latency bound median {got['err_ns'][got['remote']].median() / 1e3:.2f} us, "
           f"calibration MinRTT median {rounds['min_rtt_ns'].median() / 1e3:.2f} us, anchor bound median "
           f"{rounds['bound_ns'].median() / 1e3:.2f} us")
+
+
+def test_the_tab_s_hop_across_hosts_holds_the_truth_within_its_bound(run):
+    """The tab's hop before -> after as the first phase left it (every pair calibrated): its durations are sampled
+    records' across the two simulated hosts and within one, translated to the driver's TSC with the calibration's
+    latest anchors; its min and max lie within its largest bound of the true min and max of the phase's tuples
+    (every tuple of the level it states was paired; those paired at a lower level before it rose are more of the
+    phase's), and its median within the truth's range."""
+    app, log_dir, hosts, hops = run
+    hz = cp.tsc_frequency().hz
+    [hop] = [h for h in hops if (h["from_channel"], h["to_channel"]) == ("before", "after")]
+    domains = load_domains(app).to_pylist()
+    domain_of_host = {d["domain"]: d["host"] for d in domains}
+    reference = next(d for d in domains if d["role"] == "reference")
+    host_sim = {reference["host"]: (0, 0.0), **dict(zip(hosts.worker_ips, SIMULATIONS))}
+    d = durations_in_reference(app, "before", "after", log_folder=log_dir)
+    phase0 = d.filter(pa.compute.less(d.column("tuple_id"), ROWS))
+    truth = _truth(phase0, domain_of_host, host_sim) / hz  # seconds
+    level = int(math.log2(hop["sampled_one_in"]))
+    ids = phase0.column("tuple_id").to_pylist()
+    sampled = truth[np.array([cp.sample_level(i) >= level for i in ids])]
+    bound = hop["bound_max_s"]
+    print(f"\ntab's hop: {hop}; truth of the phase min {truth.min()}, max {truth.max()}; of the {len(sampled)} ids "
+          f"of its level min {sampled.min()}, max {sampled.max()}")
+    assert hop["unbounded_count"] == 0 and 0 < hop["remote_count"] < hop["count"]  # both kinds of pairs
+    assert hop["count"] >= len(sampled) > 50 and 0 < bound < 100e-6
+    assert sampled.min() - bound - 1e-9 <= hop["min_s"] and truth.min() - bound - 1e-9 <= hop["min_s"]
+    assert hop["min_s"] <= sampled.min() + bound + 1e-9
+    assert sampled.max() - bound - 1e-9 <= hop["max_s"] <= truth.max() + bound + 1e-9
+    assert truth.min() - bound <= hop["p50_s"] <= truth.max() + bound
+    if hop["count"] == len(sampled):  # the level did not rise during the phase: exactly the ids of its level
+        assert abs(hop["min_s"] - sampled.min()) <= bound + 1e-9 and abs(hop["max_s"] - sampled.max()) <= bound + 1e-9

@@ -7,7 +7,7 @@
 """
 from importlib.metadata import version as _version
 
-from .channel import Channel, ChannelStats, Handler
+from .channel import Channel, ChannelStats, Handler, sample_level
 from .clock import ClockReading, TscFrequency, clock_read, tsc, tsc_frequency, tsc_is_invariant, tscp
 from .errors import (
     ClosedError,
@@ -27,7 +27,7 @@ from .rules import read_rules_file, rules, set_rules
 __version__ = _version("cloudprofiler")  # the VERSION file, through the package's metadata
 
 __all__ = [
-    "Channel", "ChannelStats", "Handler", "ClockReading", "TscFrequency", "clock_read", "tsc", "tsc_frequency",
+    "Channel", "ChannelStats", "Handler", "sample_level", "ClockReading", "TscFrequency", "clock_read", "tsc", "tsc_frequency",
     "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
     "LogFolderNotFoundError", "LogFolderPermissionError", "PeerRefusedError", "PeerTimeoutError", "UnsupportedError",
     "flush_all", "start", "stop",

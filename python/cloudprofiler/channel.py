@@ -226,3 +226,10 @@ class Channel(ClosingHandle):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<Channel {self.name!r} {self.handler.name.lower()} {state} {self.path}>"
+
+
+def sample_level(tuple_id: int) -> int:
+    """The level of a tuple id in the records the library keeps for the live latency between trace points
+    (cp_sample_level: the trailing zero bits of splitmix64 of it): a channel at level L keeps the ids of level L or
+    more, the same ids at every trace point and executor."""
+    return lib.cp_sample_level(tuple_id)

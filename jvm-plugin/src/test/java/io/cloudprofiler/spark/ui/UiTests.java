@@ -256,6 +256,14 @@ public final class UiTests {
     check(html.contains("cloudprofiler-hops") && html.contains("<td>a</td><td>b</td>"), () -> html);
   }
 
+  /** An id's level is the library's cp_sample_level (the native test's known ids). */
+  public static void testAnIdsLevelIsTheLibrarys() {
+    long[][] known = {
+      {0, 0}, {1, 0}, {42, 0}, {-1, 5}, {Long.MIN_VALUE, 0}, {6, 13}, {59587, 16}, {-0x9e3779b97f4a7c15L, 64}
+    };
+    for (long[] k : known) equal((int) k[1], LiveHops.level(k[0]));
+  }
+
   /**
    * The sketch's buckets are the analysis's (cloudprofiler.analysis.sketch.keys and values of 1,
    * 1000, -2.5, 0 and 123456789 ns); a quantile read the other way round is the mirror rank's.
