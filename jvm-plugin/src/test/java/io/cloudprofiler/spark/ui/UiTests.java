@@ -259,7 +259,14 @@ public final class UiTests {
   /** An id's level is the library's cp_sample_level (the native test's known ids). */
   public static void testAnIdsLevelIsTheLibrarys() {
     long[][] known = {
-      {0, 0}, {1, 0}, {42, 0}, {-1, 5}, {Long.MIN_VALUE, 0}, {6, 13}, {59587, 16}, {-0x9e3779b97f4a7c15L, 64}
+      {0, 0},
+      {1, 0},
+      {42, 0},
+      {-1, 5},
+      {Long.MIN_VALUE, 0},
+      {6, 13},
+      {59587, 16},
+      {-0x9e3779b97f4a7c15L, 64}
     };
     for (long[] k : known) equal((int) k[1], LiveHops.level(k[0]));
   }
