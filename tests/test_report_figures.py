@@ -223,3 +223,21 @@ def test_a_synthetic_applications_densities_are_shares_on_each_hops_durations(sy
     shown = hops_shown(data.pipeline)
     _check_densities(svg, list(zip(shown["min_ns"], shown["max_ns"])))  # each hop's panel on its own durations
     assert shown["min_ns"].max() > 10 * shown["min_ns"].min()  # hops far apart: one shared axis would not do
+
+
+def test_the_timeline_draws_attempts_that_the_task_table_does_not_list_yet(tmp_path):
+    """A report of a running application (`cps.report(spark)` in a notebook) can meet attempts whose records came
+    before the driver's task table listed them: they have no stage. The timeline draws them in grey, named in its
+    legend, and the stage figures leave them out; the page is written."""
+    from cloudprofiler.analysis.report.plots import stage_durations, timeline
+
+    data = report_sample.sample()
+    unlisted = data.tasks.iloc[:2].assign(stage_id=np.nan, task_attempt_id=[10_001, 10_002])
+    data.tasks = pd.concat([data.tasks, unlisted], ignore_index=True)
+    data.stage_durations = pd.concat([data.stage_durations, data.stage_durations.iloc[:1].assign(stage_id=np.nan)],
+                                     ignore_index=True)
+    drawn = timeline(data)
+    assert "not in the task table yet" in drawn.svg and "#bbbbbb" in drawn.svg
+    assert stage_durations(data).svg
+    page = render(data, tmp_path / "report.html", quiet=True)
+    assert "not in the task table yet" in page.read_text()

@@ -38,7 +38,8 @@ polled, polling = [], threading.Event()
 def poll():  # the tab's channels every 0.2 s, and when
     while not polling.wait(0.2):
         with urllib.request.urlopen(ui + "/cloudprofiler/json/", timeout=30) as reply:
-            polled.append([time.monotonic(), json.loads(reply.read())["channels"]])
+            tab = json.loads(reply.read())
+            polled.append([time.monotonic(), tab["channels"], tab["hops"]])
 
 
 poller = threading.Thread(target=poll)
@@ -155,12 +156,12 @@ def test_each_channels_records_per_second_and_totals_are_what_its_files_hold(job
     hold. The Prometheus page, scraped after the application went idle, has the totals and a rate of 0."""
     log_dir, metrics_dir, app = job
     polled = json.loads((metrics_dir / "channels.json").read_text())
-    assert all(row["executor_id"] == "driver" for _, rows in polled for row in rows)  # local mode's one executor
+    assert all(row["executor_id"] == "driver" for _, rows, _ in polled for row in rows)  # local mode's one executor
     in_files = {"metered": 1000, "metered.python": 500, "spark.task.end": len(_task_attempts(log_dir, app))}
     for channel, records in in_files.items():
         assert cp.read_log_dir(log_dir / app, channel=channel).num_rows == records
         checked = 0
-        for (t0, before), (t1, after) in zip(polled, polled[1:]):
+        for (t0, before, _), (t1, after, _) in zip(polled, polled[1:]):
             now = {r["channel"]: r for r in after}
             if t1 - t0 > 0.5 or channel not in now or {r["interval"] for r in before} == {now[channel]["interval"]}:
                 continue
@@ -213,9 +214,23 @@ def test_the_tab_and_prometheus_give_each_hop_s_latency_as_the_analysis_of_the_f
     assert metered["p50_s"] > 0.01  # a job later
     families = {f.name: f for f in text_string_to_metric_families((metrics_dir / "cloudprofiler.prom").read_text())}
     at = {"from_channel": "hop.a", "to_channel": "hop.b"}
+    # while it ran, a poll saw the hop's records in the last interval: its quantiles are those since the start once
+    # every pair is in one interval
+    polled = json.loads((metrics_dir / "channels.json").read_text())
+    windows = [h for _, _, hops_then in polled for h in hops_then if h["from_channel"] == "hop.a"]
+    assert any(h["last_count"] > 0 for h in windows), windows
+    for h in windows:
+        assert h["last_count"] <= h["count"] <= 200
+        if h["last_count"] == 200:
+            assert (h["last_p50_s"], h["last_p99_s"], h["last_max_s"]) == (hop["p50_s"], hop["p99_s"], hop["max_s"])
+    # quantiles and max over the last collection interval (a second, none in it by then: NaN), count and sum since
+    # the start
     summary = {s.labels.get("quantile", s.name): s.value for s in families["cloudprofiler_hop_latency_seconds"].samples
                if {k: v for k, v in s.labels.items() if k != "quantile"} == at}
-    assert summary == {"0.5": hop["p50_s"], "0.9": hop["p90_s"], "0.99": hop["p99_s"],
-                       "cloudprofiler_hop_latency_seconds_count": 200}
-    [top] = [s.value for s in families["cloudprofiler_hop_latency_max_seconds"].samples if s.labels == at]
-    assert top == hop["max_s"]
+    assert hop["last_count"] == 0 and hop["window_s"] == 1
+    assert all(math.isnan(summary[q]) for q in ("0.5", "0.9", "0.99")), summary
+    assert summary["cloudprofiler_hop_latency_seconds_count"] == 200
+    assert summary["cloudprofiler_hop_latency_seconds_sum"] == pytest.approx(hop["mean_s"] * 200, rel=1e-12)
+    assert [s.value for s in families["cloudprofiler_hop_latency_max_seconds"].samples if s.labels == at] == []
+    [bound] = [s.value for s in families["cloudprofiler_hop_bound_max_seconds"].samples if s.labels == at]
+    assert bound == 0

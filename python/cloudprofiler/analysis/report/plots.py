@@ -21,6 +21,7 @@ from .data import SKETCH_NOTE, ReportData, hops_shown, of_hop
 LOCAL, REMOTE = "#4477aa", "#ee7733"  # the local / remote colours of every figure (Fig. 18 style)
 LOCAL_BOX, REMOTE_BOX = "#a9c4e4", "#f5c39a"  # the same, light, for latency boxes
 FAILED, RETRIED = "#cc3311", "#222222"
+UNLISTED = "#bbbbbb"  # attempts whose stage the task table does not list yet (a running application)
 WIDTH_IN = 10.5
 STAGES_DRAWN = 40  # stage distributions: the longest-running stages beyond this are left out (and said so)
 CHANNELS_DRAWN = 8  # throughput: the busiest channels
@@ -93,10 +94,12 @@ def _duration_axis(axis, values=None) -> None:
 
 
 def _stage_colours(stage_ids) -> dict:
+    """A colour per stage id; the stage ids that are missing (NaN: attempts of a running application whose records
+    came before the driver's task table listed them) are left out."""
     import matplotlib
 
     palette = matplotlib.colormaps["tab20"].colors
-    ordered = sorted(set(int(s) for s in stage_ids))
+    ordered = sorted(set(int(s) for s in stage_ids if pd.notna(s)))
     return {s: palette[(2 * i) % 20 + (2 * i // 20) % 2] for i, s in enumerate(ordered)}
 
 
@@ -166,7 +169,8 @@ def timeline(data: ReportData) -> Plot:
     retried = (tasks["attempt_number"] > 0).to_numpy()
     edges = np.where(failed, FAILED, np.where(retried, RETRIED, "none"))
     fig, ax = _figure(min(1.4 + 0.22 * y, 9.0))
-    bars = PolyCollection(verts, facecolors=[colours[int(s)] for s in tasks["stage_id"]], edgecolors=edges,
+    bars = PolyCollection(verts, facecolors=[colours[int(s)] if pd.notna(s) else UNLISTED for s in tasks["stage_id"]],
+                          edgecolors=edges,
                           linewidths=np.where(failed | retried, 1.2, 0.0))
     bars.set_rasterized(len(tasks) > RASTERIZE_OVER)
     ax.add_collection(bars)
@@ -181,6 +185,8 @@ def timeline(data: ReportData) -> Plot:
     handles = [Patch(color=colours[s], label=f"stage {s}") for s in stage_ids[:12]]
     if len(stage_ids) > 12:
         handles.append(Patch(color="#dddddd", label=f"{len(stage_ids) - 12} more stages"))
+    if tasks["stage_id"].isna().any():
+        handles.append(Patch(color=UNLISTED, label="not in the task table yet"))
     if failed.any():
         handles.append(Line2D([], [], color=FAILED, marker="x", ls="", mew=1.6, label="failed attempt"))
     if retried.any():
@@ -198,7 +204,7 @@ def stage_durations(data: ReportData) -> Plot:
                 "Box: 25th-75th percentile with the median; whiskers: 5th and 95th percentile; dot: mean; dashes: "
                 "fastest and slowest; red points: stragglers, the worst named (partition, executor). Percentiles are "
                 "Spark's percentile_approx: observed durations, their rank within 0.01% of the exact one.")
-    stats = data.stage_durations
+    stats = data.stage_durations.dropna(subset=["stage_id"])  # attempts not in the task table yet have no stage
     if stats.empty:
         plot.note = "No task has a duration from TSC records (task logging off, or every attempt unbounded)."
         return plot

@@ -69,9 +69,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private RuleChanges rules;
   private RuleRequests ruleRequests;
   private volatile CalibrationCoordinator calibration; // set by the background start
-  private final LiveHops hops =
-      new LiveHops(
-          (domain, tick) -> calibration == null ? null : calibration.toReference(domain, tick));
+  private LiveHops hops; // its window is the collection interval (init)
   private SparkContext sc;
   private String logDir;
   private ScheduledExecutorService publisher;
@@ -85,6 +83,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext ctx) {
     Options options = Config.read(sc.getConf());
+    hops =
+        new LiveHops(
+            (domain, tick) -> calibration == null ? null : calibration.toReference(domain, tick),
+            options.collectIntervalSeconds() * 1_000_000_000L,
+            System::nanoTime);
     PythonUdfTiming.check(sc.getConf());
     StringJoiner settings = new StringJoiner(", ", "cloudprofiler: ", "");
     for (Config.Key<?> key : Config.ALL) settings.add(key.name + "=" + key.text(sc.getConf()));

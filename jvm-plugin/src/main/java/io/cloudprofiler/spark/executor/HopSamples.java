@@ -4,15 +4,19 @@ import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Messages;
 import io.cloudprofiler.spark.sql.OperatorRows;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 
 /**
  * The records this executor's library kept for the hops' latency since the last take, per trace
  * channel (not the task channels, nor the operators' rows, which lie along chains of their own: as
- * the analysis's pipeline), at most {@code CP_SAMPLES_PER_CHANNEL} a channel. Called from the
- * collection thread only.
+ * the analysis's pipeline), at most {@code CP_SAMPLES_PER_CHANNEL} a channel (4.4 KB on the wire)
+ * and {@value #CHANNELS} channels, those with the most samples (the others' are let go). Called
+ * from the collection thread only.
  */
 final class HopSamples {
+  static final int CHANNELS = ChannelRates.SENT;
+
   private HopSamples() {}
 
   static List<Messages.ChannelSamples> take() {
@@ -38,6 +42,10 @@ final class HopSamples {
         channelTicks[k] = ticks[order[start[c] + k]];
       }
       out.add(new Messages.ChannelSamples(names[c], levels[c], channelIds, channelTicks));
+    }
+    if (out.size() > CHANNELS) {
+      out.sort(Comparator.comparingInt((Messages.ChannelSamples c) -> c.ids().length).reversed());
+      out = out.subList(0, CHANNELS);
     }
     return out;
   }

@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.LongSupplier;
 
 /**
  * Latency between trace points while the application runs, from the samples executors send at each
@@ -16,12 +17,13 @@ import java.util.Map;
  * one TSC domain is its ticks at that domain's frequency; across domains each end is translated to
  * the driver's TSC with the calibration's bound, and a pair that no calibration relates yet is
  * counted as unbounded. A pair is measured only where the id's level reaches both channels' highest
- * level on any executor, so that every executor's samples are the same share of the ids. Bounded:
- * {@value #IDS} ids awaiting their other records (the oldest go first, counted), {@value #PER_ID}
- * records an id (5 MB), {@value #CHANNELS} channels, {@value #PAIRS} pairs of channels (a pair's
- * buckets stay under 8,000 for durations of 1 ps to a day either way, about 80 bytes each: 32 MB at
- * the very most, a few MB for durations that span a few decades); what is left out is counted.
- * Thread-safe.
+ * level on any executor, so that every executor's samples are the same share of the ids. Each hop
+ * has its figures since the start and over the last complete window (the collection interval: what
+ * Prometheus' quantiles give). Bounded: {@value #IDS} ids awaiting their other records (the oldest
+ * go first, counted), {@value #PER_ID} records an id (5 MB), {@value #CHANNELS} channels, {@value
+ * #PAIRS} pairs of channels (a pair's buckets stay under 8,000 for durations of 1 ps to a day
+ * either way, about 80 bytes each: 32 MB at the very most, a few MB for durations that span a few
+ * decades); what is left out is counted. Thread-safe.
  */
 public final class LiveHops {
   static final int IDS = 32_768;
@@ -37,11 +39,20 @@ public final class LiveHops {
 
   private record Seen(int channel, String domain, double hz, long tick) {}
 
+  /** A pair of channels' durations: since the start, in the window under way, in the last one. */
+  private static final class Pair {
+    final HopSketch total = new HopSketch();
+    HopSketch current = new HopSketch(), last = new HopSketch();
+  }
+
   private final Translation translation;
+  private final long windowNanos;
+  private final LongSupplier nanoClock;
+  private long windowStart;
   private final Map<String, Integer> channelIndex = new HashMap<>();
   private final List<String> channels = new ArrayList<>();
   private final List<Integer> levels = new ArrayList<>();
-  private final Map<Long, HopSketch> pairs = new HashMap<>();
+  private final Map<Long, Pair> pairs = new HashMap<>();
   private long samples, evicted, repeated, leftOut;
 
   private final Map<Long, List<Seen>> waiting =
@@ -54,8 +65,24 @@ public final class LiveHops {
         }
       };
 
-  public LiveHops(Translation translation) {
+  /** Windows of {@code windowNanos} on {@code nanoClock} (System::nanoTime). */
+  public LiveHops(Translation translation, long windowNanos, LongSupplier nanoClock) {
     this.translation = translation;
+    this.windowNanos = Math.max(1, windowNanos);
+    this.nanoClock = nanoClock;
+    windowStart = nanoClock.getAsLong();
+  }
+
+  /** Ends the window under way where it is over (the last one empty after a window with none). */
+  private void rotate() {
+    long now = nanoClock.getAsLong();
+    if (now - windowStart < windowNanos) return;
+    boolean skipped = now - windowStart >= 2 * windowNanos;
+    for (Pair p : pairs.values()) {
+      p.last = skipped ? new HopSketch() : p.current;
+      p.current = new HopSketch();
+    }
+    windowStart = skipped ? now : windowStart + windowNanos;
   }
 
   /**
@@ -93,6 +120,7 @@ public final class LiveHops {
       levels.add(level);
     }
     levels.set(c, Math.max(levels.get(c), level));
+    rotate();
     int n = Math.min(Math.min(ids.length, ticks.length), PER_MESSAGE);
     leftOut += Math.max(ids.length, ticks.length) - n;
     for (int i = 0; i < n; i++) {
@@ -112,40 +140,53 @@ public final class LiveHops {
   private void pair(Seen x, Seen y) {
     Seen from = x.channel < y.channel ? x : y, to = from == x ? y : x;
     long key = (long) from.channel << 32 | to.channel;
-    HopSketch sketch = pairs.get(key);
-    if (sketch == null) {
+    Pair pair = pairs.get(key);
+    if (pair == null) {
       if (pairs.size() >= PAIRS) {
         leftOut++;
         return;
       }
-      sketch = new HopSketch();
-      pairs.put(key, sketch);
+      pair = new Pair();
+      pairs.put(key, pair);
     }
-    if (from.domain.equals(to.domain) && from.hz > 0) {
-      sketch.add((to.tick - from.tick) / from.hz * 1e9, 0, false);
-      return;
+    double ns, bound;
+    boolean remote = !from.domain.equals(to.domain) || !(from.hz > 0);
+    if (!remote) {
+      ns = (to.tick - from.tick) / from.hz * 1e9;
+      bound = 0;
+    } else {
+      double[] a = translation.toReference(from.domain, from.tick);
+      double[] b = translation.toReference(to.domain, to.tick);
+      if (a == null || b == null) {
+        pair.total.addUnbounded();
+        pair.current.addUnbounded();
+        return;
+      }
+      ns = b[0] - a[0];
+      bound = a[1] + b[1];
     }
-    double[] a = translation.toReference(from.domain, from.tick);
-    double[] b = translation.toReference(to.domain, to.tick);
-    if (a == null || b == null) sketch.addUnbounded();
-    else sketch.add(b[0] - a[0], a[1] + b[1], true);
+    pair.total.add(ns, bound, remote);
+    pair.current.add(ns, bound, remote);
   }
 
   /**
    * The hops, a row each: {from_channel, to_channel, count, remote_count, unbounded_count,
-   * sampled_one_in, min_s, p50_s, p90_s, p99_s, max_s, mean_s, bound_max_s} (null where no duration
-   * was measured), the pipelines' channels in the order their tuples pass them.
+   * sampled_one_in, min_s, p50_s, p90_s, p99_s, max_s, mean_s, sum_s, bound_max_s} since the start,
+   * and {window_s, last_count, last_p50_s, last_p90_s, last_p99_s, last_max_s} over the last
+   * complete window (null where no duration was measured), the pipelines' channels in the order
+   * their tuples pass them.
    */
   public synchronized List<Map<String, Object>> rows() {
+    rotate();
     int n = channels.size();
     int[] group = new int[n], before = new int[n];
     for (int i = 0; i < n; i++) group[i] = i;
-    for (Map.Entry<Long, HopSketch> e : pairs.entrySet()) {
+    for (Map.Entry<Long, Pair> e : pairs.entrySet()) {
       int a = (int) (e.getKey() >>> 32), b = (int) (long) e.getKey();
-      if (e.getValue().count + e.getValue().unbounded == 0) continue;
+      HopSketch total = e.getValue().total;
       union(group, a, b);
-      if (e.getValue().count == 0) continue; // no order from unbounded pairs: by name
-      if (e.getValue().quantile(0.5, false) >= 0) before[a]++;
+      if (total.count == 0) continue; // no order from unbounded pairs: by name
+      if (total.quantile(0.5, false) >= 0) before[a]++;
       else before[b]++;
     }
     List<Integer> order = new ArrayList<>();
@@ -161,8 +202,9 @@ public final class LiveHops {
     for (int i = 0; i + 1 < order.size(); i++) {
       int a = order.get(i), b = order.get(i + 1);
       boolean negated = a > b;
-      HopSketch s = pairs.get(negated ? (long) b << 32 | a : (long) a << 32 | b);
-      if (s == null) continue;
+      Pair pair = pairs.get(negated ? (long) b << 32 | a : (long) a << 32 | b);
+      if (pair == null) continue;
+      HopSketch s = pair.total, last = pair.last;
       Map<String, Object> r = new LinkedHashMap<>();
       r.put("from_channel", channels.get(a));
       r.put("to_channel", channels.get(b));
@@ -176,7 +218,14 @@ public final class LiveHops {
       r.put("p99_s", seconds(s.count, s.quantile(0.99, negated)));
       r.put("max_s", seconds(s.count, negated ? -s.min : s.max));
       r.put("mean_s", seconds(s.count, (negated ? -s.sum : s.sum) / s.count));
+      r.put("sum_s", (negated ? -s.sum : s.sum) / 1e9);
       r.put("bound_max_s", seconds(s.count, s.boundMax));
+      r.put("window_s", windowNanos / 1e9);
+      r.put("last_count", last.count);
+      r.put("last_p50_s", seconds(last.count, last.quantile(0.5, negated)));
+      r.put("last_p90_s", seconds(last.count, last.quantile(0.9, negated)));
+      r.put("last_p99_s", seconds(last.count, last.quantile(0.99, negated)));
+      r.put("last_max_s", seconds(last.count, negated ? -last.min : last.max));
       rows.add(r);
     }
     return rows;

@@ -19,7 +19,7 @@ public final class PrometheusText {
 
   static final double[] QUANTILES = {0.5, 0.9, 0.99};
   static final String[] QUANTILE_FIELDS = {"median_ms", "p90_ms", "p99_ms"};
-  static final String[] HOP_QUANTILE_FIELDS = {"p50_s", "p90_s", "p99_s"};
+  static final String[] HOP_QUANTILE_FIELDS = {"last_p50_s", "last_p90_s", "last_p99_s"};
   static final int OPERATORS = 1000;
 
   private PrometheusText() {}
@@ -247,29 +247,32 @@ public final class PrometheusText {
         out,
         name,
         "summary",
-        "Latency of the sampled records from one trace point to the next (since the start, within "
+        "Latency of the sampled records from one trace point to the next: quantiles over the last"
+            + " collection interval (NaN without any; within "
             + HopSketch.RELATIVE_ACCURACY * 100
-            + "% of the value at the quantile's rank)");
+            + "% of the value at their rank), count and sum since the start");
     for (JsonNode h : hops) {
-      if (!h.path("p50_s").isNumber()) continue;
-      for (int i = 0; i < QUANTILES.length; i++)
+      for (int i = 0; i < QUANTILES.length; i++) {
+        JsonNode q = h.path(HOP_QUANTILE_FIELDS[i]);
         sample(
             out,
             name,
             labels.apply(h) + ",quantile=\"" + QUANTILES[i] + "\"",
-            h.path(HOP_QUANTILE_FIELDS[i]).asDouble());
+            q.isNumber() ? q.asDouble() : Double.NaN);
+      }
       sample(out, name + "_count", labels.apply(h), h.path("count").asLong());
+      sample(out, name + "_sum", labels.apply(h), h.path("sum_s").asDouble());
     }
     String[][] gauges = {
       {
-        "max_s",
+        "last_max_s",
         "cloudprofiler_hop_latency_max_seconds",
-        "Largest latency of a hop's sampled records"
+        "Largest latency of a hop's sampled records over the last collection interval"
       },
       {
         "bound_max_s",
         "cloudprofiler_hop_bound_max_seconds",
-        "Largest bound of a hop's latencies (0 within one TSC domain)"
+        "Largest bound of a hop's latencies since the start (0 within one TSC domain)"
       }
     };
     gauges(out, gauges, hops, labels);

@@ -333,7 +333,8 @@ public final class TabContent {
     if (hops.size() == 0) return;
     h.append("<h4>Latency between trace points</h4><p>From each trace point to the next, over the")
         .append(" records the executors sampled (the same tuple ids at every point) since the")
-        .append(" application started; percentiles within ")
+        .append(" application started (the last column: over the last collection interval);")
+        .append(" percentiles within ")
         .append(HopSketch.RELATIVE_ACCURACY * 100)
         .append("% of the value at their rank. Across machines each latency is known within its")
         .append(" bound (from the calibration's latest round); unbounded pairs are counted, not")
@@ -352,7 +353,8 @@ public final class TabContent {
             "p90",
             "p99",
             "Max",
-            "Largest bound"));
+            "Largest bound",
+            "p99, last interval"));
     for (JsonNode r : hops)
       h.append("<tr>")
           .append(td(r.path("from_channel").asText()))
@@ -365,6 +367,7 @@ public final class TabContent {
           .append(td(optionalSignedSeconds(r.path("p99_s"))))
           .append(td(optionalSignedSeconds(r.path("max_s"))))
           .append(td(optionalSeconds(r.path("bound_max_s"))))
+          .append(td(optionalSignedSeconds(r.path("last_p99_s"))))
           .append("</tr>");
     h.append("</tbody></table>");
   }

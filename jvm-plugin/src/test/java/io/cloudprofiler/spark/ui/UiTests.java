@@ -146,7 +146,7 @@ public final class UiTests {
                 List.of(),
                 List::of,
                 List::of,
-                new LiveHops((d, t) -> null),
+                new LiveHops((d, t) -> null, 1, System::nanoTime),
                 () -> "folder")
             .get();
     JsonNode rows = figures.path("channels");
@@ -181,6 +181,20 @@ public final class UiTests {
     return new long[][] {ids, java.util.Arrays.stream(ids).map(at).toArray()};
   }
 
+  /** The figures of an application with these hops and nothing else. */
+  private static JsonNode figuresOf(LiveHops hops) {
+    return new LiveFigures(
+            new LiveStages(),
+            new LiveExecutors(),
+            List::of,
+            List.of(),
+            List::of,
+            List::of,
+            hops,
+            () -> "folder")
+        .get();
+  }
+
   /**
    * Three trace points added out of order (c first) chain as their tuples pass them: a -> b within
    * one TSC domain (100 or 101 ns at 1 GHz, exact), b -> c across domains (c's domain 1,000 ticks
@@ -193,7 +207,8 @@ public final class UiTests {
             domain.equals("ref")
                 ? new double[] {tick, 0}
                 : domain.equals("x") ? new double[] {tick - 1000, 50} : null;
-    LiveHops hops = new LiveHops(translation);
+    long[] now = {0};
+    LiveHops hops = new LiveHops(translation, 1000, () -> now[0]);
     long[][] c = sampled(0, 1000, 0, i -> 10_000 * i + 300 + 1000);
     long[][] a = sampled(0, 1000, 0, i -> 10_000 * i);
     long[][] b = sampled(0, 1000, 3, i -> 10_000 * i + 100 + (i % 2)); // 100 or 101 ns
@@ -231,18 +246,31 @@ public final class UiTests {
             pq.get("count"),
             pq.get("unbounded_count")));
     check(pq.get("p50_s") == null, () -> "p -> q: " + pq);
-    JsonNode figures =
-        new LiveFigures(
-                new LiveStages(),
-                new LiveExecutors(),
-                List::of,
-                List.of(),
-                List::of,
-                List::of,
-                hops,
-                () -> "folder")
-            .get();
+    // over the window of all these (the next one begun), as since the start; the one after: none
+    now[0] = 1500;
+    java.util.Map<String, Object> windowed = hops.rows().get(0);
+    equal(
+        List.of(level3, ab.get("p50_s"), 101e-9),
+        List.of(
+            windowed.get("last_count"), windowed.get("last_p50_s"), windowed.get("last_max_s")));
+    JsonNode figures = figuresOf(hops);
     String text = PrometheusText.of(figures);
+    check(
+        text.contains(
+            "cloudprofiler_hop_latency_seconds{from_channel=\"a\",to_channel=\"b\",quantile=\"0.5\"}"
+                + " "
+                + windowed.get("last_p50_s")),
+        () -> text);
+    now[0] = 2600;
+    java.util.Map<String, Object> later = hops.rows().get(0);
+    equal(List.of(0L, level3), List.of(later.get("last_count"), later.get("count")));
+    check(later.get("last_p50_s") == null, () -> "an empty window: " + later);
+    check(
+        PrometheusText.of(figuresOf(hops))
+            .contains(
+                "cloudprofiler_hop_latency_seconds{from_channel=\"a\",to_channel=\"b\",quantile=\"0.99\"}"
+                    + " NaN"),
+        () -> "NaN quantiles over an empty window");
     check(
         text.contains(
             "cloudprofiler_hop_latency_seconds_count{from_channel=\"b\",to_channel=\"c\"} "
