@@ -306,7 +306,7 @@ from cloudprofiler.harness.standalone import small_executors, wait_for_executors
 
 master, log_dir, local_dir, snapshot = sys.argv[1:5]
 builder = cps.builder(log_dir=log_dir, local_dir=local_dir, collect_interval_seconds=1, calibration_enabled=False)
-spark = small_executors(builder.master(master), 2).config("spark.ui.enabled", "false").getOrCreate()
+spark = small_executors(builder.master(master), 2).config("spark.ui.port", "0").getOrCreate()
 sc = spark.sparkContext
 deadline = time.monotonic() + 180
 wait_for_executors(spark, 2, 180)
@@ -329,7 +329,14 @@ while not os.path.exists(lost) and time.monotonic() < deadline:  # the worker's 
     time.sleep(0.5)
 while os.path.exists(inbox) and time.monotonic() < deadline:  # removed with the collection
     time.sleep(0.1)
+import json, urllib.request
+removed = []
+while not removed and time.monotonic() < deadline:  # the tab lists it with the scheduler's reason
+    with urllib.request.urlopen(sc.uiWebUrl + "/cloudprofiler/json/", timeout=30) as reply:
+        removed = json.loads(reply.read())["executors_removed"]
+    time.sleep(0.2)
 print("app", app, "killed", os.path.basename(folder), "inbox_left", os.path.exists(inbox), flush=True)
+print("removed", json.dumps(removed), flush=True)
 spark.stop()
 """
 
@@ -345,6 +352,8 @@ def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(standa
     assert run.returncode == 0, run.stderr[-3000:]
     app, killed = Path(run.stdout.split("app ")[1].split()[0]), run.stdout.split("killed ")[1].split()[0]
     assert run.stdout.split("inbox_left ")[1].split()[0] == "False"  # no shared memory left behind
+    removed = json.loads(run.stdout.split("removed ", 1)[1].splitlines()[0])  # on the tab, with Spark's reason
+    assert [r["executor_id"] for r in removed] == [killed.rsplit("-", 1)[1]] and removed[0]["reason"], removed
     died = sorted(snapshot.glob("spark.task.*.arrows"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

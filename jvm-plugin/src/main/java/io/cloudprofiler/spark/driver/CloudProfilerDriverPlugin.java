@@ -148,6 +148,12 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       LiveStages stages = new LiveStages();
       sc.addSparkListener(
           Guard.wrap(SparkListenerInterface.class, stages, "the Cloudprofiler tab's stages", null));
+      sc.addSparkListener(
+          Guard.wrap(
+              SparkListenerInterface.class,
+              executors.listener(),
+              "the Cloudprofiler tab's removed executors",
+              null));
       figures =
           new LiveFigures(
               stages,

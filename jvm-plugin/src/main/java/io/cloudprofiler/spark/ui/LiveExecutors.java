@@ -5,6 +5,8 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 
 /**
  * Each executor's counters as it last sent them ({@link Messages.Counters}): the records its
@@ -13,11 +15,28 @@ import java.util.Map;
  * last collection interval. The {@link #KEPT} executors heard from last are kept; those left out
  * are counted. At most KEPT x CHANNELS_PER_EXECUTOR channel rows, names cut to {@value #NAME_CHARS}
  * characters: 15 MB of the driver's memory at most (measured; 6 MB with names of 20 characters).
+ * Also the executors Spark removed, with its reason (a lost executor: killed, out of memory, its
+ * host gone), the {@value #KEPT} removed last (reasons cut to {@value #REASON_CHARS} characters),
+ * from the scheduler's events ({@link #listener}).
  */
 public final class LiveExecutors {
   static final int KEPT = 1000;
   static final int CHANNELS_PER_EXECUTOR = 50;
   static final int NAME_CHARS = 200;
+  static final int REASON_CHARS = 500;
+
+  /** An executor Spark removed: when (ms since the epoch) and why, as the scheduler said. */
+  record Removed(String executorId, long timeMs, String reason) {}
+
+  private final Map<String, Removed> removed =
+      new LinkedHashMap<>(16, 0.75f, false) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Removed> eldest) {
+          return size() > KEPT;
+        }
+      };
+
+  private long removedCount;
 
   /** An executor's counters, as its message gave them. */
   record Counters(
@@ -112,6 +131,39 @@ public final class LiveExecutors {
       sum[2] += c.bytes();
     }
     return sum;
+  }
+
+  /** Spark removed an executor. */
+  synchronized void removed(String executorId, long timeMs, String reason) {
+    if (executorId == null) return;
+    String why = reason == null ? "" : reason;
+    removed.put(
+        executorId,
+        new Removed(
+            executorId,
+            timeMs,
+            why.length() > REASON_CHARS ? why.substring(0, REASON_CHARS) : why));
+    removedCount++;
+  }
+
+  /** The executors removed last, oldest first. */
+  synchronized List<Removed> removed() {
+    return List.copyOf(removed.values());
+  }
+
+  /** Executors removed since the application started. */
+  synchronized long removedCount() {
+    return removedCount;
+  }
+
+  /** The scheduler's events this needs: executors that Spark removed. */
+  public SparkListener listener() {
+    return new SparkListener() {
+      @Override
+      public void onExecutorRemoved(SparkListenerExecutorRemoved event) {
+        removed(event.executorId(), event.time(), event.reason());
+      }
+    };
   }
 
   /** Executors left out since the application started, to keep at most {@link #KEPT}. */

@@ -63,8 +63,9 @@ public final class LiveFigures implements Supplier<JsonNode> {
 
   /**
    * The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...], operators:
-   * [...], executors: [...], executors_left_out, channels: [...], channels_left_out, calibration:
-   * [...], hops: [...], hop_samples: {received, evicted, repeated, left_out}}.
+   * [...], executors: [...], executors_left_out, executors_removed: [...], executors_removed_count,
+   * channels: [...], channels_left_out, calibration: [...], hops: [...], hop_samples: {received,
+   * evicted, repeated, left_out}}.
    */
   @Override
   public JsonNode get() {
@@ -100,6 +101,16 @@ public final class LiveFigures implements Supplier<JsonNode> {
     }
     out.put("executors", executorRows);
     out.put("executors_left_out", executors.leftOut());
+    List<Object> removedRows = new ArrayList<>();
+    for (LiveExecutors.Removed r : executors.removed()) {
+      Map<String, Object> e = new LinkedHashMap<>();
+      e.put("executor_id", r.executorId());
+      e.put("time_ms", r.timeMs());
+      e.put("reason", r.reason());
+      removedRows.add(e);
+    }
+    out.put("executors_removed", removedRows);
+    out.put("executors_removed_count", executors.removedCount());
     channels(out, executors.all());
     out.put("calibration", calibration.get());
     out.put("hops", hops.rows());

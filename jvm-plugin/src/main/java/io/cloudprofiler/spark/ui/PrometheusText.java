@@ -81,6 +81,16 @@ public final class PrometheusText {
             + " heard from last)");
     sample(
         out, "cloudprofiler_executors_left_out", "", figures.path("executors_left_out").asLong());
+    family(
+        out,
+        "cloudprofiler_executors_removed_total",
+        "counter",
+        "Executors Spark removed (lost, killed or released) since the application started");
+    sample(
+        out,
+        "cloudprofiler_executors_removed_total",
+        "",
+        figures.path("executors_removed_count").asLong());
     operators(out, figures.path("operators"));
     streaming(out, figures.path("streaming"));
     channels(out, figures);

@@ -219,6 +219,7 @@ public final class TabContent {
    * before the tab had them have none).
    */
   private static void executors(StringBuilder h, JsonNode figures) {
+    removedExecutors(h, figures);
     JsonNode executors = figures.path("executors");
     if (executors.size() == 0) return;
     h.append(
@@ -320,6 +321,30 @@ public final class TabContent {
           .append(td(optionalSeconds(p.path("min_rtt_b_a_s"))))
           .append(td(optionalSeconds(p.path("bound_s"))))
           .append(td(optionalSeconds(p.path("best_bound_s"))))
+          .append("</tr>");
+    h.append("</tbody></table>");
+  }
+
+  /**
+   * The executors Spark removed and why: a lost one's records since its last collection reach the
+   * log folder only when another executor of its host collects them (figures of an event log
+   * written before the tab had them have none).
+   */
+  private static void removedExecutors(StringBuilder h, JsonNode figures) {
+    JsonNode removed = figures.path("executors_removed");
+    if (removed.size() == 0) return;
+    h.append("<h4>Removed executors</h4><p>")
+        .append(count(figures.path("executors_removed_count")))
+        .append(" removed by Spark. A lost executor's records since its last collection reach the")
+        .append(" log folder when the next executor on its host collects them, cut at their last")
+        .append(" complete batch.</p>");
+    tableHead(
+        h, "", "cloudprofiler-removed-executors", List.of("Executor", "Removed at", "Reason"));
+    for (JsonNode r : removed)
+      h.append("<tr>")
+          .append(td(r.path("executor_id").asText()))
+          .append(td(java.time.Instant.ofEpochMilli(r.path("time_ms").asLong()).toString()))
+          .append(td(r.path("reason").asText()))
           .append("</tr>");
     h.append("</tbody></table>");
   }

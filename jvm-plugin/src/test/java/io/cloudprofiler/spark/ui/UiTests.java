@@ -181,11 +181,49 @@ public final class UiTests {
     return new long[][] {ids, java.util.Arrays.stream(ids).map(at).toArray()};
   }
 
+  /**
+   * Executors Spark removed are listed with its reason (cut to REASON_CHARS), the KEPT removed
+   * last, all of them counted; the tab and the metrics show them.
+   */
+  public static void testRemovedExecutorsAreListedWithTheirReasonAndCounted() {
+    LiveExecutors executors = new LiveExecutors();
+    executors.removed("7", 1_700_000_000_000L, "Command exited with code 137");
+    executors.removed("8", 1_700_000_000_001L, "x".repeat(LiveExecutors.REASON_CHARS + 10));
+    for (int i = 0; i < LiveExecutors.KEPT; i++) executors.removed("e" + i, i, null);
+    JsonNode figures = figuresOf(executors, new LiveHops((d, t) -> null, 1, System::nanoTime));
+    JsonNode removed = figures.path("executors_removed");
+    equal(LiveExecutors.KEPT, removed.size());
+    equal("e0", removed.get(0).path("executor_id").asText());
+    equal(LiveExecutors.KEPT + 2L, figures.path("executors_removed_count").asLong());
+    check(
+        PrometheusText.of(figures)
+            .contains("cloudprofiler_executors_removed_total " + (LiveExecutors.KEPT + 2)),
+        () -> "the count on the metrics page");
+    LiveExecutors two = new LiveExecutors();
+    two.removed("7", 1_700_000_000_000L, "Command exited with code 137");
+    two.removed("8", 0, "x".repeat(LiveExecutors.REASON_CHARS + 10));
+    List<LiveExecutors.Removed> kept = two.removed();
+    equal(LiveExecutors.REASON_CHARS, kept.get(1).reason().length());
+    String html =
+        new TabContent(
+                () -> figuresOf(two, new LiveHops((d, t) -> null, 1, System::nanoTime)), true)
+            .html(null);
+    check(
+        html.contains(
+            "<td>7</td><td>2023-11-14T22:13:20Z</td><td>Command exited with code 137</td>"),
+        () -> html);
+  }
+
   /** The figures of an application with these hops and nothing else. */
   private static JsonNode figuresOf(LiveHops hops) {
+    return figuresOf(new LiveExecutors(), hops);
+  }
+
+  /** The figures of an application with these executors and hops and nothing else. */
+  private static JsonNode figuresOf(LiveExecutors executors, LiveHops hops) {
     return new LiveFigures(
             new LiveStages(),
-            new LiveExecutors(),
+            executors,
             List::of,
             List.of(),
             List::of,
