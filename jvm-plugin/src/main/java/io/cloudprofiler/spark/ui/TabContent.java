@@ -1,6 +1,8 @@
 package io.cloudprofiler.spark.ui;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -31,9 +33,18 @@ public final class TabContent {
     this.live = live;
   }
 
-  /** The figures as a JSON tree: {app_folder, stages: [...], streaming: [...]}. */
+  /**
+   * The figures as a JSON tree ({@link LiveFigures#get}) with the findings drawn from them:
+   * findings: [{level, text}].
+   */
   public JsonNode json() {
-    return figures.get();
+    JsonNode got = figures.get();
+    if (!(got instanceof ObjectNode object)) return got; // an event log's figures of another shape
+    ObjectNode out = object.deepCopy(); // the History Server's are shared between requests
+    ArrayNode findings = out.putArray("findings");
+    for (TabFindings.Finding f : TabFindings.of(got))
+      findings.addObject().put("level", f.level()).put("text", f.text());
+    return out;
   }
 
   /**
@@ -56,6 +67,15 @@ public final class TabContent {
         .append(" (also as JSON: <a href=\"json/\">json</a>). The full report of its logs: <code>")
         .append(escape("cloudprofiler report " + figures.path("app_folder").asText()))
         .append("</code>.</p>");
+    h.append("<h4>Findings</h4><ul id=\"cloudprofiler-findings\">");
+    for (JsonNode f : figures.path("findings"))
+      h.append("<li class=\"")
+          .append(escape(f.path("level").asText()))
+          .append("\">")
+          .append(f.path("level").asText().equals("warning") ? "<strong>warning</strong>: " : "")
+          .append(escape(f.path("text").asText()))
+          .append("</li>");
+    h.append("</ul>");
     h.append("<h4>Stages</h4><p>A straggler takes over ")
         .append(LiveStages.STRAGGLER_RATIO)
         .append(" x its stage's median (Spark's duration, launch to finish); a stage of more than ")
@@ -209,7 +229,7 @@ public final class TabContent {
     h.append("</tr></thead><tbody>");
   }
 
-  private static String seconds(double s) {
+  static String seconds(double s) {
     if (s >= 1) return String.format("%.2f s", s);
     return s >= 1e-3 ? String.format("%.1f ms", s * 1000) : String.format("%.1f us", s * 1e6);
   }
@@ -425,7 +445,7 @@ public final class TabContent {
     return "<td>" + escape(text) + "</td>";
   }
 
-  private static String ms(JsonNode value) {
+  static String ms(JsonNode value) {
     if (value == null || value.isNull() || value.isMissingNode()) return "-";
     long ms = value.asLong();
     return ms >= 1000 ? String.format("%.2f s", ms / 1000.0) : ms + " ms";

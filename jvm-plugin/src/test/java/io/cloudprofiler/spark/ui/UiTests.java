@@ -214,6 +214,70 @@ public final class UiTests {
         () -> html);
   }
 
+  /**
+   * The findings from the figures, most important first: drops, a removed executor, the worst
+   * straggler of each stage (the stage whose slowest task took most over its median first), the
+   * operator that dominates the latest SQL execution, the slowest hop and unbounded pairs, the
+   * calibration's bound; an application with none of the first kinds is told nothing stands out.
+   */
+  public static void testTheFindingsSayWhatStandsOutMostImportantFirst() throws Exception {
+    String json =
+        "{\"executors\": [{\"executor_id\": \"1\", \"records_dropped\": 5}, {\"executor_id\":"
+            + " \"2\", \"records_dropped\": 7}], \"executors_removed\": [{\"executor_id\": \"3\","
+            + " \"reason\": \"Command exited with code 137\"}], \"executors_removed_count\": 1,"
+            + " \"stages\": [{\"stage_id\": 4, \"name\": \"count\", \"median_ms\": 100,"
+            + " \"stragglers\": 2, \"slowest\": [{\"task_id\": 9, \"partition\": 7,"
+            + " \"executor_id\": \"1\", \"host\": \"h\", \"duration_ms\": 420, \"cause\": \"GC"
+            + " 40%\"}]}, {\"stage_id\": 5, \"name\": \"sum\", \"median_ms\": 1000, \"stragglers\":"
+            + " 1, \"slowest\": [{\"task_id\": 11, \"partition\": 0, \"executor_id\": \"2\","
+            + " \"host\": \"g\", \"duration_ms\": 2000, \"cause\": \"\"}]}], \"operators\":"
+            + " [{\"sql_execution_id\": 12, \"probe_id\": 7, \"operator\": \"SortMergeJoin\","
+            + " \"exclusive_s\": 6.2}, {\"sql_execution_id\": 12, \"probe_id\": 3, \"operator\":"
+            + " \"Filter\", \"exclusive_s\": 3.8}, {\"sql_execution_id\": 11, \"probe_id\": 1,"
+            + " \"operator\": \"Scan\", \"exclusive_s\": 100}], \"hops\": [{\"from_channel\":"
+            + " \"a\", \"to_channel\": \"b\", \"count\": 10, \"sampled_one_in\": 1, \"p99_s\":"
+            + " 0.002, \"unbounded_count\": 0}, {\"from_channel\": \"b\", \"to_channel\": \"c\","
+            + " \"count\": 10, \"sampled_one_in\": 4, \"p99_s\": 0.0012, \"unbounded_count\": 3}],"
+            + " \"calibration\": [{\"host_a\": \"h\", \"host_b\": \"g\", \"bound_s\": 5e-6}]}";
+    JsonNode figures = new TabContent(() -> parse(json), true).json();
+    List<String> texts = new ArrayList<>();
+    figures
+        .path("findings")
+        .forEach(f -> texts.add(f.path("level").asText() + ": " + f.path("text").asText()));
+    equal(
+        List.of(
+            "warning: 12 records were dropped by the profiler (executor 2 the most: 7): the figures"
+                + " drawn from the logs miss them.",
+            "warning: Executor 3 was removed (Command exited with code 137): its records since its"
+                + " last collection reach the log folder when the next executor on its host"
+                + " collects them.",
+            "warning: Stage 5 (sum): task 11 (partition 0, executor 2 on g) took 2.00 s, 2.0x the"
+                + " stage's median 1.00 s.",
+            "warning: Stage 4 (count): task 9 (partition 7, executor 1 on h) took 420 ms, 4.2x the"
+                + " stage's median 100 ms; GC 40%; 1 more stragglers in this stage.",
+            "info: SQL execution 12: SortMergeJoin (probe 7) takes 62% of its timed operators' own"
+                + " time.",
+            "info: Between trace points, a -> b is the slowest hop: p99 2.0 ms over 10 sampled"
+                + " records (1 in 1).",
+            "info: 3 sampled pairs of records cross machines that no calibration round relates"
+                + " yet: counted, not measured.",
+            "info: Cross-machine durations are known within about 10.0 us (twice the widest anchor"
+                + " bound of the latest calibration round, h / g)."),
+        texts);
+    String html = new TabContent(() -> parse(json), true).html(null);
+    check(html.contains("<li class=\"warning\"><strong>warning</strong>: 12 records"), () -> html);
+    JsonNode quiet = new TabContent(() -> parse("{\"stages\": []}"), false).json();
+    equal("Nothing stands out so far.", quiet.path("findings").get(0).path("text").asText());
+  }
+
+  private static JsonNode parse(String json) {
+    try {
+      return new ObjectMapper().readTree(json);
+    } catch (Exception e) {
+      throw new IllegalArgumentException(json, e);
+    }
+  }
+
   /** The figures of an application with these hops and nothing else. */
   private static JsonNode figuresOf(LiveHops hops) {
     return figuresOf(new LiveExecutors(), hops);
