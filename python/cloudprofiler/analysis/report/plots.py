@@ -204,7 +204,9 @@ def stage_durations(data: ReportData) -> Plot:
                 "Box: 25th-75th percentile with the median; whiskers: 5th and 95th percentile; dot: mean; dashes: "
                 "fastest and slowest; red points: stragglers, the worst named (partition, executor). Percentiles are "
                 "Spark's percentile_approx: observed durations, their rank within 0.01% of the exact one.")
-    stats = data.stage_durations.dropna(subset=["stage_id"])  # attempts not in the task table yet have no stage
+    stats = data.stage_durations
+    if not stats.empty:
+        stats = stats.dropna(subset=["stage_id"])  # attempts not in the task table yet have no stage
     if stats.empty:
         plot.note = "No task has a duration from TSC records (task logging off, or every attempt unbounded)."
         return plot
