@@ -330,13 +330,15 @@ while not os.path.exists(lost) and time.monotonic() < deadline:  # the worker's 
 while os.path.exists(inbox) and time.monotonic() < deadline:  # removed with the collection
     time.sleep(0.1)
 import json, urllib.request
-removed = []
-while not removed and time.monotonic() < deadline:  # the tab lists it with the scheduler's reason
+tab = {}
+while time.monotonic() < deadline:  # the tab lists it with the scheduler's reason, and its files' collection
     with urllib.request.urlopen(sc.uiWebUrl + "/cloudprofiler/json/", timeout=30) as reply:
-        removed = json.loads(reply.read())["executors_removed"]
+        tab = json.loads(reply.read())
+    if tab["executors_removed"] and tab["lost_collected"]:
+        break
     time.sleep(0.2)
-print("app", app, "killed", os.path.basename(folder), "inbox_left", os.path.exists(inbox), flush=True)
-print("removed", json.dumps(removed), flush=True)
+print("app", app, "killed", os.path.basename(folder), "pid", pid, "inbox_left", os.path.exists(inbox), flush=True)
+print("tab", json.dumps(tab), flush=True)
 spark.stop()
 """
 
@@ -352,7 +354,8 @@ def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(standa
     assert run.returncode == 0, run.stderr[-3000:]
     app, killed = Path(run.stdout.split("app ")[1].split()[0]), run.stdout.split("killed ")[1].split()[0]
     assert run.stdout.split("inbox_left ")[1].split()[0] == "False"  # no shared memory left behind
-    removed = json.loads(run.stdout.split("removed ", 1)[1].splitlines()[0])  # on the tab, with Spark's reason
+    tab = json.loads(run.stdout.split("\ntab ", 1)[1].splitlines()[0])
+    removed = tab["executors_removed"]  # on the tab, with Spark's reason
     assert [r["executor_id"] for r in removed] == [killed.rsplit("-", 1)[1]] and removed[0]["reason"], removed
     died = sorted(snapshot.glob("spark.task.*.arrows"))
     with warnings.catch_warnings():
@@ -372,3 +375,10 @@ def test_the_files_of_a_killed_executor_reach_the_log_dir_and_read_as_cut(standa
     cut = {r["subject"].rsplit("/", 1)[-1] for r in health.where("kind = 'cut_file'").collect()}
     local_session().stop()
     assert cut == {p.name for p in died}
+    # the tab says which executor collected them and how many were cut, as the analysis finds them; a finding too
+    [lost] = tab["lost_collected"]
+    pid = run.stdout.split(" pid ")[1].split()[0]
+    assert (lost["pid"], lost["folder"], lost["cut_files"]) == (int(pid), killed, len(cut)), lost
+    assert lost["collected_by"] not in ("driver", removed[0]["executor_id"]) and lost["files"] >= len(cut)
+    assert any(f["text"].startswith(f"The files of lost process {pid} ({killed}) were collected by executor")
+               for f in tab["findings"]), tab["findings"]

@@ -137,6 +137,13 @@ public final class Messages {
   /** A channel's samples: its level (ids whose level reaches it were kept), ids and TSC ticks. */
   public record ChannelSamples(String channel, int level, long[] ids, long[] ticks) {}
 
+  /**
+   * Executor to driver, one way: it collected the files of a lost process of its host (process
+   * {@code pid}, its local folder {@code folder}): {@code files} of them, {@code cut} cut where it
+   * died.
+   */
+  public record LostCollected(String executorId, long pid, String folder, int files, int cut) {}
+
   private static final List<Class<? extends Record>> TYPES =
       List.of(
           Hello.class,
@@ -154,7 +161,8 @@ public final class Messages {
           Counters.class,
           ChannelCount.class,
           Samples.class,
-          ChannelSamples.class);
+          ChannelSamples.class,
+          LostCollected.class);
 
   /**
    * A record as an Object[] of its name and its components, lists element by element; other values

@@ -229,8 +229,9 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
                 "the calibration's listener",
                 null));
       }
-      LostExecutors.collectInBackground(
-          options.localDir()); // those of this host that earlier applications lost
+      LostExecutors.collectInBackground( // those of this host that earlier applications lost
+          options.localDir(),
+          (pid, folder, files, cut) -> executors.lostCollected("driver", pid, folder, files, cut));
       if (options.collectIntervalSeconds() > 0) publishEvery(options.collectIntervalSeconds());
     } catch (Throwable e) {
       LOG.warn(
@@ -395,6 +396,10 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     Object question = Messages.fromWire(message);
     if (question instanceof Messages.Counters counters) {
       executors.update(counters);
+      return null;
+    }
+    if (question instanceof Messages.LostCollected c) {
+      executors.lostCollected(c.executorId(), c.pid(), c.folder(), c.files(), c.cut());
       return null;
     }
     if (question instanceof Messages.Samples samples) {

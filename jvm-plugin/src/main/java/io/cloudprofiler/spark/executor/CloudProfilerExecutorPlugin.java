@@ -282,7 +282,14 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
           local,
           e.toString());
     }
-    LostExecutors.collectInBackground(options.localDir());
+    LostExecutors.collectInBackground(
+        options.localDir(),
+        (pid, lostFolder, files, cut) -> {
+          if (options.uiEnabled())
+            ctx.send(
+                Messages.toWire(
+                    new Messages.LostCollected(ctx.executorID(), pid, lostFolder, files, cut)));
+        });
     int interval = options.collectIntervalSeconds();
     if (interval > 0) {
       collectTimer =

@@ -133,7 +133,17 @@ public final class LogCollector {
    * that wrote them was killed (its open files end where it stopped), said by {@link #LOST_MARKER}
    * in the target. Returns whether all were copied.
    */
+  /**
+   * Of the last {@link #collectAll}: the files it collected, those cut where their process died.
+   */
+  private int collectedFiles, cutFiles;
+
+  synchronized int[] collectedAndCut() {
+    return new int[] {collectedFiles, cutFiles};
+  }
+
   synchronized boolean collectAll(boolean lost) {
+    cutFiles = 0;
     List<File> collected = new ArrayList<>();
     List<String> failed = new ArrayList<>();
     Exception firstFailure = null;
@@ -145,6 +155,7 @@ public final class LogCollector {
         if (lost && !CompleteBatches.closed(path)) {
           // killed while it wrote a batch: logDir gets the file whole up to its last complete
           // batch, with a footer every reader opens (none complete: nothing to copy)
+          cutFiles++;
           long complete = CompleteBatches.length(path, 0);
           if (complete > 0) {
             byte[] end = CompleteBatches.cutEnd(path, complete);
@@ -182,6 +193,7 @@ public final class LogCollector {
           String.valueOf(firstFailure));
       return false;
     }
+    collectedFiles = collected.size();
     for (File f : collected) f.delete();
     new File(source, TARGET_FILE).delete();
     if (source.delete())

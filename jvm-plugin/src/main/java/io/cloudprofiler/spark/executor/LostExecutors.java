@@ -33,16 +33,23 @@ public final class LostExecutors {
 
   private LostExecutors() {}
 
-  /**
-   * Collects, in a daemon thread, the folders of the dead executors named under {@code localDir}.
-   */
-  public static void collectInBackground(String localDir) {
-    DaemonThreads.start(
-        "cloudprofiler-collect-lost",
-        () -> collect(Path.of(localDir).toAbsolutePath().normalize()));
+  /** Told of each lost process whose files were collected, for the driver's tab. */
+  public interface Collected {
+    /** Process {@code pid}'s folder {@code folder}: {@code files} collected, {@code cut} cut. */
+    void collected(long pid, String folder, int files, int cut) throws Exception;
   }
 
-  private static void collect(Path localDir) {
+  /**
+   * Collects, in a daemon thread, the folders of the dead executors named under {@code localDir},
+   * telling {@code told} of each.
+   */
+  public static void collectInBackground(String localDir, Collected told) {
+    DaemonThreads.start(
+        "cloudprofiler-collect-lost",
+        () -> collect(Path.of(localDir).toAbsolutePath().normalize(), told));
+  }
+
+  private static void collect(Path localDir, Collected told) {
     Path names = localDir.resolve(Config.EXECUTOR_FOLDERS);
     try {
       if (!Files.exists(names, LinkOption.NOFOLLOW_LINKS)) return;
@@ -61,7 +68,7 @@ public final class LostExecutors {
       try {
         if (PrivateFiles.untrustedFile(pointer.toPath()) != null) continue; // another user's
         if (!alive(Long.parseLong(pointer.getName()), pointer.lastModified())) {
-          collectLost(localDir, pointer);
+          collectLost(localDir, pointer, told);
           removeInbox(names, pointer.getName());
         }
       } catch (Exception e) {
@@ -149,7 +156,7 @@ public final class LostExecutors {
    * Claims the name (a rename: one collector wins), collects the folder, and gives the name back on
    * failure so that a later start tries again.
    */
-  private static void collectLost(Path localDir, File pointer) throws Exception {
+  private static void collectLost(Path localDir, File pointer, Collected told) throws Exception {
     long self = ProcessHandle.current().pid();
     File claim = new File(pointer.getParentFile(), "." + pointer.getName() + ".collecting-" + self);
     try {
@@ -181,12 +188,24 @@ public final class LostExecutors {
       LogCollector collector =
           new LogCollector(folder.toFile(), PrivateFiles.readOwned(target).trim());
       done = collector.collectAll(true);
-      if (done)
+      if (done) {
         LOG.info(
             "cloudprofiler: collected the logs of lost process {} from {} into {}",
             pointer.getName(),
             folder,
             collector.target());
+        int[] counts = collector.collectedAndCut();
+        try {
+          told.collected(
+              Long.parseLong(pointer.getName()),
+              folder.getFileName().toString(),
+              counts[0],
+              counts[1]);
+        } catch (Exception e) { // the tab's loss: the files are collected all the same
+          LOG.info(
+              "cloudprofiler: could not tell the driver of lost process {}", pointer.getName());
+        }
+      }
     } finally {
       if (done) claim.delete();
       else Files.move(claim.toPath(), pointer.toPath(), StandardCopyOption.ATOMIC_MOVE);

@@ -17,7 +17,8 @@ import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
  * characters: 15 MB of the driver's memory at most (measured; 6 MB with names of 20 characters).
  * Also the executors Spark removed, with its reason (a lost executor: killed, out of memory, its
  * host gone), the {@value #KEPT} removed last (reasons cut to {@value #REASON_CHARS} characters),
- * from the scheduler's events ({@link #listener}).
+ * from the scheduler's events ({@link #listener}), and the lost processes whose files an executor
+ * of their host collected, with the files cut where they died.
  */
 public final class LiveExecutors {
   static final int KEPT = 1000;
@@ -37,6 +38,11 @@ public final class LiveExecutors {
       };
 
   private long removedCount;
+
+  /** A lost process's files, collected by an executor (or the driver) of its host. */
+  record LostCollected(String by, long pid, String folder, int files, int cut) {}
+
+  private final List<LostCollected> lostCollected = new ArrayList<>();
 
   /** An executor's counters, as its message gave them. */
   record Counters(
@@ -144,6 +150,22 @@ public final class LiveExecutors {
             timeMs,
             why.length() > REASON_CHARS ? why.substring(0, REASON_CHARS) : why));
     removedCount++;
+  }
+
+  /**
+   * An executor (or the driver: {@code by}) collected the files of a lost process of its host; the
+   * {@value #KEPT} last are kept (untrusted input: a folder name cut to NAME_CHARS).
+   */
+  public synchronized void lostCollected(String by, long pid, String folder, int files, int cut) {
+    if (by == null || folder == null || files < 0 || cut < 0 || cut > files) return;
+    String name = folder.length() > NAME_CHARS ? folder.substring(0, NAME_CHARS) : folder;
+    if (lostCollected.size() == KEPT) lostCollected.remove(0);
+    lostCollected.add(new LostCollected(by, pid, name, files, cut));
+  }
+
+  /** The lost processes whose files were collected, oldest first. */
+  synchronized List<LostCollected> lostCollected() {
+    return List.copyOf(lostCollected);
   }
 
   /** The executors removed last, oldest first. */

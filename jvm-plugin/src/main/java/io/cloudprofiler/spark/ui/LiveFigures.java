@@ -64,8 +64,8 @@ public final class LiveFigures implements Supplier<JsonNode> {
   /**
    * The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...], operators:
    * [...], executors: [...], executors_left_out, executors_removed: [...], executors_removed_count,
-   * channels: [...], channels_left_out, calibration: [...], hops: [...], hop_samples: {received,
-   * evicted, repeated, left_out}}.
+   * lost_collected: [...], channels: [...], channels_left_out, calibration: [...], hops: [...],
+   * hop_samples: {received, evicted, repeated, left_out}}.
    */
   @Override
   public JsonNode get() {
@@ -111,6 +111,17 @@ public final class LiveFigures implements Supplier<JsonNode> {
     }
     out.put("executors_removed", removedRows);
     out.put("executors_removed_count", executors.removedCount());
+    List<Object> lostRows = new ArrayList<>();
+    for (LiveExecutors.LostCollected l : executors.lostCollected()) {
+      Map<String, Object> e = new LinkedHashMap<>();
+      e.put("collected_by", l.by());
+      e.put("pid", l.pid());
+      e.put("folder", l.folder());
+      e.put("files", l.files());
+      e.put("cut_files", l.cut());
+      lostRows.add(e);
+    }
+    out.put("lost_collected", lostRows);
     channels(out, executors.all());
     out.put("calibration", calibration.get());
     out.put("hops", hops.rows());

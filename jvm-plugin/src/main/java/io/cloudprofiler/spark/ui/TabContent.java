@@ -352,6 +352,7 @@ public final class TabContent {
    */
   private static void removedExecutors(StringBuilder h, JsonNode figures) {
     JsonNode removed = figures.path("executors_removed");
+    lostCollected(h, figures.path("lost_collected"));
     if (removed.size() == 0) return;
     h.append("<h4>Removed executors</h4><p>")
         .append(count(figures.path("executors_removed_count")))
@@ -365,6 +366,27 @@ public final class TabContent {
           .append(td(r.path("executor_id").asText()))
           .append(td(java.time.Instant.ofEpochMilli(r.path("time_ms").asLong()).toString()))
           .append(td(r.path("reason").asText()))
+          .append("</tr>");
+    h.append("</tbody></table>");
+  }
+
+  /** The lost processes whose files an executor of their host collected, and the files cut. */
+  private static void lostCollected(StringBuilder h, JsonNode lost) {
+    if (lost.size() == 0) return;
+    h.append("<h4>Files of lost processes</h4><p>Collected into the log folder by the next")
+        .append(" executor on their host; a cut file ends at its last complete batch.</p>");
+    tableHead(
+        h,
+        "",
+        "cloudprofiler-lost-collected",
+        List.of("Process", "Folder", "Collected by", "Files", "Cut"));
+    for (JsonNode l : lost)
+      h.append("<tr>")
+          .append(td(l.path("pid").asText()))
+          .append(td(l.path("folder").asText()))
+          .append(td(l.path("collected_by").asText()))
+          .append(td(count(l.path("files"))))
+          .append(td(count(l.path("cut_files"))))
           .append("</tr>");
     h.append("</tbody></table>");
   }

@@ -10,11 +10,11 @@ import java.util.Map;
 /**
  * The tab's findings in plain words, computed from its figures (so the History Server's tab has
  * them from the event log too), most important first, as the report orders its own: records the
- * profiler dropped and executors Spark removed (figures are incomplete), then where the time goes
- * (each stage's worst straggler, up to {@value #STAGES_NAMED} stages by the time it took over its
- * median; the operator that dominates the latest SQL execution; the slowest hop between trace
- * points), then how far cross-machine durations can be trusted. The report reads every record: its
- * findings are the complete ones.
+ * profiler dropped, executors Spark removed and the files of lost processes cut where they died
+ * (figures are incomplete), then where the time goes (each stage's worst straggler, up to {@value
+ * #STAGES_NAMED} stages by the time it took over its median; the operator that dominates the latest
+ * SQL execution; the slowest hop between trace points), then how far cross-machine durations can be
+ * trusted. The report reads every record: its findings are the complete ones.
  */
 final class TabFindings {
   static final int STAGES_NAMED = 3;
@@ -30,6 +30,19 @@ final class TabFindings {
     List<Finding> out = new ArrayList<>();
     dropped(out, figures.path("executors"));
     removed(out, figures.path("executors_removed"), figures.path("executors_removed_count"));
+    for (JsonNode l : figures.path("lost_collected"))
+      if (l.path("cut_files").asLong() > 0)
+        out.add(
+            new Finding(
+                "warning",
+                String.format(
+                    "The files of lost process %s (%s) were collected by executor %s: %,d of %,d"
+                        + " cut where it died, read up to their last complete batch.",
+                    l.path("pid").asText(),
+                    l.path("folder").asText(),
+                    l.path("collected_by").asText(),
+                    l.path("cut_files").asLong(),
+                    l.path("files").asLong())));
     stragglers(out, figures.path("stages"));
     boolean warned = !out.isEmpty();
     operators(out, figures.path("operators"));

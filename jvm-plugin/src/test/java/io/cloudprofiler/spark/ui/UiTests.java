@@ -200,6 +200,8 @@ public final class UiTests {
             .contains("cloudprofiler_executors_removed_total " + (LiveExecutors.KEPT + 2)),
         () -> "the count on the metrics page");
     LiveExecutors two = new LiveExecutors();
+    two.lostCollected("2", 24598, "vm-0", 5, 2);
+    two.lostCollected("2", 1, "bad", 1, 3); // more cut than collected: not of ours, ignored
     two.removed("7", 1_700_000_000_000L, "Command exited with code 137");
     two.removed("8", 0, "x".repeat(LiveExecutors.REASON_CHARS + 10));
     List<LiveExecutors.Removed> kept = two.removed();
@@ -211,6 +213,13 @@ public final class UiTests {
     check(
         html.contains(
             "<td>7</td><td>2023-11-14T22:13:20Z</td><td>Command exited with code 137</td>"),
+        () -> html);
+    check(html.contains("<td>24598</td><td>vm-0</td><td>2</td><td>5</td><td>2</td>"), () -> html);
+    check(!html.contains("<td>bad</td>"), () -> html);
+    check(
+        html.contains(
+            "The files of lost process 24598 (vm-0) were collected by executor 2: 2 of 5 cut where"
+                + " it died, read up to their last complete batch."),
         () -> html);
   }
 
