@@ -20,10 +20,10 @@ import java.util.function.LongSupplier;
  * level on any executor, so that every executor's samples are the same share of the ids. Each hop
  * has its figures since the start and over the last complete window (the collection interval: what
  * Prometheus' quantiles give). Bounded: {@value #IDS} ids awaiting their other records (the oldest
- * go first, counted), {@value #PER_ID} records an id (5 MB), {@value #CHANNELS} channels, {@value
- * #PAIRS} pairs of channels (a pair's buckets stay under 8,000 for durations of 1 ps to a day
- * either way, about 80 bytes each: 32 MB at the very most, a few MB for durations that span a few
- * decades); what is left out is counted. Thread-safe.
+ * go first, counted), {@value #PER_ID} records an id (about 5 MB at two records an id, 15 MB at
+ * eight), {@value #CHANNELS} channels, {@value #PAIRS} pairs of channels (a pair's buckets stay
+ * under 8,000 for durations of 1 ps to a day either way, about 80 bytes each: 32 MB at the very
+ * most, a few MB for durations that span a few decades); what is left out is counted. Thread-safe.
  */
 public final class LiveHops {
   static final int IDS = 32_768;
