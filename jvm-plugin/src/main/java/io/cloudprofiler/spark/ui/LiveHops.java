@@ -2,9 +2,11 @@ package io.cloudprofiler.spark.ui;
 
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.LongSupplier;
 
 /**
@@ -20,14 +22,16 @@ import java.util.function.LongSupplier;
  * level on any executor, so that every executor's samples are the same share of the ids. Each hop
  * has its figures since the start and over the last complete window (the collection interval: what
  * Prometheus' quantiles give). Bounded: {@value #IDS} ids awaiting their other records (the oldest
- * go first, counted), {@value #PER_ID} records an id (about 5 MB at two records an id, 15 MB at
- * eight), {@value #CHANNELS} channels, {@value #PAIRS} pairs of channels (a pair's buckets stay
- * under 8,000 for durations of 1 ps to a day either way, about 80 bytes each: 32 MB at the very
- * most, a few MB for durations that span a few decades); what is left out is counted. Thread-safe.
+ * go first, counted), {@value #PER_ID} records an id (so chains of up to that many trace points;
+ * about 2.5 MB at two records an id, 19 MB at the most), {@value #CHANNELS} channels, two counters
+ * per pair of channels that share ids (the order), and sketches for {@value #PAIRS} hops (a hop's
+ * buckets stay under 8,000 for durations of 1 ps to a day either way, about 80 bytes each: 32 MB at
+ * the very most, a few MB for durations that span a few decades); what is left out is counted.
+ * Thread-safe.
  */
 public final class LiveHops {
-  static final int IDS = 32_768;
-  static final int PER_ID = 8;
+  static final int IDS = 16_384;
+  static final int PER_ID = 24; // a chain of trace points up to this long
   static final int CHANNELS = 100;
   static final int PAIRS = 50;
   static final int PER_MESSAGE = 4096; // samples of a channel a message (executors send 256)
@@ -52,7 +56,16 @@ public final class LiveHops {
   private final Map<String, Integer> channelIndex = new HashMap<>();
   private final List<String> channels = new ArrayList<>();
   private final List<Integer> levels = new ArrayList<>();
+
+  /** Per pair of channels that share ids: {durations at or over 0, under 0} (the order's votes). */
+  private final Map<Long, long[]> votes = new HashMap<>();
+
+  /** The hops' sketches: the pairs consecutive in the order, PAIRS at most. */
   private final Map<Long, Pair> pairs = new HashMap<>();
+
+  /** A duration of a pair of channels (ns NaN: unbounded). */
+  private record Met(long key, double ns, double bound, boolean remote) {}
+
   private long samples, evicted, repeated, leftOut;
 
   private final Map<Long, List<Seen>> waiting =
@@ -123,6 +136,7 @@ public final class LiveHops {
     rotate();
     int n = Math.min(Math.min(ids.length, ticks.length), PER_MESSAGE);
     leftOut += Math.max(ids.length, ticks.length) - n;
+    List<Met> met = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       samples++;
       int idLevel = level(ids[i]);
@@ -130,25 +144,45 @@ public final class LiveHops {
       Seen s = new Seen(c, domain, hz, ticks[i]);
       List<Seen> seen = waiting.computeIfAbsent(ids[i], k -> new ArrayList<>(2));
       for (Seen other : seen)
-        if (other.channel != c && idLevel >= levels.get(other.channel)) pair(other, s);
+        if (other.channel != c && idLevel >= levels.get(other.channel)) met.add(pair(other, s));
       if (seen.size() < PER_ID) seen.add(s);
       else repeated++;
     }
+    // the durations of the pairs that are hops in the order as it stands with this message
+    List<Integer> order = order();
+    Set<Long> hops = new HashSet<>();
+    for (int i = 0; i + 1 < order.size(); i++) {
+      int a = order.get(i), b = order.get(i + 1);
+      long key = (long) Math.min(a, b) << 32 | Math.max(a, b);
+      if (votes.containsKey(key)) hops.add(key);
+    }
+    pairs.keySet().retainAll(hops);
+    for (long key : hops)
+      if (!pairs.containsKey(key) && pairs.size() < PAIRS) pairs.put(key, new Pair());
+    for (Met m : met) {
+      Pair pair = pairs.get(m.key);
+      if (pair == null) {
+        if (hops.contains(m.key)) leftOut++; // a hop beyond PAIRS
+        continue;
+      }
+      if (Double.isNaN(m.ns)) {
+        pair.total.addUnbounded();
+        pair.current.addUnbounded();
+      } else {
+        pair.total.add(m.ns, m.bound, m.remote);
+        pair.current.add(m.ns, m.bound, m.remote);
+      }
+    }
   }
 
-  /** The duration from the record of the lower channel index to the other's. */
-  private void pair(Seen x, Seen y) {
+  /**
+   * The duration from the record of the lower channel index to the other's, counted in the pair's
+   * votes.
+   */
+  private Met pair(Seen x, Seen y) {
     Seen from = x.channel < y.channel ? x : y, to = from == x ? y : x;
     long key = (long) from.channel << 32 | to.channel;
-    Pair pair = pairs.get(key);
-    if (pair == null) {
-      if (pairs.size() >= PAIRS) {
-        leftOut++;
-        return;
-      }
-      pair = new Pair();
-      pairs.put(key, pair);
-    }
+    long[] vote = votes.computeIfAbsent(key, k -> new long[2]);
     double ns, bound;
     boolean remote = !from.domain.equals(to.domain) || !(from.hz > 0);
     if (!remote) {
@@ -157,36 +191,28 @@ public final class LiveHops {
     } else {
       double[] a = translation.toReference(from.domain, from.tick);
       double[] b = translation.toReference(to.domain, to.tick);
-      if (a == null || b == null) {
-        pair.total.addUnbounded();
-        pair.current.addUnbounded();
-        return;
-      }
+      if (a == null || b == null) return new Met(key, Double.NaN, 0, true);
       ns = b[0] - a[0];
       bound = a[1] + b[1];
     }
-    pair.total.add(ns, bound, remote);
-    pair.current.add(ns, bound, remote);
+    vote[ns >= 0 ? 0 : 1]++;
+    return new Met(key, ns, bound, remote);
   }
 
   /**
-   * The hops, a row each: {from_channel, to_channel, count, remote_count, unbounded_count,
-   * sampled_one_in, min_s, p50_s, p90_s, p99_s, max_s, mean_s, sum_s, bound_max_s} since the start,
-   * and {window_s, last_count, last_p50_s, last_p90_s, last_p99_s, last_max_s} over the last
-   * complete window (null where no duration was measured), the pipelines' channels in the order
-   * their tuples pass them.
+   * The channels, those that share ids together, each before the ones its records mostly precede
+   * (where most of a pair's durations are at or over 0: its median is), then by name.
    */
-  public synchronized List<Map<String, Object>> rows() {
-    rotate();
+  private List<Integer> order() {
     int n = channels.size();
     int[] group = new int[n], before = new int[n];
     for (int i = 0; i < n; i++) group[i] = i;
-    for (Map.Entry<Long, Pair> e : pairs.entrySet()) {
+    for (Map.Entry<Long, long[]> e : votes.entrySet()) {
       int a = (int) (e.getKey() >>> 32), b = (int) (long) e.getKey();
-      HopSketch total = e.getValue().total;
+      long[] v = e.getValue();
       union(group, a, b);
-      if (total.count == 0) continue; // no order from unbounded pairs: by name
-      if (total.quantile(0.5, false) >= 0) before[a]++;
+      if (v[0] + v[1] == 0) continue; // no order from unbounded pairs: by name
+      if (v[0] >= v[1]) before[a]++;
       else before[b]++;
     }
     List<Integer> order = new ArrayList<>();
@@ -198,6 +224,19 @@ public final class LiveHops {
           if (before[x] != before[y]) return Integer.compare(before[y], before[x]);
           return channels.get(x).compareTo(channels.get(y));
         });
+    return order;
+  }
+
+  /**
+   * The hops, a row each: {from_channel, to_channel, count, remote_count, unbounded_count,
+   * sampled_one_in, min_s, p50_s, p90_s, p99_s, max_s, mean_s, sum_s, bound_max_s} since the start,
+   * and {window_s, last_count, last_p50_s, last_p90_s, last_p99_s, last_max_s} over the last
+   * complete window (null where no duration was measured), the pipelines' channels in the order
+   * their tuples pass them.
+   */
+  public synchronized List<Map<String, Object>> rows() {
+    rotate();
+    List<Integer> order = order();
     List<Map<String, Object>> rows = new ArrayList<>();
     for (int i = 0; i + 1 < order.size(); i++) {
       int a = order.get(i), b = order.get(i + 1);

@@ -411,6 +411,33 @@ public final class UiTests {
   }
 
   /**
+   * A chain of 20 trace points (190 pairs of channels sharing ids, more than the PAIRS sketches)
+   * shows its 19 hops whole: sketches are kept for the consecutive pairs only.
+   */
+  public static void testALongChainShowsEveryHop() {
+    LiveHops hops = new LiveHops((d, t) -> null, 1_000_000_000L, () -> 0);
+    long[] ids = java.util.stream.LongStream.range(0, 256).toArray();
+    for (int c = 19; c >= 0; c--) { // the last point first: the order comes from the durations
+      final int point = c;
+      hops.add(
+          "d",
+          1e9,
+          "p" + (char) ('a' + c),
+          0,
+          ids,
+          java.util.Arrays.stream(ids).map(i -> i * 1000 + point * 10).toArray());
+    }
+    List<java.util.Map<String, Object>> rows = hops.rows();
+    equal(19, rows.size());
+    for (int c = 0; c < 19; c++) {
+      equal("p" + (char) ('a' + c), rows.get(c).get("from_channel"));
+      equal(256L, rows.get(c).get("count"));
+      equal(10e-9, rows.get(c).get("max_s"));
+    }
+    equal(0L, hops.counts()[3]); // nothing left out
+  }
+
+  /**
    * The sketch's buckets are the analysis's (cloudprofiler.analysis.sketch.keys and values of 1,
    * 1000, -2.5, 0 and 123456789 ns); a quantile read the other way round is the mirror rank's.
    */
