@@ -113,15 +113,6 @@ public final class PairQuality {
     return new double[] {ticks / p.hzA * 1e9, bound / p.hzA * 1e9};
   }
 
-  /** The TSC frequency of {@code domain} as a pair with it measured it; 0 where none did. */
-  public synchronized double hz(String domain) {
-    for (Pair p : pairs.values()) {
-      if (domain.equals(p.domainA) && p.hzA > 0) return p.hzA;
-      if (domain.equals(p.domainB) && p.hzB > 0) return p.hzB;
-    }
-    return 0;
-  }
-
   /**
    * The pairs, as rows {domain_a, domain_b, host_a, host_b, rounds, failures, failing, round,
    * min_rtt_a_b_s, min_rtt_b_a_s, bound_s, best_bound_s} (NaN as null).

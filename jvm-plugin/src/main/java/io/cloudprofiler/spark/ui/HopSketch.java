@@ -36,11 +36,6 @@ final class HopSketch {
     unbounded++;
   }
 
-  /** Buckets held (for the memory bound). */
-  int buckets() {
-    return counts.size();
-  }
-
   /**
    * The value of rank ceil(q n) (numpy's inverted_cdf, as the analysis), clipped to the exact min
    * and max; of the durations negated where {@code negated} (the hop read the other way round).

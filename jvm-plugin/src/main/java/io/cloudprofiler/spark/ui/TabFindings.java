@@ -30,19 +30,7 @@ final class TabFindings {
     List<Finding> out = new ArrayList<>();
     dropped(out, figures.path("executors"));
     removed(out, figures.path("executors_removed"), figures.path("executors_removed_count"));
-    for (JsonNode l : figures.path("lost_collected"))
-      if (l.path("cut_files").asLong() > 0)
-        out.add(
-            new Finding(
-                "warning",
-                String.format(
-                    "The files of lost process %s (%s) were collected by executor %s: %,d of %,d"
-                        + " cut where it died, read up to their last complete batch.",
-                    l.path("pid").asText(),
-                    l.path("folder").asText(),
-                    l.path("collected_by").asText(),
-                    l.path("cut_files").asLong(),
-                    l.path("files").asLong())));
+    lostCut(out, figures.path("lost_collected"));
     stragglers(out, figures.path("stages"));
     boolean warned = !out.isEmpty();
     operators(out, figures.path("operators"));
@@ -89,6 +77,22 @@ final class TabFindings {
     long more = count.asLong() - Math.min(rows.size(), REMOVED_NAMED);
     if (more > 0)
       out.add(new Finding("warning", String.format("%,d more executors were removed.", more)));
+  }
+
+  private static void lostCut(List<Finding> out, JsonNode lost) {
+    for (JsonNode l : lost)
+      if (l.path("cut_files").asLong() > 0)
+        out.add(
+            new Finding(
+                "warning",
+                String.format(
+                    "The files of lost process %s (%s) were collected by executor %s: %,d of %,d"
+                        + " cut where it died, read up to their last complete batch.",
+                    l.path("pid").asText(),
+                    l.path("folder").asText(),
+                    l.path("collected_by").asText(),
+                    l.path("cut_files").asLong(),
+                    l.path("files").asLong())));
   }
 
   private static void stragglers(List<Finding> out, JsonNode stages) {

@@ -138,17 +138,7 @@ public final class UiTests {
     List<Messages.ChannelCount> untrusted = (List<Messages.ChannelCount>) (List<?>) channels;
     LiveExecutors executors = new LiveExecutors();
     executors.update(new Messages.Counters("e", 10, 1, 100, 7, 2, untrusted, 5));
-    JsonNode figures =
-        new LiveFigures(
-                new LiveStages(),
-                executors,
-                List::of,
-                List.of(),
-                List::of,
-                List::of,
-                new LiveHops((d, t) -> null, 1, System::nanoTime),
-                () -> "folder")
-            .get();
+    JsonNode figures = figuresOf(executors, new LiveHops((d, t) -> null, 1, System::nanoTime));
     JsonNode rows = figures.path("channels");
     equal(LiveExecutors.CHANNELS_PER_EXECUTOR, rows.size());
     equal(5L + 3 + 1, figures.path("channels_left_out").asLong()); // its own, 3 bad, c49 past 50
