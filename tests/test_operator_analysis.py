@@ -27,8 +27,7 @@ from cloudprofiler.analysis.operator_hops import row_channels
 from cloudprofiler.analysis.reader import TASK_METRICS
 from cloudprofiler.harness.standalone import free_port, spark_class
 from cloudprofiler.analysis.report import format as fmt
-from cloudprofiler.analysis.report import render
-from cloudprofiler.analysis.report.data import gather
+from cloudprofiler.analysis.report import report as write_report
 from conftest import assert_tables_as_declared
 
 N = 400_000  # rows of the filter and skew queries' range, 4 partitions
@@ -117,7 +116,8 @@ def _cloudprofiler_tab(sc, base: Path) -> dict:
     """The Cloudprofiler tab of the running application's UI: its JSON, its page, whether the jobs page lists it,
     its metrics page, and what headless chromium saw of it (None without chromium)."""
     tab = {"json": _tab_json(sc), "page": _get(sc, "/cloudprofiler/"), "listed": 'href="/cloudprofiler/"' in _get(
-        sc, "/jobs/"), "metrics": _get(sc, "/cloudprofiler/metrics/prometheus")}
+        sc, "/jobs/"), "metrics": _get(sc, "/cloudprofiler/metrics/prometheus"),
+           "report": _get(sc, "/cloudprofiler/report")}
     tab["browser"] = browser.load(_ui(sc) + "/cloudprofiler/", base / "profile") if browser.CHROMIUM else None
     return tab
 
@@ -311,7 +311,7 @@ def test_the_top_probes_inclusive_time_is_its_tasks_run_time(app):
 @pytest.fixture(scope="module")
 def report(app, tmp_path_factory):
     out = tmp_path_factory.mktemp("operator-report") / "report.html"
-    render(gather(app), out, quiet=True)
+    write_report(app, out, quiet=True)  # its copy in the folder is the History Server's download
     return out.read_text(), out
 
 
@@ -472,6 +472,9 @@ def test_the_live_tab_shows_each_stage_and_batch_as_the_analysis_finds_them(app)
     assert [b["batch_id"] for b in query["batches"]] == list(batches["batch_id"])
     assert [b["trigger_execution_ms"] for b in query["batches"]] == list(batches["trigger_execution_ms"])
     assert '<table class="table table-bordered table-sm" id="cloudprofiler-stages">' in tab["page"]
+    # no report made yet: the tab and its download say how to make one
+    how = f"Make one with cps.report(spark) in the application&#39;s session, or with: cloudprofiler report {app.path}"
+    assert how in tab["page"] and "No report of this application yet" in tab["report"]
     if tab["browser"] is None:
         pytest.skip("chromium is not installed (make deps installs it)")
     loaded = tab["browser"]
@@ -529,7 +532,7 @@ def history(app, tmp_path_factory):
         log.close()
 
 
-def test_the_history_server_shows_the_tab_as_it_was_when_the_application_ended(app, history, tmp_path):
+def test_the_history_server_shows_the_tab_as_it_was_when_the_application_ended(app, history, report, tmp_path):
     page = f"{history}/history/{app.app_id}/cloudprofiler/"
     with urllib.request.urlopen(page + "json/", timeout=60) as reply:  # the first request replays the event log
         figures = json.load(reply)
@@ -544,6 +547,11 @@ def test_the_history_server_shows_the_tab_as_it_was_when_the_application_ended(a
         (str(s["stage_id"]), str(s["stage_attempt"])): s["stragglers"] for s in live["stages"]}
     with urllib.request.urlopen(f"{history}/history/{app.app_id}/jobs/", timeout=60) as reply:
         assert 'href="/history/' + app.app_id + '/cloudprofiler/"' in reply.read().decode()
+    # the report written after the run is the tab's download
+    with urllib.request.urlopen(page + "report", timeout=60) as reply:
+        assert reply.read() == report[1].read_bytes()
+    with urllib.request.urlopen(page, timeout=60) as reply:
+        assert f'href="report" download="cloudprofiler-report-{app.app_id}.html">download</a>' in reply.read().decode()
     if browser.CHROMIUM is None:
         pytest.skip("chromium is not installed (make deps installs it)")
     loaded = browser.load(page, tmp_path / "profile")

@@ -4,20 +4,28 @@ session's tasks are told apart in the task table, and a session's task switch re
 cps.rules work on a remote session (through the SQL functions cp_set_rules and cp_rules), a bad rule refused
 naming it; a remote session reads the generator source, which the server's plugin jar carries."""
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import warnings
 
 import pytest
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
+from cloudprofiler import tables
 
 pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect] (the [test] extra has it)")
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def _served(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        return reply.read()
 
 
 def _free_port() -> int:
@@ -32,12 +40,12 @@ def server(tmp_path_factory):
     import pyspark
 
     log_dir = tmp_path_factory.mktemp("connect-logs")
-    port = _free_port()
+    port, ui_port = _free_port(), _free_port()
     conf = cps.spark_conf(log_dir=str(log_dir), calibration_enabled=False, collect_interval_seconds=1)
     command = [os.path.join(pyspark.__path__[0], "bin", "spark-submit"), "--class", SERVER_CLASS,
                "--master", "local[2]", "--jars", conf.pop("spark.jars"),
                *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
-               "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false"]
+               "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", f"spark.ui.port={ui_port}"]
     log = tmp_path_factory.mktemp("connect-server") / "server.log"
     with open(log, "w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
@@ -47,7 +55,8 @@ def server(tmp_path_factory):
         while "Spark Connect server started" not in log.read_text():
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
-        yield {"url": f"sc://localhost:{port}", "process": process, "log_dir": log_dir, "log": log}
+        yield {"url": f"sc://localhost:{port}", "ui": f"http://127.0.0.1:{ui_port}", "process": process,
+               "log_dir": log_dir, "log": log}
     finally:  # a server that did not start in time is not left running either
         if process.poll() is None:
             process.kill()
@@ -193,6 +202,7 @@ def sessions(server, remote_rules, remote_source, scoped_rules, remote_operators
             assert time.monotonic() < deadline, server["log"].read_text()[-5000:]
             time.sleep(0.5)
         page = cps.report(traced, output=server["log_dir"].parent / "connect-report.html")
+        tab = {path: _served(server["ui"] + "/cloudprofiler/" + path) for path in ("", "report")}
         ids = traced.session_id, quiet.session_id
         traced.stop()
         quiet.stop()
@@ -202,7 +212,7 @@ def sessions(server, remote_rules, remote_source, scoped_rules, remote_operators
     return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"],
                                            remote_operators["session"], *scoped_rules["sessions"]},
             "said": [str(w.message) for w in said], "categories": [w.category for w in said],
-            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page}
+            "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page, "tab": tab}
 
 
 def test_the_helper_says_once_what_the_server_needs(sessions, server):
@@ -223,6 +233,16 @@ def test_cps_report_of_a_running_connect_application(sessions):
     stages = html.split('<table class="stages">')[1].split("</table>")[0]
     assert stages.count("<tr>") >= 3  # the header and the jobs' stages so far
     assert "report_section" not in html
+
+
+def test_the_servers_tab_offers_the_report_made_on_the_client(sessions):
+    """The report cps.report wrote on the client is the server UI's download, byte for byte: the tab links to it."""
+    assert sessions["tab"]["report"] == sessions["page"].read_bytes()
+    link = re.search(r'<a id="cloudprofiler-report" href="report" download="([^"]+)">download</a> \(made '
+                     r'[\d-]+ [\d:]+ UTC, [\d.]+ MB', sessions["tab"][""].decode())
+    assert link and link[1] == f"cloudprofiler-report-{sessions['app'].name}.html"
+    copy = sessions["app"] / tables.files()["report"]
+    assert copy.stat().st_mode & 0o777 == 0o600
 
 
 def test_a_remote_sessions_rules_reach_its_trace_channel(sessions):

@@ -64,6 +64,13 @@ def channel(id: str) -> Channel:
         raise KeyError(f"{id!r} is no channel of the plugin's: expected one of {', '.join(channels())}") from None
 
 
+@functools.cache
+def files() -> dict[str, str]:
+    """Other files the plugin finds in an application's folder, by id: "report", the full report's copy that the
+    Spark UI's Cloudprofiler tab offers for download."""
+    return dict(jar_json(DECLARATIONS)["files"])
+
+
 def table(id: str) -> Table:
     """The table declared as `id`; a KeyError names the ids there are."""
     try:

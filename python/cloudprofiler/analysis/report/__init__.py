@@ -41,16 +41,26 @@ def render(data, output, quiet: bool = False) -> Path:
 def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profiles=None) -> Path:
     """Analyse an application (an Application, or its log folder: local path or Hadoop-compatible URI) and write
     its report; returns the HTML file's path (default: see `default_output`), which Jupyter and VS Code show inline
-    as the page itself. `udf_profiles`: Spark's UDF profiler's seconds per function name, shown beside the UDFs'
-    (cloudprofiler.spark.udf_profiles)."""
+    as the page itself. A copy goes into the application's folder where it is this user's own on this machine, for
+    the Spark UI's Cloudprofiler tab to offer (tab_copy). `udf_profiles`: Spark's UDF profiler's seconds per
+    function name, shown beside the UDFs' (cloudprofiler.spark.udf_profiles)."""
     from .. import open_application
     from .data import gather
+    from .tab_copy import place
     from .udfs import beside_spark_profiler
 
     app = open_application(str(app_or_path), spark) if isinstance(app_or_path, (str, Path)) else app_or_path
     data = gather(app)
     beside_spark_profiler(data, udf_profiles or {})
-    return render(data, output or default_output(app.app_id), quiet)
+    page = render(data, output or default_output(app.app_id), quiet)
+    try:
+        copy = place(app.path, page)
+    except OSError as exc:  # the report itself is written: only the tab's download is missing
+        copy = None
+        print(f"the Spark UI's Cloudprofiler tab does not offer this report: {exc}")
+    if copy is not None and not quiet:
+        print(f"offered for download on the Spark UI's Cloudprofiler tab: {copy}")
+    return page
 
 
 def __getattr__(name: str):

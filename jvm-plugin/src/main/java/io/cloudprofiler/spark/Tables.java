@@ -8,6 +8,7 @@ import io.cloudprofiler.spark.rules.RuleChanges;
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.sql.OperatorRows;
 import io.cloudprofiler.spark.tables.Table;
+import io.cloudprofiler.spark.ui.ReportDownload;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -37,7 +38,8 @@ public final class Tables {
    * {"tables": [{"id", "file", "folder", "meaning", "columns": [{"name", "type"}, ...]}, ...],
    * "channels": {...}}: the columns' types as Arrow names (int32, int64, float64, utf8); the
    * channels the analysis finds by name and metadata, by id: {"prefix", "event" (their {@code
-   * spark.event}), "keys": {id: metadata key}}.
+   * spark.event}), "keys": {id: metadata key}}, "files": {"report": the full report's name in the
+   * application's folder, where the tab finds it}.
    */
   static String json() {
     StringBuilder out = new StringBuilder("{\"tables\": [");
@@ -70,7 +72,9 @@ public final class Tables {
         .append(Config.quote(OperatorRows.PROBE_KEY))
         .append(", \"first_probe\": ")
         .append(Config.quote(OperatorRows.FIRST_PROBE_KEY))
-        .append("}}}}\n")
+        .append("}}},\n\"files\": {\"report\": ")
+        .append(Config.quote(ReportDownload.FILE))
+        .append("}}\n")
         .toString();
   }
 

@@ -6,11 +6,13 @@ import org.apache.spark.ui.SparkUITab;
 
 /**
  * The "Cloudprofiler" tab of a Spark UI ({@code <ui>/cloudprofiler/}) and, beside it, the same
- * figures for Prometheus ({@code <ui>/cloudprofiler}{@value #METRICS_PATH}).
+ * figures for Prometheus ({@code <ui>/cloudprofiler}{@value #METRICS_PATH}) and the full report
+ * ({@code <ui>/cloudprofiler}{@value #REPORT_PATH}, {@link ReportDownload}).
  */
 public final class CloudprofilerTab extends SparkUITab {
   static final String PREFIX = "cloudprofiler";
   static final String METRICS_PATH = "/metrics/prometheus";
+  static final String REPORT_PATH = "/report";
 
   private CloudprofilerTab(SparkUI ui, TabContent content) {
     super(ui, PREFIX);
@@ -18,7 +20,7 @@ public final class CloudprofilerTab extends SparkUITab {
   }
 
   /**
-   * Adds the tab and its metrics page to {@code ui}: a page of Spark's own making (its servlet
+   * Adds the tab, its metrics page and its report to {@code ui}: a page of Spark's own making (its servlet
    * answers GET and HEAD with Spark's headers), under the tab's page wherever the UI put that (the
    * History Server's pages of an application lie under its /history/... path, which the UI's base
    * path does not say).
@@ -36,6 +38,15 @@ public final class CloudprofilerTab extends SparkUITab {
             tab + METRICS_PATH,
             new JettyUtils.ServletParams<String>(
                 request -> PrometheusText.of(content.json()), PrometheusText.CONTENT_TYPE, s -> s),
+            ui.conf(),
+            ""));
+    ui.attachHandler(
+        JettyUtils.createServletHandler(
+            tab + REPORT_PATH,
+            new JettyUtils.ServletParams<String>(
+                request -> ReportDownload.page(content.appFolder()),
+                "text/html;charset=utf-8",
+                s -> s),
             ui.conf(),
             ""));
   }

@@ -3,6 +3,8 @@ package io.cloudprofiler.spark.ui;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -20,6 +22,9 @@ public final class TabContent {
   static final int EXECUTIONS_SHOWN = 10;
   static final int OPERATORS_SHOWN = 5;
   static final int CHANNELS_SHOWN = 100;
+
+  private static final DateTimeFormatter WRITTEN =
+      DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm:ss").withZone(ZoneOffset.UTC);
 
   private final Supplier<JsonNode> figures;
   private final boolean live;
@@ -47,6 +52,24 @@ public final class TabContent {
     return out;
   }
 
+  /** The application's folder, where its logs and its latest report lie. */
+  String appFolder() {
+    return figures.get().path("app_folder").asText();
+  }
+
+  /** The full report's link where the folder holds one, else how to make one. */
+  private static String reportLink(String appFolder) {
+    ReportDownload.Found found = ReportDownload.find(appFolder);
+    if (found == null) return "The full report: " + escape(ReportDownload.howToMake(appFolder));
+    String app = appFolder.substring(appFolder.lastIndexOf('/') + 1);
+    return String.format(
+        "The full report: <a id=\"cloudprofiler-report\" href=\"report\" download=\"%s\">"
+            + "download</a> (made %s UTC, %.1f MB; a newer one replaces it).",
+        escape("cloudprofiler-report-" + app + ".html"),
+        WRITTEN.format(found.written()),
+        found.bytes() / 1e6);
+  }
+
   /**
    * The tab's body: HTML inside Spark's page; a live one refreshes itself every REFRESH_MS by a
    * script that carries {@code nonce}, the page's content security policy's (null where Spark sets
@@ -64,9 +87,9 @@ public final class TabContent {
                     + " s"
                 : "<p>The application has ended: its figures as the Cloudprofiler plugin last wrote"
                     + " them into its event log")
-        .append(" (also as JSON: <a href=\"json/\">json</a>). The full report of its logs: <code>")
-        .append(escape("cloudprofiler report " + figures.path("app_folder").asText()))
-        .append("</code>.</p>");
+        .append(" (also as JSON: <a href=\"json/\">json</a>). ")
+        .append(reportLink(figures.path("app_folder").asText()))
+        .append("</p>");
     h.append("<h4>Findings</h4><ul id=\"cloudprofiler-findings\">");
     for (JsonNode f : figures.path("findings"))
       h.append("<li class=\"")
