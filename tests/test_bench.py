@@ -260,9 +260,26 @@ def test_results_compare_as_sorted_rows_with_doubles_within_a_relative_tolerance
     assert not same_results([("x", 0.3001)], [("x", 0.3)])
 
 
+def test_the_live_bench_s_direct_shares_are_the_tab_s_work_over_the_job_s():
+    run = {"cpu_s": 20.0, "wall_s": 10.0, "tab_work": {
+        "driver_s": {"listeners": 0.05, "messages": 0.02, "figures": 0.03},
+        "executors_s": {"messages": 0.04, "scan": 0.06}, "executors_scanned_records": 1000}}
+    shares = live.direct_shares(run)
+    assert shares["driver_s"] == pytest.approx(0.1) and shares["executor_s"] == pytest.approx(0.1)
+    assert shares["of_cpu"] == pytest.approx(0.01) and shares["of_core"] == pytest.approx(0.02)
+    assert shares["scan_s"] == 0.06 and shares["scanned"] == 1000
+
+
 def test_the_live_bench_s_application_times_each_job_until_the_tab_shows_it():
-    result = live.application(ui=True, tasks=100, jobs=2)  # its verdict is judge()'s, tested above
+    # its verdict is judge()'s, tested above
+    result = live.application(ui=True, tasks=100, jobs=2, rows=50, channels=3, interval_s=1)
     assert result["cpu_s"] > 0
+    # the tab's own work through the job, as the plugin measured it: the executor scanned each trace point's records
+    work = result["tab_work"]
+    assert work["executors_scanned_records"] >= 3 * 100 * 50 and work["executors_s"]["scan"] > 0
+    assert work["executors_s"]["messages"] > 0 and work["driver_s"]["listeners"] > 0
+    shares = live.direct_shares(result)
+    assert 0 < shares["of_cpu"] < 0.5 and shares["of_core"] > 0
     assert len(result["delays_s"]) == 2 and 0 < max(result["delays_s"]) < 30  # the goal's two collection intervals
     # the tab's pages hold the application's stages; the executor's message is its id and three numbers
     assert result["json_bytes"] > 1000 and result["metrics_bytes"] > 1000

@@ -257,10 +257,12 @@ CP_EXPORT const char *cp_channel_path(const cp_channel *channel);
 typedef struct cp_library_stats {
   uint64_t channels_opened;
   uint64_t channels_open;
-  uint64_t null_handle_logs; /* logs to a NULL handle */
-  uint64_t dropped;          /* sum over channels */
-  uint64_t bytes_written;    /* sum over channels */
-  uint64_t logged;           /* sum over channels (a hand-off channel's records count as its owner takes them) */
+  uint64_t null_handle_logs;  /* logs to a NULL handle */
+  uint64_t dropped;           /* sum over channels */
+  uint64_t bytes_written;     /* sum over channels */
+  uint64_t logged;            /* sum over channels (a hand-off channel's records count as its owner takes them) */
+  uint64_t sample_scanned;    /* records the samples' scan read (cp_channel_samples_take) */
+  uint64_t sample_scan_ticks; /* the time it took, in TSC ticks (the compression threads', off the logging path) */
 } cp_library_stats;
 
 CP_EXPORT void cp_library_stats_get(cp_library_stats *out);

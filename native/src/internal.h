@@ -292,6 +292,7 @@ typedef struct cp_library {
   struct cp_channel *channels;
   uint64_t channels_opened;
   _Atomic uint64_t null_handle_logs;
+  _Atomic uint64_t sample_scan_ticks, sample_scanned; /* the samples' scan: its time (raw TSC ticks) and rows */
   /* queues */
   pthread_mutex_t queue_mutex;
   pthread_cond_t compress_cond, io_cond, timer_cond;

@@ -457,6 +457,8 @@ void cp_library_stats_get(cp_library_stats *out) {
   }
   pthread_mutex_unlock(&cp__lib.mutex);
   out->null_handle_logs = atomic_load(&cp__lib.null_handle_logs);
+  out->sample_scanned = atomic_load(&cp__lib.sample_scanned);
+  out->sample_scan_ticks = atomic_load(&cp__lib.sample_scan_ticks);
 }
 
 size_t cp_channel_counts(cp_channel_count *out, size_t cap) {

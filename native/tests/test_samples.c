@@ -135,10 +135,14 @@ static void same_ids_same_samples(void) {
  * with a small array leaves the rest for the next one. */
 static void few_ids_and_small_takes(void) {
   static int64_t logged[N], ids[CAP];
+  cp_library_stats before, after; /* the scan counts each record it read, and its time */
+  cp_library_stats_get(&before);
   cp_channel *ch = open_channel("few", CP_HANDLER_BUFFERED, NULL, 0);
   for (int i = 0; i < 100; i++) cp_log(ch, logged[i] = 3 * i + 1);
   cp_error err;
   CHECK(cp_channel_flush(ch, &err) == 0);
+  cp_library_stats_get(&after);
+  CHECK(after.sample_scanned - before.sample_scanned == 100 && after.sample_scan_ticks > before.sample_scan_ticks);
   uint32_t level = 99;
   size_t n = take_all();
   CHECK(of_name(n, "few", ids, &level) == 100 && n == 100 && level == 0);

@@ -67,7 +67,7 @@ cp_channel *cp_channel_open_by_rules(const char *name, const char *const *meta_k
                                      size_t n_meta, cp_error *error);
 typedef struct cp_library_stats {
   uint64_t channels_opened; uint64_t channels_open; uint64_t null_handle_logs; uint64_t dropped; uint64_t bytes_written;
-  uint64_t logged;
+  uint64_t logged; uint64_t sample_scanned; uint64_t sample_scan_ticks;
 } cp_library_stats;
 void cp_library_stats_get(cp_library_stats *out);
 typedef struct cp_channel_count {

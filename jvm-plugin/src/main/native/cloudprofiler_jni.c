@@ -281,15 +281,17 @@ jlongArray JNI_FN(stats)(JNIEnv *env, jclass cls, jlong channel) {
   return out;
 }
 
-/* long[] libraryStats(): channelsOpened, channelsOpen, nullHandleLogs, dropped, bytesWritten, logged */
+/* long[] libraryStats(): channelsOpened, channelsOpen, nullHandleLogs, dropped, bytesWritten, logged, sampleScanned,
+ * sampleScanTicks */
 jlongArray JNI_FN(libraryStats)(JNIEnv *env, jclass cls) {
   (void)cls;
   cp_library_stats s;
   cp_library_stats_get(&s);
-  jlong values[6] = {(jlong)s.channels_opened, (jlong)s.channels_open, (jlong)s.null_handle_logs,
-                     (jlong)s.dropped,         (jlong)s.bytes_written, (jlong)s.logged};
-  jlongArray out = (*env)->NewLongArray(env, 6);
-  if (out) (*env)->SetLongArrayRegion(env, out, 0, 6, values);
+  jlong values[8] = {(jlong)s.channels_opened, (jlong)s.channels_open,    (jlong)s.null_handle_logs,
+                     (jlong)s.dropped,         (jlong)s.bytes_written,    (jlong)s.logged,
+                     (jlong)s.sample_scanned,  (jlong)s.sample_scan_ticks};
+  jlongArray out = (*env)->NewLongArray(env, 8);
+  if (out) (*env)->SetLongArrayRegion(env, out, 0, 8, values);
   return out;
 }
 

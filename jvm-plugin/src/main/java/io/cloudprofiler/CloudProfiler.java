@@ -100,7 +100,9 @@ public final class CloudProfiler {
 
   /**
    * Summed over every channel this process opened (hand-off channels included): channelsOpened,
-   * channelsOpen, nullHandleLogs, dropped, bytesWritten, logged.
+   * channelsOpen, nullHandleLogs, dropped, bytesWritten, logged; and the hops samples' scan of the
+   * records (off the logging path): sampleScanned (records), sampleScanTicks (its time in TSC
+   * ticks).
    */
   public static native long[] libraryStats();
 

@@ -103,7 +103,9 @@ public final class Messages {
    * end: its library's counters since it started (every channel of the process), and its busiest
    * channels' over the last interval (the executor's {@code interval}-th, 1 the first, {@code
    * intervalSeconds} long; the other channels counted in {@code channelsLeftOut}), for the tab and
-   * the metrics.
+   * the metrics; and what that work has cost the executor so far: {@code workNanos} building and
+   * sending these messages and the samples', {@code scanNanos} its library's scan of {@code
+   * scannedRecords} records for the samples (off the logging path).
    */
   public record Counters(
       String executorId,
@@ -113,7 +115,10 @@ public final class Messages {
       long interval,
       double intervalSeconds,
       List<ChannelCount> channels,
-      int channelsLeftOut) {}
+      int channelsLeftOut,
+      long workNanos,
+      long scanNanos,
+      long scannedRecords) {}
 
   /**
    * A channel's records logged and dropped since the executor's library started (its channels of

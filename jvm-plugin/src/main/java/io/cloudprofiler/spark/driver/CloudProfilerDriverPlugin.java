@@ -25,6 +25,7 @@ import io.cloudprofiler.spark.ui.LiveHops;
 import io.cloudprofiler.spark.ui.LiveStages;
 import io.cloudprofiler.spark.ui.TabContent;
 import io.cloudprofiler.spark.ui.TabSummaryEvent;
+import io.cloudprofiler.spark.ui.TabWork;
 import java.util.List;
 import java.util.Map;
 import java.util.StringJoiner;
@@ -63,6 +64,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private StreamingBatches streaming;
   private LiveFigures figures;
   private final LiveExecutors executors = new LiveExecutors();
+  private final TabWork work = new TabWork();
   private String summaryPosted;
   private long summaryPostedMs;
   static final long SUMMARY_EVERY_MS = 60_000;
@@ -145,7 +147,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
    */
   private void attachTab(SparkContext sc, Supplier<Map<String, String>> clock) {
     try {
-      LiveStages stages = new LiveStages();
+      LiveStages stages = new LiveStages(work);
       sc.addSparkListener(
           Guard.wrap(SparkListenerInterface.class, stages, "the Cloudprofiler tab's stages", null));
       sc.addSparkListener(
@@ -163,6 +165,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
               () -> liveOperators(clock),
               () -> calibration == null ? List.of() : calibration.quality(),
               hops,
+              work,
               this::appFolder);
       if (sc.ui().isDefined())
         CloudprofilerTab.attach(sc.ui().get(), new TabContent(figures, true));
@@ -393,9 +396,11 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
    */
   @Override
   public Object receive(Object message) {
+    long began = System.nanoTime();
     Object question = Messages.fromWire(message);
     if (question instanceof Messages.Counters counters) {
       executors.update(counters);
+      work.since(TabWork.Part.MESSAGES, began);
       return null;
     }
     if (question instanceof Messages.LostCollected c) {
@@ -405,6 +410,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     if (question instanceof Messages.Samples samples) {
       for (Messages.ChannelSamples c : samples.channels())
         hops.add(samples.domain(), samples.tscHz(), c.channel(), c.level(), c.ids(), c.ticks());
+      work.since(TabWork.Part.MESSAGES, began);
       return null;
     }
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());

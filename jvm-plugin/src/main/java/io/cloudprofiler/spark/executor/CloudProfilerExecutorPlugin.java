@@ -135,6 +135,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   /** Under countersLock: the counters last sent, their interval's length left out. */
   private Messages.Counters countersSent;
 
+  /** The time the tab's work took in this executor so far ({@link #sendCounters}). */
+  private long workNanos;
+
   /** This process's TSC domain, as its task channels name it (set as they open). */
   private volatile String tscDomain;
 
@@ -487,54 +490,78 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * Tells the driver this executor's counters and its channels' over the interval that ends now
    * (the Cloudprofiler tab and metrics show them), when they differ from those last sent (an
    * interval with records, or the first without after one); a failure is one log line and the next
-   * interval tries again. Called from the collection thread, then once at the end.
+   * interval tries again. Called from the collection thread, then once at the end. Its own time
+   * counts in {@link #workNanos}.
    */
   private void sendCounters() {
     if (!options.uiEnabled()) return;
+    long began = System.nanoTime();
     synchronized (countersLock) {
-      sendSamples();
-      long[] now = metrics.counters();
-      double seconds = 0;
-      long interval = 0;
-      int[] leftOut = new int[1];
-      List<Messages.ChannelCount> channels = List.of();
-      ChannelRates rates = channelRates;
       try {
-        if (rates != null) {
-          seconds = rates.endInterval();
-          interval = rates.intervals();
-          channels = rates.busiest(seconds, leftOut);
-        }
-      } catch (RuntimeException e) {
-        channelRates = null;
-        LOG.warn(
-            "cloudprofiler: executor {} sends no channel counts from now on: {}",
-            ctx.executorID(),
-            e.toString());
+        sendCounters(began);
+      } finally {
+        workNanos += System.nanoTime() - began;
       }
-      Messages.Counters counters =
-          new Messages.Counters(
-              ctx.executorID(), now[0], now[1], now[2], 0, 0, channels, leftOut[0]);
-      if (counters.equals(countersSent)) return;
-      try {
-        ctx.send(
-            Messages.toWire(
-                new Messages.Counters(
-                    ctx.executorID(),
-                    now[0],
-                    now[1],
-                    now[2],
-                    interval,
-                    seconds,
-                    channels,
-                    leftOut[0])));
-        countersSent = counters;
-      } catch (Exception e) {
-        LOG.info(
-            "cloudprofiler: executor {} could not send its counters to the driver: {}",
-            ctx.executorID(),
-            e.toString());
+    }
+  }
+
+  /** Under countersLock; {@code began}: {@link #sendCounters}'s start, whose time it sends. */
+  private void sendCounters(long began) {
+    sendSamples();
+    long[] now = metrics.counters();
+    double seconds = 0;
+    long interval = 0;
+    int[] leftOut = new int[1];
+    List<Messages.ChannelCount> channels = List.of();
+    ChannelRates rates = channelRates;
+    try {
+      if (rates != null) {
+        seconds = rates.endInterval();
+        interval = rates.intervals();
+        channels = rates.busiest(seconds, leftOut);
       }
+    } catch (RuntimeException e) {
+      channelRates = null;
+      LOG.warn(
+          "cloudprofiler: executor {} sends no channel counts from now on: {}",
+          ctx.executorID(),
+          e.toString());
+    }
+    Messages.Counters counters = // what the driver has unless these differ: the work left out
+        new Messages.Counters(
+            ctx.executorID(), now[0], now[1], now[2], 0, 0, channels, leftOut[0], 0, 0, 0);
+    if (counters.equals(countersSent)) return;
+    try {
+      ctx.send(
+          Messages.toWire(
+              new Messages.Counters(
+                  ctx.executorID(),
+                  now[0],
+                  now[1],
+                  now[2],
+                  interval,
+                  seconds,
+                  channels,
+                  leftOut[0],
+                  workNanos + (System.nanoTime() - began),
+                  scanNanos(now[4]),
+                  now[3])));
+      countersSent = counters;
+    } catch (Exception e) {
+      LOG.info(
+          "cloudprofiler: executor {} could not send its counters to the driver: {}",
+          ctx.executorID(),
+          e.toString());
+    }
+  }
+
+  /** The samples' scan's time in nanoseconds; 0 where the TSC's frequency is not known. */
+  private static long scanNanos(long ticks) {
+    try {
+      double hz = CloudProfiler.tscHz();
+      return hz > 0 ? (long) (ticks / hz * 1e9) : 0;
+    } catch (RuntimeException | LinkageError e) {
+      return 0;
     }
   }
 

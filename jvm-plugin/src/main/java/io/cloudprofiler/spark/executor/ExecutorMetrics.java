@@ -14,6 +14,8 @@ final class ExecutorMetrics {
   /** Indexes into {@link CloudProfiler#libraryStats}. */
   private static final int DROPPED = 3, BYTES_WRITTEN = 4, LOGGED = 5;
 
+  private static final int SAMPLE_SCANNED = 6, SAMPLE_SCAN_TICKS = 7;
+
   /** The counters as the library stopped, reported from then on. */
   private volatile long[] finalStats;
 
@@ -40,10 +42,15 @@ final class ExecutorMetrics {
     finalStats = totals();
   }
 
-  /** {records logged, records dropped, bytes written}, as the gauges report them now. */
+  /**
+   * {records logged, records dropped, bytes written}, as the gauges report them now; then the
+   * samples' scan: {records scanned, TSC ticks it took}.
+   */
   long[] counters() {
     long[] now = reported();
-    return new long[] {now[LOGGED], now[DROPPED], now[BYTES_WRITTEN]};
+    return new long[] {
+      now[LOGGED], now[DROPPED], now[BYTES_WRITTEN], now[SAMPLE_SCANNED], now[SAMPLE_SCAN_TICKS]
+    };
   }
 
   private long stat(int index) {
@@ -63,7 +70,7 @@ final class ExecutorMetrics {
    */
   private long[] totals() {
     long[] atStart = statsAtStart;
-    if (atStart == null) return new long[LOGGED + 1];
+    if (atStart == null) return new long[SAMPLE_SCAN_TICKS + 1];
     long[] total = CloudProfiler.libraryStats();
     for (int i = 0; i < total.length; i++) total[i] -= atStart[i];
     return total;

@@ -20,10 +20,10 @@ public final class CloudprofilerTab extends SparkUITab {
   }
 
   /**
-   * Adds the tab, its metrics page and its report to {@code ui}: a page of Spark's own making (its servlet
-   * answers GET and HEAD with Spark's headers), under the tab's page wherever the UI put that (the
-   * History Server's pages of an application lie under its /history/... path, which the UI's base
-   * path does not say).
+   * Adds the tab, its metrics page and its report to {@code ui}: a page of Spark's own making (its
+   * servlet answers GET and HEAD with Spark's headers), under the tab's page wherever the UI put
+   * that (the History Server's pages of an application lie under its /history/... path, which the
+   * UI's base path does not say).
    */
   public static void attach(SparkUI ui, TabContent content) {
     ui.attachTab(new CloudprofilerTab(ui, content));

@@ -53,7 +53,10 @@ public final class LiveExecutors {
       long interval,
       double intervalSeconds,
       List<Messages.ChannelCount> channels,
-      long channelsLeftOut) {}
+      long channelsLeftOut,
+      long workNanos,
+      long scanNanos,
+      long scanned) {}
 
   private final Map<String, Counters> executors =
       new LinkedHashMap<>(16, 0.75f, true) {
@@ -79,6 +82,9 @@ public final class LiveExecutors {
         || c.bytesWritten() < 0
         || c.interval() < 0
         || !(c.intervalSeconds() >= 0)
+        || c.workNanos() < 0
+        || c.scanNanos() < 0
+        || c.scannedRecords() < 0
         || c.channels() == null) return;
     List<Messages.ChannelCount> channels = new ArrayList<>();
     long leftOut = Math.max(0, c.channelsLeftOut());
@@ -108,7 +114,10 @@ public final class LiveExecutors {
             c.interval(),
             c.intervalSeconds(),
             List.copyOf(channels),
-            leftOut));
+            leftOut,
+            c.workNanos(),
+            c.scanNanos(),
+            c.scannedRecords()));
   }
 
   private static boolean valid(Messages.ChannelCount ch) {
@@ -119,6 +128,20 @@ public final class LiveExecutors {
         && ch.dropsPerSecond() >= 0
         && Double.isFinite(ch.recordsPerSecond())
         && Double.isFinite(ch.dropsPerSecond());
+  }
+
+  /**
+   * The tab's work in the executors kept, summed: {seconds building and sending their messages,
+   * seconds of the samples' scan, records scanned}.
+   */
+  synchronized double[] work() {
+    double[] out = new double[3];
+    for (Counters c : executors.values()) {
+      out[0] += c.workNanos() / 1e9;
+      out[1] += c.scanNanos() / 1e9;
+      out[2] += c.scanned();
+    }
+    return out;
   }
 
   /** The executors' counters, by executor id. */

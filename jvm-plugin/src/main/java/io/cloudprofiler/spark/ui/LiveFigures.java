@@ -31,6 +31,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
   private final Supplier<List<Map<String, Object>>> operators;
   private final Supplier<List<Map<String, Object>>> calibration;
   private final LiveHops hops;
+  private final TabWork work;
   private final List<String> batchColumns;
   private final Supplier<String> appFolder;
 
@@ -40,7 +41,8 @@ public final class LiveFigures implements Supplier<JsonNode> {
    * latest SQL executions, newest first, as rows {sql_execution_id, probe_id, parent_probe_id,
    * operator, tasks, rows, inclusive_s, exclusive_s}; {@code calibration}: per pair of TSC domains
    * its calibration's quality (as {@code CalibrationCoordinator.quality} gives it); {@code hops}:
-   * the latency between trace points; {@code appFolder}: the application's log folder.
+   * the latency between trace points; {@code work}: the driver's time on the tab's work, the
+   * figures' own counted there; {@code appFolder}: the application's log folder.
    */
   public LiveFigures(
       LiveStages stages,
@@ -50,6 +52,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
       Supplier<List<Map<String, Object>>> operators,
       Supplier<List<Map<String, Object>>> calibration,
       LiveHops hops,
+      TabWork work,
       Supplier<String> appFolder) {
     this.stages = stages;
     this.executors = executors;
@@ -58,6 +61,7 @@ public final class LiveFigures implements Supplier<JsonNode> {
     this.operators = operators;
     this.calibration = calibration;
     this.hops = hops;
+    this.work = work;
     this.appFolder = appFolder;
   }
 
@@ -65,10 +69,21 @@ public final class LiveFigures implements Supplier<JsonNode> {
    * The figures now, as a JSON tree: {app_folder, stages: [...], streaming: [...], operators:
    * [...], executors: [...], executors_left_out, executors_removed: [...], executors_removed_count,
    * lost_collected: [...], channels: [...], channels_left_out, calibration: [...], hops: [...],
-   * hop_samples: {received, evicted, repeated, left_out}}.
+   * hop_samples: {received, evicted, repeated, left_out}, tab_work: {driver_s: {listeners,
+   * messages, figures}, executors_s: {messages, scan}, executors_scanned_records}}: the tab's own
+   * work so far, in seconds ({@link TabWork}; the executors' as their latest messages said).
    */
   @Override
   public JsonNode get() {
+    long began = System.nanoTime();
+    try {
+      return figures();
+    } finally {
+      work.since(TabWork.Part.FIGURES, began);
+    }
+  }
+
+  private JsonNode figures() {
     Map<String, Object> out = new LinkedHashMap<>();
     out.put("app_folder", appFolder.get());
     List<Object> stageRows = new ArrayList<>();
@@ -137,6 +152,16 @@ public final class LiveFigures implements Supplier<JsonNode> {
             counts[2],
             "left_out",
             counts[3]));
+    double[] executorWork = executors.work();
+    out.put(
+        "tab_work",
+        Map.of(
+            "driver_s",
+            work.seconds(),
+            "executors_s",
+            Map.of("messages", executorWork[0], "scan", executorWork[1]),
+            "executors_scanned_records",
+            (long) executorWork[2]));
     return new ObjectMapper().valueToTree(out);
   }
 

@@ -103,8 +103,16 @@ public final class LiveStages extends SparkListener {
         }
       };
 
+  private final TabWork work;
+
+  /** {@code work}: where the listener's time counts. */
+  public LiveStages(TabWork work) {
+    this.work = work;
+  }
+
   @Override
   public synchronized void onStageSubmitted(SparkListenerStageSubmitted event) {
+    long began = System.nanoTime();
     StageInfo info = event.stageInfo();
     long submitted =
         info.submissionTime().isDefined()
@@ -113,6 +121,7 @@ public final class LiveStages extends SparkListener {
     stages.put(
         List.of(info.stageId(), info.attemptNumber()),
         new Stage(info.stageId(), info.attemptNumber(), info.name(), submitted));
+    work.since(TabWork.Part.LISTENERS, began);
   }
 
   @Override
@@ -124,6 +133,15 @@ public final class LiveStages extends SparkListener {
 
   @Override
   public synchronized void onTaskEnd(SparkListenerTaskEnd event) {
+    long began = System.nanoTime();
+    try {
+      taskEnded(event);
+    } finally {
+      work.since(TabWork.Part.LISTENERS, began);
+    }
+  }
+
+  private void taskEnded(SparkListenerTaskEnd event) {
     Stage stage = stages.get(List.of(event.stageId(), event.stageAttemptId()));
     if (stage == null) return; // submitted before the plugin's listener, or evicted
     TaskInfo info = event.taskInfo();

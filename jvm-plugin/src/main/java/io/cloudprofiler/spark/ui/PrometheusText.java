@@ -96,7 +96,31 @@ public final class PrometheusText {
     channels(out, figures);
     calibration(out, figures.path("calibration"));
     hops(out, figures.path("hops"));
+    tabWork(out, figures.path("tab_work"));
     return out.toString();
+  }
+
+  /** The tab's own work so far, per process and part ({@link TabWork}). */
+  private static void tabWork(StringBuilder out, JsonNode work) {
+    if (work.isMissingNode()) return; // an event log's figures from before they had it
+    String name = "cloudprofiler_tab_work_seconds_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Time the Cloudprofiler tab's and metrics' own work took: the driver's listeners, the"
+            + " executors' messages and the figures; the executors' messages and the hops' samples'"
+            + " scan, as their latest messages said");
+    String[][] parts = {
+      {"driver", "listeners", "messages", "figures"}, {"executors", "messages", "scan"}
+    };
+    for (String[] process : parts)
+      for (int p = 1; p < process.length; p++)
+        sample(
+            out,
+            name,
+            label("process", process[0]) + "," + label("part", process[p]),
+            work.path(process[0] + "_s").path(process[p]).asDouble());
   }
 
   private static void operators(StringBuilder out, JsonNode operators) {

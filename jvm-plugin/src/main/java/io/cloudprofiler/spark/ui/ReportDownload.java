@@ -59,8 +59,7 @@ public final class ReportDownload {
   static String page(String appFolder) {
     Found found = find(appFolder);
     if (found != null) {
-      try (InputStream in =
-          Files.newInputStream(found.file(), StandardOpenOption.READ, NOFOLLOW)) {
+      try (InputStream in = Files.newInputStream(found.file(), StandardOpenOption.READ, NOFOLLOW)) {
         byte[] bytes = in.readNBytes((int) MAX_BYTES + 1);
         if (bytes.length <= MAX_BYTES) return new String(bytes, StandardCharsets.UTF_8);
       } catch (IOException e) {

@@ -174,6 +174,7 @@ public final class TabContent {
     channels(h, figures);
     calibration(h, figures);
     hops(h, figures);
+    tabWork(h, figures.path("tab_work"));
     h.append("</div>");
     if (live)
       h.append("<script")
@@ -460,6 +461,26 @@ public final class TabContent {
           .append(td(optionalSignedSeconds(r.path("last_p99_s"))))
           .append("</tr>");
     h.append("</tbody></table>");
+  }
+
+  /** What this tab's own work has cost so far, in one line ({@link TabWork}). */
+  private static void tabWork(StringBuilder h, JsonNode work) {
+    if (work.isMissingNode()) return;
+    JsonNode driver = work.path("driver_s"), executors = work.path("executors_s");
+    h.append("<p id=\"cloudprofiler-tab-work\">What this tab and its metrics have cost so far: ")
+        .append("the driver ")
+        .append(seconds(driver.path("listeners").asDouble()))
+        .append(" in its listeners, ")
+        .append(seconds(driver.path("messages").asDouble()))
+        .append(" on the executors' messages, ")
+        .append(seconds(driver.path("figures").asDouble()))
+        .append(" building these figures; the executors ")
+        .append(seconds(executors.path("messages").asDouble()))
+        .append(" on their messages and ")
+        .append(seconds(executors.path("scan").asDouble()))
+        .append(" scanning ")
+        .append(count(work.path("executors_scanned_records")))
+        .append(" records for the latency's samples.</p>");
   }
 
   /** A latency that can be negative (two machines' clocks within their bound). */

@@ -111,10 +111,12 @@ public final class UiTests {
    */
   public static void testExecutorsAreKeptBoundedAndBadCountersIgnored() {
     LiveExecutors executors = new LiveExecutors();
-    executors.update(new Messages.Counters("1", -1, 0, 0, 1, 1, List.of(), 0));
+    executors.update(new Messages.Counters("1", -1, 0, 0, 1, 1, List.of(), 0, 0, 0, 0));
+    executors.update(new Messages.Counters("1", 1, 0, 0, 1, 1, List.of(), 0, -1, 0, 0));
     equal(0, executors.all().size());
     for (int i = 0; i <= LiveExecutors.KEPT; i++)
-      executors.update(new Messages.Counters(Integer.toString(i), i, 0, 1, 1, 1, List.of(), 0));
+      executors.update(
+          new Messages.Counters(Integer.toString(i), i, 0, 1, 1, 1, List.of(), 0, 0, 0, 0));
     equal(LiveExecutors.KEPT, executors.all().size());
     equal(1L, executors.leftOut());
     check(executors.all().stream().noneMatch(c -> c.executorId().equals("0")), () -> "0 kept");
@@ -137,7 +139,7 @@ public final class UiTests {
     @SuppressWarnings("unchecked") // as an untrusted message may carry
     List<Messages.ChannelCount> untrusted = (List<Messages.ChannelCount>) (List<?>) channels;
     LiveExecutors executors = new LiveExecutors();
-    executors.update(new Messages.Counters("e", 10, 1, 100, 7, 2, untrusted, 5));
+    executors.update(new Messages.Counters("e", 10, 1, 100, 7, 2, untrusted, 5, 0, 0, 0));
     JsonNode figures = figuresOf(executors, new LiveHops((d, t) -> null, 1, System::nanoTime));
     JsonNode rows = figures.path("channels");
     equal(LiveExecutors.CHANNELS_PER_EXECUTOR, rows.size());
@@ -284,16 +286,49 @@ public final class UiTests {
 
   /** The figures of an application with these executors and hops and nothing else. */
   private static JsonNode figuresOf(LiveExecutors executors, LiveHops hops) {
+    return liveFigures(executors, hops, new TabWork()).get();
+  }
+
+  /** An application's live figures with these executors and hops and nothing else. */
+  private static LiveFigures liveFigures(LiveExecutors executors, LiveHops hops, TabWork work) {
     return new LiveFigures(
-            new LiveStages(),
-            executors,
-            List::of,
-            List.of(),
-            List::of,
-            List::of,
-            hops,
-            () -> "folder")
-        .get();
+        new LiveStages(work),
+        executors,
+        List::of,
+        List.of(),
+        List::of,
+        List::of,
+        hops,
+        work,
+        () -> "folder");
+  }
+
+  /**
+   * The tab's own work: the executors' as their latest messages said, summed; the driver's figures
+   * counted from the second on (the first counts as it ends); both in the metrics text.
+   */
+  public static void testTheTabsOwnWorkIsSummedAndExported() {
+    LiveExecutors executors = new LiveExecutors();
+    executors.update(new Messages.Counters("a", 1, 0, 1, 1, 1, List.of(), 0, 1, 1, 1));
+    for (String e : new String[] {"a", "b"}) // a's newer message replaces its first
+    executors.update(
+          new Messages.Counters(e, 1, 0, 1, 1, 1, List.of(), 0, 1_000_000_000, 250_000_000, 1000));
+    LiveHops hops = new LiveHops((d, t) -> null, 1, System::nanoTime);
+    LiveFigures live = liveFigures(executors, hops, new TabWork());
+    equal(0.0, live.get().path("tab_work").path("driver_s").path("figures").asDouble());
+    JsonNode figures = live.get();
+    JsonNode tab = figures.path("tab_work");
+    check(tab.path("driver_s").path("figures").asDouble() > 0, tab::toString);
+    equal(2.0, tab.path("executors_s").path("messages").asDouble());
+    equal(0.5, tab.path("executors_s").path("scan").asDouble());
+    equal(2000L, tab.path("executors_scanned_records").asLong());
+    String text = PrometheusText.of(figures);
+    for (String line :
+        new String[] {
+          "cloudprofiler_tab_work_seconds_total{process=\"executors\",part=\"messages\"} 2",
+          "cloudprofiler_tab_work_seconds_total{process=\"executors\",part=\"scan\"} 0.5",
+          "cloudprofiler_tab_work_seconds_total{process=\"driver\",part=\"listeners\"} 0"
+        }) check(text.contains(line + "\n"), () -> "no line " + line + " in\n" + text);
   }
 
   /**
