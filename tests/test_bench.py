@@ -261,13 +261,13 @@ def test_results_compare_as_sorted_rows_with_doubles_within_a_relative_tolerance
 
 
 def test_the_live_bench_s_direct_shares_are_the_tab_s_work_over_the_job_s():
-    run = {"cpu_s": 20.0, "wall_s": 10.0, "tab_work": {
+    run = {"cpu_s": 20.0, "task_cpu_s": 5.0, "wall_s": 10.0, "tab_work": {
         "driver_s": {"listeners": 0.05, "messages": 0.02, "figures": 0.03},
         "executors_s": {"messages": 0.04, "scan": 0.06}, "executors_scanned_records": 1000}}
     shares = live.direct_shares(run)
-    assert shares["driver_s"] == pytest.approx(0.1) and shares["executor_s"] == pytest.approx(0.1)
-    assert shares["of_cpu"] == pytest.approx(0.01) and shares["of_core"] == pytest.approx(0.02)
-    assert shares["scan_s"] == 0.06 and shares["scanned"] == 1000
+    assert shares["listeners_s"] == 0.05 and shares["executor_s"] == pytest.approx(0.1)
+    assert shares["executor_of_cpu"] == pytest.approx(0.02) and shares["driver_of_cpu"] == pytest.approx(0.005)
+    assert shares["of_core"] == pytest.approx(0.02) and shares["scan_s"] == 0.06 and shares["scanned"] == 1000
 
 
 def test_the_live_bench_s_application_times_each_job_until_the_tab_shows_it():
@@ -279,7 +279,7 @@ def test_the_live_bench_s_application_times_each_job_until_the_tab_shows_it():
     assert work["executors_scanned_records"] >= 3 * 100 * 50 and work["executors_s"]["scan"] > 0
     assert work["executors_s"]["messages"] > 0 and work["driver_s"]["listeners"] > 0
     shares = live.direct_shares(result)
-    assert 0 < shares["of_cpu"] < 0.5 and shares["of_core"] > 0
+    assert 0 < result["task_cpu_s"] < result["cpu_s"] and 0 < shares["executor_of_cpu"] < 0.5
     assert len(result["delays_s"]) == 2 and 0 < max(result["delays_s"]) < 30  # the goal's two collection intervals
     # the tab's pages hold the application's stages; the executor's message is its id and three numbers
     assert result["json_bytes"] > 1000 and result["metrics_bytes"] > 1000

@@ -146,7 +146,8 @@ import cloudprofiler.spark as cps
 from cloudprofiler.harness.standalone import small_executors, wait_for_executors
 
 master, log_dir, local_dir, simulation = sys.argv[1:5]
-spark = (small_executors(cps.builder(log_dir=log_dir, local_dir=local_dir).master(master), 2)
+builder = cps.builder(log_dir=log_dir, local_dir=local_dir, collect_interval_seconds=1).master(master)
+spark = (small_executors(builder, 2)
          .config("spark.ui.enabled", str("ui" in sys.argv[5:]).lower()).config("spark.ui.port", "0")
          .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", simulation).getOrCreate())
 sc = spark.sparkContext
@@ -194,11 +195,17 @@ TRACED_ON_THE_CLUSTER = TWO_CALIBRATED_EXECUTORS + r"""
 import json, urllib.parse, urllib.request
 rows = sys.argv[6]
 spark.conf.set("spark.sql.shuffle.partitions", "2")
+# ids the driver itself traces: the optimizer evaluates a projection of VALUES as it plans, in the driver's JVM
+values = ", ".join(f"({i})" for i in range(0, int(rows), 8))
+spark.sql(f"select sum(t) from (select cp_trace('d', id) as t from values {values} as v(id))").collect()
 spark.sql(f"select sum(x) from (select cp_trace('b', x) as x from (select cp_trace('a', id) as x "
           f"from range(0, {rows}, 1, 4)) distribute by x % 2)").collect()
 app = os.path.join(log_dir, sc.applicationId)
 ui = f"http://127.0.0.1:{urllib.parse.urlparse(sc.uiWebUrl).port}/cloudprofiler"
 get = lambda page: urllib.request.urlopen(ui + page, timeout=30).read().decode()
+hops = lambda: {(h["from_channel"], h["to_channel"]) for h in json.loads(get("/json/"))["hops"]}
+while not {("d", "a"), ("a", "b")} <= hops() and time.monotonic() < deadline + 60:  # the next intervals' samples
+    time.sleep(0.5)
 for _ in range(10):  # the tab's JSON and metrics of one moment: no round ended between them
     before, metrics, tab = get("/json/"), get("/metrics/prometheus"), get("/json/")
     if json.loads(before)["calibration"] == json.loads(tab)["calibration"]:
@@ -284,6 +291,15 @@ def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_
     assert (calibration["min_rtt_ns"] > 0).all()
     _assert_the_tab_has_the_calibration_of_the_analysis(json.loads(printed["tab"]), json.loads(printed["metrics"]),
                                                         local)
+    # the driver's own trace point: its records in the application's folder, in the reference domain (exact), and
+    # on the tab its hop to the executors' first point, across the machines' clocks within its bound
+    traced = local.records("d").toPandas()
+    assert sorted(traced["tuple_id"]) == list(range(0, rows, 8)) and set(traced["executor_id"]) == {"driver"}
+    assert (traced["err_ns"] == 0).all() and not traced["unbounded"].any()
+    assert {p.parent.name.endswith("-driver") for p in Path(folder).rglob("d.*.arrows")} == {True}
+    [hop] = [h for h in json.loads(printed["tab"])["hops"] if (h["from_channel"], h["to_channel"]) == ("d", "a")]
+    assert hop["count"] > 0 and hop["remote_count"] == hop["count"] and hop["unbounded_count"] == 0
+    assert hop["min_s"] > -hop["bound_max_s"] and hop["bound_max_s"] < 1e-3
     in_local_mode = _numbers(local)
     local_session().stop()
 

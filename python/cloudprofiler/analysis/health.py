@@ -135,8 +135,11 @@ def summary(app) -> dict:
     logs = app.catalog.logs
     ends = [tb.translate(f.domain, [f.max_tsc])[0][0] for f in logs if f.max_tsc is not None]
     ends = [e for e in ends if e == e]
+    # the driver is the executor in local mode; on a cluster its own files (trace points it evaluated) are no
+    # executor's
+    processes = {f.executor_id for f in logs if f.executor_id is not None}
     return {"app_id": app.app_id, "path": app.path, "hosts": sorted({f.meta.get("host", "") for f in logs}),
-            "executors": len({f.executor_id for f in logs if f.executor_id is not None}),
+            "executors": len(processes - {"driver"} or processes),
             "domains": sorted({f.domain for f in logs if f.domain} | ({tb.reference} - {""})),
             "channels": len(app.catalog.channels()),
             "records": sum(f.rows for f in logs), "dropped": sum(f.meta.get("records.dropped") or 0 for f in logs),

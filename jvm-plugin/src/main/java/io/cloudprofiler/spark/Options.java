@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark;
 
+import io.cloudprofiler.CloudProfiler;
 import java.util.List;
 import java.util.stream.Stream;
 
@@ -29,6 +30,25 @@ public record Options(
     int calibrationTimeoutMs,
     int calibrationPeers,
     String nativePath) {
+
+  /**
+   * Starts this process's library logging into {@code folder} with these options (compression,
+   * blocks, TSC read, roll size); a RuntimeException says why it could not.
+   */
+  public void startLibrary(String folder) {
+    CloudProfiler.start(
+        folder,
+        compression == Config.Compression.ZSTD
+            ? CloudProfiler.COMPRESSION_ZSTD
+            : CloudProfiler.COMPRESSION_NONE,
+        channelBlocks,
+        0,
+        CloudProfiler.FULL_BLOCK,
+        tscRead == Config.TscRead.UNORDERED
+            ? CloudProfiler.TSC_UNORDERED
+            : CloudProfiler.TSC_ORDERED,
+        rollBytes);
+  }
 
   /** The task handler and every trace channel's handler. */
   public List<Config.HandlerOption> handlers() {

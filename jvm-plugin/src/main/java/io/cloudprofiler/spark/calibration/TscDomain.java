@@ -2,6 +2,7 @@ package io.cloudprofiler.spark.calibration;
 
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Messages;
+import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -33,6 +34,18 @@ public final class TscDomain {
    * small machine would take CPU from the application's start.
    */
   public static final String PROCESS = java.util.UUID.randomUUID().toString();
+
+  /**
+   * This machine's name, as the folders of its processes' logs are named (PluginContext.hostname()
+   * fails on executors of standalone clusters: their RPC environment has no address).
+   */
+  public static String hostName() {
+    try {
+      return InetAddress.getLocalHost().getHostName();
+    } catch (Exception e) {
+      return "unknown-host";
+    }
+  }
 
   /** This machine's boot id (the claim every process of the machine makes). */
   public static String bootId() {

@@ -72,6 +72,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private RuleRequests ruleRequests;
   private volatile CalibrationCoordinator calibration; // set by the background start
   private LiveHops hops; // its window is the collection interval (init)
+  private DriverLibrary driverLibrary; // where no executor shares this JVM (init)
   private SparkContext sc;
   private String logDir;
   private ScheduledExecutorService publisher;
@@ -122,6 +123,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
               + " opens its channels) and calibrates nothing: {}",
           failure);
     }
+    if (failure == null && !sc.isLocal()) driverLibrary = DriverLibrary.start(options);
     rules = new RuleChanges(startRules, failure == null ? CloudProfiler.tsc() : 0L);
     RuleChanges.run(rules);
     Supplier<Map<String, String>> clock = failure == null ? startClock() : Map::of;
@@ -329,6 +331,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
             "the publishing of the task and rules tables",
             () -> {
               if (sc.applicationId() == null) return; // its folder is named at a later run
+              if (driverLibrary != null) driverLibrary.collect(appFolder(), hops);
               try {
                 listener.publishTable(TaskListener.TABLE.in(appFolder()));
               } catch (Exception e) {
@@ -436,6 +439,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     RuleChanges.run(null);
     if (ruleRequests != null) ruleRequests.stop();
     String appFolder = appFolder();
+    if (driverLibrary != null) driverLibrary.stop(appFolder);
     try {
       listener.writeTable(TaskListener.TABLE.in(appFolder));
     } catch (Exception e) {

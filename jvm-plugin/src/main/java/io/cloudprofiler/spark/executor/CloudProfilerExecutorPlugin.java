@@ -14,7 +14,6 @@ import io.cloudprofiler.spark.rules.RulesFollower;
 import io.cloudprofiler.spark.sql.TraceExpression;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.io.File;
-import java.net.InetAddress;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -195,7 +194,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
       libraryStarted.countDown();
     }
     try {
-      if (active && taskLogging) openTaskChannels(appId, hostName());
+      if (active && taskLogging) openTaskChannels(appId, TscDomain.hostName());
     } catch (Throwable e) {
       LOG.warn("cloudprofiler: no task records on executor " + ctx.executorID(), e);
       taskLogging = false;
@@ -223,22 +222,11 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   private void startLibrary(String appId) {
-    String host = hostName();
+    String host = TscDomain.hostName();
     String folder = host + "-" + ctx.executorID();
     File local = new File(new File(options.localDir(), appId), folder);
     try {
-      CloudProfiler.start(
-          local.getPath(),
-          options.compression() == Config.Compression.ZSTD
-              ? CloudProfiler.COMPRESSION_ZSTD
-              : CloudProfiler.COMPRESSION_NONE,
-          options.channelBlocks(),
-          0,
-          CloudProfiler.FULL_BLOCK,
-          options.tscRead() == Config.TscRead.UNORDERED
-              ? CloudProfiler.TSC_UNORDERED
-              : CloudProfiler.TSC_ORDERED,
-          options.rollBytes());
+      options.startLibrary(local.getPath());
       metrics.libraryStarted();
       ChannelRates rates = channelRates;
       if (rates != null) rates.libraryStarted();
@@ -411,18 +399,6 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
               }
             })
         .get(seconds, TimeUnit.SECONDS);
-  }
-
-  /**
-   * PluginContext.hostname() fails on executors of standalone clusters (their RPC environment has
-   * no address).
-   */
-  private static String hostName() {
-    try {
-      return InetAddress.getLocalHost().getHostName();
-    } catch (Exception e) {
-      return "unknown-host";
-    }
   }
 
   @Override

@@ -12,14 +12,15 @@ import java.util.List;
  * channel (not the task channels, nor the operators' rows, which lie along chains of their own: as
  * the analysis's pipeline), at most {@code CP_SAMPLES_PER_CHANNEL} a channel (4.4 KB on the wire)
  * and {@value #CHANNELS} channels, those with the most samples (the others' are let go). Called
- * from the collection thread only.
+ * from the collection thread only, and by the driver's own library where no executor shares its JVM
+ * (DriverLibrary).
  */
-final class HopSamples {
+public final class HopSamples {
   static final int CHANNELS = ChannelRates.SENT;
 
   private HopSamples() {}
 
-  static List<Messages.ChannelSamples> take() {
+  public static List<Messages.ChannelSamples> take() {
     Object[] taken = CloudProfiler.takeSamples();
     if (taken == null) return List.of();
     String[] names = (String[]) taken[0];

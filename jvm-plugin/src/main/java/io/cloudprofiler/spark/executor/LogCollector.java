@@ -60,7 +60,7 @@ public final class LogCollector {
 
   private record Copied(long length, FileTime modified, long copiedLength) {}
 
-  LogCollector(File source, String target) {
+  public LogCollector(File source, String target) {
     this.source = source;
     this.target = target;
   }
@@ -69,7 +69,7 @@ public final class LogCollector {
    * Names the target in the (existing) local folder, for whoever collects it should this process be
    * killed.
    */
-  void nameTarget() throws Exception {
+  public void nameTarget() throws Exception {
     PrivateFiles.writeInPlace(new File(source, TARGET_FILE).toPath(), target);
   }
 
@@ -94,7 +94,7 @@ public final class LogCollector {
    * Copies the files that changed since the last copy: a closed file whole, an open one up to its
    * last complete batch (a reader of logDir then never finds a part of a batch).
    */
-  synchronized void copyChanged() throws Exception {
+  public synchronized void copyChanged() throws Exception {
     long started = System.nanoTime(), bytes = 0;
     int files = 0;
     for (File f : logFiles()) {
@@ -142,7 +142,7 @@ public final class LogCollector {
     return new int[] {collectedFiles, cutFiles};
   }
 
-  synchronized boolean collectAll(boolean lost) {
+  public synchronized boolean collectAll(boolean lost) {
     cutFiles = 0;
     List<File> collected = new ArrayList<>();
     List<String> failed = new ArrayList<>();

@@ -114,14 +114,19 @@ public final class LiveStages extends SparkListener {
   public synchronized void onStageSubmitted(SparkListenerStageSubmitted event) {
     long began = System.nanoTime();
     StageInfo info = event.stageInfo();
-    long submitted =
+    submitted(
+        info.stageId(),
+        info.attemptNumber(),
+        info.name(),
         info.submissionTime().isDefined()
             ? (Long) info.submissionTime().get()
-            : System.currentTimeMillis();
-    stages.put(
-        List.of(info.stageId(), info.attemptNumber()),
-        new Stage(info.stageId(), info.attemptNumber(), info.name(), submitted));
+            : System.currentTimeMillis());
     work.since(TabWork.Part.LISTENERS, began);
+  }
+
+  /** A stage attempt submitted, as its event says. */
+  synchronized void submitted(int stageId, int attempt, String name, long submittedMs) {
+    stages.put(List.of(stageId, attempt), new Stage(stageId, attempt, name, submittedMs));
   }
 
   @Override
@@ -142,25 +147,34 @@ public final class LiveStages extends SparkListener {
   }
 
   private void taskEnded(SparkListenerTaskEnd event) {
-    Stage stage = stages.get(List.of(event.stageId(), event.stageAttemptId()));
-    if (stage == null) return; // submitted before the plugin's listener, or evicted
     TaskInfo info = event.taskInfo();
-    if (!info.successful()) {
+    TaskMetrics m = event.taskMetrics();
+    ended(
+        event.stageId(),
+        event.stageAttemptId(),
+        !info.successful()
+            ? null
+            : new Task(
+                info.taskId(),
+                info.partitionId(),
+                info.executorId(),
+                info.host(),
+                info.finishTime() - info.launchTime(),
+                m == null ? 0 : m.jvmGCTime(),
+                m == null ? 0 : m.shuffleReadMetrics().fetchWaitTime(),
+                m == null ? 0 : TaskTimes.schedulerDelay(info, m)));
+  }
+
+  /** A task attempt of a stage attempt ended: {@code task}, or null where it failed. */
+  synchronized void ended(int stageId, int attempt, Task task) {
+    Stage stage = stages.get(List.of(stageId, attempt));
+    if (stage == null) return; // submitted before the plugin's listener, or evicted
+    if (task == null) {
       stage.tasks++;
       stage.failed++;
       return;
     }
-    TaskMetrics m = event.taskMetrics();
-    stage.add(
-        new Task(
-            info.taskId(),
-            info.partitionId(),
-            info.executorId(),
-            info.host(),
-            info.finishTime() - info.launchTime(),
-            m == null ? 0 : m.jvmGCTime(),
-            m == null ? 0 : m.shuffleReadMetrics().fetchWaitTime(),
-            m == null ? 0 : TaskTimes.schedulerDelay(info, m)));
+    stage.add(task);
   }
 
   /**

@@ -6,6 +6,7 @@ import static io.cloudprofiler.spark.JvmTests.equal;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.cloudprofiler.spark.Messages;
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -460,6 +461,57 @@ public final class UiTests {
       equal(10e-9, rows.get(c).get("max_s"));
     }
     equal(0L, hops.counts()[3]); // nothing left out
+  }
+
+  /**
+   * The driver's memory for the tab of an application of 1,000,000 tasks (200 stages of 5,000) and
+   * 10,000 channels (200 executors of 50, each sending counters and 256 samples a channel, ids that
+   * pass every channel: the hops full), measured as the heap they hold after a collection: under
+   * the bounds the README states (7 MB for the stages; the hops' 32 MB at the very most).
+   */
+  public static void testTheDriversMemoryForAMillionTasksAndTenThousandChannelsIsBounded() {
+    long before = heapAfterGc();
+    LiveStages stages = new LiveStages(new TabWork());
+    for (int s = 0; s < 200; s++) {
+      stages.submitted(s, 0, "stage " + s, 0);
+      for (long t = 0; t < 5000; t++)
+        stages.ended(s, 0, task(s * 5000L + t, 100 + t % 97, 0, 0, 0));
+    }
+    long afterStages = heapAfterGc();
+    LiveExecutors executors = new LiveExecutors();
+    LiveHops hops = new LiveHops((d, t) -> null, 1_000_000_000L, () -> 0);
+    long[] ids = new long[256];
+    for (int e = 0; e < 200; e++) {
+      List<Messages.ChannelCount> channels = new ArrayList<>();
+      for (int c = 0; c < 50; c++) {
+        String name = "executor-" + e + ".channel-" + c;
+        channels.add(new Messages.ChannelCount(name, 1_000_000, 0, 1000, 0));
+        for (int i = 0; i < ids.length; i++) ids[i] = (long) e * 1_000_000 + i;
+        hops.add("d", 1e9, name, 0, ids, ids.clone());
+      }
+      executors.update(new Messages.Counters("" + e, 1, 0, 1, 1, 1, channels, 0, 1, 1, 1));
+    }
+    long after = heapAfterGc();
+    double stagesMb = (afterStages - before) / 1e6, restMb = (after - afterStages) / 1e6;
+    System.out.printf(
+        "the tab's driver memory: %.1f MB for 1,000,000 tasks in 200 stages, %.1f MB for 10,000"
+            + " channels' counters and samples%n",
+        stagesMb, restMb);
+    equal(200, stages.newestFirst(LiveStages.STAGES_KEPT).size()); // all still held
+    equal(10_000, executors.all().stream().mapToInt(c -> c.channels().size()).sum());
+    equal(
+        (long) LiveFigures.CHANNEL_ROWS, (long) figuresOf(executors, hops).path("channels").size());
+    check(stagesMb < 7, () -> stagesMb + " MB for the stages");
+    check(restMb < 32, () -> restMb + " MB for the channels");
+  }
+
+  /**
+   * The heap in use after a full collection (twice: what the first finalizes goes in the second).
+   */
+  private static long heapAfterGc() {
+    System.gc();
+    System.gc();
+    return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
   }
 
   /**
