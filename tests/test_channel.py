@@ -139,3 +139,15 @@ def test_an_id_s_sample_level_is_splitmix64_s_trailing_zero_bits():
         z = splitmix(i)
         assert cp.sample_level(i) == (64 if z == 0 else (z & -z).bit_length() - 1), i
     assert cp.sample_level(2**64 - 0x9E3779B97F4A7C15) == 64  # the one id whose mix is 0
+
+
+def test_the_samples_of_a_channel_are_taken_once_with_its_level(log_dir):
+    """What the library kept for the live hops: a channel that logged fewer ids than it keeps has them all, at level 0,
+    with their TSCs in logging order; the next take has nothing more of it."""
+    ids = [7 * i + 3 for i in range(100)]
+    with cp.Channel("sampled.py", "buffered") as ch:
+        for i in ids:
+            ch.log(i)
+    level, taken, tscs = cp.take_samples()["sampled.py"]
+    assert level == 0 and taken == ids and tscs == sorted(tscs) and tscs[0] > 0
+    assert "sampled.py" not in cp.take_samples()

@@ -1,13 +1,17 @@
 """Python workers of a real local-mode application hand their records to the executor's library: a worker killed
 mid-partition loses nothing it logged, a worker starts no library of its own, and with the hand-off off (or no
 inbox to reach) workers write files of their own as before."""
+import json
 import os
+import time
+import urllib.request
 
 import numpy as np
 import pytest
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
+from cloudprofiler import tables
 
 ROWS, PARTITIONS = 40_000, 4
 
@@ -48,9 +52,9 @@ def run(tmp_path_factory):
             pass
         yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "library": [cloudprofiler.log_dir() or ""]})
 
-    log_dir = tmp_path_factory.mktemp("handoff-logs")
-    spark = (cps.builder(log_dir=str(log_dir), local_dir=str(tmp_path_factory.mktemp("handoff-local")))
-             .master("local[2,2]").config("spark.ui.enabled", "false")
+    log_dir, local_dir = tmp_path_factory.mktemp("handoff-logs"), tmp_path_factory.mktemp("handoff-local")
+    spark = (cps.builder(log_dir=str(log_dir), local_dir=str(local_dir), collect_interval_seconds=1)
+             .master("local[2,2]").config("spark.ui.port", "0")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000").getOrCreate())
     df = spark.range(0, ROWS, numPartitions=PARTITIONS)
     out = {"killed": df.mapInArrow(_log_then_die_once, df.schema).count()}
@@ -59,6 +63,17 @@ def run(tmp_path_factory):
     spark.conf.set("spark.cloudprofiler.python.handoff", "false")
     out["files_count"] = cps.trace(df, "own-files", "id").count()
     out["workers_files"] = df.mapInArrow(_library_of_worker, "pid long, library string").collect()
+    # two trace points on the same rows in workers of files of their own: their hop on the tab, from the samples
+    # each worker hands its executor
+    assert cps.trace(cps.trace(df, "own.a", "id"), "own.b", "id").count() == ROWS
+    tab, deadline = {}, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(spark.sparkContext.uiWebUrl + "/cloudprofiler/json/", timeout=30) as reply:
+            tab = json.loads(reply.read())
+        if any(h["from_channel"] == "own.a" for h in tab["hops"]):
+            break
+        time.sleep(0.5)
+    out["tab"], out["local_dir"] = tab, local_dir
     out["app"] = log_dir / spark.sparkContext.applicationId
     spark.stop()
     return out
@@ -94,3 +109,14 @@ def test_with_the_handoff_off_workers_write_files_of_their_own(run):
     handed = cp.read_log_dir(run["app"], channel="handed").column("file").to_pylist()
     executor_pid = cp.log_metadata(handed[0])["pid"]
     assert all("handoff.pid" not in m and m["pid"] not in (executor_pid, os.getpid()) for m in metas)
+
+
+def test_workers_of_files_of_their_own_hand_their_samples_to_the_tab(run):
+    """The hop between two trace points in workers without the hand-off, as their libraries sampled it: on the tab,
+    in one machine's clock (exact: no bound), from one to the other in the order the rows pass them; the samples'
+    files were read and removed, never collected."""
+    [hop] = [h for h in run["tab"]["hops"] if h["from_channel"] == "own.a"]
+    assert hop["to_channel"] == "own.b" and hop["count"] > 0 and hop["remote_count"] == 0
+    assert 0 <= hop["min_s"] <= hop["p50_s"] <= hop["max_s"] < 60 and hop["bound_max_s"] == 0
+    suffix = tables.table("worker_samples").file
+    assert not list(run["local_dir"].rglob("*" + suffix)) and not list(run["app"].rglob("*" + suffix))

@@ -7,7 +7,7 @@
 """
 from importlib.metadata import version as _version
 
-from .channel import Channel, ChannelStats, Handler, sample_level
+from .channel import Channel, ChannelStats, Handler, sample_level, take_samples
 from .clock import ClockReading, TscFrequency, clock_read, tsc, tsc_frequency, tsc_is_invariant, tscp
 from .errors import (
     ClosedError,
@@ -27,8 +27,8 @@ from .rules import read_rules_file, rules, set_rules
 __version__ = _version("cloudprofiler")  # the VERSION file, through the package's metadata
 
 __all__ = [
-    "Channel", "ChannelStats", "Handler", "sample_level", "ClockReading", "TscFrequency", "clock_read", "tsc",
-    "tsc_frequency", "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
+    "Channel", "ChannelStats", "Handler", "sample_level", "take_samples", "ClockReading", "TscFrequency", "clock_read",
+    "tsc", "tsc_frequency", "tsc_is_invariant", "tscp", "ClosedError", "CloudProfilerError", "InvalidArgumentError",
     "LogFolderNotFoundError", "LogFolderPermissionError", "PeerRefusedError", "PeerTimeoutError", "UnsupportedError",
     "flush_all", "start", "stop",
     "log_dir", "IncompleteLogWarning", "log_files", "log_metadata", "read_log", "read_log_dir",

@@ -228,6 +228,23 @@ class Channel(ClosingHandle):
         return f"<Channel {self.name!r} {self.handler.name.lower()} {state} {self.path}>"
 
 
+def take_samples() -> "dict[str, tuple[int, list[int], list[int]]]":
+    """The records this process's library kept for the live latency between trace points since the last take, by
+    channel name: (the channel's level, tuple ids, TSCs), each record taken once (cp_channel_samples_take). The Spark
+    plugin's executor takes its library's; a Python worker that logs to files of its own hands its to its executor
+    (cloudprofiler.spark.worker.hand_samples_over)."""
+    cap = lib.CP_SAMPLES_PER_CHANNEL * 64
+    out, taken = ffi.new("cp_channel_sample[]", cap), {}
+    while True:
+        n = lib.cp_channel_samples_take(out, cap)
+        for s in out[0:n]:
+            _, ids, tscs = taken.setdefault(ffi.string(s.name).decode("utf-8", "replace"), (s.level, [], []))
+            ids.append(s.id)
+            tscs.append(s.tsc)
+        if n < cap:
+            return taken
+
+
 def sample_level(tuple_id: int) -> int:
     """The level of a tuple id in the records the library keeps for the live latency between trace points
     (cp_sample_level: the trailing zero bits of splitmix64 of it): a channel at level L keeps the ids of level L or

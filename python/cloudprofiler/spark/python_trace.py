@@ -69,6 +69,8 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
     params = tuple(int(p) for p in params)
     import cloudprofiler as cp
 
+    from .worker import hand_samples_over
+
     try:  # a bad handler fails here, on the driver, not in a worker
         if handler is not None:
             cp.Handler.parse(handler).check(params)
@@ -98,6 +100,8 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
                     ch.close()
             except Exception as e:
                 failure = failure or e
+            if isinstance(ch, cp.Channel):  # a library of this worker's own: its samples to its executor
+                hand_samples_over()
             if failure is not None:
                 _say_unlogged(channel, unlogged, failure)
 

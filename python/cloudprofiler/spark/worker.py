@@ -8,7 +8,9 @@ workers as CLOUDPROFILER_LOCAL_DIR.
 """
 from __future__ import annotations
 
+import itertools
 import os
+import secrets
 import stat
 import sys
 from pathlib import Path
@@ -93,6 +95,58 @@ def start_in_executor_folder(local_dir: "str | None" = None) -> "str | None":
             os.environ.setdefault(RULES_ENV, str(name) + option_table()["rules_file_suffix"])
             cp.start(folder)
     return cp.log_dir()
+
+
+_handed = itertools.count()
+_samples_failed = False
+
+
+def hand_samples_over() -> None:
+    """Hands the records this worker's own library kept for the live latency between trace points (it logs to files
+    of its own: no hand-off) to its executor, as a file of the executor's folder that the executor reads, checks and
+    removes at its next collection (the plugin's WorkerSamples), sending them to the driver with its own. Nothing
+    without a library of this process's started in an executor's folder, or without samples. A failure (a full
+    disk) stops the hand-over for this worker, said in one line; the records stay in the files as ever: only the
+    live figures miss them."""
+    global _samples_failed
+    if _samples_failed:
+        return
+    try:
+        _hand_samples_over()
+    except Exception as e:  # the user's task runs on
+        _samples_failed = True
+        print(f"cloudprofiler: worker {os.getpid()} hands its executor no samples for the live latency from now on: "
+              f"{e}", file=sys.stderr, flush=True)
+
+
+def _hand_samples_over() -> None:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    import cloudprofiler as cp
+    from cloudprofiler import tables
+
+    folder = cp.log_dir()
+    taken = cp.take_samples() if folder is not None else {}
+    if not taken:
+        return
+    table = tables.table("worker_samples")
+    columns = {"channel": [], "level": [], "tuple_id": [], "tsc": []}
+    for name, (level, ids, tscs) in taken.items():
+        columns["channel"] += [name] * len(ids)
+        columns["level"] += [level] * len(ids)
+        columns["tuple_id"] += ids
+        columns["tsc"] += [t if t < 2**63 else t - 2**64 for t in tscs]  # the TSC's bits, as int64 like the logs'
+    path = os.path.join(folder, f"{os.getpid()}-{next(_handed)}.{table.file}")
+    aside = os.path.join(folder, f".{os.getpid()}-{secrets.token_hex(8)}.tmp")  # this user's only, made exclusively
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out, ipc.new_file(out, table.schema) as writer:
+            writer.write_table(pa.table(columns, schema=table.schema))
+        os.replace(aside, path)  # whole, or not at all, when the executor reads it
+    except BaseException:
+        os.unlink(aside)
+        raise
 
 
 def executor_inbox(local_dir: "str | None" = None) -> "str | None":

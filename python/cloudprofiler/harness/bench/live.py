@@ -6,8 +6,9 @@ defaults); each runs a warm-up job, then a job of `--tasks` tasks of `--rows` ro
 points (cp_trace; JVM only: no Python worker), whose CPU time (user and system, of the JVM that runs the driver and
 the executor) is the measure: `added` is the medians' ratio less 1, judged against the goal (operators.judge: the
 spread of the runs off is the machine's floor). With the tab on, the tab's own work as the plugin measures it
-(`tab_work` of its JSON, read once the executor's message after the job has come: the driver's listeners, messages
-and figures; the executor's messages and the samples' scan of its records) is the direct measure: the executor's as
+(`tab_work` of its JSON before and after the job, each time once the executor's next message has come: the
+driver's listener, messages and figures; the executor's messages and the samples' scan of its records; the first
+messages' one-time cost falls before the job) is the direct measure: the executor's as
 a share of its tasks' CPU (direct_shares), which `direct_verdict` judges against the same goal in every run. Then,
 not counted in those: `--jobs` jobs whose tasks the tab must show (the delay from a job's result to the tab's JSON
 holding all its tasks, polled every 5 ms), and the tab's two pages (their size and the time to serve them). The
@@ -66,23 +67,34 @@ def job(n):
     spark.range(0, n * rows, 1, n).selectExpr(*traced).write.format("noop").mode("overwrite").save()
 
 
+base = f"http://127.0.0.1:{urllib.parse.urlparse(sc.uiWebUrl).port}"
+interval_s = int(spark.conf.get("spark.cloudprofiler.collect.intervalSeconds", "15"))
+
+
+def get(path):
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(base + path, timeout=30) as reply:
+        body = reply.read()
+    return body, time.perf_counter() - t0
+
+
+def tab_work():  # after the executor's next message (one a collection interval): its work so far
+    time.sleep(interval_s + 2)
+    return json.loads(get("/cloudprofiler/json/")[0])["tab_work"]
+
+
+def less(after, before):
+    return {k: less(v, before[k]) if isinstance(v, dict) else v - before[k] for k, v in after.items()}
+
+
 warm_up = min(tasks, 2000)
 job(warm_up)  # the JIT, the task and trace channels
+work_before = tab_work() if ui else None  # the first messages' one-time cost (classes loaded, code compiled) aside
 began_cpu, began_tasks, began = cpu(), task_cpu(), time.perf_counter()
 job(tasks)
 out = {"cpu_s": cpu() - began_cpu, "task_cpu_s": task_cpu() - began_tasks, "wall_s": time.perf_counter() - began}
 if ui:
-    base = f"http://127.0.0.1:{urllib.parse.urlparse(sc.uiWebUrl).port}"
-
-    def get(path):
-        t0 = time.perf_counter()
-        with urllib.request.urlopen(base + path, timeout=30) as reply:
-            body = reply.read()
-        return body, time.perf_counter() - t0
-
-    # the executor's message after the job (one a collection interval) carries its work through the job
-    time.sleep(int(spark.conf.get("spark.cloudprofiler.collect.intervalSeconds", "15")) + 2)
-    out["tab_work"] = json.loads(get("/cloudprofiler/json/")[0])["tab_work"]
+    out["tab_work"] = less(tab_work(), work_before)  # the job's
 
     def stages():
         return {s["stage_id"]: s["tasks"] for s in json.loads(get("/cloudprofiler/json/")[0])["stages"]}

@@ -4,6 +4,7 @@ import io.cloudprofiler.spark.calibration.CalibrationCoordinator;
 import io.cloudprofiler.spark.driver.StreamingBatches;
 import io.cloudprofiler.spark.driver.TaskListener;
 import io.cloudprofiler.spark.executor.LogCollector;
+import io.cloudprofiler.spark.executor.WorkerSamples;
 import io.cloudprofiler.spark.rules.RuleChanges;
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.sql.OperatorRows;
@@ -32,7 +33,8 @@ public final class Tables {
           OperatorNodes.TASKS_TABLE,
           StreamingBatches.TABLE,
           RuleChanges.TABLE,
-          LogCollector.LOST_MARKER);
+          LogCollector.LOST_MARKER,
+          WorkerSamples.TABLE);
 
   /**
    * {"tables": [{"id", "file", "folder", "meaning", "columns": [{"name", "type"}, ...]}, ...],

@@ -63,7 +63,7 @@ final class DriverLibrary {
     if (!sampling) return;
     try {
       double hz = CloudProfiler.tscHz();
-      for (Messages.ChannelSamples c : HopSamples.take())
+      for (Messages.ChannelSamples c : HopSamples.take(null))
         hops.add(TscDomain.bootId(), hz, c.channel(), c.level(), c.ids(), c.ticks());
     } catch (RuntimeException | LinkageError e) {
       sampling = false;

@@ -107,6 +107,10 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   private boolean finished;
 
   private LogCollector collector;
+
+  /** Where the library logs and Python workers of files of their own leave their samples. */
+  private volatile File localFolder;
+
   private ScheduledExecutorService collectTimer;
   private Runnable shutdownHook;
   private long responder;
@@ -225,6 +229,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     String host = TscDomain.hostName();
     String folder = host + "-" + ctx.executorID();
     File local = new File(new File(options.localDir(), appId), folder);
+    localFolder = local;
     try {
       options.startLibrary(local.getPath());
       metrics.libraryStarted();
@@ -550,7 +555,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     if (!samplesWork || domain == null) return;
     List<Messages.ChannelSamples> channels;
     try {
-      channels = HopSamples.take();
+      channels = HopSamples.take(localFolder);
     } catch (RuntimeException | LinkageError e) {
       samplesWork = false;
       LOG.warn(
