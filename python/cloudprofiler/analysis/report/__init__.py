@@ -8,6 +8,7 @@ the page are computed from ReportData alone. matplotlib (the `report` extra) is 
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 DEFAULT_NAME = "cloudprofiler-report-{app_id}.html"
@@ -18,13 +19,15 @@ def default_output(app_id: str) -> Path:
     return Path.cwd() / DEFAULT_NAME.format(app_id=app_id)
 
 
-def render(data, output, quiet: bool = False) -> Path:
+def render(data, output, quiet: bool = False, app_folder: "str | None" = None) -> Path:
     """Write the HTML page of `data` to `output` and print the terminal summary (unless quiet); returns the page's
-    path, which a notebook shows inline (notebook.ReportPage)."""
+    path, which a notebook shows inline (notebook.ReportPage). `app_folder`: the application's folder, where a copy
+    goes for the Spark UI's Cloudprofiler tab to offer (tab_copy), if it is this user's own on this machine."""
     from . import html, tables
     from .findings import findings
     from .notebook import ReportPage
     from .plots import all_plots
+    from .tab_copy import place
     from .terminal import print_summary
 
     found = findings(data)
@@ -32,8 +35,15 @@ def render(data, output, quiet: bool = False) -> Path:
              "pipeline": tables.pipeline(data), "health": tables.health(data), "queries": tables.queries(data)}
     output = ReportPage(output)
     output.write_text(html.page(data, found, all_plots(data), named), encoding="utf-8")
+    copy = None
+    try:
+        copy = place(app_folder, output) if app_folder is not None else None
+    except OSError as exc:  # the report itself is written: only the tab's download is missing
+        print(f"the Spark UI's Cloudprofiler tab does not offer this report: {exc}", file=sys.stderr)
     if not quiet:
         print_summary(found, named, data)
+        if copy is not None:
+            print(f"\nThe Spark UI's Cloudprofiler tab offers it for download ({copy}).")
         print(f"\nreport: {output}")
     return output
 
@@ -46,21 +56,12 @@ def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profil
     function name, shown beside the UDFs' (cloudprofiler.spark.udf_profiles)."""
     from .. import open_application
     from .data import gather
-    from .tab_copy import place
     from .udfs import beside_spark_profiler
 
     app = open_application(str(app_or_path), spark) if isinstance(app_or_path, (str, Path)) else app_or_path
     data = gather(app)
     beside_spark_profiler(data, udf_profiles or {})
-    page = render(data, output or default_output(app.app_id), quiet)
-    try:
-        copy = place(app.path, page)
-    except OSError as exc:  # the report itself is written: only the tab's download is missing
-        copy = None
-        print(f"the Spark UI's Cloudprofiler tab does not offer this report: {exc}")
-    if copy is not None and not quiet:
-        print(f"offered for download on the Spark UI's Cloudprofiler tab: {copy}")
-    return page
+    return render(data, output or default_output(app.app_id), quiet, app.path)
 
 
 def __getattr__(name: str):
