@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Union
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
+
+from .private_files import replace_privately
 
 FILE_MAGIC = b"ARROW1\0\0"  # the first 8 bytes of an Arrow IPC file; its last 6 are "ARROW1"
 _JSON_KEYS = {"handler.params", "open.clock", "close.clock", "tsc.simulation", "switch.in", "switch.out"}
@@ -178,18 +179,13 @@ def repair(path: "str | os.PathLike") -> "dict[str, int] | None":
     metadata = {**(schema.metadata or {}), b"closed": b"false", **{k.encode(): str(v).encode() for k, v in cut.items()}}
     compressed = (schema.metadata or {}).get(b"compression") == b"zstd"
     options = ipc.IpcWriteOptions(compression="zstd" if compressed else None)
-    folder, name = os.path.split(path)
-    aside = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")  # a random name, created exclusively
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 os.stat(path).st_mode & 0o777)
-    try:
-        with os.fdopen(fd, "wb") as out, ipc.new_file(out, schema.with_metadata(metadata), options=options) as w:
+
+    def write(out):
+        with ipc.new_file(out, schema.with_metadata(metadata), options=options) as w:
             for batch in batches:
                 w.write_batch(batch)
-        os.replace(aside, path)
-    except BaseException:
-        os.unlink(aside)
-        raise
+
+    replace_privately(path, write, os.stat(path).st_mode & 0o777)
     return cut
 
 

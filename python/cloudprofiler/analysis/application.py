@@ -280,15 +280,22 @@ class Application:
         return f"Application({self.path!r}, {len(self.catalog.logs)} log files)"
 
 
-def check_local_folder(path: str) -> None:
-    """A path of this machine's file system (no scheme, or file:) must be a folder: NotAnApplicationError says what
-    it is otherwise, before any Spark job (a URI of another file system is left to Spark)."""
+def local_path(path: str) -> "str | None":
+    """`path` on this machine's file system (no scheme, or file:), None for a URI of another file system."""
     from urllib.parse import urlparse
 
     parsed = urlparse(path)
     if parsed.scheme not in ("", "file"):
+        return None
+    return os.path.expanduser(parsed.path if parsed.scheme else path)
+
+
+def check_local_folder(path: str) -> None:
+    """A path of this machine's file system (no scheme, or file:) must be a folder: NotAnApplicationError says what
+    it is otherwise, before any Spark job (a URI of another file system is left to Spark)."""
+    local = local_path(path)
+    if local is None:
         return
-    local = os.path.expanduser(parsed.path if parsed.scheme else path)
     if not os.path.exists(local):
         raise NotAnApplicationError(path, "it does not exist")
     if not os.path.isdir(local):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 import stat
 import sys
 from pathlib import Path
@@ -125,6 +124,7 @@ def _hand_samples_over() -> None:
 
     import cloudprofiler as cp
     from cloudprofiler import tables
+    from cloudprofiler.private_files import replace_privately
 
     folder = cp.log_dir()
     taken = cp.take_samples() if folder is not None else {}
@@ -137,16 +137,13 @@ def _hand_samples_over() -> None:
         columns["level"] += [level] * len(ids)
         columns["tuple_id"] += ids
         columns["tsc"] += [t if t < 2**63 else t - 2**64 for t in tscs]  # the TSC's bits, as int64 like the logs'
-    path = os.path.join(folder, f"{os.getpid()}-{next(_handed)}.{table.file}")
-    aside = os.path.join(folder, f".{os.getpid()}-{secrets.token_hex(8)}.tmp")  # this user's only, made exclusively
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out, ipc.new_file(out, table.schema) as writer:
+
+    def write(out):
+        with ipc.new_file(out, table.schema) as writer:
             writer.write_table(pa.table(columns, schema=table.schema))
-        os.replace(aside, path)  # whole, or not at all, when the executor reads it
-    except BaseException:
-        os.unlink(aside)
-        raise
+
+    # whole, or not at all, when the executor reads it
+    replace_privately(os.path.join(folder, f"{os.getpid()}-{next(_handed)}.{table.file}"), write)
 
 
 def executor_inbox(local_dir: "str | None" = None) -> "str | None":

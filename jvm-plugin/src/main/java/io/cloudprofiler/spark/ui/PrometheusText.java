@@ -111,16 +111,13 @@ public final class PrometheusText {
         "Time the Cloudprofiler tab's and metrics' own work took: the driver's listeners, the"
             + " executors' messages and the figures; the executors' messages and the hops' samples'"
             + " scan, as their latest messages said");
-    String[][] parts = {
-      {"driver", "listeners", "messages", "figures"}, {"executors", "messages", "scan"}
-    };
-    for (String[] process : parts)
-      for (int p = 1; p < process.length; p++)
-        sample(
+    for (String process : new String[] {"driver", "executors"})
+      for (var part : work.path(process + "_s").properties()) // the parts as the figures name them
+      sample(
             out,
             name,
-            label("process", process[0]) + "," + label("part", process[p]),
-            work.path(process[0] + "_s").path(process[p]).asDouble());
+            label("process", process) + "," + label("part", part.getKey()),
+            part.getValue().asDouble());
   }
 
   private static void operators(StringBuilder out, JsonNode operators) {

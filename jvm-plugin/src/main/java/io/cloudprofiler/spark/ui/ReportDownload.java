@@ -1,9 +1,9 @@
 package io.cloudprofiler.spark.ui;
 
 import io.cloudprofiler.PrivateFiles;
+import io.cloudprofiler.spark.tables.ArrowTables;
 import java.io.IOException;
 import java.io.InputStream;
-import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -80,13 +80,15 @@ public final class ReportDownload {
         + " (the tab offers the latest for download).";
   }
 
-  /** The folder as a local path; null for a folder of another file system (hdfs:, s3a:...). */
+  /**
+   * The folder as a local path, as the plugin writes there; null for a folder of another file
+   * system (hdfs:, s3a:...).
+   */
   private static Path localFolder(String appFolder) {
     if (appFolder == null || appFolder.isEmpty()) return null;
     try {
-      if (appFolder.startsWith("file:")) return Path.of(URI.create(appFolder));
-      return appFolder.matches("^[A-Za-z][A-Za-z0-9+.-]*:.*") ? null : Path.of(appFolder);
-    } catch (IllegalArgumentException e) {
+      return ArrowTables.local(ArrowTables.path(appFolder));
+    } catch (Exception e) {
       return null;
     }
   }
