@@ -104,7 +104,7 @@ def test_trace_points_are_chained_in_the_order_their_tuples_pass_them(app):
     from cloudprofiler.analysis.pipeline import channel_order, ordered_sketches
 
     assert channel_order(app, ["early", "late"]) == ["late", "early"]
-    sketches = ordered_sketches(app, ["early", "late"])
+    sketches, pairs = ordered_sketches(app, ["early", "late"])
     hop = sketches.hop_statistics(0, [0.5])
     assert sketches.channels == ["early", "late"] and hop["count"] == 5000 and hop["q"][0] > 0, hop
 

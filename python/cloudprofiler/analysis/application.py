@@ -17,11 +17,12 @@ from . import streaming as streaming_module
 from . import tasks as tasks_module
 from . import throughput as throughput_module
 from . import udfs as udfs_module
-from .catalog import Catalog
+from .catalog import TASK_CHANNELS, Catalog
 from .timebase import Timebase
 
 KIND_WORDS = {"records": "record", "counters": "counter"}  # a log file's kind, as a channel's
 CALIBRATION_METHOD = "minpair"  # never wider than MinRTT/2, usually narrower (calibration.translate)
+CACHED_TASKS = 200_000  # task attempts per partition of the kept tasks()
 
 
 class Application:
@@ -34,12 +35,17 @@ class Application:
     Attributes: spark, path, app_id, catalog (the files), timebase (the time axis), probes (the calibration probes
     as a pyarrow Table, or None).
 
+    The task table and every task attempt (tasks()) are read once, on first use, and kept in the session's cache
+    (memory, spilling to disk): every analysis starts from them, and each would otherwise decode the table and join
+    the task records again. `release()` gives that memory back.
+
     The tables are the plugin's (cloudprofiler.tables: their files and columns as the plugin declares them)."""
 
     def __init__(self, path: str, spark):
         check_local_folder(str(path))
         self.spark = spark
         self.path = str(path).rstrip("/") or str(path)
+        self._kept = {}  # name -> a persisted DataFrame (_keep)
         self.catalog = self._catalog()
         self.probes = reader.read_table(spark, "calibration", self._table_file("calibration"))
         domains = reader.read_table(spark, "tsc_domains", self._table_file("tsc_domains"))
@@ -141,9 +147,22 @@ class Application:
                 for f in self.catalog.logs]
         return self.spark.createDataFrame(data, FILES_DDL)
 
+    def _keep(self, name: str, make):
+        """The DataFrame `make()` built once and persisted (memory, then disk), for every later call."""
+        if name not in self._kept:
+            self._kept[name] = make().persist()
+        return self._kept[name]
+
+    def release(self) -> None:
+        """Drop what the analyses keep in the session's cache (the task table and attempts); the next call that
+        needs them reads them again."""
+        for frame in self._kept.values():
+            frame.unpersist()
+        self._kept.clear()
+
     def task_table(self):
         """Every task attempt, as the driver wrote it (published every collect interval and at application end)."""
-        return self._table("tasks")
+        return self._keep("task_table", lambda: self._table("tasks"))
 
     def calibration_probes(self):
         """Every calibration probe of every round (empty without calibration)."""
@@ -185,7 +204,13 @@ class Application:
         connect_session_id, connect_operation_id, streaming_query_id, streaming_batch_id (tasks.in_scope). A filter
         of another name or type raises InvalidArgumentError naming it (tasks.check_scope)."""
         tasks_module.check_scope("tasks", scope)
-        return tasks_module.tasks(self, **scope)
+        return tasks_module.in_scope(self._keep("tasks", self._all_tasks), **scope)
+
+    def _all_tasks(self):
+        """tasks() of every attempt, in partitions of about CACHED_TASKS attempts: the joins' shuffle left 200,
+        which Spark may not coalesce once the frame is cached (and each later query would run 200 tasks)."""
+        attempts = sum(f.rows for f in self.catalog.files_of(TASK_CHANNELS[1:], "records"))
+        return tasks_module.tasks(self).repartition(max(1, -(-attempts // CACHED_TASKS)))
 
     def stages(self, ratio: float = stages_module.STRAGGLER_RATIO, **scope):
         """One row per stage attempt: duration percentiles, skew, stragglers, gaps (stages.stages). `ratio`: a

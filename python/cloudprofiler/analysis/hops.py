@@ -12,6 +12,7 @@ exact minimum and maximum; counts, minimum, maximum, mean and the largest bound 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -33,6 +34,12 @@ ROWS_PER_PARTITION = 2_000_000
 MAX_PARTITIONS = 200
 MAX_PAIRS_PER_PARTITION = 10 * ROWS_PER_PARTITION  # what one Python worker pairs in memory
 COLUMNS = ("tuple_id", "tsc", "domain_id", "channel_id")  # channel_id: the position along the pipeline
+
+
+def ordered_pairs(channels: list) -> list[tuple[int, int, int]]:
+    """(number, from position, to position): every ordered pair of distinct trace points, as hops of one pass. A pair
+    whose channels share no tuple id costs a search of sorted ids in each partition, and nothing after it."""
+    return [(n, a, b) for n, (a, b) in enumerate(itertools.permutations(range(len(channels)), 2))]
 
 
 def hops_of(channels: list) -> list[tuple[int, int, int]]:
@@ -167,6 +174,29 @@ class HopSketches:
             frames.append(pd.DataFrame({"remote": bool(remote), "bin": kept, "lo_ns": edges[kept],
                                         "hi_ns": edges[kept + 1], "count": counts[kept]}))
         return pd.concat(frames, ignore_index=True).sort_values(["remote", "bin"], ignore_index=True)
+
+
+@dataclass
+class PairSketches:
+    """The sketches of every ordered pair of `channels` (ordered_pairs), from which the hops of any order of any of
+    them are read without another pass over the records (`chain`)."""
+
+    channels: list
+    rows: pd.DataFrame
+
+    def chain(self, channels: list) -> HopSketches:
+        """The HopSketches of `channels` (some of these channels, in pipeline order): their hops' rows, renumbered."""
+        number = {(self.channels[a], self.channels[b]): n for n, a, b in ordered_pairs(self.channels)}
+        rows = [self.rows[self.rows["hop"] == number[channels[a], channels[b]]].assign(hop=hop)
+                for hop, a, b in hops_of(channels)]
+        return HopSketches(list(channels), pd.concat(rows, ignore_index=True) if rows else self.rows.iloc[0:0])
+
+
+def pair_sketches(app, channels: list) -> PairSketches:
+    """The sketches of every ordered pair of `channels`, in one Spark job: what ordering the trace points and
+    cutting them into pipelines reads (pipeline.ordered_sketches)."""
+    counted = hop_sketches(app, channels, ordered_pairs(channels))
+    return PairSketches(counted.channels, counted.rows)
 
 
 def _or_none(value):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import TASK_CHANNELS
-from .hops import hop_sketches, hops_of
+from .hops import hop_sketches, hops_of, pair_sketches
 from .operator_hops import channel_prefix
 
 QUANTILES = [0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99]
@@ -51,14 +51,21 @@ def pipeline_rows(sketches) -> list[dict]:
 
 
 def ordered_sketches(app, channels):
-    """The HopSketches of `channels` chained in the order their tuples pass them. `channel_order` places the trace
-    points by their channels' median times, which puts two points in the wrong order where they log different
-    shares of the same tuples (a filter between them) and a tuple takes microseconds from one to the next. A hop
-    whose median latency is negative runs backwards: its two channels swap places and the hops are measured again
-    (a pass over their records per swap), until no hop does."""
-    order = channel_order(app, channels)
+    """The HopSketches of `channels` chained in the order their tuples pass them (`ordered_chain`), and the
+    PairSketches they were read from (one pass over the records)."""
+    pairs = pair_sketches(app, list(channels))
+    return ordered_chain(pairs, channel_order(app, channels)), pairs
+
+
+def ordered_chain(pairs, order: list):
+    """The HopSketches of `order` with its trace points reordered as their tuples pass them. `channel_order` places
+    them by their channels' median times, which puts two points in the wrong order where they log different shares
+    of the same tuples (a filter between them) and a tuple takes microseconds from one to the next. A hop whose
+    median latency is negative runs backwards: its two channels swap places, until no hop does (every ordered
+    pair's sketches are at hand: no pass over the records per swap)."""
+    order = list(order)
     for _ in range(len(order) ** 2):  # more than the swaps that sorting them can need
-        sketches = hop_sketches(app, order)
+        sketches = pairs.chain(order)
         backwards = next((a for hop, a, _ in hops_of(order) if hop >= 0 and _runs_backwards(sketches, hop)), None)
         if backwards is None:
             break
@@ -83,7 +90,7 @@ def pipeline_sketches(app, channels=None):
     if len(channels) < 2:
         raise ValueError(f"a pipeline needs at least two trace points, got {channels}")
     app.check_channels(channels, app.catalog.channels("records"))
-    return ordered_sketches(app, channels) if ordered else hop_sketches(app, channels)
+    return ordered_sketches(app, channels)[0] if ordered else hop_sketches(app, channels)
 
 
 def pipeline(app, channels=None):

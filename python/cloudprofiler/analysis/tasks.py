@@ -28,19 +28,19 @@ def _side(app, channel: str, prefix: str):
                         F.col("domain").alias(f"{prefix}_domain"), F.col("t_ns").alias(f"{prefix}_t_ns"))
 
 
-def tasks(app, **scope):
+def tasks(app):
     """One row per task attempt (TASK_COLUMNS). Attempts of the task table without TSC records (task logging off,
     an executor lost before its logs were copied) have null TSC columns and unbounded true; TSC records without a
     row in the task table (a running application: the table is written at its end) have null Spark columns.
     launch_t_ns / finish_t_ns: Spark's millisecond times placed on the same axis through the driver's wall clock.
-    Spark's metrics and the job's properties as the task table has them, job_tags split into an array; `scope`
-    (see `in_scope`) keeps the attempts of some jobs only."""
+    Spark's metrics and the job's properties as the task table has them, job_tags split into an array (`in_scope`
+    keeps the attempts of some jobs only)."""
     start, end = (_side(app, channel, prefix) for channel, prefix in zip(TASK_CHANNELS, ("start", "end")))
     records = merge_join(start, end, "task_attempt_id", "full_outer")
     joined = merge_join(app.task_table(), records, "task_attempt_id", "full_outer")
     timed = with_durations(joined, app.timebase)
     base = app.timebase.t_ns_of_wall_ms(0.0)  # t_ns of the wall clock's epoch (NaN without a pairing)
-    attempts = timed.select(
+    return timed.select(
         *TASK_COLUMNS[:12],
         (F.col("finish_time_ms") - F.col("launch_time_ms")).alias("spark_duration_ms"),
         "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "path", "extrapolated",
@@ -48,7 +48,6 @@ def tasks(app, **scope):
         (F.col("launch_time_ms") * 1e6 + F.lit(float(base))).alias("launch_t_ns"),
         (F.col("finish_time_ms") * 1e6 + F.lit(float(base))).alias("finish_t_ns"),
         *TASK_METRICS, *JOB_COLUMNS[:2], F.split("job_tags", ",").alias("job_tags"), *JOB_COLUMNS[3:])
-    return in_scope(attempts, **scope)
 
 
 # the filters of `in_scope`: name -> the type of its values (a value, or a list of them)

@@ -21,7 +21,6 @@ from pyspark.sql import functions as F
 from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, FORMAT, FORMAT_KEY, IN_BATCHES,
                            IN_EXIT, IN_ROWS, KIND_BITS, LAST_EVENT, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT,
                            OUT_ROWS, PART_AFTER, PARTS, START, WAIT)
-from .tasks import tasks
 
 CYCLE_PARTS = PARTS[1:]  # the parts of a cycle (setup is before the first)
 COUNTS = {IN_BATCHES: "batches", IN_ROWS: "rows", OUT_BATCHES: "out_batches", OUT_ROWS: "out_rows"}
@@ -131,8 +130,8 @@ def udfs(app, **scope):
         F.max((kind == END).cast("int")).alias("complete"),
         F.max(F.when(kind == END, value)).alias("end_value"))
     per_file = per_file.select("*", *[_estimated(p).alias(f"{p}_ns") for p in CYCLE_PARTS])
-    attempts = tasks(app, **scope).select("task_attempt_id", "stage_id", "partition", "executor_id",
-                                          "sql_execution_id", "duration_ns", "start_t_ns")
+    attempts = app.tasks(**scope).select("task_attempt_id", "stage_id", "partition", "executor_id",
+                                         "sql_execution_id", "duration_ns", "start_t_ns")
     joined = per_file.join(_files(app), "file").join(attempts, "task_attempt_id")
     seconds = {p: (F.col(f"{p}_ns") / 1e9).alias(f"{p}_s") for p in PARTS + ("first_wait",)}
     worker = sum((F.col(f"{p}_ns") for p in PARTS), F.lit(0)) / 1e9

@@ -207,8 +207,8 @@ def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:
     """The pipelines among the trace channels, and each one's HopSketches. The trace channels are chained in the
     order their tuples pass them (`ordered_sketches`); where a hop shares no tuple id (two jobs traced apart, or ids
     an aggregation replaced) the chain is cut, and each piece of two or more channels is a pipeline of its own, with
-    its own end to end."""
-    chain = ordered_sketches(app, trace)
+    its own end to end, read from the same pass over the records as the order."""
+    chain, pairs = ordered_sketches(app, trace)
     rows = pd.DataFrame(pipeline_rows(chain))
     hops = rows[rows["hop"] >= 0].sort_values("hop")
     pieces = [[hops["from_channel"].iloc[0]]]
@@ -221,7 +221,7 @@ def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:
     if len(pieces) == 1 and len(pieces[0]) == len(hops) + 1:
         sketches = [chain]
     else:
-        sketches = [app.hop_sketches(piece) for piece in pieces]
+        sketches = [pairs.chain(piece) for piece in pieces]
     if not sketches:
         return rows.iloc[0:0].assign(pipeline=pd.Series(dtype=int)), []
     frames = [rows if hops is chain else pd.DataFrame(pipeline_rows(hops)) for hops in sketches]
