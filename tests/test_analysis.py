@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
@@ -107,6 +108,24 @@ def test_trace_points_are_chained_in_the_order_their_tuples_pass_them(app):
     sketches, pairs = ordered_sketches(app, ["early", "late"])
     hop = sketches.hop_statistics(0, [0.5])
     assert sketches.channels == ["early", "late"] and hop["count"] == 5000 and hop["q"][0] > 0, hop
+    # the pass that ordered them counted both directions: the chosen one as a pass of its hop alone counts it
+    columns = ["hop", "remote", "measure", "key", "count", "min_ns", "max_ns", "sum_ns", "err_max_ns"]
+    alone = app.hop_sketches(["early", "late"]).rows[columns].sort_values(columns[:4], ignore_index=True)
+    pd.testing.assert_frame_equal(sketches.rows[columns].sort_values(columns[:4], ignore_index=True), alone,
+                                  check_dtype=False)
+    backwards = pairs.chain(["late", "early"]).hop_statistics(0, [0.5])
+    assert backwards["count"] == 5000 and backwards["q"][0] < 0
+
+
+def test_the_task_attempts_are_read_once_until_released(app):
+    """Every analysis starts from the attempts: kept in the session's cache from the first call, scopes filter the
+    kept rows, and release() gives the memory back (the next call reads them again)."""
+    every = app.tasks()
+    assert every.is_cached and app.task_table().is_cached
+    assert app.tasks(job_id=0).count() == every.where("job_id = 0").count() > 0
+    app.release()
+    assert not every.is_cached
+    assert app.tasks().is_cached and app.tasks().count() == every.count()
 
 
 def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):

@@ -9,7 +9,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
+
+from ..calibration.translate import PATH, path_names
 
 DURATION_FIELDS = [("duration_ns", pa.float64()), ("err_ns", pa.float64()), ("path", pa.string()),
                    ("extrapolated", pa.bool_()), ("unbounded", pa.bool_())]
@@ -21,14 +24,15 @@ def merge_join(left, right, on: str, how: str = "inner"):
 
 
 def durations_of(timebase, start_domain, start, end_domain, end, present=None) -> tuple:
-    """(duration_ns, err_ns, path, extrapolated, unbounded) numpy arrays from (start_domain, start) to
-    (end_domain, end), ticks and domain names or domain_id numbers, per pair of domains; rows not `present` (an end
-    missing) stay NaN, inf, "unbounded"."""
+    """(duration_ns, err_ns, path, extrapolated, unbounded) numpy arrays from (start_domain, start) to (end_domain,
+    end), ticks and domain names or domain_id numbers, per pair of domains; path as translate.PATHS codes; rows not
+    `present` (an end missing) stay NaN, inf, "unbounded"."""
     n = len(start)
     present = np.ones(n, bool) if present is None else present
     value, error = np.full(n, np.nan), np.full(n, np.inf)
-    path, flag, unbounded = np.full(n, "unbounded", dtype=object), np.zeros(n, bool), np.ones(n, bool)
-    for pair in set(zip(start_domain[present], end_domain[present])):
+    path, flag, unbounded = np.full(n, PATH["unbounded"], np.int8), np.zeros(n, bool), np.ones(n, bool)
+    met = pd.DataFrame({"start": start_domain[present], "end": end_domain[present]}).drop_duplicates()
+    for pair in met.itertuples(index=False):  # the pairs of domains met (hashed in C, not a tuple per row)
         rows = present & (start_domain == pair[0]) & (end_domain == pair[1])
         first, second = (timebase.domain_name(d) if isinstance(d, (int, np.integer)) else d for d in pair)
         value[rows], error[rows], path[rows], flag[rows], unbounded[rows] = timebase.durations(
@@ -45,7 +49,8 @@ def _durations(batches, timebase, names):
         present = ~(s_col.is_null().to_numpy(zero_copy_only=False) | e_col.is_null().to_numpy(zero_copy_only=False))
         value, error, path, flag, unbounded = durations_of(
             timebase, sd, s_col.fill_null(0).to_numpy(), ed, e_col.fill_null(0).to_numpy(), present)
-        columns = [pa.array(value, mask=~present), pa.array(error, mask=~present), pa.array(path, pa.string()),
+        columns = [pa.array(value, mask=~present), pa.array(error, mask=~present),
+                   pa.array(path_names(path), pa.string()),
                    pa.array(flag), pa.array(unbounded)]
         yield pa.RecordBatch.from_arrays(list(batch.columns) + columns,
                                          names=batch.schema.names + [name for name, _ in DURATION_FIELDS])

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import tables
-from ..calibration.translate import durations, to_reference
+from ..calibration.translate import PATH, durations, to_reference
 
 
 def _clock(value) -> "dict | None":
@@ -116,23 +116,24 @@ class Timebase:
 
     def durations(self, start_domain: "str | None", start, end_domain: "str | None", end) -> tuple:
         """(duration_ns, err_ns, path, extrapolated, unbounded) from start (ticks of start_domain) to end, by the
-        best path of `calibration.translate.durations`. Where no calibration relates a domain to the reference,
-        a duration with both ends in that domain takes the path "local": the domain's ticks over its own tsc.hz,
-        bounded by that frequency's uncertainty; one across domains stays unbounded (NaN, inf)."""
+        best path of `calibration.translate.durations` (path: its PATHS codes, int8). Where no calibration relates
+        a domain to the reference, a duration with both ends in that domain takes the path "local": the domain's
+        ticks over its own tsc.hz, bounded by that frequency's uncertainty; one across domains stays unbounded (NaN,
+        inf)."""
         start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
         n = start.shape
         if start_domain is None or end_domain is None:
-            return (np.full(n, np.nan), np.full(n, np.inf), np.full(n, "unbounded", dtype=object),
+            return (np.full(n, np.nan), np.full(n, np.inf), np.full(n, PATH["unbounded"], dtype=np.int8),
                     np.zeros(n, dtype=bool), np.ones(n, dtype=bool))
         d = durations(start_domain, start, end_domain, end, self.reference, self.calibrations)
-        value, error, path = d.value / self.hz * 1e9, d.error / self.hz * 1e9, d.method.astype(object)
+        value, error, path = d.value / self.hz * 1e9, d.error / self.hz * 1e9, d.path
         unbounded = np.isinf(d.error)
         if start_domain == end_domain and start_domain in self.domain_hz and unbounded.any():
             hz, uncertainty = self.domain_hz[start_domain]
             local = (end - start).astype(np.float64) / hz * 1e9
             error = np.where(unbounded, np.abs(local) * uncertainty / hz, error)
             value = np.where(unbounded, local, value)
-            path = np.where(unbounded, "local", path)
+            path = np.where(unbounded, PATH["local"], path).astype(np.int8)
             unbounded = np.zeros(n, dtype=bool)
         return value, error, path, d.extrapolated & ~unbounded, unbounded
 

@@ -238,12 +238,33 @@ class Calibration:
         return rate * d, np.abs(d) * (self._err[k] + self._err[k + 1]) / span + ROUNDING_TICKS
 
 
+# A duration's path, as a small number per duration (names of millions of durations cost more than the durations):
+# "local" is the analysis's (a domain no calibration relates to the reference, over its own frequency: Timebase)
+PATHS = ("unbounded", "trivial", "scenario1", "scenario2", "scenario3", "baseline", "local")
+PATH = {name: np.int8(code) for code, name in enumerate(PATHS)}
+_PATH_NAMES = np.array(PATHS, dtype=object)
+
+
+def path_names(codes: np.ndarray) -> np.ndarray:
+    """The names of PATHS codes (an object array)."""
+    return _PATH_NAMES[codes]
+
+
+def _paths(n, name: str) -> np.ndarray:
+    return np.full(n, PATH[name], dtype=np.int8)
+
+
 @dataclass(frozen=True)
 class Duration:
     value: np.ndarray  # reference ticks (NaN where unbounded)
     error: np.ndarray  # the true duration lies in value +- error (inf where no calibration relates the ends)
-    method: np.ndarray  # per duration: trivial, scenario1, scenario2, scenario3, baseline, unbounded
+    path: np.ndarray  # per duration, a PATHS code: trivial, scenario1, scenario2, scenario3, baseline, unbounded
     extrapolated: np.ndarray  # a value outside a calibrated span was used, or the duration is unbounded
+
+    @property
+    def method(self) -> np.ndarray:
+        """The paths' names."""
+        return path_names(self.path)
 
 
 def _best(candidates: list[Duration]) -> Duration:
@@ -255,7 +276,7 @@ def _best(candidates: list[Duration]) -> Duration:
         better = (b_inf & ~c_inf) | (b_inf == c_inf) & (
             (best.extrapolated & ~c.extrapolated) | (best.extrapolated == c.extrapolated) & (c.error < best.error))
         best = Duration(*(np.where(better, new, old) for new, old in zip(
-            (c.value, c.error, c.method, c.extrapolated), (best.value, best.error, best.method, best.extrapolated))))
+            (c.value, c.error, c.path, c.extrapolated), (best.value, best.error, best.path, best.extrapolated))))
     return best
 
 
@@ -269,7 +290,7 @@ def _scenario3(ref_x: "Calibration", x_y: "Calibration", x, y, x_is_start: bool)
     rate = (ref_x._ref[k + 1] - ref_x._ref[k]) / span
     # |r d - r' d'| <= r |d - d'| + |d'| |r - r'|, with |d'| <= |d| + e_xy
     err = (np.abs(local) + e_xy) * (ref_x._err[k] + ref_x._err[k + 1]) / span + rate * e_xy + ROUNDING_TICKS
-    return Duration(rate * local, err, np.full(x.shape, "scenario3"), flag | ~ref_x.covers(x))
+    return Duration(rate * local, err, _paths(x.shape, "scenario3"), flag | ~ref_x.covers(x))
 
 
 def to_reference(domain: str, values, reference: str, calibrations: dict[tuple[str, str], Calibration]):
@@ -295,20 +316,20 @@ def durations(start_domain: str, start, end_domain: str, end, reference: str,
     """
     start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
     n = start.shape
-    paths = [Duration(np.full(n, np.nan), np.full(n, np.inf), np.full(n, "unbounded"), np.ones(n, dtype=bool))]
+    paths = [Duration(np.full(n, np.nan), np.full(n, np.inf), _paths(n, "unbounded"), np.ones(n, dtype=bool))]
     if start_domain == end_domain == reference:
-        paths.append(Duration((end - start).astype(np.float64), np.zeros(n), np.full(n, "trivial"),
+        paths.append(Duration((end - start).astype(np.float64), np.zeros(n), _paths(n, "trivial"),
                               np.zeros(n, dtype=bool)))
     elif start_domain == end_domain:
         cal = calibrations.get((reference, start_domain))
         if cal is not None:
             v, e = cal.scale(start, end)
-            paths.append(Duration(v, e, np.full(n, "scenario1"), ~cal.covers(start)))
+            paths.append(Duration(v, e, _paths(n, "scenario1"), ~cal.covers(start)))
     else:
         s, t = (to_reference(d, v, reference, calibrations) for d, v in ((start_domain, start), (end_domain, end)))
         if s is not None and t is not None:
             one_is_reference = reference in (start_domain, end_domain)
-            paths.append(Duration(t[0] - s[0], s[1] + t[1], np.full(n, "scenario2" if one_is_reference else "baseline"),
+            paths.append(Duration(t[0] - s[0], s[1] + t[1], _paths(n, "scenario2" if one_is_reference else "baseline"),
                                   s[2] | t[2]))
         for x, y, x_values, y_values, x_is_start in ((start_domain, end_domain, start, end, True),
                                                      (end_domain, start_domain, end, start, False)):

@@ -58,8 +58,13 @@ def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profil
     from .data import gather
     from .udfs import beside_spark_profiler
 
-    app = open_application(str(app_or_path), spark) if isinstance(app_or_path, (str, Path)) else app_or_path
-    data = gather(app)
+    opened = isinstance(app_or_path, (str, Path))
+    app = open_application(str(app_or_path), spark) if opened else app_or_path
+    try:
+        data = gather(app)
+    finally:
+        if opened:  # an Application the caller brings keeps what it cached, for the caller's next analyses
+            app.release()
     beside_spark_profiler(data, udf_profiles or {})
     return render(data, output or default_output(app.app_id), quiet, app.path)
 
