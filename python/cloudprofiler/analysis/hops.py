@@ -93,14 +93,17 @@ def _sketch_partition(batches, timebase, hops, channels: list):
     order = np.lexsort((tuple_id, position))
     position, tuple_id, tsc, domain = position[order], tuple_id[order], tsc[order], domain[order]
     bounds = np.searchsorted(position, np.arange(len(channels) + 1))
-    rows = []
+    rows, matched = [], {}  # (a, b) -> the pairings of a's and b's records; b -> a reads them the other way round
     for hop, a, b in hops:
         first, second = slice(bounds[a], bounds[a + 1]), slice(bounds[b], bounds[b + 1])
-        try:
-            i, j = pairs(tuple_id[first], tuple_id[second], MAX_PAIRS_PER_PARTITION)
-        except ValueError as exc:
-            raise ValueError(f"hop {channels[a]} -> {channels[b]}: {exc}; ids that repeat this often name no tuple "
-                             "each, so the hop has no latency") from None
+        if (b, a) in matched:
+            j, i = matched[b, a]
+        else:
+            try:
+                i, j = matched[a, b] = pairs(tuple_id[first], tuple_id[second], MAX_PAIRS_PER_PARTITION)
+            except ValueError as exc:
+                raise ValueError(f"hop {channels[a]} -> {channels[b]}: {exc}; ids that repeat this often name no "
+                                 "tuple each, so the hop has no latency") from None
         start_domain, end_domain = domain[first][i], domain[second][j]
         value, error, _, _, unbounded = durations_of(timebase, start_domain, tsc[first][i], end_domain,
                                                      tsc[second][j])
