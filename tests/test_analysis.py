@@ -7,6 +7,7 @@ after a shuffle, a Python trace point 'py', a counter channel, a task that fails
 import json
 import math
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.analysis import NotAnApplicationError, UnknownChannelError, open_application
+from cloudprofiler.analysis.logfile import kind_of
 from cloudprofiler.analysis.sketch import RELATIVE_ACCURACY
 from conftest import run_python
 
@@ -354,3 +356,37 @@ def test_the_plugins_reader_gives_the_python_readers_values(app, folder, tmp_pat
         writer.write_table(table, max_chunksize=1000)  # as the library's compression option writes batches
     with pytest.warns(UserWarning, match=target.name):
         same(open_application(copy), "records")
+    (copy / ".hidden").mkdir()
+    shutil.copy(compressed, copy / ".hidden" / compressed.name)  # a file being written under a hidden name
+    _catalogs_agree(app.spark, str(copy))
+
+
+def _catalogs_agree(spark, path: str) -> None:
+    """The files described in the JVM (FileDescriptions) as catalog.describe_file describes them: the same files
+    and values; a driver table's row has its schema only; a log file's median TSC is the exact one of its values
+    (Python's is pyarrow's estimate)."""
+    from cloudprofiler.analysis import reader
+    from cloudprofiler.analysis.catalog import FILE_ROW, describe_files
+    from cloudprofiler.logs import unpadded
+
+    jvm = {r["file"]: r for r in reader.catalog_rows(spark, path)}
+    python = {r["file"]: r.asDict() for r in reader.binary_files(spark, path).select("path", "content")
+              .mapInArrow(describe_files, reader.spark_schema(FILE_ROW)).collect()}
+    assert jvm.keys() == python.keys() and not any("/.hidden/" in f for f in jvm)
+    kinds = set()
+    for file, mine in jvm.items():
+        theirs = python[file]
+        schema = unpadded(pa.ipc.read_schema(pa.py_buffer(mine["schema"])))
+        assert schema.equals(pa.ipc.read_schema(pa.py_buffer(theirs["schema"])), check_metadata=True), file
+        kind = kind_of(schema)
+        kinds.add((kind, mine["cut"]))
+        if kind == "table":
+            assert (mine["ended"], mine["cut"], mine["rows"], mine["error"]) == (True, False, 0, None), file
+            continue
+        assert {k: mine[k] for k in FILE_ROW.names if k not in ("schema", "median_tsc")} == \
+            {k: theirs[k] for k in FILE_ROW.names if k not in ("schema", "median_tsc")}, file
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = np.sort(cp.read_log(file.removeprefix("file:")).column(1 if kind == "records" else 0).to_numpy())
+        assert mine["median_tsc"] == values[(len(values) + 1) // 2 - 1], file
+    assert {("records", True), ("records", False), ("counters", False), ("table", False)} <= kinds

@@ -101,7 +101,8 @@ def _stream_reader(f: pa.NativeFile, name: str) -> ipc.RecordBatchStreamReader:
         raise pa.ArrowInvalid(f"{name} is not a log file: {exc}") from None
 
 
-def _unpadded(schema: pa.Schema) -> pa.Schema:
+def unpadded(schema: pa.Schema) -> pa.Schema:
+    """The schema with its padded metadata values (rewritten in place when the file closes) stripped."""
     raw = schema.metadata or {}
     return schema.with_metadata({k: v.rstrip() if k.decode() in _PADDED_KEYS else v for k, v in raw.items()})
 
@@ -137,7 +138,7 @@ def read_log(source: LogSource, name: str | None = None) -> pa.Table:
         if reader is not None:
             return reader.read_all()
         reader = _stream_reader(f, name)
-        schema = _unpadded(reader.schema)
+        schema = unpadded(reader.schema)
         batches, cut, _ = _complete_batches(reader, f)
     if cut is not None:
         message = f"{name}: ends inside a batch ({cut}); read its {len(batches)} complete batches"
@@ -174,7 +175,7 @@ def repair(path: "str | os.PathLike") -> "dict[str, int] | None":
         reader = _stream_reader(f, path)
         batches, _, kept = _complete_batches(reader, f)
         size = f.size()
-    schema = _unpadded(reader.schema)
+    schema = unpadded(reader.schema)
     cut = dict(zip(CUT_KEYS, (size - kept, len(batches))))
     metadata = {**(schema.metadata or {}), b"closed": b"false", **{k.encode(): str(v).encode() for k, v in cut.items()}}
     compressed = (schema.metadata or {}).get(b"compression") == b"zstd"

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from .. import tables as plugin_tables
 from ..calibration.spark import DomainResolver
-from ..logs import log_metadata
+from ..logs import log_metadata, unpadded
 from .logfile import kind_of, read_log_bytes
 
 TASK_CHANNELS = ("spark.task.start", "spark.task.end")
@@ -105,7 +105,7 @@ class Catalog:
                 catalog.unreadable[row["file"]] = row["error"]
                 warnings.warn(f"{row['file']}: unreadable, left out ({row['error']})")
                 continue
-            schema = pa.ipc.read_schema(pa.py_buffer(row["schema"]))
+            schema = unpadded(pa.ipc.read_schema(pa.py_buffer(row["schema"])))
             folder, name = row["file"].rstrip("/").rsplit("/", 1)
             kind = kind_of(schema)
             if kind == "table":

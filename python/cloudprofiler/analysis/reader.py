@@ -1,13 +1,13 @@
 """An application folder read through Spark, so that any URI Spark reads (a local path, hdfs://, s3a://, ...) works
 with the application's own settings (its spark.hadoop.* keys), on Spark 3.5 and 4.x alike.
 
-Files are listed by Spark's `binaryFile` source (path, length, content; every `*.arrows` below the folder, hidden
-`.<name>.tmp` copies left out as Spark leaves out every name starting with "." or "_"). Log files are read by the
-plugin jar's reader (JVM_SOURCE) in the executors' JVMs: a file per task, its Arrow batches handed to Spark as
-columnar batches with the per-file and time columns made there (the same values as Timebase.translate's), only the
-columns a query uses. Where the session cannot load the jar, they are decoded in Python workers by `mapInArrow` over
-`binaryFile` (numpy over a whole batch, never a Python row), as the driver tables are; a file read that way must stay
-under 2 GiB (Spark's limit for a binary value)."""
+Files are listed and described by the plugin jar's JVM_CATALOG in the executors' JVMs (every `*.arrows` below the
+folder, hidden `.<name>.tmp` copies left out as Spark leaves out every name starting with "." or "_"). Log files are
+read by the jar's reader (JVM_SOURCE) there: a file per task, its Arrow batches handed to Spark as columnar batches
+with the per-file and time columns made there (the same values as Timebase.translate's), only the columns a query
+uses. Where the session cannot load the jar, both are done in Python workers by `mapInArrow` over Spark's
+`binaryFile` source (path, length, content; numpy over a whole batch, never a Python row), as the driver tables
+always are; a file read that way must stay under 2 GiB (Spark's limit for a binary value)."""
 from __future__ import annotations
 
 import functools
@@ -35,6 +35,7 @@ COUNTER_SCHEMA = pa.schema([
 INTERNAL_FIELDS = [pa.field("domain_id", pa.int32()), pa.field("channel_id", pa.int32())]
 # the plugin's reader of log files (jvm-plugin/src/main/java/io/cloudprofiler/spark/analysis)
 JVM_SOURCE = "io.cloudprofiler.spark.analysis.LogFiles"
+JVM_CATALOG = "io.cloudprofiler.spark.analysis.FileDescriptions"  # catalog.py's FILE_ROW, described in the JVM
 TIME_FIELDS = ("t_ns", "err_ns", "extrapolated", "unbounded")
 # Spark's task metrics in the task table (the plugin's TaskDetails.METRICS), int64, null where Spark gave none
 TASK_METRICS = (
@@ -62,8 +63,14 @@ def binary_files(spark, paths):
 
 
 def catalog_rows(spark, path: str) -> list:
-    """One FILE_ROW per file below `path`, collected (a row per file, not per record)."""
-    frame = binary_files(spark, path).select("path", "content").mapInArrow(describe_files, spark_schema(FILE_ROW))
+    """One FILE_ROW per file below `path`, collected (a row per file, not per record): described in the JVM by the
+    plugin's JVM_CATALOG where the session reads log files there (the files' bytes stay in the executors), else in
+    Python workers over binaryFile."""
+    if jvm_reader(spark):
+        frame = spark.read.format(JVM_CATALOG).option("path", path).load().select(*FILE_ROW.names)
+    else:
+        frame = binary_files(spark, path).select("path", "content").mapInArrow(describe_files,
+                                                                                spark_schema(FILE_ROW))
     return [row.asDict() for row in frame.collect()]
 
 

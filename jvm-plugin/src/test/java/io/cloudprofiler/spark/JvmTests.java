@@ -2,6 +2,7 @@ package io.cloudprofiler.spark;
 
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.NativeLoader;
+import io.cloudprofiler.spark.analysis.AnalysisTests;
 import io.cloudprofiler.spark.calibration.CalibrationTests;
 import io.cloudprofiler.spark.executor.ExecutorTests;
 import io.cloudprofiler.spark.rules.RulesTests;
@@ -287,6 +288,7 @@ public final class JvmTests {
   static final List<Class<?>> ROOMS =
       List.of(
           JvmTests.class,
+          AnalysisTests.class,
           CalibrationTests.class,
           ExecutorTests.class,
           RulesTests.class,

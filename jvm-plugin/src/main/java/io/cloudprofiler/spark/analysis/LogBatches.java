@@ -42,6 +42,11 @@ final class LogBatches implements Closeable {
   private final byte[] head = new byte[8];
   private boolean headRead;
   private boolean ended;
+  private boolean endMarker;
+  private final boolean fileLayout;
+  private Schema schema;
+  private byte[] schemaMetadata;
+  private byte[] body;
 
   /** rows of the batch {@link #next} read, and its columns' values (8 bytes each). */
   int rows;
@@ -55,47 +60,24 @@ final class LogBatches implements Closeable {
     this.size = size;
     if (size < 8 || readUpTo(head, 8) < 8) {
       ended = true;
+      fileLayout = false;
       return;
     }
     offset = 8;
-    headRead = !Arrays.equals(head, MAGIC); // the stream layout starts with its first message
+    fileLayout = Arrays.equals(head, MAGIC);
+    headRead = !fileLayout; // the stream layout starts with its first message
   }
 
   /** Reads the next record batch; false at the file's end or the end of its complete part. */
   boolean next() throws IOException {
-    while (!ended) {
-      long start = offset - (headRead ? 8 : 0);
-      if (!headRead) {
-        if (start + 8 > size || readUpTo(head, 8) < 8) return end();
-        offset += 8;
-      }
-      headRead = false;
-      ByteBuffer framing = ByteBuffer.wrap(head).order(ByteOrder.LITTLE_ENDIAN);
-      int prefix = framing.getInt(0) == -1 ? 8 : 4; // 4: the framing of Arrow before 0.15
-      int length = framing.getInt(prefix - 4);
-      if (length <= 0) return end(); // the end-of-stream marker
-      if (length > MAX_METADATA || start + prefix + length > size) return end();
-      byte[] metadata = new byte[length];
-      int carried = 8 - prefix; // the old framing's first 4 bytes of metadata came with the head
-      if (length < carried) return end();
-      System.arraycopy(head, prefix, metadata, 0, carried);
-      if (length > carried) {
-        if (readUpTo(metadata, carried, length - carried) < length - carried) return end();
-        offset += length - carried;
-      }
-      Message message = Message.getRootAsMessage(ByteBuffer.wrap(metadata));
-      long bodyLength = message.bodyLength();
-      if (bodyLength < 0 || start + prefix + length + bodyLength > size) return end();
-      if (bodyLength > Integer.MAX_VALUE - 8)
-        throw new IOException(name + ": a batch of " + bodyLength + " bytes (2 GiB at most)");
-      byte[] body = new byte[(int) bodyLength];
-      if (readUpTo(body, 0, body.length) < body.length) return end();
-      offset += body.length;
+    Message message;
+    while ((message = message()) != null) {
       byte type = message.headerType();
       if (type == MessageHeader.Schema) {
-        schema((Schema) message.header(new Schema()));
+        schema = (Schema) message.header(new Schema());
       } else if (type == MessageHeader.RecordBatch) {
-        if (unsigned == null) throw new IOException(name + ": a record batch before the schema");
+        if (schema == null) throw new IOException(name + ": a record batch before the schema");
+        if (unsigned == null) unsigned = columnsSigned(schema);
         batch((RecordBatch) message.header(new RecordBatch()), body);
         return true;
       } else {
@@ -106,16 +88,98 @@ final class LogBatches implements Closeable {
     return false;
   }
 
-  private boolean end() {
-    ended = true;
-    return false;
+  /**
+   * Reads the file's first message, its schema (of any columns: a driver table's too); false where
+   * the file holds none.
+   */
+  boolean readSchema() throws IOException {
+    Message message = message();
+    if (message == null || message.headerType() != MessageHeader.Schema) return false;
+    schema = (Schema) message.header(new Schema());
+    return true;
   }
 
-  private void schema(Schema schema) throws IOException {
+  /** The schema read, or null. */
+  Schema schema() {
+    return schema;
+  }
+
+  /**
+   * The schema as an encapsulated Arrow IPC message (continuation, length, metadata padded to 8
+   * bytes), whatever the file's framing: what pyarrow.ipc.read_schema reads.
+   */
+  byte[] schemaMessage() {
+    int padded = (schemaMetadata.length + 7) & ~7;
+    ByteBuffer out = ByteBuffer.allocate(8 + padded).order(ByteOrder.LITTLE_ENDIAN);
+    out.putInt(-1).putInt(padded).put(schemaMetadata);
+    return out.array();
+  }
+
+  /** Whether reading stopped at the end-of-stream marker (not at the end of the bytes). */
+  boolean endMarker() {
+    return endMarker;
+  }
+
+  /** Whether bytes follow the last complete message (a batch cut where its process stopped). */
+  boolean leftover() {
+    return ended && !endMarker && offset < size;
+  }
+
+  /** Whether the file has the file layout's magic at its start. */
+  boolean fileLayout() {
+    return fileLayout;
+  }
+
+  /** The next message, its body in {@link #body}; null at the end of the complete messages. */
+  private Message message() throws IOException {
+    while (!ended) {
+      long start = offset - (headRead ? 8 : 0);
+      if (!headRead) {
+        if (start + 8 > size || readUpTo(head, 8) < 8) return end(false);
+        offset += 8;
+      }
+      headRead = false;
+      ByteBuffer framing = ByteBuffer.wrap(head).order(ByteOrder.LITTLE_ENDIAN);
+      int prefix = framing.getInt(0) == -1 ? 8 : 4; // 4: the framing of Arrow before 0.15
+      int length = framing.getInt(prefix - 4);
+      if (length <= 0) return end(true); // the end-of-stream marker
+      if (length > MAX_METADATA || start + prefix + length > size) return end(false);
+      byte[] metadata = new byte[length];
+      int carried = 8 - prefix; // the old framing's first 4 bytes of metadata came with the head
+      if (length < carried) return end(false);
+      System.arraycopy(head, prefix, metadata, 0, carried);
+      if (length > carried) {
+        if (readUpTo(metadata, carried, length - carried) < length - carried) return end(false);
+        offset += length - carried;
+      }
+      Message message = Message.getRootAsMessage(ByteBuffer.wrap(metadata));
+      long bodyLength = message.bodyLength();
+      if (bodyLength < 0 || start + prefix + length + bodyLength > size) return end(false);
+      if (bodyLength > Integer.MAX_VALUE - 8)
+        throw new IOException(name + ": a batch of " + bodyLength + " bytes (2 GiB at most)");
+      body = new byte[(int) bodyLength];
+      if (readUpTo(body, 0, body.length) < body.length) return end(false);
+      offset += body.length;
+      if (message.headerType() == MessageHeader.Schema) schemaMetadata = metadata;
+      return message;
+    }
+    return null;
+  }
+
+  private Message end(boolean marker) {
+    ended = true;
+    endMarker = marker;
+    return null;
+  }
+
+  /**
+   * Which of the two columns are unsigned; an IOException where they are not two 64-bit integers.
+   */
+  private boolean[] columnsSigned(Schema schema) throws IOException {
     if (schema.fieldsLength() != 2)
       throw new IOException(
           name + ": " + schema.fieldsLength() + " columns (a log file has 2 integer columns)");
-    unsigned = new boolean[2];
+    boolean[] unsigned = new boolean[2];
     for (int c = 0; c < 2; c++) {
       Field field = schema.fields(c);
       Int type = field.typeType() == Type.Int ? (Int) field.type(new Int()) : null;
@@ -129,6 +193,7 @@ final class LogBatches implements Closeable {
                 + ")");
       unsigned[c] = !type.isSigned();
     }
+    return unsigned;
   }
 
   private void batch(RecordBatch batch, byte[] body) throws IOException {
