@@ -179,13 +179,20 @@ class HopSketches:
         return pd.concat(frames, ignore_index=True).sort_values(["remote", "bin"], ignore_index=True)
 
 
-@dataclass
 class PairSketches:
-    """The sketches of every ordered pair of `channels` (ordered_pairs), from which the hops of any order of any of
-    them are read without another pass over the records (`chain`)."""
+    """The sketches of every ordered pair of `channels` (ordered_pairs), counted in one Spark job when first asked
+    for, from which the hops of any order of any of them are read without another pass over the records (`chain`).
+    Counting every pair costs about three times a chain's pairing (four trace points: 12 pairs against 4 hops): it is
+    worth it where a chain would be counted again (its trace points reordered, or cut into pipelines)."""
 
-    channels: list
-    rows: pd.DataFrame
+    def __init__(self, app, channels: list):
+        self.app, self.channels, self._rows = app, list(channels), None
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        if self._rows is None:
+            self._rows = hop_sketches(self.app, self.channels, ordered_pairs(self.channels)).rows
+        return self._rows
 
     def chain(self, channels: list) -> HopSketches:
         """The HopSketches of `channels` (some of these channels, in pipeline order): their hops' rows, renumbered."""
@@ -193,13 +200,6 @@ class PairSketches:
         rows = [self.rows[self.rows["hop"] == number[channels[a], channels[b]]].assign(hop=hop)
                 for hop, a, b in hops_of(channels)]
         return HopSketches(list(channels), pd.concat(rows, ignore_index=True) if rows else self.rows.iloc[0:0])
-
-
-def pair_sketches(app, channels: list) -> PairSketches:
-    """The sketches of every ordered pair of `channels`, in one Spark job: what ordering the trace points and
-    cutting them into pipelines reads (pipeline.ordered_sketches)."""
-    counted = hop_sketches(app, channels, ordered_pairs(channels))
-    return PairSketches(counted.channels, counted.rows)
 
 
 def _or_none(value):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import TASK_CHANNELS
-from .hops import hop_sketches, hops_of, pair_sketches
+from .hops import PairSketches, hop_sketches, hops_of
 from .operator_hops import channel_prefix
 
 QUANTILES = [0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99]
@@ -51,26 +51,37 @@ def pipeline_rows(sketches) -> list[dict]:
 
 
 def ordered_sketches(app, channels):
-    """The HopSketches of `channels` chained in the order their tuples pass them (`ordered_chain`), and the
-    PairSketches they were read from (one pass over the records)."""
-    pairs = pair_sketches(app, list(channels))
-    return ordered_chain(pairs, channel_order(app, channels)), pairs
+    """The HopSketches of `channels` chained in the order their tuples pass them, and the PairSketches of the same
+    channels (counted only when asked for: cutting the chain into pipelines reads it). `channel_order` places the
+    trace points by their channels' median times, which puts two points in the wrong order where they log different
+    shares of the same tuples (a filter between them) and a tuple takes microseconds from one to the next. A hop
+    whose median latency is negative runs backwards: where one does, every ordered pair is counted in one more pass
+    and the channels are reordered from it (`ordered_chain`); else the chain's one pass is all."""
+    order = channel_order(app, channels)
+    pairs = PairSketches(app, channels)
+    sketches = hop_sketches(app, order)
+    if _backwards(sketches, order) is None:
+        return sketches, pairs
+    return ordered_chain(pairs, order), pairs
 
 
 def ordered_chain(pairs, order: list):
-    """The HopSketches of `order` with its trace points reordered as their tuples pass them. `channel_order` places
-    them by their channels' median times, which puts two points in the wrong order where they log different shares
-    of the same tuples (a filter between them) and a tuple takes microseconds from one to the next. A hop whose
-    median latency is negative runs backwards: its two channels swap places, until no hop does (every ordered
-    pair's sketches are at hand: no pass over the records per swap)."""
+    """The HopSketches of `order` with its trace points reordered as their tuples pass them: where a hop runs
+    backwards its two channels swap places, until no hop does (read from every ordered pair's sketches: no pass over
+    the records per swap)."""
     order = list(order)
     for _ in range(len(order) ** 2):  # more than the swaps that sorting them can need
         sketches = pairs.chain(order)
-        backwards = next((a for hop, a, _ in hops_of(order) if hop >= 0 and _runs_backwards(sketches, hop)), None)
+        backwards = _backwards(sketches, order)
         if backwards is None:
             break
         order[backwards], order[backwards + 1] = order[backwards + 1], order[backwards]
     return sketches
+
+
+def _backwards(sketches, order: list) -> "int | None":
+    """The position of the first channel of `order` whose hop to the next runs backwards, or None."""
+    return next((a for hop, a, _ in hops_of(order) if hop >= 0 and _runs_backwards(sketches, hop)), None)
 
 
 def _runs_backwards(sketches, hop: int) -> bool:

@@ -207,7 +207,7 @@ def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:
     """The pipelines among the trace channels, and each one's HopSketches. The trace channels are chained in the
     order their tuples pass them (`ordered_sketches`); where a hop shares no tuple id (two jobs traced apart, or ids
     an aggregation replaced) the chain is cut, and each piece of two or more channels is a pipeline of its own, with
-    its own end to end, read from the same pass over the records as the order."""
+    its own end to end (read from every ordered pair's sketches: one more pass where the order did not take one)."""
     chain, pairs = ordered_sketches(app, trace)
     rows = pd.DataFrame(pipeline_rows(chain))
     hops = rows[rows["hop"] >= 0].sort_values("hop")
