@@ -1,7 +1,6 @@
 package io.cloudprofiler.spark.analysis;
 
 import java.io.IOException;
-import java.io.Serializable;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.nio.ByteBuffer;
@@ -354,8 +353,7 @@ public final class FileDescriptions implements TableProvider {
    * sample (every 2^k-th value, k doubling as the file grows): a channel's median time orders the
    * trace points, where a sample's median is as good.
    */
-  static final class Median implements Serializable {
-    private static final long serialVersionUID = 1L;
+  static final class Median {
     private long[] kept = new long[MEDIAN_SAMPLE];
     private int size;
     private long stride = 1;
