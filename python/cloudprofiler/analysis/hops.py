@@ -96,8 +96,8 @@ def _sketch_partition(batches, timebase, hops, channels: list):
     rows, matched = [], {}  # (a, b) -> the pairings of a's and b's records; b -> a reads them the other way round
     for hop, a, b in hops:
         first, second = slice(bounds[a], bounds[a + 1]), slice(bounds[b], bounds[b + 1])
-        if (b, a) in matched:
-            j, i = matched[b, a]
+        if (b, a) in matched:  # taken once: the other direction was the pairing's last use
+            j, i = matched.pop((b, a))
         else:
             try:
                 i, j = matched[a, b] = pairs(tuple_id[first], tuple_id[second], MAX_PAIRS_PER_PARTITION)

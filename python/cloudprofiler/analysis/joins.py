@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
+from ..calibration.spark import domain_pairs
 from ..calibration.translate import PATH, path_names
 
 DURATION_FIELDS = [("duration_ns", pa.float64()), ("err_ns", pa.float64()), ("path", pa.string()),
@@ -31,9 +31,7 @@ def durations_of(timebase, start_domain, start, end_domain, end, present=None) -
     present = np.ones(n, bool) if present is None else present
     value, error = np.full(n, np.nan), np.full(n, np.inf)
     path, flag, unbounded = np.full(n, PATH["unbounded"], np.int8), np.zeros(n, bool), np.ones(n, bool)
-    met = pd.DataFrame({"start": start_domain[present], "end": end_domain[present]}).drop_duplicates()
-    for pair in met.itertuples(index=False):  # the pairs of domains met (hashed in C, not a tuple per row)
-        rows = present & (start_domain == pair[0]) & (end_domain == pair[1])
+    for *pair, rows in domain_pairs(start_domain, end_domain, present):
         first, second = (timebase.domain_name(d) if isinstance(d, (int, np.integer)) else d for d in pair)
         value[rows], error[rows], path[rows], flag[rows], unbounded[rows] = timebase.durations(
             first, start[rows], second, end[rows])

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from .. import tables as plugin_tables
 from ..logs import log_files, log_metadata, read_log
-from .translate import Calibration, Probes, durations, to_reference
+from .translate import PATH, Calibration, Probes, durations, path_names, to_reference
 
 
 def _table(app_folder: "str | Path", id: str) -> "pa.Table | None":
@@ -181,12 +181,21 @@ def durations_in_reference(app_folder: "str | Path", start_channel: str, end_cha
     pairs = start.join(end, "tuple_id", join_type="inner").combine_chunks()
     n = pairs.num_rows
     value, error = np.full(n, np.nan), np.full(n, np.inf)
-    path, flag = np.full(n, "unbounded", dtype=object), np.ones(n, dtype=bool)
+    path, flag = np.full(n, PATH["unbounded"], dtype=np.int8), np.ones(n, dtype=bool)
     s_dom, e_dom = pairs.column("start_domain").to_numpy(False), pairs.column("end_domain").to_numpy(False)
     s_tsc, e_tsc = (pairs.column(c).to_numpy().astype(np.int64) for c in ("start_tsc", "end_tsc"))
-    for sd, ed in set(zip(s_dom, e_dom)):
-        rows = (s_dom == sd) & (e_dom == ed)
+    for sd, ed, rows in domain_pairs(s_dom, e_dom):
         d = durations(sd, s_tsc[rows], ed, e_tsc[rows], reference or sd, calibrations)
-        value[rows], error[rows], path[rows], flag[rows] = d.value, d.error, d.method, d.extrapolated
+        value[rows], error[rows], path[rows], flag[rows] = d.value, d.error, d.path, d.extrapolated
     return pairs.append_column("duration", pa.array(value)).append_column("error", pa.array(error)).append_column(
-        "path", pa.array(path, pa.string())).append_column("extrapolated", pa.array(flag))
+        "path", pa.array(path_names(path), pa.string())).append_column("extrapolated", pa.array(flag))
+
+
+def domain_pairs(start_domain: np.ndarray, end_domain: np.ndarray, present: "np.ndarray | None" = None):
+    """(start, end, rows) for each pair of domains (names or numbers) met among the rows `present` (every row by
+    default), `rows` the mask of that pair's rows: the pairs found by hashing in Arrow, not a Python tuple per row."""
+    present = np.ones(len(start_domain), dtype=bool) if present is None else present
+    met = pa.table({"start": start_domain[present], "end": end_domain[present]})
+    met = met.group_by(["start", "end"]).aggregate([])
+    for start, end in zip(met.column("start").to_pylist(), met.column("end").to_pylist()):
+        yield start, end, present & (start_domain == start) & (end_domain == end)
