@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import org.apache.arrow.flatbuf.KeyValue;
 import org.apache.arrow.flatbuf.Schema;
 import org.apache.hadoop.conf.Configuration;
@@ -23,9 +22,7 @@ import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Batch;
@@ -77,36 +74,12 @@ public final class FileDescriptions implements TableProvider {
     String folder = properties.get("path");
     if (folder == null)
       throw new IllegalArgumentException("the file descriptions need .option(\"path\", folder)");
-    return new FilesTable(folder);
-  }
-
-  private static final class FilesTable implements Table, SupportsRead {
-    private final String folder;
-
-    FilesTable(String folder) {
-      this.folder = folder;
-    }
-
-    @Override
-    public String name() {
-      return "cloudprofiler file descriptions";
-    }
-
-    @Override
-    @SuppressWarnings("deprecation") // columns() is Spark 4's; Spark 3.5 asks for schema()
-    public StructType schema() {
-      return SCHEMA;
-    }
-
-    @Override
-    public Set<TableCapability> capabilities() {
-      return Set.of(TableCapability.BATCH_READ);
-    }
-
-    @Override
-    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-      return new Listing(folder);
-    }
+    return new BatchTable("cloudprofiler file descriptions", SCHEMA) {
+      @Override
+      public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        return new Listing(folder);
+      }
+    };
   }
 
   /** One file to describe. */

@@ -9,9 +9,7 @@ import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Batch;
@@ -51,39 +49,15 @@ public final class LogFiles implements TableProvider {
   @Override
   public Table getTable(
       StructType schema, Transform[] partitioning, Map<String, String> properties) {
-    return new FilesTable(schema);
-  }
-
-  private static final class FilesTable implements Table, SupportsRead {
-    private final StructType schema;
-
-    FilesTable(StructType schema) {
-      this.schema = schema;
-    }
-
-    @Override
-    public String name() {
-      return "cloudprofiler log files";
-    }
-
-    @Override
-    @SuppressWarnings("deprecation") // columns() is Spark 4's; Spark 3.5 asks for schema()
-    public StructType schema() {
-      return schema;
-    }
-
-    @Override
-    public Set<TableCapability> capabilities() {
-      return Set.of(TableCapability.BATCH_READ);
-    }
-
-    @Override
-    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-      String plan = options.get("plan");
-      if (plan == null)
-        throw new IllegalArgumentException("the log files' reader needs .option(\"plan\", ...)");
-      return new FilesScan(LogFilePart.parse(plan), schema);
-    }
+    return new BatchTable("cloudprofiler log files", schema) {
+      @Override
+      public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        String plan = options.get("plan");
+        if (plan == null)
+          throw new IllegalArgumentException("the log files' reader needs .option(\"plan\", ...)");
+        return new FilesScan(LogFilePart.parse(plan), schema);
+      }
+    };
   }
 
   /** The per-file text columns a filter can select files by. */
