@@ -23,11 +23,11 @@ import org.apache.spark.sql.execution.metric.SQLMetric;
  *
  * <p>Per row the generated code costs a decrement and two comparisons ({@link
  * ProbeCounters#arrives}, {@link ProbeCounters#left}); a row whose gap is timed (the first 64, then
- * one in 64, and a long gap, found at the timed rows of the probe below) costs two TSC reads. The
- * parent's code is wrapped in {@code do { ... } while (false)} as Spark's own filter wraps it, so
- * that a parent that drops the row with {@code continue} still leaves through the probe. Outside
- * whole-stage codegen (code generation off or failed) the probe passes its child's rows on and
- * measures nothing.
+ * one in 64, past 16,384 rows one in 256, and a long gap, found at the timed rows of the probe
+ * below) costs two TSC reads. The parent's code is wrapped in {@code do { ... } while (false)} as
+ * Spark's own filter wraps it, so that a parent that drops the row with {@code continue} still
+ * leaves through the probe. Outside whole-stage codegen (code generation off or failed) the probe
+ * passes its child's rows on and measures nothing.
  *
  * <p>In a chain of operators that keep a row's identity ({@link OperatorRows}) the probe also logs
  * the sampled rows' ids: the chain's first probe numbers its rows and decides the sample, the

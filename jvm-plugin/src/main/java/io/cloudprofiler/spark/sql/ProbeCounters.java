@@ -11,21 +11,20 @@ import org.apache.spark.util.TaskCompletionListener;
  * and ends when the next row arrives (the first starts with the pipeline, the last ends with it),
  * less the time the pipeline spent returned to its consumer meanwhile.
  *
- * <p>The first {@link #EXACT} gaps are all timed, and after them each gap with probability 1 /
- * {@link #SAMPLE_EVERY}, drawn by geometric skips from a generator seeded by the probe and the
- * partition, so that runs repeat and no period in the data (a scan's batch of 4,096 rows) lines up
- * with the sample. The inclusive time is the exact gaps' sum plus the sampled ones' divided by
- * their probability (Horvitz-Thompson), and its standard error follows from the sampled gaps'
- * squares: both go out, with the rows, in the probe's SQL metrics when the task completes.
+ * <p>Which gaps are timed, and what a timed gap stands for, is {@link GapSample}'s: the first 64
+ * all, then a random one in 64, and past 16,384 rows one in 256. The inclusive time is the exact
+ * gaps' sum plus each sampled one divided by its probability (Horvitz-Thompson), and its standard
+ * error follows from the sampled gaps' squares: both go out, with the rows, in the probe's SQL
+ * metrics when the task completes.
  *
  * <p>A gap that spans {@link #LONG_GAP} or more rows of the probe below (a filter or a join that
  * passes few of them, the gap after the last row) is timed exactly from the first of that probe's
  * own timed rows that finds it so long, whether sampled or not: that tail counts exactly, and only
  * the gap's head, from its start to that row, is sampled as a short gap is. Else one long gap,
- * missed or counted {@link #SAMPLE_EVERY} times, made the estimate, and a standard error computed
- * from short gaps did not show it. The probe below looks only at its timed rows (one in {@link
- * #SAMPLE_EVERY}), so the rows that are not timed pay nothing for it: a count of the rows between,
- * per row, cost as much as the rest of the probe's work.
+ * missed or counted 64 times, made the estimate, and a standard error computed from short gaps did
+ * not show it. The probe below looks only at its timed rows, so the rows that are not timed pay
+ * nothing for it: a count of the rows between, per row, cost as much as the rest of the probe's
+ * work.
  *
  * <p>Generated code calls {@link #arrives} as a row arrives and {@link #left} once the parents are
  * done with it: a row that is not timed costs a decrement and two comparisons. Both are a few bytes
@@ -36,18 +35,14 @@ import org.apache.spark.util.TaskCompletionListener;
  * by the task's thread only.
  */
 public final class ProbeCounters implements TaskCompletionListener {
-  static final int EXACT = 64;
-  static final int SAMPLE_EVERY = 64;
-  private static final double LOG_KEEP = Math.log1p(-1.0 / SAMPLE_EVERY);
-
   /**
-   * Rows of the probe below in one gap from which the rest of the gap is timed exactly. As large as
-   * {@link #SAMPLE_EVERY}: a long gap's two TSC reads then cost at most what the probe below pays
-   * for its own rows (two reads per 64 rows), where a smaller one would make a probe above a
-   * selective filter pay more than the filter's; and a gap's head of at most 64 of the child's
-   * rows, sampled, is a short gap's like any other.
+   * Rows of the probe below in one gap from which the rest of the gap is timed exactly. Found at
+   * the probe below's timed rows only, so that a long gap's two TSC reads cost at most what the
+   * probe below pays for its own rows, where a count per row would make a probe above a selective
+   * filter pay more than the filter's; and a gap's head of a few of the sample's periods of the
+   * child's rows, sampled, is a short gap's like any other.
    */
-  static final int LONG_GAP = SAMPLE_EVERY;
+  static final int LONG_GAP = GapSample.SAMPLE_EVERY;
 
   /** Rows until the next one whose gap is timed; read and decremented by the generated code. */
   public long countdown = 1;
@@ -97,7 +92,7 @@ public final class ProbeCounters implements TaskCompletionListener {
 
   private final PipelineClock clock;
   private final ProbeMetrics metrics;
-  private long random;
+  private final GapSample sample;
 
   /** The open gap: its start's TSC (0: the pipeline's start) and the clock's outside time then. */
   private boolean open;
@@ -113,9 +108,14 @@ public final class ProbeCounters implements TaskCompletionListener {
 
   private long exactTicks;
   private long exactGaps;
-  private long sampledTicks;
+
+  /**
+   * The sampled gaps: their count, the estimate of their sum (each times its weight), its variance.
+   */
   private long sampledGaps;
-  private double sampledSquares;
+
+  private double sampledEstimate;
+  private double sampledVariance;
 
   /**
    * A probe of the chain that {@code first} starts (null: none), which logs the ids {@code first}
@@ -135,7 +135,9 @@ public final class ProbeCounters implements TaskCompletionListener {
         clock.timed && task != null && metrics.chain != ProbeMetrics.NO_CHAIN
             ? OperatorRows.acquire(metrics, firstProbe)
             : 0;
-    random = (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L;
+    sample =
+        new GapSample(
+            (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L);
     if (task != null) task.addTaskCompletionListener(this);
     if (below != null) {
       below.above = java.util.Arrays.copyOf(below.above, below.above.length + 1);
@@ -181,7 +183,7 @@ public final class ProbeCounters implements TaskCompletionListener {
       held = 0;
       return;
     }
-    long skip = row + 1 < EXACT ? 1 : geometric();
+    long skip = sample.skip(row);
     countdown = skip;
     issued += skip;
   }
@@ -251,35 +253,26 @@ public final class ProbeCounters implements TaskCompletionListener {
   private void record(long to, long gap) {
     long ticks =
         PipelineClock.gap(from != 0 ? from : clock.began(), to - (clock.outside - outsideFrom));
-    if (tail || gap < EXACT) {
+    int weight = tail ? 1 : GapSample.weight(gap);
+    if (weight == 1) {
       exactTicks += ticks;
       exactGaps++;
     } else {
-      sampledTicks += ticks;
       sampledGaps++;
-      sampledSquares += (double) ticks * ticks;
+      sampledEstimate += (double) ticks * weight;
+      sampledVariance += (double) ticks * ticks * (weight - 1.0) * weight;
     }
-  }
-
-  /** Rows to the next timed gap: P(k) = p (1 - p)^(k - 1), k >= 1. */
-  private long geometric() {
-    random ^= random << 13; // xorshift64
-    random ^= random >>> 7;
-    random ^= random << 17;
-    double u = ((random >>> 11) + 0.5) / (1L << 53);
-    return 1 + (long) Math.floor(Math.log(u) / LOG_KEEP);
   }
 
   /** The task ends: the gap after the last row ends with the pipeline's last call. */
   @Override
   public void onTaskCompletion(TaskContext context) {
     if (open) close(clock.lastLeft(), rows());
-    double p = 1.0 / SAMPLE_EVERY;
-    double estimate = exactTicks + sampledTicks / p;
-    double error = Math.sqrt(sampledSquares * (1 - p)) / p;
+    double estimate = exactTicks + sampledEstimate;
+    double error = Math.sqrt(sampledVariance);
     // The gaps lie between the pipeline's start and now, so their sum cannot exceed that span: the
     // bound takes in the rare sampled gap that held a long stall of the thread (preempted on a
-    // loaded host, a GC pause), which the estimate would count SAMPLE_EVERY times.
+    // loaded host, a GC pause), which the estimate would count 1 / its probability times.
     if (clock.timed && clock.began != 0) {
       double span = Math.max(0, PipelineClock.now() - clock.began);
       estimate = Math.min(estimate, span);

@@ -48,4 +48,38 @@ public final class SqlTests {
     equal((long) LiveOperators.EXECUTIONS, rows.get(0).get("sql_execution_id"));
     check(rows.stream().noneMatch(r -> r.get("sql_execution_id").equals(0L)), () -> "0 kept");
   }
+
+  /**
+   * Over many seeds the gap sample times every one of the first gaps, then each gap with the
+   * probability its weight states (also just past the change of rate, where a draw at the first
+   * rate crosses it), so that the weighted sum of gaps of one tick estimates their count.
+   */
+  public static void testTheGapSampleTimesEachGapWithTheProbabilityItsWeightStates() {
+    int seeds = 400;
+    long rows = 100_000, boundary = GapSample.SPARSE_FROM;
+    long[] timed = new long[4]; // [0, EXACT), [EXACT, boundary), [boundary, boundary + 4096), rest
+    double estimates = 0;
+    for (int seed = 1; seed <= seeds; seed++) {
+      GapSample sample = new GapSample(seed * 0x9E3779B97F4A7C15L);
+      for (long row = 0; row < rows; row += sample.skip(row)) {
+        int region = row < GapSample.EXACT ? 0 : row < boundary ? 1 : row < boundary + 4096 ? 2 : 3;
+        timed[region]++;
+        estimates += GapSample.weight(row);
+      }
+    }
+    equal((long) GapSample.EXACT * seeds, timed[0]);
+    double[] expected = {
+      0,
+      (boundary - GapSample.EXACT) / (double) GapSample.SAMPLE_EVERY * seeds,
+      4096.0 / GapSample.SPARSE_EVERY * seeds,
+      (rows - boundary - 4096) / (double) GapSample.SPARSE_EVERY * seeds
+    };
+    for (int region = 1; region < 4; region++) {
+      double ratio = timed[region] / expected[region];
+      int r = region;
+      check(Math.abs(ratio - 1) < 0.05, () -> "region " + r + ": timed " + ratio + " of expected");
+    }
+    double mean = estimates / seeds;
+    check(Math.abs(mean / rows - 1) < 0.01, () -> "the estimate of " + rows + " gaps: " + mean);
+  }
 }
