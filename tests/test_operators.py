@@ -14,6 +14,7 @@ from cloudprofiler.analysis.logfile import read_log_bytes
 
 OPERATORS = "spark.cloudprofiler.operators"
 ROW_CHANNELS, ROW_CHANNELS_OPEN = "spark.cloudprofiler.operators.rows.channels", 8
+ROWS_IDLE, ROWS_IDLE_S = "spark.cloudprofiler.operators.rows.idleSeconds", 5
 
 # a query per kind of operator the probes sit above or under: scans, filters, projections, partial and final
 # aggregation, shuffles read through AQE, sort, window, both join strategies (broadcast and sort-merge), a
@@ -45,6 +46,8 @@ def spark(tmp_path_factory):
                .config("spark.sql.codegen.fallback", "false")
                # few sampled rows' channels open at once, so that a few queries reach the limit
                .config(ROW_CHANNELS, str(ROW_CHANNELS_OPEN))
+               # the channels of queries that ended close soon (longer than the limit's test takes to reach it)
+               .config(ROWS_IDLE, str(ROWS_IDLE_S))
                .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     yield session, base / "logs"
     session.stop()
@@ -356,5 +359,35 @@ def test_a_long_session_logs_sampled_rows_past_the_open_channels_limit(spark):
     closed = [log for log in files if log.ended]
     assert len(closed) >= len(files) - ROW_CHANNELS_OPEN > 0  # the limit was reached: channels closed meanwhile
     for log in closed:
+        meta = log.metadata
+        assert int(meta["records.written"]) == int(meta["records.logged"]) == log.rows > 0, (log.path, meta)
+
+
+def test_the_channels_of_a_query_that_ended_close_once_idle(spark):
+    # no task uses a query's sampled rows' channels once it ended: at the first collection after rows.idleSeconds
+    # they close, their files end, and every record logged to them is in them
+    session, logs = spark
+    session.conf.set(OPERATORS, "true")
+    try:
+        df = session.sql("select count(*) c from range(0, 4000, 1, 1) where id % 2 = 0")
+        assert df.collect()[0].c == 2000
+        ended = time.monotonic()
+        probes = [int(found[1]) for node in plan_nodes(df._jdf.queryExecution().executedPlan())
+                  if (found := re.fullmatch(r"CloudprofilerProbe (\d+) \(\w+\)", node.simpleString(0)))]
+    finally:
+        session.conf.unset(OPERATORS)
+    folder = row_folder(session, logs)
+    session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
+    files = [log for probe in probes for log in row_files(folder, probe)]
+    count = len(files)  # the range's, the filter's and the projection's above it: open
+    assert count >= 2 and not any(log.ended for log in files), [(log.path, log.ended) for log in files]
+    while time.monotonic() - ended < ROWS_IDLE_S + 10:
+        files = [log for probe in probes for log in row_files(folder, probe)]
+        if all(log.ended for log in files):
+            break
+        time.sleep(0.5)
+    assert len(files) == count and all(log.ended for log in files), [(log.path, log.ended) for log in files]
+    assert time.monotonic() - ended >= ROWS_IDLE_S - 0.5  # not before they were idle that long
+    for log in files:
         meta = log.metadata
         assert int(meta["records.written"]) == int(meta["records.logged"]) == log.rows > 0, (log.path, meta)

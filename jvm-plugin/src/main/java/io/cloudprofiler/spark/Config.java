@@ -244,6 +244,17 @@ public final class Config {
               + " descriptor) a JVM keeps open at most: past it a new operator's channel takes the"
               + " place of the one no task has used for longest (a second at least), which closes;"
               + " with none such its rows are not logged. Read when the JVM first logs a row");
+  public static final Key<Integer> OPERATOR_ROWS_IDLE =
+      integer(
+          "spark.cloudprofiler.operators.rows.idleSeconds",
+          60,
+          1,
+          86_400,
+          "A sampled rows' channel that no task of its JVM has used for this many seconds closes at"
+              + " the executor's next collection (its records in its file, which ends; a later task"
+              + " of its operator opens it again, in a file of its own), so that the channels of"
+              + " queries that ended give back their file descriptors and buffers. Read when the"
+              + " JVM first logs a row");
   public static final Key<Boolean> UI_ENABLED =
       bool(
           "spark.cloudprofiler.ui.enabled",
@@ -419,6 +430,7 @@ public final class Config {
           OPERATOR_ROWS_X,
           OPERATOR_ROWS_Y,
           OPERATOR_ROW_CHANNELS,
+          OPERATOR_ROWS_IDLE,
           UDFS,
           UI_ENABLED,
           PYTHON_HANDOFF,

@@ -11,6 +11,7 @@ import io.cloudprofiler.spark.calibration.RegisteredResponders;
 import io.cloudprofiler.spark.calibration.TscDomain;
 import io.cloudprofiler.spark.driver.CloudProfilerDriverPlugin;
 import io.cloudprofiler.spark.rules.RulesFollower;
+import io.cloudprofiler.spark.sql.OperatorRows;
 import io.cloudprofiler.spark.sql.TraceExpression;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.io.File;
@@ -459,6 +460,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * wait on this.
    */
   private void collect() {
+    OperatorRows.closeIdle(); // before the copy, which then takes the closed files whole
     try {
       collector.copyChanged();
     } catch (Exception e) {

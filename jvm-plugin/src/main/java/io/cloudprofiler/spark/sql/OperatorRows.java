@@ -3,8 +3,11 @@ package io.cloudprofiler.spark.sql;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Config;
 import io.cloudprofiler.spark.Guard;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.plans.Inner$;
 import org.apache.spark.sql.execution.FilterExec;
@@ -63,6 +66,12 @@ public final class OperatorRows {
    * not logged (said once). Guarded by {@link #CHANNELS}.
    */
   private static int maxChannels;
+
+  /**
+   * How long a channel no task uses stays open ({@link Config#OPERATOR_ROWS_IDLE}), in ns; read
+   * with {@link #maxChannels}. Guarded by {@link #CHANNELS}.
+   */
+  private static long idleCloseNs;
 
   /**
    * How long no task of this JVM has used a channel before it may close: a task's completion
@@ -148,8 +157,11 @@ public final class OperatorRows {
       synchronized (CHANNELS) {
         Open open = CHANNELS.get(probe.probe);
         if (open == null) {
-          if (maxChannels == 0)
-            maxChannels = Config.OPERATOR_ROW_CHANNELS.read(SparkEnv.get().conf());
+          if (maxChannels == 0) {
+            SparkConf conf = SparkEnv.get().conf();
+            idleCloseNs = Config.OPERATOR_ROWS_IDLE.read(conf) * 1_000_000_000L;
+            maxChannels = Config.OPERATOR_ROW_CHANNELS.read(conf);
+          }
           if (CHANNELS.size() >= maxChannels && (idle = takeIdle()) == 0) {
             if (!FULL_SAID.getAndSet(true))
               LOG.warn(
@@ -198,6 +210,28 @@ public final class OperatorRows {
       }
     }
     return oldest == null ? 0 : CHANNELS.remove(oldest).handle;
+  }
+
+  /**
+   * Closes every channel that no task of this JVM has used for {@link Config#OPERATOR_ROWS_IDLE}
+   * (at least {@link #IDLE_NS}): called at the executor's collection interval, so that the channels
+   * of queries that ended give back their file descriptors and buffers and their files end, rather
+   * than at the limit or the JVM's stop. Returns how many closed.
+   */
+  public static int closeIdle() {
+    List<Long> idle = new ArrayList<>();
+    synchronized (CHANNELS) {
+      long now = System.nanoTime();
+      for (var channels = CHANNELS.values().iterator(); channels.hasNext(); ) {
+        Open open = channels.next();
+        if (open.users == 0 && now - open.idleSince >= Math.max(idleCloseNs, IDLE_NS)) {
+          idle.add(open.handle);
+          channels.remove();
+        }
+      }
+    }
+    for (long handle : idle) close(handle); // outside the lock, as in acquire
+    return idle.size();
   }
 
   /** Closes an idle channel: its records reach its file, which ends as at the JVM's stop. */
