@@ -2,8 +2,9 @@
 to the 22 TPC-H queries, on data of the real generator (`harness.tpch`).
 
 One local-mode session with the plugin; for each query, after a warm-up run of each side, runs with operator timing
-off and on alternate (off, on, off, on, ...: drift over the run hits both sides). The setting is read from the
-session's SQL configuration per query, so one session serves both sides. Per query: every run's seconds, the median
+off and on come in pairs whose order alternates (off, on, on, off, off, on, ...: a drift over the runs favours neither
+side, wholly so with an even --repeat). The setting is read from the session's SQL configuration per query, so one
+session serves both sides. Per query: every run's seconds, the median
 added time and whether the two sides returned the same rows; then the total over the queries per run, judged against
 the goal (`judge`): at most 3% added at the default setting. Last, the operators' figures against a truth the
 product did not compute (`coverage`): for every task whose operators were timed, the sum of their exclusive times
@@ -22,13 +23,18 @@ import time
 OPERATORS_KEY = "spark.cloudprofiler.operators"
 GOAL_ADDED = 0.03  # total added time at the default setting, at most
 SIDES = {False: "off", True: "on"}
+# the sides of the i-th pair of runs, in order: off first, then on first, and so on (ABBA), so that a drift over the
+# runs (the JIT and the caches settling, which made a query's later runs faster) favours neither side; run off then
+# on every time, it counted that drift as the probes' gain (the off runs' totals fell 5% a pair on 2026-12-01)
+PAIR_ORDER = ((False, True), (True, False))
 ERRORS_ALLOWED = 3  # a task's operators may exceed its run time by this many standard errors of their sum...
 RUN_TIME_RESOLUTION_S = 1e-3  # ...and by the run time's resolution: Spark gives it in whole milliseconds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (1: about 1 GB of data)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each query per side, alternating")
+    parser.add_argument("--repeat", type=int, default=4,
+                        help="timed runs of each query per side, in pairs whose order alternates (even: drift cancels)")
     parser.add_argument("--warmups", type=int, default=1, help="untimed runs of each query per side before them")
     parser.add_argument("--queries", type=lambda text: text.split(","), default=None,
                         help="the queries to run, comma-separated (q01,q06; default all 22)")
@@ -127,8 +133,8 @@ def process_cpu_s(pid: int) -> float:
 
 
 def query_runs(spark, text: str, repeat: int, warmups: int, jvm_pid: int) -> dict:
-    """`text` run with operator timing off and on alternately, `warmups` untimed rounds first: every timed run's
-    seconds and the local JVM's CPU seconds meanwhile per side, the median added time and CPU, and whether every
+    """`text` run with operator timing off and on in pairs (`PAIR_ORDER`), `warmups` untimed rounds first: every timed
+    run's seconds and the local JVM's CPU seconds meanwhile per side, the median added time and CPU, and whether every
     run returned the rows of the first run off."""
     results: dict[bool, list] = {False: [], True: []}
     seconds: dict[bool, list[float]] = {False: [], True: []}
@@ -142,8 +148,8 @@ def query_runs(spark, text: str, repeat: int, warmups: int, jvm_pid: int) -> dic
 
     for _ in range(warmups):
         run(False), run(True)
-    for _ in range(repeat):
-        for on in (False, True):
+    for i in range(repeat):
+        for on in PAIR_ORDER[i % 2]:
             took, used, rows = run(on)
             seconds[on].append(took)
             cpu[on].append(used)
@@ -239,8 +245,8 @@ def _print(rows: list[dict], total: dict, cpu: dict, args: argparse.Namespace, m
     from ...console import print_table
 
     print()
-    print(f"TPC-H scale factor {args.scale:g}, {master}, {OPERATORS_KEY} off and on alternating, {args.repeat} "
-          f"timed runs each after {args.warmups} warm-up run(s) each:")
+    print(f"TPC-H scale factor {args.scale:g}, {master}, {OPERATORS_KEY} off and on in pairs of alternating order, "
+          f"{args.repeat} timed runs each after {args.warmups} warm-up run(s) each:")
     print_table([{**r, "off": _seconds(r["off_s"]), "on": _seconds(r["on_s"]),
                   "equal": "equal" if r["results_equal"] else "DIFFER"} for r in rows],
                 [("query", "query", ""), ("rows", "rows", "d"), ("off", "off (s), each run", ""),
