@@ -1,6 +1,8 @@
 package io.cloudprofiler.spark.sql;
 
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -59,6 +61,17 @@ public final class OperatorProbe extends UnaryCodegenPlan {
    * gaps ({@link ProbeCounters}).
    */
   private static final ThreadLocal<String> BELOW = new ThreadLocal<>();
+
+  /**
+   * The counters made so far in the pipeline being generated, by probe: one per probe in a
+   * pipeline. Spark may generate an operator's parents' code twice and keep one copy (a sort
+   * aggregate's consume code, Spark 4), and the fields of the copy it drops stay: a second counter
+   * of the probe, whose code never runs, published the pipeline's whole span as the probe's time on
+   * top of the live one's (TPC-H q13: a merge join's time 1.7 times its task's run time). Where
+   * both copies run, one counter times the probe's rows as one stream, as it should. Set with
+   * {@link #CLOCK}.
+   */
+  private static final ThreadLocal<Map<Long, String>> COUNTERS = new ThreadLocal<>();
 
   private final SparkPlan child;
   private final long id;
@@ -144,12 +157,15 @@ public final class OperatorProbe extends UnaryCodegenPlan {
             true,
             true);
     String outer = CLOCK.get();
+    Map<Long, String> outerCounters = COUNTERS.get();
     CLOCK.set(clock);
+    COUNTERS.set(new HashMap<>());
     String pipeline;
     try {
       pipeline = ((CodegenSupport) child).produce(ctx, this);
     } finally {
       CLOCK.set(outer);
+      COUNTERS.set(outerCounters);
     }
     return clock + ".enter();\ntry {\n" + pipeline + "\n} finally {\n" + clock + ".leave();\n}\n";
   }
@@ -169,24 +185,29 @@ public final class OperatorProbe extends UnaryCodegenPlan {
     // the probe whose consume code this is watches this one's gaps at its timed rows
     String watched = BELOW.get();
     String counters =
-        ctx.addMutableState(
-            ProbeCounters.class.getName(),
-            "cpProbe",
-            v ->
-                v
-                    + " = new "
-                    + ProbeCounters.class.getName()
-                    + "("
-                    + clock
-                    + ", "
-                    + metricsTerm
-                    + ", "
-                    + below
-                    + ", "
-                    + watched
-                    + ");",
-            true,
-            true);
+        COUNTERS
+            .get()
+            .computeIfAbsent(
+                id,
+                probe ->
+                    ctx.addMutableState(
+                        ProbeCounters.class.getName(),
+                        "cpProbe",
+                        v ->
+                            v
+                                + " = new "
+                                + ProbeCounters.class.getName()
+                                + "("
+                                + clock
+                                + ", "
+                                + metricsTerm
+                                + ", "
+                                + below
+                                + ", "
+                                + watched
+                                + ");",
+                        true,
+                        true));
     String chain = first ? counters : below;
     String rowCode =
         chain == null

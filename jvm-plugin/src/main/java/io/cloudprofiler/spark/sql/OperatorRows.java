@@ -216,9 +216,9 @@ public final class OperatorRows {
    * Closes every channel that no task of this JVM has used for {@link Config#OPERATOR_ROWS_IDLE}
    * (at least {@link #IDLE_NS}): called at the executor's collection interval, so that the channels
    * of queries that ended give back their file descriptors and buffers and their files end, rather
-   * than at the limit or the JVM's stop. Returns how many closed.
+   * than at the limit or the JVM's stop.
    */
-  public static int closeIdle() {
+  public static void closeIdle() {
     List<Long> idle = new ArrayList<>();
     synchronized (CHANNELS) {
       long now = System.nanoTime();
@@ -231,7 +231,6 @@ public final class OperatorRows {
       }
     }
     for (long handle : idle) close(handle); // outside the lock, as in acquire
-    return idle.size();
   }
 
   /** Closes an idle channel: its records reach its file, which ends as at the JVM's stop. */
