@@ -2,13 +2,13 @@
 to the 22 TPC-H queries, on data of the real generator (`harness.tpch`).
 
 One local-mode session with the plugin; for each query, after a warm-up run of each side, runs with operator timing
-off and on come in pairs whose order alternates (off, on, on, off, off, on, ...: a drift over the runs favours neither
-side, wholly so with an even --repeat). The setting is read from the session's SQL configuration per query, so one
-session serves both sides. Per query: every run's seconds, the median
-added time and whether the two sides returned the same rows; then the total over the queries per run, judged against
-the goal (`judge`): at most 3% added at the default setting. Last, the operators' figures against a truth the
-product did not compute (`coverage`): for every task whose operators were timed, the sum of their exclusive times
-against the task's run time as Spark measured it (executor run time), which it can exceed only by its error."""
+off and on come in pairs whose order alternates (off, on, on, off, off, on, ...: a drift over the runs favours
+neither side, wholly so with an even --repeat). The setting is read from the session's SQL configuration per query,
+so one session serves both sides. Per query: every run's seconds, the median added time and whether the two sides
+returned the same rows; then the total over the queries per run, judged against the goal (`judge`): at most 3% added
+at the default setting. Last, the operators' figures against a truth the product did not compute (`coverage`): for
+every task whose operators were timed, the sum of their exclusive times against the task's run time as Spark
+measured it (executor run time), which it can exceed only by its error."""
 from __future__ import annotations
 
 import argparse

@@ -177,7 +177,6 @@ public final class OperatorProbe extends UnaryCodegenPlan {
         row != null && row.code().toString().trim().isEmpty() ? row.value().toString() : null;
     String clock = CLOCK.get();
     if (clock == null) return passOn(ctx, input, rowTerm); // not under a pipeline's top probe
-    String metricsTerm = ctx.addReferenceObj("cpMetrics", metrics, ProbeMetrics.class.getName());
     // a probe that passes on the rows of the probe below continues its chain; one whose child was
     // not in a chain (or is not below it in this code) starts one
     String below = metrics.chain == ProbeMetrics.NEXT ? CHAIN.get() : null;
@@ -200,7 +199,8 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                                 + "("
                                 + clock
                                 + ", "
-                                + metricsTerm
+                                + ctx.addReferenceObj(
+                                    "cpMetrics", metrics, ProbeMetrics.class.getName())
                                 + ", "
                                 + below
                                 + ", "

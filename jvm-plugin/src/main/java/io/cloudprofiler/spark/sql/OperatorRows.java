@@ -100,6 +100,11 @@ public final class OperatorRows {
     Open(long handle) {
       this.handle = handle;
     }
+
+    /** Whether no task has used it for {@code ns} or more at {@code now} (System.nanoTime()). */
+    boolean idleFor(long now, long ns) {
+      return users == 0 && now - idleSince >= ns;
+    }
   }
 
   private OperatorRows() {}
@@ -202,9 +207,7 @@ public final class OperatorRows {
     long since = 0;
     for (var entry : CHANNELS.entrySet()) {
       Open open = entry.getValue();
-      if (open.users == 0
-          && now - open.idleSince >= IDLE_NS
-          && (oldest == null || open.idleSince - since < 0)) {
+      if (open.idleFor(now, IDLE_NS) && (oldest == null || open.idleSince - since < 0)) {
         oldest = entry.getKey();
         since = open.idleSince;
       }
@@ -224,7 +227,7 @@ public final class OperatorRows {
       long now = System.nanoTime();
       for (var channels = CHANNELS.values().iterator(); channels.hasNext(); ) {
         Open open = channels.next();
-        if (open.users == 0 && now - open.idleSince >= Math.max(idleCloseNs, IDLE_NS)) {
+        if (open.idleFor(now, Math.max(idleCloseNs, IDLE_NS))) {
           idle.add(open.handle);
           channels.remove();
         }
