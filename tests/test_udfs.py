@@ -33,7 +33,7 @@ SMALL, LARGE = 8, 40_000  # characters of each row the sized UDFs return
 # the pickled UDF: batches of 100 rows (PySpark's), past the first EXACT of a task timed by a sample only; the first
 # row of each batch sleeps PICKLED_SLEEP_S (and adds the time it slept to an accumulator: on a loaded host a sleep
 # overruns), the rest adds 1
-PICKLED_ROWS, PICKLED_BATCHES, PICKLED_SLEEP_S = 20_000, 100, 0.003
+PICKLED_ROWS, PICKLED_BATCHES, PICKLED_SLEEP_S = 20_000, 100, 0.01
 # per task, the share of the worker's time past its setup and its wait for the first batch the function holds at
 # least: nearly all, in the timed and in the untimed batches alike
 PICKLED_FUNCTION_SHARE = 0.8
