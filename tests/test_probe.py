@@ -175,3 +175,55 @@ def test_namespace_hosts_translate_within_bounds_a_dead_process_refuses_and_a_de
     subprocess.run(["ip", "-n", hosts.workers[0], "link", "set", hosts.links[0], "down"], check=True)  # B says nothing
     out = subprocess.run(prober, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and f"no answer from the probe responder at {b_ip}:{port}" in out.stderr
+
+
+def thread_slice_ns(tid: int) -> int:
+    """The scheduler's time slice of this process's thread `tid` (Linux's /proc sched statistics)."""
+    with open(f"/proc/self/task/{tid}/sched") as f:
+        return next(int(line.split(":")[1]) for line in f if line.startswith("se.slice"))
+
+
+SHORT_SLICE_NS = 100_000  # native/src/probe.c
+
+
+@pytest.mark.skipif(tuple(int(v) for v in os.uname().release.split(".")[:2]) < (6, 12),
+                    reason="a thread of the normal class sets its own time slice from Linux 6.12 on")
+def test_the_prober_and_the_responder_take_short_slices_and_the_caller_gets_its_own_back(monkeypatch):
+    """On a busy machine a woken thread waits behind the running one's whole slice unless its own is shorter: the
+    responder's thread keeps a short one, the prober takes one for the probes and gives it back."""
+    import threading
+
+    before = thread_slice_ns(threading.get_native_id())
+    assert before != SHORT_SLICE_NS
+    monkeypatch.setenv("CLOUDPROFILER_RESPONDER_DELAY_US", "2000,0")  # 2 ms an answer: the probes take 60 ms
+    Responder("127.0.0.1").close()  # the library's own threads start with its first use
+    tasks = set(os.listdir("/proc/self/task"))
+    with Responder("127.0.0.1") as responder:
+        (responder_thread,) = set(os.listdir("/proc/self/task")) - tasks
+        probe("127.0.0.1", responder.port, 1, 500)  # answered: the thread has taken its slice
+        assert thread_slice_ns(int(responder_thread)) == SHORT_SLICE_NS
+        started, tid = threading.Event(), []
+
+        def probing():
+            tid.append(threading.get_native_id())
+            started.set()
+            probe("127.0.0.1", responder.port, 30, 500)
+
+        prober = threading.Thread(target=probing)
+        prober.start()
+        started.wait(30)
+        seen = set()
+        while prober.is_alive():  # the slices the prober's thread has while it probes
+            try:
+                seen.add(thread_slice_ns(tid[0]))
+            except (FileNotFoundError, StopIteration):  # the thread ended between the check and the read
+                pass
+            time.sleep(0.002)
+        prober.join()
+    assert SHORT_SLICE_NS in seen, seen
+    probe_here = Responder("127.0.0.1")
+    try:
+        probe("127.0.0.1", probe_here.port, 3, 500)
+    finally:
+        probe_here.close()
+    assert thread_slice_ns(threading.get_native_id()) == before
