@@ -395,4 +395,10 @@ CP_INTERNAL bool cp__rules_file_poll(void);
 /* ---- library.c ---- */
 CP_INTERNAL int cp__ensure_started(cp_error *error);
 
+/* ---- slice.c ---- */
+/* Asks for a short scheduler time slice for the calling thread; returns the slice to give back (0: unchanged). */
+CP_INTERNAL uint64_t cp__short_slice(void);
+/* Gives the calling thread back the slice cp__short_slice returned. */
+CP_INTERNAL void cp__restore_slice(uint64_t before);
+
 #endif

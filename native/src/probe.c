@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,44 +81,6 @@ static void spin_us(long us) {
   while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
 }
 
-/* The kernel's sched_attr (sched_setattr(2)): not in glibc's headers. */
-typedef struct {
-  uint32_t size, policy;
-  uint64_t flags;
-  int32_t nice;
-  uint32_t priority;
-  uint64_t runtime, deadline, period;
-} sched_attr;
-
-enum { SHORT_SLICE_NS = 100000 };
-
-/* Asks for a short time slice for the calling thread while it probes or answers, and returns the slice it had (0:
- * unchanged). On a busy machine the scheduler wakes a probe's receiver behind the task running on its CPU, which
- * keeps the CPU for its whole slice (1.4 ms by default on 2 cores): with 16 processes spinning on 2 cores most rounds
- * came back in 2 to 8 ms. Linux 6.12 and later let any thread of the normal class ask for a slice of its own (the
- * runtime of sched_setattr, 0.1 to 100 ms), and a woken thread whose slice is shorter than the running one's
- * preempts it; the thread still gets its fair share, in shorter turns. Earlier kernels ignore the runtime of that
- * class, and a thread of another class (real-time, idle) is left as it is. */
-static uint64_t short_slice(void) {
-  sched_attr attr = {0};
-  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0 || attr.policy != 0 /* SCHED_OTHER */ ||
-      attr.runtime == SHORT_SLICE_NS)
-    return 0;
-  uint64_t before = attr.runtime;
-  attr.size = sizeof attr;
-  attr.runtime = SHORT_SLICE_NS;
-  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0 ? before : 0;
-}
-
-/* Gives the calling thread back the slice short_slice() returned. */
-static void restore_slice(uint64_t before) {
-  sched_attr attr = {0};
-  if (!before || syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0 || attr.policy != 0) return;
-  attr.size = sizeof attr;
-  attr.runtime = before;
-  (void)syscall(SYS_sched_setattr, 0, &attr, 0);
-}
-
 static int resolve(const char *address, uint16_t port, struct sockaddr_in *out, cp_error *error) {
   memset(out, 0, sizeof *out);
   out->sin_family = AF_INET;
@@ -165,7 +126,7 @@ static ssize_t receive(cp_responder *r, request *q, struct sockaddr_in *from, so
 static void *respond(void *arg) {
   cp_responder *r = arg;
   bool hot = false;
-  short_slice(); /* the thread is the responder's own: kept to its end */
+  cp__short_slice(); /* the thread is the responder's own: kept to its end */
   for (;;) {
     request q;
     struct sockaddr_in from;
@@ -283,8 +244,8 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
   *answered = 0;
   memset(out, 0, count * sizeof *out);
   bool refused = false;
-  uint64_t slice = short_slice(); /* the caller's thread: given back */
-  uint32_t i = 0;                 /* after the loop: how many probes were tried */
+  uint64_t slice = cp__short_slice(); /* the caller's thread: given back */
+  uint32_t i = 0;                     /* after the loop: how many probes were tried */
   for (uint32_t lost = 0; i < count && !refused && lost < CP_PROBE_LOSSES_MAX; i++) {
     request q = {REQUEST_MAGIC, i, nonce, {0}};
     tag_of(&tags, &q, offsetof(request, tag), q.tag);
@@ -307,7 +268,7 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
     }
   }
   close(fd);
-  restore_slice(slice);
+  cp__restore_slice(slice);
   if (!*answered && refused)
     return cp__fail(error, ECONNREFUSED, "the probe responder at %s:%u refused the probes (nothing listens there)",
                     address, port);
