@@ -5,6 +5,7 @@ benchmarks themselves, not here."""
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ import pytest
 import cloudprofiler as cp
 from cloudprofiler.harness.bench import live
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
-from cloudprofiler.harness.bench.accuracy import load_verdict
+from cloudprofiler.harness.bench.accuracy import load_verdict, on_host_cpu
 from cloudprofiler.harness.bench.operators import coverage, judge, same_results
 from cloudprofiler.harness.bench.spark import app_masters, application_summary
 from cloudprofiler.harness.bench.spark_logs import record_problems, run_problems, task_problems
@@ -211,6 +212,15 @@ def test_the_bound_under_load_is_judged_run_by_run_against_the_quiet_median():
     missed = load_verdict([4500.0, 4800.0, 5100.0], [5300.0, 82400.0, 4900.0])
     assert missed["within"] == 2 and not missed["met"]
     assert not load_verdict([4500.0], [])["met"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: the hosts share it")
+def test_the_accuracy_bench_keeps_each_simulated_host_on_a_cpu_of_its_own():
+    cpus = sorted(os.sched_getaffinity(0))
+    for host in (0, 1):
+        out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                             capture_output=True, text=True, check=True, preexec_fn=on_host_cpu(host))
+        assert json.loads(out.stdout) == [cpus[host]]
 
 
 def test_the_udfs_goal_is_judged_on_the_interval_around_the_median_of_the_rounds():

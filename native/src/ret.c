@@ -42,6 +42,7 @@ static uint64_t ack_tag(const cp_ret *r, const ret_ack *a) {
 
 static void *listen_acks(void *arg) {
   cp_ret *r = arg;
+  cp__short_slice(); /* an ack's arrival is stamped when this thread wakes: on a busy core, not a slice later */
   union {
     struct cmsghdr header;
     char space[CMSG_SPACE(sizeof(uint32_t))];

@@ -1,12 +1,12 @@
 """`cloudprofiler bench accuracy`: the error bounds achieved between two TSC domains on this machine.
 
 The responder runs in a process of its own as a simulated TSC domain (offset of hours, skew of tens of ppm), on a
-second host when run as root (`harness.hosts`: two network namespaces joined by a bridge; else on loopback), so
-every translated value can be checked against the exact truth. Rounds alternate: the even ones and the last give
-the anchors, the odd ones' remote TSCs are the values checked. `--load N` measures again while N processes spin
-on the machine's cores (as executors busy with tasks do while Spark calibrates), side by side with the quiet run;
-`--runs N` takes N such pairs one after the other, prints every run's bound and judges the loaded bound against
-the quiet one run by run (LOAD_GOAL).
+second host when run as root (`harness.hosts`: two network namespaces joined by a bridge; else on loopback), each
+host's processes on a CPU of their own (`on_host_cpu`), so every translated value can be checked against the exact
+truth. Rounds alternate: the even ones and the last give the anchors, the odd ones' remote TSCs are the values
+checked. `--load N` measures again while N processes spin on the machine's cores (as executors busy with tasks do
+while Spark calibrates), side by side with the quiet run; `--runs N` takes N such pairs one after the other, prints
+every run's bound and judges the loaded bound against the quiet one run by run (LOAD_GOAL).
 """
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def on_host_cpu(host: int):
+    """A subprocess start hook that keeps a simulated host's processes on a CPU of their own (host 0, the hub, on
+    the first CPU, host 1 on the second), as two machines' processes are: left to the kernel, both sides of a probe
+    sometimes shared a CPU for whole rounds, each round trip then two context switches long (7.8-12.1 us under 8
+    spinning processes, against 4.7-6.9 us on two CPUs, read per probe from the CPU each side stamps with its
+    TSC), which no two hosts show. None on a machine of one CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (lambda: os.sched_setaffinity(0, {cpus[host]})) if len(cpus) > 1 else None
+
+
 def measure(rounds: int, gap: float, use_namespaces: bool) -> dict:
     import cloudprofiler as cp
     from cloudprofiler.calibration import Calibration, Probes, durations
@@ -49,12 +59,14 @@ def measure(rounds: int, gap: float, use_namespaces: bool) -> dict:
     with Hosts(1, use_namespaces) as hosts:  # the prober in the hub, the responder on the worker host
         address = hosts.worker_ips[0]
         responder = subprocess.Popen([*hosts.prefix(hosts.workers[0]), *peers, "responder", address],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                     preexec_fn=on_host_cpu(1))
         try:
             port = responder.stdout.readline().strip()
             out = subprocess.run([*hosts.prefix(hosts.hub), *peers, "prober", address, port, str(rounds), str(gap),
                                   "500"],
-                                 check=True, capture_output=True, text=True, timeout=120 + rounds * gap)
+                                 check=True, capture_output=True, text=True, timeout=120 + rounds * gap,
+                                 preexec_fn=on_host_cpu(0))
         finally:
             responder.stdin.close()
             responder.wait(timeout=30)
@@ -107,11 +119,11 @@ def measure_ret(hosts: "Hosts", count: int, end_node: str = "python") -> dict:
     b_address = hosts.worker_ips[0]
     end_role = {"python": [*role, "end"], "native": [str(native_program("cp_ret_end"))]}[end_node]
     node_a = subprocess.Popen([*hosts.prefix(hosts.hub), *role, "start", b_address, str(count)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=on_host_cpu(0))
     try:
         a_port = node_a.stdout.readline().strip()
         node_b = subprocess.Popen([*hosts.prefix(hosts.workers[0]), *end_role, b_address, hosts.hub_ip, a_port],
-                                  stdout=subprocess.PIPE, text=True)
+                                  stdout=subprocess.PIPE, text=True, preexec_fn=on_host_cpu(1))
         node_a.stdin.write(node_b.stdout.readline())
         node_a.stdin.flush()
         files = json.loads(node_a.stdout.readline())
