@@ -195,7 +195,7 @@ def test_the_prober_and_the_responder_take_short_slices_and_the_caller_gets_its_
 
     before = thread_slice_ns(threading.get_native_id())
     assert before != SHORT_SLICE_NS
-    monkeypatch.setenv("CLOUDPROFILER_RESPONDER_DELAY_US", "2000,0")  # 2 ms an answer: the probes take 60 ms
+    monkeypatch.setenv("CLOUDPROFILER_RESPONDER_DELAY_US", "2000,0")  # 2 ms an answer: the probes take 200 ms
     Responder("127.0.0.1").close()  # the library's own threads start with its first use
     tasks = set(os.listdir("/proc/self/task"))
     with Responder("127.0.0.1") as responder:
@@ -207,7 +207,7 @@ def test_the_prober_and_the_responder_take_short_slices_and_the_caller_gets_its_
         def probing():
             tid.append(threading.get_native_id())
             started.set()
-            probe("127.0.0.1", responder.port, 30, 500)
+            probe("127.0.0.1", responder.port, 100, 500)
 
         prober = threading.Thread(target=probing)
         prober.start()
