@@ -1,4 +1,5 @@
-/* A short scheduler time slice for the threads that wait on another host's packets (probe.c, ret.c): see cp__short_slice. */
+/* A short scheduler time slice for the threads that wait on another host's packets (probe.c, ret.c): see
+ * cp__short_slice. */
 #define _GNU_SOURCE
 #include <sys/syscall.h>
 #include <unistd.h>
