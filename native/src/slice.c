@@ -17,11 +17,11 @@ typedef struct {
 
 enum { SHORT_SLICE_NS = 100000 };
 
-/* Asks for a short time slice for the calling thread while it probes or answers, and returns the slice it had (0:
- * unchanged). On a busy machine the scheduler wakes a probe's receiver behind the task running on its CPU, which
- * keeps the CPU for its whole slice (1.4 ms by default on 2 cores): with 16 processes spinning on 2 cores most rounds
- * came back in 2 to 8 ms. Linux 6.12 and later let any thread of the normal class ask for a slice of its own (the
- * runtime of sched_setattr, 0.1 to 100 ms), and a woken thread whose slice is shorter than the running one's
+/* Asks for a short time slice for the calling thread while it waits on another host's packets, and returns the slice it
+ * had (0: unchanged). On a busy machine the scheduler wakes a probe's receiver behind the task running on its CPU,
+ * which keeps the CPU for its whole slice (1.4 ms by default on 2 cores): with 16 processes spinning on 2 cores most
+ * rounds came back in 2 to 8 ms. Linux 6.12 and later let any thread of the normal class ask for a slice of its own
+ * (the runtime of sched_setattr, 0.1 to 100 ms), and a woken thread whose slice is shorter than the running one's
  * preempts it; the thread still gets its fair share, in shorter turns. Earlier kernels ignore the runtime of that
  * class, and a thread of another class (real-time, idle) is left as it is. */
 uint64_t cp__short_slice(void) {
