@@ -197,3 +197,19 @@ def assert_tables_as_declared(app, expected: set) -> None:
             written = pa.ipc.open_file(f).schema
         assert [(x.name, x.type) for x in written] == [(x.name, x.type) for x in table.schema], path
     assert expected <= found, f"{app} lacks {sorted(expected - found)}"
+
+
+def assert_same_sketches(app, channels: list, hops: list) -> None:
+    """The hops of `channels` counted by the plugin's HopSketches in the JVM and by the Python workers give the same
+    sketch rows, bucket for bucket (the durations are the same doubles), the sums up to their order of addition."""
+    import pandas as pd
+
+    from cloudprofiler.analysis.hops import hop_sketches
+
+    keys = ["hop", "remote", "measure", "key"]
+    jvm, python = (hop_sketches(app, channels, hops, in_jvm=in_jvm).rows.sort_values(keys, ignore_index=True)
+                   for in_jvm in (True, False))
+    exact = keys + ["count", "unbounded", "exact", "min_ns", "max_ns", "err_max_ns"]
+    assert len(jvm) >= 3 * len(hops) and (jvm["count"] + jvm["unbounded"].fillna(0)).sum() > 0
+    pd.testing.assert_frame_equal(jvm[exact], python[exact], check_dtype=False, check_exact=True)
+    pd.testing.assert_series_equal(jvm["sum_ns"], python["sum_ns"], check_exact=False, rtol=1e-12)

@@ -20,7 +20,7 @@ import cloudprofiler as cp
 from cloudprofiler.analysis import NotAnApplicationError, UnknownChannelError, open_application
 from cloudprofiler.analysis.logfile import kind_of
 from cloudprofiler.analysis.sketch import RELATIVE_ACCURACY
-from conftest import run_python
+from conftest import assert_same_sketches, run_python
 
 ROWS = 20_000
 RECORD_COLUMNS = ["channel", "handler", "host", "executor_id", "pid", "domain", "task_attempt_id", "file", "tuple_id",
@@ -298,6 +298,7 @@ def test_without_calibration_durations_stay_per_host_and_cross_host_ones_are_unb
     assert len(cross) == 1000 and cross["unbounded"].all() and cross["remote"].all()
     assert cross["latency_ns"].isna().all() and set(cross["path"]) == {"unbounded"}
     assert set(app.tasks().toPandas()["path"]) == {"trivial"}  # the driver's own host stays exact
+    assert_same_sketches(app, ["a", "b", "py"], [(0, 0, 1), (1, 0, 2)])  # local and unbounded, in the JVM too
 
 
 def test_bad_input_names_the_value(app, folder, tmp_path):

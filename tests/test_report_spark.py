@@ -177,7 +177,7 @@ def test_a_section_that_fails_is_named_and_the_others_are_shown(app_folder, tmp_
     run = capsys.readouterr()
     assert run.out.startswith("Findings\n") and run.out.rstrip().endswith(f"report: {out}")
     said = [line for line in run.err.splitlines() if line.startswith("cloudprofiler report: ")]
-    assert len(said) == 1 and "the pipeline section is left out: ValueError: hop repeated.a -> repeated.b" in said[0]
+    assert len(said) == 1 and "the pipeline section is left out: hop repeated.a -> repeated.b" in said[0]
     assert "id 7" in said[0]
     findings = run.out.split("\n\n")[0]
     assert "the report's pipeline section is left out" in findings

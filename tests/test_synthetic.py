@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -13,7 +14,7 @@ import cloudprofiler as cp
 from cloudprofiler.calibration.spark import durations_in_reference
 from cloudprofiler.harness.bench.analysis import Phase, judge
 from cloudprofiler.harness.synthetic import HostClock, Straggler, SyntheticSpec, make_application
-from conftest import assert_tables_as_declared
+from conftest import assert_same_sketches, assert_tables_as_declared
 
 SPEC = SyntheticSpec(records=200_000, hosts=2, executors_per_host=2, jobs=3, partitions=8,
                      straggler=Straggler(job=1, partition=5, delay_ms=100.0))
@@ -234,3 +235,33 @@ def test_a_phase_that_stalls_is_cancelled_and_reported_and_the_next_one_runs(ana
     assert bench._timed(phases, "next", lambda: analysed.spark.range(10).count(), spark=analysed.spark) == 10
     assert phases[0].error == "cancelled after 3 s" and phases[0].seconds < 30
     assert phases[1].error is None
+
+
+def test_the_jvm_counts_every_hop_as_the_python_workers_do(analysed):
+    """Every ordered pair of the trace points across two simulated hosts (each path of the bounds: scenarios 1-3
+    and the baseline), counted in the JVM and in Python workers alike."""
+    from cloudprofiler.analysis import hops
+
+    assert_same_sketches(analysed, CHANNELS, hops.ordered_pairs(CHANNELS))
+
+
+
+def test_the_jvm_takes_every_duration_as_the_python_workers_do(analysed):
+    """The durations of a join of records (every pair of two trace points across the hosts, and every task), in the
+    JVM and in Python workers: the same rows, value for value."""
+    from pyspark.sql import functions as F
+
+    from cloudprofiler.analysis.joins import merge_join, with_durations
+
+    sides = [analysed.log_frame(channel, "records", ["tuple_id", "tsc", "domain_id"]).select(
+        "tuple_id", F.col("tsc").alias(f"{end}_tsc"), F.col("domain_id").alias(f"{end}_domain_id"))
+        for channel, end in (("source", "start"), ("sink", "end"))]
+    tasks = [analysed.log_frame(channel, "records", ["tuple_id", "tsc", "domain_id"]).select(
+        "tuple_id", F.col("tsc").alias(f"{end}_tsc"), F.col("domain_id").alias(f"{end}_domain_id"))
+        for channel, end in (("spark.task.start", "start"), ("spark.task.end", "end"))]
+    for joined, what in ((merge_join(*sides, "tuple_id"), "trace points"),
+                         (merge_join(*tasks, "tuple_id", "full_outer"), "tasks")):
+        jvm, python = (with_durations(joined, analysed.timebase, in_jvm=in_jvm).toPandas()
+                       .sort_values(["tuple_id", "start_tsc"], ignore_index=True) for in_jvm in (True, False))
+        assert len(jvm) > 0 and set(jvm["path"]) - {"unbounded"}, what
+        pd.testing.assert_frame_equal(jvm, python, check_exact=True)

@@ -2,18 +2,22 @@
 
 Joining each pair of channels on tuple id reads and shuffles a channel once per hop it takes part in, and every
 quantile or histogram is one more job over the joined rows: at 100 M records that took tens of minutes on two
-cores. Here the pipeline's records are read once and shuffled once by tuple id. Each partition sorts its rows
-(numpy), pairs every tuple's records hop by hop (an inner join per hop: a tuple logged twice on a channel is paired
-twice, as a join would), computes the durations with their bounds (joins.durations_of) and counts them in
-log-bucketed sketches (sketch.py); Spark adds the sketches up, and the driver receives a few thousand rows whatever
-the number of records. Quantiles are within sketch.RELATIVE_ACCURACY of the value at their rank and never outside the
-exact minimum and maximum; counts, minimum, maximum, mean and the largest bound are exact.
+cores. Here the pipeline's records are read once and shuffled once by tuple id. Each partition sorts its rows,
+pairs every tuple's records hop by hop (an inner join per hop: a tuple logged twice on a channel is paired twice, as
+a join would), computes the durations with their bounds and counts them in log-bucketed sketches (sketch.py); Spark
+adds the sketches up, and the driver receives a few thousand rows whatever the number of records. The partitions
+are counted in the executors' JVMs by the plugin's HopSketches where the session reads log files there (no record
+goes to a Python worker: at 100 M records that took two thirds of the pass), else in Python workers (numpy,
+joins.durations_of), with the same counts. Quantiles are within sketch.RELATIVE_ACCURACY of the value at their rank
+and never outside the exact minimum and maximum; counts, minimum, maximum, mean and the largest bound are exact.
 """
 from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +26,7 @@ import pyarrow as pa
 
 from . import reader, sketch
 from .joins import durations_of
+from .timebase import ieee_bits
 
 LATENCY, ERROR, TOTALS = 0, 1, 2  # what a sketch row counts: a latency bucket, a bound's bucket, a hop's totals
 SKETCH_SCHEMA = pa.schema([
@@ -109,6 +114,29 @@ def _sketch_partition(batches, timebase, hops, channels: list):
                                                      tsc[second][j])
         rows += _hop_rows(hop, value, error, unbounded, start_domain != end_domain)
     yield pa.RecordBatch.from_pylist(rows, schema=SKETCH_SCHEMA)
+
+
+def python_sketch_rows(records, partitions: int, timebase, hops: list, channels: list):
+    """SKETCH_SCHEMA rows of `records` (COLUMNS) in `partitions` partitions by tuple id, counted in Python workers
+    (_sketch_partition)."""
+    compute = functools.partial(_sketch_partition, timebase=timebase, hops=hops, channels=channels)
+    return records.repartition(partitions, "tuple_id").mapInArrow(compute, reader.spark_schema(SKETCH_SCHEMA))
+
+
+def jvm_sketch_rows(records, partitions: int, timebase, hops: list, channels: list):
+    """python_sketch_rows' rows, counted in the executors' JVMs by the plugin's HopSketches (its note says how):
+    the same counts per bucket (the durations are the same doubles), sums up to their order of addition. A hop past
+    MAX_PAIRS_PER_PARTITION pairings fails as there (hop_sketches makes it the same ValueError)."""
+    from pyspark.sql import DataFrame
+
+    spark = records.sparkSession
+    plan = {"durations": timebase.jvm_durations(), "hops": [list(h) for h in hops], "channels": channels,
+            "max_pairs": MAX_PAIRS_PER_PARTITION, "min_ns": ieee_bits(sketch.MIN_NS),
+            "log_gamma": ieee_bits(sketch.LOG_GAMMA)}
+    rows = spark._jvm.io.cloudprofiler.spark.analysis.HopSketches.sketch(records._jdf.queryExecution().toRdd(),
+                                                                         partitions, json.dumps(plan))
+    schema = spark._jsparkSession.parseDataType(reader.spark_schema(SKETCH_SCHEMA).json())
+    return DataFrame(spark._jsparkSession.createDataFrame(rows, schema), spark)
 
 
 @dataclass
@@ -206,20 +234,29 @@ def _or_none(value):
     return None if pd.isna(value) else float(value)
 
 
-def hop_sketches(app, channels: list, hops: "list | None" = None) -> HopSketches:
+def hop_sketches(app, channels: list, hops: "list | None" = None, in_jvm: "bool | None" = None) -> HopSketches:
     """The sketches of every hop of `channels` (trace points in pipeline order), in one Spark job; `hops`: (hop,
-    from position, to position) in `channels` instead of hops_of(channels) (the hops of several pipelines)."""
+    from position, to position) in `channels` instead of hops_of(channels) (the hops of several pipelines). Counted
+    in the executors' JVMs where the session reads log files there (jvm_sketch_rows), else in Python workers
+    (python_sketch_rows); `in_jvm` chooses."""
     from pyspark.sql import functions as F
 
     files = app.catalog.files_of(channels, "records")
     schema = reader.project(reader.RECORD_SCHEMA, COLUMNS)
     frame = reader.log_frame(app.spark, files, app.timebase, schema, {c: i for i, c in enumerate(channels)})
     partitions = max(1, min(MAX_PARTITIONS, math.ceil(sum(f.rows for f in files) / ROWS_PER_PARTITION)))
-    compute = functools.partial(_sketch_partition, timebase=app.timebase, hops=hops or hops_of(channels),
-                                channels=list(channels))
-    sketched = frame.repartition(partitions, "tuple_id").mapInArrow(compute, reader.spark_schema(SKETCH_SCHEMA))
-    rows = sketched.groupBy("hop", "remote", "measure", "key").agg(
+    in_jvm = bool(files) and reader.jvm_reader(app.spark) if in_jvm is None else in_jvm
+    count = jvm_sketch_rows if in_jvm else python_sketch_rows
+    sketched = count(frame.select(*COLUMNS), partitions, app.timebase, hops or hops_of(channels), list(channels))
+    summed = sketched.groupBy("hop", "remote", "measure", "key").agg(
         F.sum("count").alias("count"), F.sum("unbounded").alias("unbounded"), F.sum("exact").alias("exact"),
         F.min("min_ns").alias("min_ns"), F.max("max_ns").alias("max_ns"), F.sum("sum_ns").alias("sum_ns"),
-        F.max("err_max_ns").alias("err_max_ns")).toPandas()
+        F.max("err_max_ns").alias("err_max_ns"))
+    try:
+        rows = summed.toPandas()
+    except Exception as exc:  # the JVM's refusal of a hop, as the Python workers' ValueError
+        refused = re.search(r"IllegalArgumentException: (hop .*? has no latency)", str(exc))
+        if refused is None:
+            raise
+        raise ValueError(refused.group(1)) from None
     return HopSketches(list(channels), rows)

@@ -7,6 +7,8 @@ task, at any size."""
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -54,15 +56,28 @@ def _durations(batches, timebase, names):
                                          names=batch.schema.names + [name for name, _ in DURATION_FIELDS])
 
 
-def with_durations(frame, timebase, start_domain="start_domain", start="start_tsc", end_domain="end_domain",
-                   end="end_tsc"):
+def with_durations(frame, timebase, start_domain="start_domain_id", start="start_tsc", end_domain="end_domain_id",
+                   end="end_tsc", in_jvm: "bool | None" = None):
     """`frame` with the columns of DURATION_FIELDS: the duration from (start_domain, start) to (end_domain, end)
     in ns by the best path of Timebase.durations; null where an end is missing (duration, err_ns), then path
-    "unbounded". Domains are names or domain_id numbers. Vectorized per Arrow batch and per pair of domains."""
+    "unbounded". Domains are domain_id numbers. Computed in the executors' JVMs by the plugin's DurationColumns where
+    the session reads log files there (the same doubles), else in Python workers, vectorized per Arrow batch and per
+    pair of domains; `in_jvm` chooses."""
+    from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from .reader import spark_schema
+    from .reader import jvm_reader, spark_schema
 
-    schema = StructType(frame.schema.fields + spark_schema(pa.schema(DURATION_FIELDS)).fields)
+    fields = spark_schema(pa.schema(DURATION_FIELDS))
+    spark = frame.sparkSession
+    if jvm_reader(spark) if in_jvm is None else in_jvm:
+        plan = json.dumps(timebase.jvm_durations())
+        name = "cloudprofiler_durations_" + hashlib.sha256(plan.encode()).hexdigest()[:16]
+        spark._jvm.io.cloudprofiler.spark.analysis.DurationColumns.register(spark._jsparkSession, name, plan,
+                                                                            fields.json())
+        durations = F.call_function(name, *(F.col(c) for c in (start_domain, start, end_domain, end)))
+        return frame.withColumn("_durations", durations).select(
+            *(F.col(c) for c in frame.columns), *(F.col(f"_durations.{f.name}").alias(f.name) for f in fields))
+    schema = StructType(frame.schema.fields + fields.fields)
     compute = functools.partial(_durations, timebase=timebase, names=(start_domain, start, end_domain, end))
     return frame.mapInArrow(compute, schema)

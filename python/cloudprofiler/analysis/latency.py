@@ -18,8 +18,7 @@ def latency_pairs(app, from_channel: str, to_channel: str):
         names = ("tsc", "domain_id", "t_ns", "host")
         frame = app.log_frame(channel, "records", ["tuple_id", *names])
         sides.append(frame.select("tuple_id", *(F.col(c).alias(f"{prefix}_{c}") for c in names)))
-    return with_durations(merge_join(*sides, "tuple_id"), app.timebase, "start_domain_id", "start_tsc",
-                          "end_domain_id", "end_tsc")
+    return with_durations(merge_join(*sides, "tuple_id"), app.timebase)
 
 
 def latency(app, from_channel: str, to_channel: str):

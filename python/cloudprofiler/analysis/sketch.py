@@ -16,14 +16,14 @@ import pandas as pd
 RELATIVE_ACCURACY = 0.005
 MIN_NS = 0.001  # 1 ps: only a true zero (a duration within one TSC domain, read twice) falls below
 _GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
-_LOG_GAMMA = np.log(_GAMMA)
+LOG_GAMMA = np.log(_GAMMA)
 
 
 def keys(values: np.ndarray) -> np.ndarray:
     """The bucket of each value (int32)."""
     magnitude = np.abs(values)
     small = ~(magnitude >= MIN_NS)
-    k = np.ceil(np.log(np.where(small, MIN_NS, magnitude) / MIN_NS) / _LOG_GAMMA) + 1  # + 1: bucket 0 is zero
+    k = np.ceil(np.log(np.where(small, MIN_NS, magnitude) / MIN_NS) / LOG_GAMMA) + 1  # + 1: bucket 0 is zero
     return np.where(small, 0, np.sign(values) * k).astype(np.int32)
 
 

@@ -22,10 +22,10 @@ TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "parti
 
 
 def _side(app, channel: str, prefix: str):
-    columns = ["tuple_id", "tsc", "domain", "t_ns"]
+    columns = ["tuple_id", "tsc", "domain_id", "t_ns"]
     frame = app.log_frame(channel, "records", columns, required=False)
     return frame.select(F.col("tuple_id").alias("task_attempt_id"), F.col("tsc").alias(f"{prefix}_tsc"),
-                        F.col("domain").alias(f"{prefix}_domain"), F.col("t_ns").alias(f"{prefix}_t_ns"))
+                        F.col("domain_id").alias(f"{prefix}_domain_id"), F.col("t_ns").alias(f"{prefix}_t_ns"))
 
 
 def tasks(app):

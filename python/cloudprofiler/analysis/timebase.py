@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import tables
-from ..calibration.translate import PATH, durations, to_reference
+from ..calibration.translate import PATH, PATHS, durations, to_reference
 
 
 def _clock(value) -> "dict | None":
@@ -110,9 +110,20 @@ class Timebase:
         domains = {self.reference: "reference"}
         for (reference, domain), cal in self.calibrations.items():
             if reference == self.reference and domain != self.reference:
-                other, ref, err = cal.interpolated()
-                domains[domain] = {"other": other.tolist(), "ref": _bits(ref), "err": _bits(err)}
-        return {"start_tick": _bits(self.start_tick), "hz": _bits(self.hz), "domains": domains}
+                domains[domain] = _jvm_anchors(cal)
+        return {"start_tick": ieee_bits(self.start_tick), "hz": ieee_bits(self.hz), "domains": domains}
+
+    def jvm_durations(self) -> dict:
+        """What `durations` needs, for the plugin's durations in the JVM (io.cloudprofiler.spark.analysis.Durations),
+        domains by domain_id: the paths' codes, the reference and its frequency, every calibration between two of
+        `domains` (in both orientations), each domain's own frequency. Doubles as their IEEE bits."""
+        ids = {d: i for i, d in enumerate(self.domains)}
+        calibrations = [{"x": ids[x], "y": ids[y], **_jvm_anchors(cal)} for (x, y), cal in
+                        sorted(self.calibrations.items()) if x in ids and y in ids]
+        local = [{"domain": ids[d], "hz": ieee_bits(hz), "uncertainty": ieee_bits(uncertainty)}
+                 for d, (hz, uncertainty) in sorted(self.domain_hz.items())]
+        return {"paths": list(PATHS), "hz": ieee_bits(self.hz), "reference": ids[self.reference], "domains": len(ids),
+                "calibrations": calibrations, "local": local}
 
     def durations(self, start_domain: "str | None", start, end_domain: "str | None", end) -> tuple:
         """(duration_ns, err_ns, path, extrapolated, unbounded) from start (ticks of start_domain) to end, by the
@@ -161,7 +172,14 @@ class Timebase:
         return int(round((wall_ns - (tick - self.start_tick) / self.hz * 1e9) / 1e6))
 
 
-def _bits(values):
+def _jvm_anchors(cal) -> dict:
+    """A calibration's interpolation anchors and the span of its rounds (Calibration.covers), for the JVM."""
+    other, ref, err = cal.interpolated()
+    return {"other": other.tolist(), "ref": ieee_bits(ref), "err": ieee_bits(err), "first": int(cal.other[0]),
+            "last": int(cal.other[-1])}
+
+
+def ieee_bits(values):
     """float64 values (an array, or one) as the int64 of their IEEE bits."""
     return np.asarray(values, dtype=np.float64).view(np.int64).tolist()
 

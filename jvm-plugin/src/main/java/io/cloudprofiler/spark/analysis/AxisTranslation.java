@@ -12,60 +12,35 @@ import java.io.Serializable;
 final class AxisTranslation implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** translate.py's ROUNDING_TICKS: every calibrated bound is widened by it. */
-  private static final double ROUNDING_TICKS = 1.0;
-
   private final double startTick;
   private final double hz;
   private final boolean reference;
-  // the calibration's interpolation anchors (other ticks increasing), null for the reference and
-  // for a domain nothing relates to it
-  private final long[] other;
-  private final double[] ref;
-  private final double[] err;
+  // the calibration's interpolation anchors, null for the reference and for a domain nothing
+  // relates to it
+  private final Anchors anchors;
 
-  private AxisTranslation(
-      double startTick, double hz, boolean reference, long[] other, double[] ref, double[] err) {
+  private AxisTranslation(double startTick, double hz, boolean reference, Anchors anchors) {
     this.startTick = startTick;
     this.hz = hz;
     this.reference = reference;
-    this.other = other;
-    this.ref = ref;
-    this.err = err;
+    this.anchors = anchors;
   }
 
   static AxisTranslation reference(double startTick, double hz) {
-    return new AxisTranslation(startTick, hz, true, null, null, null);
+    return new AxisTranslation(startTick, hz, true, null);
   }
 
   static AxisTranslation unbounded() {
-    return new AxisTranslation(Double.NaN, Double.NaN, false, null, null, null);
+    return new AxisTranslation(Double.NaN, Double.NaN, false, null);
   }
 
-  /**
-   * A calibrated domain: its anchors as Calibration keeps them after choosing (_other, _ref, _err),
-   * at least two, {@code other} strictly increasing.
-   */
-  static AxisTranslation calibrated(
-      double startTick, double hz, long[] other, double[] ref, double[] err) {
-    if (other.length < 2 || ref.length != other.length || err.length != other.length)
-      throw new IllegalArgumentException(
-          "a calibration needs at least two anchors of other, ref and err each, got "
-              + other.length
-              + ", "
-              + ref.length
-              + ", "
-              + err.length);
-    for (int i = 1; i < other.length; i++) {
-      if (other[i] <= other[i - 1])
-        throw new IllegalArgumentException(
-            "calibration anchors out of order: " + other[i - 1] + " then " + other[i]);
-    }
-    return new AxisTranslation(startTick, hz, false, other, ref, err);
+  /** A calibrated domain: its anchors as Calibration keeps them after choosing. */
+  static AxisTranslation calibrated(double startTick, double hz, Anchors anchors) {
+    return new AxisTranslation(startTick, hz, false, anchors);
   }
 
   boolean isUnbounded() {
-    return !reference && other == null;
+    return !reference && anchors == null;
   }
 
   /**
@@ -93,37 +68,12 @@ final class AxisTranslation implements Serializable {
       }
       return;
     }
-    int segment = 0;
     for (int i = 0; i < n; i++) {
-      long value = tsc[i];
-      // np.searchsorted(other, value, side="right") - 1, clipped to a segment; values come mostly
-      // in
-      // order, so the previous value's segment is tried first
-      if (!(other[segment] <= value && (segment + 2 == other.length || value < other[segment + 1])))
-        segment = segmentOf(value);
-      long oj = other[segment];
-      double span = (double) (other[segment + 1] - oj);
-      double lam = (double) (value - oj) / span;
-      double rate = (ref[segment + 1] - ref[segment]) / span;
-      double est = ref[segment] + rate * (double) (value - oj);
-      double bound =
-          Math.abs(1.0 - lam) * err[segment] + Math.abs(lam) * err[segment + 1] + ROUNDING_TICKS;
-      tNs[i] = (est - startTick) / hz * 1e9;
-      errNs[i] = bound / hz * 1e9;
-      extrapolated[i] = lam < 0 || lam > 1;
+      anchors.translate(tsc[i], anchors.segment(tsc[i]));
+      tNs[i] = (anchors.estimate - startTick) / hz * 1e9;
+      errNs[i] = anchors.bound / hz * 1e9;
+      extrapolated[i] = anchors.extrapolated;
       unbound[i] = false;
     }
-  }
-
-  /** The last anchor at or before {@code value}, clipped to 0 .. anchors - 2. */
-  private int segmentOf(long value) {
-    int lo = 0;
-    int hi = other.length; // the count of anchors <= value lies in lo..hi
-    while (lo < hi) {
-      int mid = (lo + hi) >>> 1;
-      if (other[mid] <= value) lo = mid + 1;
-      else hi = mid;
-    }
-    return Math.max(0, Math.min(other.length - 2, lo - 1));
   }
 }

@@ -1,8 +1,9 @@
 package io.cloudprofiler.spark.analysis;
 
+import static io.cloudprofiler.spark.analysis.PlanJson.bits;
+import static io.cloudprofiler.spark.analysis.PlanJson.required;
+
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -37,8 +38,6 @@ final class LogFilePart implements InputPartition {
     this.taskChannel = records && TASK_CHANNELS.contains(constants.get("channel"));
   }
 
-  private static final ObjectMapper JSON = new ObjectMapper();
-
   /** The per-file columns: name -> whether a number (int64) or text. */
   private static final Map<String, Boolean> FILE_COLUMNS =
       Map.of(
@@ -54,19 +53,14 @@ final class LogFilePart implements InputPartition {
   /**
    * The partitions of the option {@code plan}, JSON the analysis writes (reader.py's jvm_plan):
    * {"start_tick", "hz": the axis's doubles as their IEEE bits (exact); "domains": {name:
-   * "reference" or {"other": [ticks], "ref": [bits], "err": [bits]}}; "files": [{"path", "kind":
+   * "reference" or its anchors, as Durations.anchors reads them}; "files": [{"path", "kind":
    * records or counters, the per-file columns, "channel_id", "domain_id"}]}. A domain the plan does
    * not name is unbounded.
    */
   static List<LogFilePart> parse(String plan) {
-    JsonNode root;
-    try {
-      root = JSON.readTree(plan);
-    } catch (IOException e) {
-      throw new IllegalArgumentException("the option plan is not JSON: " + e.getMessage(), e);
-    }
-    double startTick = Double.longBitsToDouble(required(root, "start_tick").asLong());
-    double hz = Double.longBitsToDouble(required(root, "hz").asLong());
+    JsonNode root = PlanJson.parse(plan, "the option plan");
+    double startTick = bits(required(root, "start_tick"));
+    double hz = bits(required(root, "hz"));
     Map<String, AxisTranslation> axes = new HashMap<>();
     for (Map.Entry<String, JsonNode> e : required(root, "domains").properties()) {
       JsonNode d = e.getValue();
@@ -74,12 +68,7 @@ final class LogFilePart implements InputPartition {
           e.getKey(),
           d.isTextual() && d.asText().equals("reference")
               ? AxisTranslation.reference(startTick, hz)
-              : AxisTranslation.calibrated(
-                  startTick,
-                  hz,
-                  longs(required(d, "other")),
-                  doubles(required(d, "ref")),
-                  doubles(required(d, "err"))));
+              : AxisTranslation.calibrated(startTick, hz, Durations.anchors(d)));
     }
     List<LogFilePart> parts = new ArrayList<>();
     for (JsonNode f : required(root, "files")) {
@@ -111,30 +100,5 @@ final class LogFilePart implements InputPartition {
     if (!node.canConvertToLong())
       throw new IllegalArgumentException("not an integer: " + node + " in the option plan");
     return node.asLong();
-  }
-
-  private static JsonNode required(JsonNode node, String key) {
-    JsonNode value = node.get(key);
-    if (value == null || value.isNull())
-      throw new IllegalArgumentException(
-          "the option plan lacks " + key + " in " + abbreviated(node));
-    return value;
-  }
-
-  private static String abbreviated(JsonNode node) {
-    String text = node.toString();
-    return text.length() > 200 ? text.substring(0, 200) + "..." : text;
-  }
-
-  private static long[] longs(JsonNode array) {
-    long[] out = new long[array.size()];
-    for (int i = 0; i < out.length; i++) out[i] = array.get(i).asLong();
-    return out;
-  }
-
-  private static double[] doubles(JsonNode bits) {
-    double[] out = new double[bits.size()];
-    for (int i = 0; i < out.length; i++) out[i] = Double.longBitsToDouble(bits.get(i).asLong());
-    return out;
   }
 }
