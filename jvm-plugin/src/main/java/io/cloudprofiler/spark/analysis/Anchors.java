@@ -53,9 +53,7 @@ final class Anchors implements Serializable {
    * anchors - 2), the last one found tried first: values come mostly in order.
    */
   int segment(long value) {
-    int hint = found;
-    if ((hint == 0 || other[hint] <= value)
-        && (hint + 2 == other.length || value < other[hint + 1])) return hint;
+    if (holds(found, value)) return found;
     int lo = 0;
     int hi = other.length; // the count of anchors <= value lies in lo..hi
     while (lo < hi) {
@@ -64,6 +62,12 @@ final class Anchors implements Serializable {
       else hi = mid;
     }
     return found = Math.max(0, Math.min(other.length - 2, lo - 1));
+  }
+
+  /** Whether {@code value} lies in the segment (the first reaches back, the last on, forever). */
+  private boolean holds(int segment, long value) {
+    return (segment == 0 || other[segment] <= value)
+        && (segment + 2 == other.length || value < other[segment + 1]);
   }
 
   /**
