@@ -253,14 +253,13 @@ def test_the_jvm_takes_every_duration_as_the_python_workers_do(analysed):
 
     from cloudprofiler.analysis.joins import merge_join, with_durations
 
-    sides = [analysed.log_frame(channel, "records", ["tuple_id", "tsc", "domain_id"]).select(
-        "tuple_id", F.col("tsc").alias(f"{end}_tsc"), F.col("domain_id").alias(f"{end}_domain_id"))
-        for channel, end in (("source", "start"), ("sink", "end"))]
-    tasks = [analysed.log_frame(channel, "records", ["tuple_id", "tsc", "domain_id"]).select(
-        "tuple_id", F.col("tsc").alias(f"{end}_tsc"), F.col("domain_id").alias(f"{end}_domain_id"))
-        for channel, end in (("spark.task.start", "start"), ("spark.task.end", "end"))]
-    for joined, what in ((merge_join(*sides, "tuple_id"), "trace points"),
-                         (merge_join(*tasks, "tuple_id", "full_outer"), "tasks")):
+    def ends(start: str, end: str) -> list:
+        return [analysed.log_frame(channel, "records", ["tuple_id", "tsc", "domain_id"]).select(
+            "tuple_id", F.col("tsc").alias(f"{side}_tsc"), F.col("domain_id").alias(f"{side}_domain_id"))
+            for channel, side in ((start, "start"), (end, "end"))]
+
+    for joined, what in ((merge_join(*ends("source", "sink"), "tuple_id"), "trace points"),
+                         (merge_join(*ends("spark.task.start", "spark.task.end"), "tuple_id", "full_outer"), "tasks")):
         jvm, python = (with_durations(joined, analysed.timebase, in_jvm=in_jvm).toPandas()
                        .sort_values(["tuple_id", "start_tsc"], ignore_index=True) for in_jvm in (True, False))
         assert len(jvm) > 0 and set(jvm["path"]) - {"unbounded"}, what

@@ -16,11 +16,9 @@ public final class DurationColumns implements UDF4<Integer, Long, Integer, Long,
   private static final long serialVersionUID = 1L;
 
   private final Durations durations;
-  private final String[] paths; // translate.py's PATHS: a path's name by its code
 
-  private DurationColumns(Durations durations, String[] paths) {
+  private DurationColumns(Durations durations) {
     this.durations = durations;
-    this.paths = paths;
   }
 
   /**
@@ -28,23 +26,19 @@ public final class DurationColumns implements UDF4<Integer, Long, Integer, Long,
    * (Timebase.jvm_durations), returning {@code type}'s struct (DURATION_FIELDS, as JSON).
    */
   public static void register(SparkSession spark, String name, String plan, String type) {
-    com.fasterxml.jackson.databind.JsonNode root = PlanJson.parse(plan, "the durations' plan");
-    com.fasterxml.jackson.databind.JsonNode names = PlanJson.required(root, "paths");
-    String[] paths = new String[names.size()];
-    for (int i = 0; i < paths.length; i++) paths[i] = names.get(i).asText();
-    spark
-        .udf()
-        .register(name, new DurationColumns(Durations.parse(root), paths), DataType.fromJson(type));
+    Durations durations = Durations.parse(PlanJson.parse(plan, "the durations' plan"));
+    spark.udf().register(name, new DurationColumns(durations), DataType.fromJson(type));
   }
 
   @Override
   public Row call(Integer startDomain, Long start, Integer endDomain, Long end) {
     if (start == null || end == null)
-      return RowFactory.create(null, null, paths[Durations.UNBOUNDED], false, true);
+      return RowFactory.create(null, null, Durations.pathName(Durations.UNBOUNDED), false, true);
     Durations d = durations;
     synchronized (d) { // one instance serves a task's rows; its results are fields
       d.of(startDomain == null ? -1 : startDomain, start, endDomain == null ? -1 : endDomain, end);
-      return RowFactory.create(d.durationNs, d.errNs, paths[d.pathCode], d.flagged, d.unbounded);
+      return RowFactory.create(
+          d.durationNs, d.errNs, Durations.pathName(d.pathCode), d.flagged, d.unbounded);
     }
   }
 }

@@ -24,6 +24,11 @@ final class Durations implements Serializable {
     "unbounded", "trivial", "scenario1", "scenario2", "scenario3", "baseline", "local"
   };
 
+  /** A path's name (translate.py's PATHS). */
+  static String pathName(byte code) {
+    return PATHS[code];
+  }
+
   static final byte UNBOUNDED = 0,
       TRIVIAL = 1,
       SCENARIO1 = 2,
@@ -38,7 +43,7 @@ final class Durations implements Serializable {
   private final double[] localHz; // per domain, its files' tsc.hz (NaN where none tells)
   private final double[] localUncertainty;
 
-  // the duration being chosen (durations' _best), and the candidate beside it
+  // the duration being chosen (translate.py's _best over the candidates `consider` is given)
   private double value, error;
   private byte path;
   private boolean extrapolated;
@@ -112,12 +117,6 @@ final class Durations implements Serializable {
     return d;
   }
 
-  private Anchors calibration(int x, int y) {
-    return x >= 0 && y >= 0 && x < calibrations.length && y < calibrations.length
-        ? calibrations[x][y]
-        : null;
-  }
-
   /**
    * The duration from {@code start} (ticks of {@code startDomain}) to {@code end}: in {@link
    * #durationNs}, {@link #errNs}, {@link #pathCode}, {@link #flagged} (extrapolated), {@link
@@ -136,7 +135,7 @@ final class Durations implements Serializable {
     if (startDomain == endDomain && startDomain == reference) {
       consider((double) (end - start), 0.0, TRIVIAL, false);
     } else if (startDomain == endDomain) {
-      Anchors cal = calibration(reference, startDomain);
+      Anchors cal = calibrations[reference][startDomain];
       if (cal != null) {
         int k = cal.segment(start);
         double d = (double) (end - start);
@@ -174,8 +173,8 @@ final class Durations implements Serializable {
 
   /** Scenario 2 (an end in the reference) or the baseline: both ends translated. */
   private void viaReference(int startDomain, long start, int endDomain, long end) {
-    Anchors s = calibration(reference, startDomain);
-    Anchors t = calibration(reference, endDomain);
+    Anchors s = calibrations[reference][startDomain];
+    Anchors t = calibrations[reference][endDomain];
     if ((startDomain != reference && s == null) || (endDomain != reference && t == null)) return;
     double sEst = (double) start, sErr = 0.0, tEst = (double) end, tErr = 0.0;
     boolean sExt = false, tExt = false;
@@ -198,8 +197,8 @@ final class Durations implements Serializable {
   /** Scenario 3 (Eq. 8): y translated into X, the local duration scaled with X's calibration. */
   private void scenario3(int x, int y, long xValue, long yValue, boolean xIsStart) {
     if (x == reference || y == reference) return;
-    Anchors refX = calibration(reference, x);
-    Anchors xY = calibration(x, y);
+    Anchors refX = calibrations[reference][x];
+    Anchors xY = calibrations[x][y];
     if (refX == null || xY == null) return;
     xY.translate(yValue, xY.segment(yValue));
     double yInX = xY.estimate, eXY = xY.bound;

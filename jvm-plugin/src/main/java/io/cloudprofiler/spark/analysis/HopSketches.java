@@ -337,7 +337,8 @@ public final class HopSketches {
   /** hops.py's _hop_rows of one hop's local or remote durations in a partition. */
   private static final class Side {
     long count, unbounded, exact;
-    double min = Double.POSITIVE_INFINITY, max = Double.NEGATIVE_INFINITY, sum, errMax;
+    double min = Double.POSITIVE_INFINITY, max = Double.NEGATIVE_INFINITY, sum;
+    double errMax = Double.NEGATIVE_INFINITY;
     final Buckets.Counts latency = new Buckets.Counts(), error = new Buckets.Counts();
 
     void add(Durations d, Buckets buckets) {
@@ -346,15 +347,9 @@ public final class HopSketches {
         return;
       }
       double v = d.durationNs, e = d.errNs;
-      if (count == 0) {
-        min = v;
-        max = v;
-        errMax = e;
-      } else {
-        min = Math.min(min, v);
-        max = Math.max(max, v);
-        errMax = Math.max(errMax, e);
-      }
+      min = Math.min(min, v);
+      max = Math.max(max, v);
+      errMax = Math.max(errMax, e);
       count++;
       if (e == 0) exact++;
       sum += v;
