@@ -5,11 +5,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +27,19 @@ struct cp_handoff {
   bool stalled;   /* no block was free at the last hand-off: records are dropped until one is */
   uint64_t logged;
 };
+
+void cp__futex_wait(_Atomic uint32_t *word, uint32_t value, uint64_t timeout_ns) {
+  struct timespec timeout = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+  syscall(SYS_futex, word, FUTEX_WAIT, value, &timeout, NULL, 0); /* EAGAIN, EINTR, ETIMEDOUT: the caller looks */
+}
+
+void cp__futex_wake(_Atomic uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
+
+static uint64_t monotonic_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 uint64_t cp__process_start(int pid) {
   char path[64], text[1024];
@@ -140,20 +156,20 @@ static int announce(cp_handoff *w, const char *tmp, cp_error *error) {
   return 0;
 }
 
-/* Waits until the owner has mapped the memory (its inbox thread wakes on the new name and does within a
- * millisecond): a writer that closed or died before then would take its records with it. The owner removes a
- * name it refuses: then ECONNREFUSED at once; ETIMEDOUT after CP_HANDOFF_WAIT_MS. */
+/* Waits until the owner has mapped the memory (its inbox thread wakes on the new name, maps it and wakes this
+ * side): a writer that closed or died before then would take its records with it. The owner removes a name it
+ * refuses, without a wake-up: then ECONNREFUSED within a millisecond; ETIMEDOUT after CP_HANDOFF_WAIT_MS. */
 static int wait_attached(cp_handoff *w, cp_error *error) {
-  struct timespec nap = {0, 100000};
-  for (uint32_t waited = 0; !atomic_load_explicit(&w->header->attached, memory_order_acquire); waited++) {
+  uint64_t deadline = monotonic_ns() + (uint64_t)CP_HANDOFF_WAIT_MS * 1000000u;
+  while (!atomic_load(&w->header->attached)) {
     if (access(w->path, F_OK) != 0)
       return cp__fail(error, ECONNREFUSED, "the inbox refused hand-off channel %s (its owner's log says why)", w->path);
-    if (waited >= CP_HANDOFF_WAIT_MS * 10) {
+    if (monotonic_ns() >= deadline) {
       unlink(w->path);
       return cp__fail(error, ETIMEDOUT, "the inbox did not take hand-off channel %s within %d ms", w->path,
                       CP_HANDOFF_WAIT_MS);
     }
-    nanosleep(&nap, NULL);
+    cp__futex_wait(&w->header->attached, 0, 1000000);
   }
   return 0;
 }
@@ -193,19 +209,29 @@ cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler 
   return w;
 }
 
+/* Sleeps until the owner frees block b or CP_HANDOFF_WAIT_MS pass. `waiting` is set before the state is looked at
+ * and the owner frees before it looks at `waiting` (both sequentially consistent): either this side sees the block
+ * free or the owner sees it waiting and wakes it; the futex sleeps only while the state is still the one seen. */
+static void wait_free(cp_handoff *w, uint32_t b) {
+  _Atomic uint32_t *state = &w->header->heads[b].state;
+  uint64_t deadline = monotonic_ns() + (uint64_t)CP_HANDOFF_WAIT_MS * 1000000u;
+  atomic_store(&w->header->waiting, 1);
+  for (uint32_t seen; (seen = atomic_load(state)) != CP_HANDOFF_FREE;) {
+    uint64_t now = monotonic_ns();
+    if (now >= deadline) break;
+    cp__futex_wait(state, seen, deadline - now);
+  }
+  atomic_store(&w->header->waiting, 0);
+}
+
 /* Hands the full block to the owner and takes the next one if the owner has freed it, waiting up to
  * CP_HANDOFF_WAIT_MS when it was free last time; w->mutex held. */
 static void next_block(cp_handoff *w) {
   cp_handoff_block_head *heads = w->header->heads;
   if (!w->stalled) atomic_store_explicit(&heads[w->block].state, CP_HANDOFF_FULL, memory_order_release);
   uint32_t next = (w->block + 1) % CP_HANDOFF_BLOCKS;
-  if (atomic_load_explicit(&heads[next].state, memory_order_acquire) != CP_HANDOFF_FREE && !w->stalled) {
-    struct timespec nap = {0, 100000}; /* the owner polls every few milliseconds at most */
-    for (uint32_t waited = 0; waited < CP_HANDOFF_WAIT_MS * 10; waited++) {
-      nanosleep(&nap, NULL);
-      if (atomic_load_explicit(&heads[next].state, memory_order_acquire) == CP_HANDOFF_FREE) break;
-    }
-  }
+  if (atomic_load_explicit(&heads[next].state, memory_order_acquire) != CP_HANDOFF_FREE && !w->stalled)
+    wait_free(w, next);
   if (atomic_load_explicit(&heads[next].state, memory_order_acquire) != CP_HANDOFF_FREE) {
     w->stalled = true;
     return;

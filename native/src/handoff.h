@@ -6,7 +6,9 @@
  * release after the records' columns are written, so the owner reads only complete records. The owner's library
  * writes a block's records into its files straight from this memory (no copy of its own): it hands a block back
  * (FREE) once they are encoded, and takes a block still filling only once its writer closed, died or asks for it
- * (`wanted`, its flush), or after the owner's flush interval. */
+ * (`wanted`, its flush), or after the owner's flush interval. A writer that finds no free block sleeps on the next
+ * block's state (a futex of the shared memory, which both processes map) and says so in `waiting`: the owner wakes
+ * it as it frees a block, so that it neither sleeps past that nor wakes to look before. */
 #ifndef CP_HANDOFF_H
 #define CP_HANDOFF_H
 
@@ -15,7 +17,7 @@
 
 #include "internal.h"
 
-#define CP_HANDOFF_MAGIC "CPHOFF2"   /* 8 bytes with its NUL */
+#define CP_HANDOFF_MAGIC "CPHOFF3"   /* 8 bytes with its NUL */
 #define CP_HANDOFF_SUFFIX ".handoff" /* a whole name: the writer renames it to this once its header is set */
 #define CP_INBOX_OWNER "owner"       /* "<pid> <start time>" of the inbox's owner, in its folder */
 
@@ -40,7 +42,8 @@ typedef struct cp_handoff_header {
   _Atomic uint64_t taken;    /* by the owner */
   char text[CP_HANDOFF_TEXT_MAX];
   cp_handoff_block_head heads[CP_HANDOFF_BLOCKS];
-  _Atomic uint64_t wanted; /* by the writer's flush: take what it published up to here, filling block or not */
+  _Atomic uint64_t wanted;  /* by the writer's flush: take what it published up to here, filling block or not */
+  _Atomic uint32_t waiting; /* by the writer: it sleeps on a block's state until the owner frees the block */
 } cp_handoff_header;
 
 /* Block b's columns: ids then TSCs, after the header, each block on its own pages. */
@@ -54,6 +57,11 @@ static inline int64_t *cp__handoff_ids(void *map, uint32_t block) {
 static inline uint64_t *cp__handoff_tscs(void *map, uint32_t block) {
   return (uint64_t *)(cp__handoff_ids(map, block) + CP_HANDOFF_BLOCK_RECORDS);
 }
+
+/* Sleeps while *word holds `value`, at most timeout_ns, or until cp__futex_wake(word) in any process that maps the
+ * same memory (a shared futex: no FUTEX_PRIVATE_FLAG); may return early, so callers check the word again. */
+CP_INTERNAL void cp__futex_wait(_Atomic uint32_t *word, uint32_t value, uint64_t timeout_ns);
+CP_INTERNAL void cp__futex_wake(_Atomic uint32_t *word);
 
 /* A process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), 0 when it does not exist. */
 CP_INTERNAL uint64_t cp__process_start(int pid);

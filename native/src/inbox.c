@@ -214,7 +214,8 @@ static void attach(const char *path) {
   s->checked_ns = now_ns();
   s->next = inbox.sources;
   inbox.sources = s;
-  atomic_store_explicit(&s->header->attached, 1, memory_order_release); /* the writer's open returns */
+  atomic_store(&s->header->attached, 1); /* the writer's open returns */
+  cp__futex_wake(&s->header->attached);
 }
 
 static void scan(void) {
@@ -252,7 +253,9 @@ static void reject(source *s, uint32_t state, uint32_t count) {
 static void block_release(block_use *use) {
   if (atomic_fetch_sub_explicit(&use->refs, 1, memory_order_acq_rel) != 1) return;
   cp_handoff_header *h = use->source->header;
-  atomic_store_explicit(&h->heads[use - use->source->uses].state, CP_HANDOFF_FREE, memory_order_release);
+  _Atomic uint32_t *state = &h->heads[use - use->source->uses].state;
+  atomic_store(state, CP_HANDOFF_FREE); /* before `waiting` is read: see handoff.c's wait_free */
+  if (atomic_load(&h->waiting)) cp__futex_wake(state);
   atomic_store_explicit(&use->free, true, memory_order_release);
 }
 
