@@ -43,6 +43,10 @@ def _quick_jvms() -> None:
 
 
 _quick_jvms()
+# Each test process has a Spark conf folder of its own, which is on the driver's class path: no JVM of one could use
+# a class archive of another's, and each analysis session would write one as it exits (10 s and 170 MB). The test
+# of the archive (test_jvm_start.py) turns it on for its own sessions.
+os.environ["CLOUDPROFILER_CLASS_ARCHIVE"] = "off"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,6 +6,9 @@ import os
 import secrets
 from typing import BinaryIO, Callable
 
+# this user's cache of what the tools make once and reuse (TPC-H data, the analysis JVM's class archive)
+CACHE_ROOT = "~/.cache/cloudprofiler"
+
 
 def replace_privately(path: "str | os.PathLike", write: Callable[[BinaryIO], None], mode: int = 0o600) -> None:
     """Writes `path` whole with `write(file)`: into a file of a random name beside it, created exclusively with

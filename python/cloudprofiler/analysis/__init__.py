@@ -19,13 +19,14 @@ def open_application(path, spark=None) -> "Application":
     """The application whose logs are in `path` (`<logDir>/<application id>`), read with `spark` (default: the
     embedded local session). A local path that is missing or not a folder raises NotAnApplicationError before any
     session starts."""
-    from .application import Application, check_local_folder
+    from .application import Application, check_local_folder, local_path
 
     check_local_folder(str(path))
     if spark is None:
+        from .jvm_start import folder_bytes
         from .session import local_session
 
-        spark = local_session()
+        spark = local_session(files_bytes=folder_bytes(local_path(str(path))))
     return Application(str(path), spark)
 
 

@@ -45,15 +45,18 @@ def _with_plugin_jar(given: "str | None" = None) -> str:
     return ",".join(held if any(os.path.basename(j).startswith(plugin) for j in held) else [*held, jar])
 
 
-def local_session(conf: "dict[str, str] | None" = None):
+def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None" = None):
     """A local Spark session on every core (local[*]), Spark's UI off and its logging quiet, started on first use
     and reused (a stopped one is replaced), without the profiler's plugin but with its jar (its reader of log files).
     Python workers run this interpreter, which has cloudprofiler. `conf`: Spark settings of the session it starts,
     as spark-submit's `--conf` (an object store's spark.hadoop.* keys, spark.jars.packages; its spark.jars get the
     plugin jar too), over spark-defaults.conf of SPARK_CONF_DIR. Where a session is already active in this process,
-    Spark hands that one out and its settings stay as they are."""
+    Spark hands that one out and its settings stay as they are. Where this starts the process's JVM, it starts it
+    as jvm_start says for an analysis of `files_bytes` of log files (None: unknown)."""
     global _session
     from pyspark.sql import SparkSession
+
+    from . import jvm_start
 
     jsc = _session.sparkContext._jsc if _session is not None else None  # None once the session was stopped
     if jsc is not None and not jsc.sc().isStopped():
@@ -70,8 +73,13 @@ def local_session(conf: "dict[str, str] | None" = None):
                # a log file travels whole through the JVM into Python: an Arrow batch of file contents holds a
                # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)
                .config("spark.sql.execution.arrow.maxBytesPerBatch", str(64 << 20)))
+    java_options, part = jvm_start.options(files_bytes)
+    given = conf.pop("spark.driver.extraJavaOptions", "")
+    if java_options or given:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join([*java_options, given]).strip())
     for key, value in conf.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
     _session.sparkContext.setLogLevel("ERROR")
+    jvm_start.started(part, _session)
     return _session

@@ -16,6 +16,8 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from ..private_files import CACHE_ROOT
+
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
 QUERIES = tuple(f"q{n:02d}" for n in range(1, 23))
 # rows per table at scale factor 1 (the specification's section 4.2.5); region and nation are fixed, lineitem's is
@@ -24,7 +26,7 @@ ROWS_AT_SCALE_1 = {"region": 5, "nation": 25, "supplier": 10_000, "customer": 15
                    "partsupp": 800_000, "orders": 1_500_000, "lineitem": 6_000_000}
 FIXED_SIZE = ("region", "nation")
 MARKER = "_COMPLETE"  # written last into a scale factor's folder: the data there is whole
-DEFAULT_ROOT = Path("~/.cache/cloudprofiler/tpch")
+DEFAULT_ROOT = Path(CACHE_ROOT) / "tpch"
 GENERATOR = "tpchgen-cli"
 
 

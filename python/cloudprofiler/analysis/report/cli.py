@@ -33,7 +33,7 @@ def run(args) -> int:
     import warnings
 
     from ...errors import NotAnApplicationError
-    from ..application import check_local_folder
+    from ..application import check_local_folder, local_path
 
     try:
         check_local_folder(args.folder)  # before a Spark session starts
@@ -45,9 +45,10 @@ def run(args) -> int:
                 builder = builder.config(key, value)
             spark = builder.getOrCreate()
         else:
+            from ..jvm_start import folder_bytes
             from ..session import local_session
 
-            spark = local_session(dict(args.conf))
+            spark = local_session(dict(args.conf), folder_bytes(local_path(args.folder)))
         from . import report
 
         with warnings.catch_warnings():  # the catalog's warnings about files are findings of the report

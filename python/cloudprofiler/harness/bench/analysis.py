@@ -119,16 +119,21 @@ def _records(app: Path) -> int:
                if f.parent != app)  # the driver's tables are not records
 
 
-def _session(master: str, driver_memory: str):
+def _session(master: str, driver_memory: str, app_path: Path):
     from pyspark.sql import SparkSession
 
+    from ...analysis import jvm_start
     from ...plugin_jar import jar_path
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
-    # the plugin jar's reader reads the log files, as in the analysis's own session
-    return (SparkSession.builder.master(master).appName("cloudprofiler-bench-analysis")
-            .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false")
-            .config("spark.jars", jar_path()).getOrCreate())
+    # the plugin jar's reader reads the log files, and the JVM starts as the analysis's own session's does
+    java_options, part = jvm_start.options(jvm_start.folder_bytes(str(app_path)))
+    spark = (SparkSession.builder.master(master).appName("cloudprofiler-bench-analysis")
+             .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false")
+             .config("spark.driver.extraJavaOptions", " ".join(java_options))
+             .config("spark.jars", jar_path()).getOrCreate())
+    jvm_start.started(part, spark)
+    return spark
 
 
 def _report(app, output: str) -> None:
@@ -172,7 +177,8 @@ def measure(args: argparse.Namespace) -> tuple[list[Phase], int, dict]:
         about.update(app=str(app_path), records=records)
         from cloudprofiler.analysis import open_application
 
-        spark = _timed(phases, "start Spark", lambda: _session(args.master, args.driver_memory), reads_records=False)
+        spark = _timed(phases, "start Spark", lambda: _session(args.master, args.driver_memory, app_path),
+                       reads_records=False)
         if spark is None:
             return phases, records, about
         try:
