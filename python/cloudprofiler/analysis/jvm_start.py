@@ -69,21 +69,30 @@ def options(files_bytes: "int | None") -> "tuple[list[str], Path | None]":
     compiler = QUICK_COMPILER if quick else []
     if os.environ.get(SWITCH, "").strip().lower() == "off":
         return compiler, None
+    try:
+        archived, part = _archive_options()
+    except Exception as exc:  # the archive only saves time: the session starts without it
+        print(f"cloudprofiler: no class archive: {exc}", file=sys.stderr)
+        return compiler, None
+    return [*archived, *compiler], part
+
+
+def _archive_options() -> "tuple[list[str], Path | None]":
     from pyspark.find_spark_home import _find_spark_home
 
     spark_home = Path(_find_spark_home())
     if not _classes_archivable(spark_home):
-        return compiler, None
+        return [], None
     folder = _own_folder(ARCHIVE_FOLDER.expanduser())
     if folder is None or any(c.isspace() or c in "\"'" for c in str(folder)):
-        return compiler, None
+        return [], None
     key = _key(spark_home)
     archive = folder / f"spark-{key}.jsa"
     _promote(folder, key, archive)
     if _usable(archive):
-        return [f"-XX:SharedArchiveFile={archive}", *QUIET, *compiler], None
+        return [f"-XX:SharedArchiveFile={archive}", *QUIET], None
     part = folder / f"spark-{key}-{secrets.token_hex(6)}.part"
-    return [f"-XX:ArchiveClassesAtExit={part}", *QUIET, *compiler], part
+    return [f"-XX:ArchiveClassesAtExit={part}", *QUIET], part
 
 
 def started(part: "Path | None", spark) -> None:
@@ -93,14 +102,14 @@ def started(part: "Path | None", spark) -> None:
         return
     from pyspark import SparkContext
 
-    system = spark.sparkContext._jvm.System
-    text = (f"{SparkContext._gateway.proc.pid}\n{system.getProperty('java.home')}\n"
-            f"{system.getProperty('java.class.path')}\n")
     try:
+        system = spark.sparkContext._jvm.System
+        text = (f"{SparkContext._gateway.proc.pid}\n{system.getProperty('java.home')}\n"
+                f"{system.getProperty('java.class.path')}\n")
         fd = os.open(_sidecar(part), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(text)
-    except OSError as exc:
+    except Exception as exc:  # its part is removed once an hour old
         print(f"cloudprofiler: no class archive for the next analysis: {exc}", file=sys.stderr)
 
 
@@ -180,8 +189,11 @@ def _promote(folder: Path, key: str, archive: Path) -> None:
         if _writing(int(pid), part):
             continue
         if not archive.exists() and _usable(part) and _loads(part, java_home, class_path):
-            os.chmod(part, 0o400)
-            os.replace(part, archive)
+            try:
+                os.chmod(part, 0o400)
+                os.replace(part, archive)
+            except FileNotFoundError:  # another start moved it meanwhile
+                pass
         _remove(part)
         _remove(sidecar)
     if archive.exists():
