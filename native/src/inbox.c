@@ -286,15 +286,21 @@ static void take_range(source *s, uint32_t count) {
 /* Takes what s's writer published, in full blocks, and the records of a block still filling when `all` or the
  * channel takes every record as it comes (not buffered); returns how many records it took. The state and count are
  * checked against the block and against what was taken of it: a block that fails is dropped (reject). At most every
- * block once: a writer's memory cannot keep this thread here. */
-static uint64_t take(source *s, bool all, uint64_t now) {
+ * block once: a writer's memory cannot keep this thread here. *pending: it stopped at a block whose last round is
+ * still on its way back to the writer, which may have filled it again meanwhile (the writer sees the block free a
+ * moment before this side may take it again): a closed writer is finished only once nothing is pending. */
+static uint64_t take(source *s, bool all, uint64_t now, bool *pending) {
   cp_handoff_header *h = s->header;
   uint64_t before = s->total;
   bool buffered = atomic_load(&atomic_load(&s->channel->current)->handler) == CP_HANDLER_BUFFERED;
+  *pending = false;
   for (uint32_t turns = 0; turns < CP_HANDOFF_BLOCKS; turns++) {
     block_use *use = &s->uses[s->block];
     if (!s->holding) { /* a new round of this block: once its last one went back to the writer */
-      if (!atomic_load_explicit(&use->free, memory_order_acquire)) break;
+      if (!atomic_load_explicit(&use->free, memory_order_acquire)) {
+        *pending = true;
+        break;
+      }
       atomic_store_explicit(&use->free, false, memory_order_relaxed);
       atomic_store_explicit(&use->refs, 1, memory_order_relaxed);
       s->holding = true;
@@ -364,7 +370,7 @@ static void finish(source *s) {
 }
 
 /* One pass over the open files: takes what is published, finishes those whose writer closed or died (or all of
- * them, at stop). Returns the records taken and blocks handed back. */
+ * them, at stop) once none waits for a block on its way back. Returns the records taken. */
 static uint64_t pass(bool stopping) {
   uint64_t n = 0, now = now_ns();
   uint64_t flush_ns = (uint64_t)cp__lib.options.flush_interval_ms * 1000000u;
@@ -373,10 +379,12 @@ static uint64_t pass(bool stopping) {
     bool closed = atomic_load_explicit(&s->header->closed, memory_order_acquire); /* before its last records */
     bool all = closed || stopping || atomic_load_explicit(&s->header->wanted, memory_order_acquire) > s->total ||
                (flush_ns && s->waiting_ns && now - s->waiting_ns >= flush_ns);
-    uint64_t taken = take(s, all, now);
+    bool pending;
+    uint64_t taken = take(s, all, now, &pending);
     n += taken;
-    if (closed || stopping || (!taken && writer_gone(s, now))) {
-      if (!closed) n += take(s, true, now); /* a writer found dead: what it published after the first take */
+    bool ended = closed || stopping || (!taken && writer_gone(s, now));
+    if (ended && !closed) n += take(s, true, now, &pending); /* a writer found dead: what it published after */
+    if (ended && !pending) {
       *link = s->next;
       finish(s);
     } else {
@@ -405,7 +413,10 @@ static void *inbox_main(void *arg) {
     wait_ms = pass(false) ? POLL_FAST_MS : (wait_ms * 2 > POLL_SLOW_MS ? POLL_SLOW_MS : wait_ms * 2);
   }
   scan();
-  pass(true);
+  /* at stop, until every writer is finished: a block on its way back comes within an encoding's time */
+  struct timespec nap = {0, 100000};
+  for (uint32_t waited = 0; pass(true), inbox.sources && waited < CP_HANDOFF_WAIT_MS * 10; waited++)
+    nanosleep(&nap, NULL);
   return NULL;
 }
 

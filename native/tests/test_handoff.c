@@ -134,7 +134,9 @@ int main(void) {
    * blocks of its own), then the 5 records the dead writer left in its next block */
   CHECK(f.batches == 2);
   ipc_free(&f);
-  CHECK(rows_of(dir, "rings", &f) == RINGS);
+  size_t rings_rows = rows_of(dir, "rings", &f);
+  if (rings_rows != RINGS) fprintf(stderr, "rings: %zu rows of %d, batches %zu\n", rings_rows, RINGS, f.batches);
+  CHECK(rings_rows == RINGS);
   for (size_t i = 0; i < f.rows; i++) CHECK(f.col0[i] == (int64_t)i);
   CHECK(f.batches == 5 * CP_HANDOFF_BLOCKS);
   ipc_free(&f);
