@@ -2,6 +2,7 @@
 import threading
 
 import numpy as np
+import pyarrow as pa
 
 import cloudprofiler as cp
 from conftest import run_python
@@ -151,3 +152,19 @@ def test_the_samples_of_a_channel_are_taken_once_with_its_level(log_dir):
     level, taken, tscs = cp.take_samples()["sampled.py"]
     assert level == 0 and taken == ids and tscs == sorted(tscs) and tscs[0] > 0
     assert "sampled.py" not in cp.take_samples()
+
+
+def test_a_batch_takes_one_tsc_and_log_many_one_per_record(log_dir):
+    with cp.Channel("batch", "buffered") as ch:
+        ch.log_many(np.arange(0, 1000))
+        ch.log_batch(np.arange(1000, 3000))
+        ch.log_batch(pa.chunked_array([pa.array(np.arange(3000, 3010))]))
+    with cp.Channel("batch-xoy", "xoy", (1, 2)) as sampled:
+        sampled.log_batch(np.arange(1000))
+    table = cp.read_log(ch.path)
+    tsc, ids = table.column("tsc").to_numpy(), table.column("tuple_id").to_numpy()
+    assert np.array_equal(ids, np.arange(3010))
+    assert len(set(tsc[:1000])) > 1 and len(set(tsc[1000:3000])) == 1 and len(set(tsc[3000:])) == 1
+    assert tsc[999] <= tsc[1000] < tsc[3000]
+    kept = cp.read_log(sampled.path)  # a handler that keeps some records gives the kept ones the batch's TSC
+    assert 0 < kept.num_rows < 1000 and len(set(kept.column("tsc").to_pylist())) == 1

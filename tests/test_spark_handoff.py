@@ -94,10 +94,21 @@ def test_a_worker_killed_mid_partition_loses_nothing_it_logged(run):
     assert len(retried) == 1 and np.array_equal(retried[0], np.arange(10_000, 20_000))
 
 
+def each_batch_takes_one_tsc(table) -> None:
+    """An Arrow batch (maxRecordsPerBatch 1000) passes the trace point whole: its 1000 ids, consecutive, share one
+    TSC, and no two batches do."""
+    tscs, ids = table.column("tsc").to_numpy(), table.column("tuple_id").to_numpy()
+    values, first, counts = np.unique(tscs, return_index=True, return_counts=True)
+    assert len(values) == ROWS // 1000 and set(counts) == {1000}
+    for value, start in zip(values, ids[first]):
+        assert np.array_equal(np.sort(ids[tscs == value]), np.arange(start, start + 1000))
+
+
 def test_trace_points_hand_over_and_workers_start_no_library(run):
     assert run["handoff_count"] == ROWS
-    ids = cp.read_log_dir(run["app"], channel="handed").column("tuple_id").to_numpy()
-    assert np.array_equal(np.sort(ids), np.arange(ROWS))
+    table = cp.read_log_dir(run["app"], channel="handed")
+    assert np.array_equal(np.sort(table.column("tuple_id").to_numpy()), np.arange(ROWS))
+    each_batch_takes_one_tsc(table)
     assert all(row.library == "" for row in run["workers_handoff"])  # no thread, no file of their own
 
 
@@ -105,6 +116,7 @@ def test_with_the_handoff_off_workers_write_files_of_their_own(run):
     assert run["files_count"] == ROWS
     table = cp.read_log_dir(run["app"], channel="own-files")
     assert np.array_equal(np.sort(table.column("tuple_id").to_numpy()), np.arange(ROWS))
+    each_batch_takes_one_tsc(table)
     metas = [cp.log_metadata(p) for p in set(table.column("file").to_pylist())]
     handed = cp.read_log_dir(run["app"], channel="handed").column("file").to_pylist()
     executor_pid = cp.log_metadata(handed[0])["pid"]

@@ -279,10 +279,10 @@ void cp_log_at(cp_channel *handle, int64_t tuple_id, uint64_t tsc) {
   if (ch) log_one_tsc(ch, tuple_id, true, tsc);
 }
 
-/* cp_log_many and cp_log_many_at: a buffered channel appends the whole array with one writer lookup; `tscs` NULL:
- * one TSC read per record now. */
+/* cp_log_many, cp_log_many_at and cp_log_batch: a buffered channel appends the whole array with one writer lookup;
+ * record i takes tscs[i * stride] (stride 0: the one TSC of a batch), or with `tscs` NULL a TSC read now. */
 static inline __attribute__((always_inline)) void log_many(cp_channel *handle, const int64_t *ids, const uint64_t *tscs,
-                                                           size_t n) {
+                                                           size_t stride, size_t n) {
   cp_channel *ch = accepting(handle, n);
   if (!ch) return;
   if (atomic_load_explicit(&ch->handler, memory_order_relaxed) == CP_HANDLER_BUFFERED) {
@@ -292,13 +292,18 @@ static inline __attribute__((always_inline)) void log_many(cp_channel *handle, c
       return;
     }
     atomic_store_explicit(&w->logged, atomic_load_explicit(&w->logged, memory_order_relaxed) + n, memory_order_relaxed);
-    for (size_t i = 0; i < n; i++) cp__writer_append(w, ids[i], tscs ? tscs[i] : cp__tsc());
+    for (size_t i = 0; i < n; i++) cp__writer_append(w, ids[i], tscs ? tscs[i * stride] : cp__tsc());
     return;
   }
-  for (size_t i = 0; i < n; i++) log_one_tsc(ch, ids[i], tscs != NULL, tscs ? tscs[i] : 0);
+  for (size_t i = 0; i < n; i++) log_one_tsc(ch, ids[i], tscs != NULL, tscs ? tscs[i * stride] : 0);
 }
 
-void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) { log_many(handle, ids, NULL, n); }
+void cp_log_many(cp_channel *handle, const int64_t *ids, size_t n) { log_many(handle, ids, NULL, 1, n); }
+
+void cp_log_batch(cp_channel *handle, const int64_t *ids, size_t n) {
+  uint64_t tsc = cp__tsc();
+  log_many(handle, ids, &tsc, 0, n);
+}
 
 bool cp__log_many_in_place(cp_channel *handle, const int64_t *ids, const uint64_t *tscs, uint32_t n,
                            void (*encoded)(void *), void *arg) {
@@ -309,5 +314,5 @@ bool cp__log_many_in_place(cp_channel *handle, const int64_t *ids, const uint64_
 }
 
 void cp_log_many_at(cp_channel *handle, const int64_t *ids, const uint64_t *tscs, size_t n) {
-  log_many(handle, ids, tscs, n);
+  log_many(handle, ids, tscs, 1, n);
 }

@@ -71,6 +71,13 @@ class RetInfo:
     overflows: int  # ret_start: acknowledgements the kernel dropped (receive buffer full)
 
 
+def log_chunks(log, handle, ids) -> None:
+    """`log(handle, ids, n)` (cp_log_many and the like) for each contiguous chunk of `ids`."""
+    for chunk in _as_int64_buffer(ids):
+        if chunk.size:
+            log(handle, ffi.from_buffer("int64_t[]", chunk), chunk.size)
+
+
 def _as_int64_buffer(ids):
     """A contiguous int64 numpy view of `ids` without per-element Python work for numpy and pyarrow input."""
     import numpy as np
@@ -187,9 +194,12 @@ class Channel(ClosingHandle):
 
     def log_many(self, ids) -> None:
         """Log every id of an integer array (numpy, pyarrow, or a sequence): one TSC per record."""
-        for chunk in _as_int64_buffer(ids):
-            if chunk.size:
-                lib.cp_log_many(self._handle, ffi.from_buffer("int64_t[]", chunk), chunk.size)
+        log_chunks(lib.cp_log_many, self._handle, ids)
+
+    def log_batch(self, ids) -> None:
+        """Log every id of an integer array with one TSC, read once (per chunk of a chunked array): records that
+        pass the point together, as an Arrow batch does, without a TSC read per record (16-25 ns on a VM)."""
+        log_chunks(lib.cp_log_batch, self._handle, ids)
 
     def log_at(self, tuple_id: int, tsc: int) -> None:
         """Log a record whose TSC was read earlier (`cloudprofiler.tsc()`), as `log` would have logged it then."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from . import _log_call
-from .channel import ClosingHandle, Handler, _as_int64_buffer, open_with_metadata
+from .channel import ClosingHandle, Handler, log_chunks, open_with_metadata
 from .errors import ClosedError
 from .native import call, check, ffi, lib, new_error
 
@@ -62,9 +62,12 @@ class Handoff(ClosingHandle):
     def log_many(self, ids) -> None:
         """Log every id of an integer array (numpy, pyarrow, or a sequence): one TSC per record."""
         self._check_open()
-        for chunk in _as_int64_buffer(ids):
-            if chunk.size:
-                lib.cp_handoff_log_many(self._handle, ffi.from_buffer("int64_t[]", chunk), chunk.size)
+        log_chunks(lib.cp_handoff_log_many, self._handle, ids)
+
+    def log_batch(self, ids) -> None:
+        """Log every id of an integer array with one TSC, read once (Channel.log_batch)."""
+        self._check_open()
+        log_chunks(lib.cp_handoff_log_batch, self._handle, ids)
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Wait until the owner has taken every record logged so far (PeerTimeoutError after `timeout_s`)."""

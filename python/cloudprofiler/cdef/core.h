@@ -48,6 +48,7 @@ cp_channel *cp_channel_open(const char *name, cp_handler handler, const int64_t 
                             cp_error *error);
 void cp_log(cp_channel *channel, int64_t tuple_id);
 void cp_log_many(cp_channel *channel, const int64_t *tuple_ids, size_t n);
+void cp_log_batch(cp_channel *channel, const int64_t *tuple_ids, size_t n);
 void cp_log_at(cp_channel *channel, int64_t tuple_id, uint64_t tsc);
 void cp_log_many_at(cp_channel *channel, const int64_t *tuple_ids, const uint64_t *tscs, size_t n);
 int cp_channel_parameterize(cp_channel *channel, uint32_t index, int64_t value, cp_error *error);
@@ -101,6 +102,7 @@ cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler 
                             size_t n_meta, cp_error *error);
 void cp_handoff_log(cp_handoff *handoff, int64_t tuple_id);
 void cp_handoff_log_many(cp_handoff *handoff, const int64_t *tuple_ids, size_t n);
+void cp_handoff_log_batch(cp_handoff *handoff, const int64_t *tuple_ids, size_t n);
 int cp_handoff_flush(cp_handoff *handoff, uint32_t timeout_ms, cp_error *error);
 typedef struct cp_handoff_stats { uint64_t logged; uint64_t taken; uint64_t dropped; } cp_handoff_stats;
 void cp_handoff_stats_get(const cp_handoff *handoff, cp_handoff_stats *out);

@@ -209,7 +209,8 @@ def builder(channels=None, **values):
 
 
 def trace(df, channel: str, id_col: str, handler: "str | None" = None, params=()):
-    """Pass `df` through unchanged, logging the ids of `id_col` to `channel` in each Python worker.
+    """Pass `df` through unchanged, logging the ids of `id_col` to `channel` in each Python worker: an Arrow batch
+    passes whole, and its records take the one TSC at which it reached the trace point (`log_batch`).
 
     The handler is `handler` if given, else the one configured for the channel (`channels=` of `builder`, i.e.
     `spark.cloudprofiler.channel.<name>.handler` / `.params`), else the one the rules of the executor choose

@@ -88,7 +88,7 @@ def trace_dataframe(df, channel: str, id_col: str, handler: "str | None", params
                 if ch is not None and failure is None:
                     try:
                         _fault_point()
-                        ch.log_many(batch.column(id_col))
+                        ch.log_batch(batch.column(id_col))  # the batch passes here whole: one TSC
                     except Exception as e:
                         failure = e
                 if failure is not None:
