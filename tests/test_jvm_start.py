@@ -129,3 +129,12 @@ def test_no_archive_where_sparks_conf_folder_holds_files(tmp_path, monkeypatch):
 def test_none_where_the_processs_jvm_runs_already():
     assert SparkContext._gateway is not None  # the tests' session fixture started it
     assert jvm_start.options(10_000) == ([], None)
+
+
+def test_java_options_of_spark_defaults_stay_beside_its_own(tmp_path):
+    home = tmp_path / "home"
+    (home / "spark-conf").mkdir(parents=True)
+    (home / "spark-conf" / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dcloudprofiler.kept=yes\n")
+    arguments = session_arguments(home, 10_000)
+    assert "-Dcloudprofiler.kept=yes" in arguments and "-XX:TieredStopAtLevel=1" in arguments
+    assert arguments.index("-Dcloudprofiler.kept=yes") > arguments.index("-XX:TieredStopAtLevel=1")

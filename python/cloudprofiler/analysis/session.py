@@ -30,19 +30,30 @@ def _with_plugin_jar(given: "str | None" = None) -> str:
     """spark.jars as given, else as this process's builders hold it, else as spark-defaults.conf says (the session's
     setting replaces that file's), with the plugin jar (unless there already), whose reader reads the log files in
     the JVM; as it is where the jar is not built (the analysis then reads them in Python)."""
-    from pyspark.sql import SparkSession
+    from ..plugin_jar import PLUGIN_JAR, jar_path
 
-    from ..plugin_jar import PLUGIN_JAR, jar_path, spark_defaults
-
-    if given is None:
-        given = getattr(SparkSession.Builder, "_options", {}).get("spark.jars") or spark_defaults().get("spark.jars")
-    held = [j.strip() for j in (given or "").split(",") if j.strip()]
+    held = [j.strip() for j in _given("spark.jars", given).split(",") if j.strip()]
     try:
         jar = jar_path()
     except FileNotFoundError:
         return ",".join(held)
     plugin = PLUGIN_JAR.split("{")[0]
     return ",".join(held if any(os.path.basename(j).startswith(plugin) for j in held) else [*held, jar])
+
+
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def _given(key: str, value: "str | None") -> str:
+    """`key` as the caller gives it, else as this process's builders hold it, else as spark-defaults.conf says: what
+    a setting of the session's own would replace."""
+    from pyspark.sql import SparkSession
+
+    from ..plugin_jar import spark_defaults
+
+    if value is None:
+        value = getattr(SparkSession.Builder, "_options", {}).get(key) or spark_defaults().get(key)
+    return value or ""
 
 
 def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None" = None):
@@ -74,9 +85,9 @@ def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None
                # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)
                .config("spark.sql.execution.arrow.maxBytesPerBatch", str(64 << 20)))
     java_options, part = jvm_start.options(files_bytes)
-    given = conf.pop("spark.driver.extraJavaOptions", "")
-    if java_options or given:
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join([*java_options, given]).strip())
+    if java_options:  # before the caller's, spark-defaults.conf's or an earlier builder's, which win
+        given = _given(JAVA_OPTIONS, conf.pop(JAVA_OPTIONS, None))
+        builder = builder.config(JAVA_OPTIONS, " ".join([*java_options, given]).strip())
     for key, value in conf.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
