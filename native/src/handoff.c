@@ -35,7 +35,7 @@ void cp__futex_wait(_Atomic uint32_t *word, uint32_t value, uint64_t timeout_ns)
 
 void cp__futex_wake(_Atomic uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
 
-static uint64_t monotonic_ns(void) {
+uint64_t cp__monotonic_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -160,11 +160,11 @@ static int announce(cp_handoff *w, const char *tmp, cp_error *error) {
  * side): a writer that closed or died before then would take its records with it. The owner removes a name it
  * refuses, without a wake-up: then ECONNREFUSED within a millisecond; ETIMEDOUT after CP_HANDOFF_WAIT_MS. */
 static int wait_attached(cp_handoff *w, cp_error *error) {
-  uint64_t deadline = monotonic_ns() + (uint64_t)CP_HANDOFF_WAIT_MS * 1000000u;
+  uint64_t deadline = cp__monotonic_ns() + (uint64_t)CP_HANDOFF_WAIT_MS * 1000000u;
   while (!atomic_load(&w->header->attached)) {
     if (access(w->path, F_OK) != 0)
       return cp__fail(error, ECONNREFUSED, "the inbox refused hand-off channel %s (its owner's log says why)", w->path);
-    if (monotonic_ns() >= deadline) {
+    if (cp__monotonic_ns() >= deadline) {
       unlink(w->path);
       return cp__fail(error, ETIMEDOUT, "the inbox did not take hand-off channel %s within %d ms", w->path,
                       CP_HANDOFF_WAIT_MS);
@@ -214,10 +214,10 @@ cp_handoff *cp_handoff_open(const char *dir, const char *name, const cp_handler 
  * free or the owner sees it waiting and wakes it; the futex sleeps only while the state is still the one seen. */
 static void wait_free(cp_handoff *w, uint32_t b) {
   _Atomic uint32_t *state = &w->header->heads[b].state;
-  uint64_t deadline = monotonic_ns() + (uint64_t)CP_HANDOFF_WAIT_MS * 1000000u;
+  uint64_t deadline = cp__monotonic_ns() + (uint64_t)CP_HANDOFF_WAIT_MS * 1000000u;
   atomic_store(&w->header->waiting, 1);
   for (uint32_t seen; (seen = atomic_load(state)) != CP_HANDOFF_FREE;) {
-    uint64_t now = monotonic_ns();
+    uint64_t now = cp__monotonic_ns();
     if (now >= deadline) break;
     cp__futex_wait(state, seen, deadline - now);
   }

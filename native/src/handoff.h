@@ -62,6 +62,8 @@ static inline uint64_t *cp__handoff_tscs(void *map, uint32_t block) {
  * same memory (a shared futex: no FUTEX_PRIVATE_FLAG); may return early, so callers check the word again. */
 CP_INTERNAL void cp__futex_wait(_Atomic uint32_t *word, uint32_t value, uint64_t timeout_ns);
 CP_INTERNAL void cp__futex_wake(_Atomic uint32_t *word);
+/* CLOCK_MONOTONIC in ns: the writer's and the owner's deadlines and intervals. */
+CP_INTERNAL uint64_t cp__monotonic_ns(void);
 
 /* A process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), 0 when it does not exist. */
 CP_INTERNAL uint64_t cp__process_start(int pid);

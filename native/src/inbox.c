@@ -84,12 +84,6 @@ static struct {
 
 enum { POLL_FAST_MS = 1, POLL_SLOW_MS = 20, ALIVE_CHECK_NS = 100000000 };
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static bool known(const char *path) {
   for (source *s = inbox.sources; s; s = s->next)
     if (strcmp(s->path, path) == 0) return true;
@@ -211,7 +205,7 @@ static void attach(const char *path) {
   s->channel = channel;
   s->writer_pid = copy.writer_pid;
   s->writer_start = copy.writer_start;
-  s->checked_ns = now_ns();
+  s->checked_ns = cp__monotonic_ns();
   s->next = inbox.sources;
   inbox.sources = s;
   atomic_store(&s->header->attached, 1); /* the writer's open returns */
@@ -372,7 +366,7 @@ static void finish(source *s) {
 /* One pass over the open files: takes what is published, finishes those whose writer closed or died (or all of
  * them, at stop) once none waits for a block on its way back. Returns the records taken. */
 static uint64_t pass(bool stopping) {
-  uint64_t n = 0, now = now_ns();
+  uint64_t n = 0, now = cp__monotonic_ns();
   uint64_t flush_ns = (uint64_t)cp__lib.options.flush_interval_ms * 1000000u;
   for (source **link = &inbox.sources; *link;) {
     source *s = *link;
