@@ -67,8 +67,6 @@ def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None
     global _session
     from pyspark.sql import SparkSession
 
-    from . import jvm_start
-
     jsc = _session.sparkContext._jsc if _session is not None else None  # None once the session was stopped
     if jsc is not None and not jsc.sc().isStopped():
         return _session
@@ -84,13 +82,25 @@ def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None
                # a log file travels whole through the JVM into Python: an Arrow batch of file contents holds a
                # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)
                .config("spark.sql.execution.arrow.maxBytesPerBatch", str(64 << 20)))
-    java_options, part = jvm_start.options(files_bytes)
-    if java_options:  # before the caller's, spark-defaults.conf's or an earlier builder's, which win
-        given = _given(JAVA_OPTIONS, conf.pop(JAVA_OPTIONS, None))
-        builder = builder.config(JAVA_OPTIONS, " ".join([*java_options, given]).strip())
+    given = conf.pop(JAVA_OPTIONS, None)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    _session = builder.getOrCreate()
+    _session = start(builder, files_bytes, given)
     _session.sparkContext.setLogLevel("ERROR")
-    jvm_start.started(part, _session)
     return _session
+
+
+def start(builder, files_bytes: "int | None", java_options: "str | None" = None):
+    """builder.getOrCreate(), where that starts the process's JVM started as jvm_start says for an analysis of
+    `files_bytes` of log files: its options before `java_options` (the driver's, as the caller gives them, else as
+    an earlier builder or spark-defaults.conf does), which win."""
+    from . import jvm_start
+
+    ours, part = jvm_start.options(files_bytes)
+    if ours:
+        builder = builder.config(JAVA_OPTIONS, " ".join([*ours, _given(JAVA_OPTIONS, java_options)]).strip())
+    elif java_options is not None:
+        builder = builder.config(JAVA_OPTIONS, java_options)
+    spark = builder.getOrCreate()
+    jvm_start.started(part, spark)
+    return spark

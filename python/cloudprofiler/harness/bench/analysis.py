@@ -122,18 +122,15 @@ def _records(app: Path) -> int:
 def _session(master: str, driver_memory: str, app_path: Path):
     from pyspark.sql import SparkSession
 
-    from ...analysis import jvm_start
+    from ...analysis.jvm_start import folder_bytes
+    from ...analysis.session import start
     from ...plugin_jar import jar_path
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
     # the plugin jar's reader reads the log files, and the JVM starts as the analysis's own session's does
-    java_options, part = jvm_start.options(jvm_start.folder_bytes(str(app_path)))
-    spark = (SparkSession.builder.master(master).appName("cloudprofiler-bench-analysis")
-             .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false")
-             .config("spark.driver.extraJavaOptions", " ".join(java_options))
-             .config("spark.jars", jar_path()).getOrCreate())
-    jvm_start.started(part, spark)
-    return spark
+    return start(SparkSession.builder.master(master).appName("cloudprofiler-bench-analysis")
+                 .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false")
+                 .config("spark.jars", jar_path()), folder_bytes(str(app_path)))
 
 
 def _report(app, output: str) -> None:
