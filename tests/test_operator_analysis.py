@@ -25,7 +25,11 @@ from cloudprofiler import tables
 from cloudprofiler.analysis import open_application
 from cloudprofiler.analysis.operator_hops import row_channels
 from cloudprofiler.analysis.reader import TASK_METRICS
+from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
+from cloudprofiler.harness.maxtput import free_port_base
 from cloudprofiler.harness.standalone import free_port, spark_class
+from cloudprofiler.harness.trial import stop_query
+from cloudprofiler.spark import read_generator
 from cloudprofiler.analysis.report import format as fmt
 from cloudprofiler.analysis.report import report as write_report
 from conftest import assert_tables_as_declared
@@ -35,6 +39,7 @@ UDF_ROWS, UDF_PARTITIONS, SLEEP_S = 200, 2, 0.015
 SKEWED_PARTITION = 2  # range(0, N, 1, 4)'s partition 2 holds ids [N/2, 3N/4): the skew query keeps all of them
 STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed", 5, 200, 3, 0.01
 EVENTS_FROM_MS = int(time.time() * 1000) - 86_400_000
+GENERATED_NAME, GENERATED_RATE, GENERATED_S = "generated", 20_000, 3
 # a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
 # id % 10 < 5 through the broadcast join (one match each)
 CHAIN = (f"select count(*) c from range(0, {N}, 1, 4) r join (select id k from range(5)) s on r.id % 10 = s.k "
@@ -89,6 +94,7 @@ def app(tmp_path_factory):
     sc.setJobGroup("traced", "cp_trace points placed by hand beside the probes, on the same rows")
     assert spark.sql(TRACED).first().s == sum(range(0, N // 4, 3))
     _slowed_stream(spark, base)
+    _generator_stream(spark, base)
     tab = _cloudprofiler_tab(sc, base)
     tab["early"] = early
     app_id = sc.applicationId
@@ -151,6 +157,22 @@ def _slowed_stream(spark, base: Path) -> None:
              .trigger(availableNow=True).option("checkpointLocation", str(base / "stream-checkpoint")).start())
     query.awaitTermination(120)
     assert [p["batchId"] for p in query.recentProgress] == list(range(STREAM_BATCHES))
+
+
+def _generator_stream(spark, base: Path) -> None:
+    """A streaming query on the generator source (GENERATED_RATE tuples/s from 2 emitters on this host for
+    GENERATED_S s, a batch a second): a filter, then a watermark on the emission time (so that each batch's progress
+    has its event-time range), into the noop sink."""
+    generator = Generator(GeneratorConfig(rate=GENERATED_RATE, duration_s=GENERATED_S, emitters=2, transport="serve",
+                                          port=free_port_base(2), timeout_s=30)).start()
+    frame = (read_generator(spark, generator.endpoints, timeout=10).where("id % 3 != 0")
+             .select("id", "event_time").withWatermark("event_time", "1 hour"))
+    query = (frame.writeStream.queryName(GENERATED_NAME).format("noop").trigger(processingTime="1 second")
+             .option("checkpointLocation", str(base / "generated-checkpoint")).start())
+    results = generator.join(120)
+    assert [r.error for r in results] == [None, None]
+    assert [r.committed_tuples for r in results] == [r.emitted_tuples for r in results]
+    stop_query(spark, query)
 
 
 def _event_ms(batch: int, row: int) -> int:
@@ -385,10 +407,17 @@ def test_without_operator_tables_the_application_analyses_and_the_section_says_h
                         r'true[^<]*</p></section>', section), section
 
 
-def test_each_micro_batch_has_its_progress_tasks_and_operators(app):
+def _slowed_batches(app) -> pd.DataFrame:
+    """batches() of the slowed query (the generator's query runs beside it)."""
     batches = app.batches().toPandas()
+    assert set(batches["query_name"]) == {STREAM_NAME, GENERATED_NAME}
+    return batches[batches["query_name"] == STREAM_NAME].reset_index(drop=True)
+
+
+def test_each_micro_batch_has_its_progress_tasks_and_operators(app):
+    batches = _slowed_batches(app)
     assert list(batches["batch_id"]) == list(range(STREAM_BATCHES))
-    assert set(batches["query_name"]) == {STREAM_NAME} and batches["run_id"].nunique() == 1
+    assert batches["run_id"].nunique() == 1
     assert (batches["num_input_rows"] == STREAM_ROWS).all()
     # a file's partition, then the aggregation's two shuffle partitions: each batch's tasks carry its ids
     assert (batches["tasks"] == 3).all() and (batches["jobs"] >= 1).all()
@@ -421,12 +450,55 @@ def test_the_report_says_which_operator_slowed_the_streaming_query(app, report):
     assert line.startswith(f"The streaming query `{STREAM_NAME}`&#x27;s batches grew slower: from ")
     assert f"(batches 1-{SLOWED_BATCH - 1}) to " in line and "BatchEvalPython (operator " in line
     section = page.split('<section id="streaming">')[1].split("</section>")[0]
+    section = section.split(f"<h3>`{STREAM_NAME}`")[1].split("<h3>")[0]
     assert f"{STREAM_BATCHES} batches" in section
     assert len(re.findall(r"<tr><td>\d+</td>", section)) == STREAM_BATCHES
     # the micro-batches' SQL executions are the streaming section's, not queries of their own
     streaming = set(app.task_table().where("streaming_batch_id is not null").toPandas()["sql_execution_id"])
     queries = page.split('<section id="queries">')[1].split("</section>")[0]
     assert not any(f"SQL execution {e}:" in queries for e in streaming)
+
+
+def test_the_generator_sources_records_are_timed_from_the_source_to_each_operator(app):
+    """Known answers: every sampled record (each task's rows 0, 1024, ...) pairs at the probe above the scan; from
+    its emission it takes at least as long to reach an operator as from its delivery to Spark, and less than the
+    driver's clock says its batch's oldest record had waited at the batch's commit."""
+    batches = app.batches().toPandas()
+    generated = batches[batches["query_name"] == GENERATED_NAME].set_index("batch_id")
+    query_id = generated["query_id"].iloc[0]
+    latency = app.source_latency(query_id).toPandas()
+    assert set(latency["source"]) == {"delivered", "emitted"}  # the emitters run on this host
+    assert set(latency["batch_id"]) == set(generated.index[generated["num_input_rows"] > 0])
+    scan = latency[latency["operator"] == "ColumnarToRow"]
+    assert scan.groupby(["batch_id", "source"]).size().eq(1).all()
+    # each task's sampled rows: ceil(its rows / 1024), every one of them paired above the scan
+    tasks = app.operator_tasks(streaming_query_id=query_id).toPandas()
+    rows = tasks[tasks["probe_id"].isin(scan["probe_id"])].groupby("probe_id")["rows"].apply(
+        lambda r: int(np.sum(-(-r // ROWS_Y))))
+    for source, part in scan.groupby("source"):
+        assert dict(zip(part["probe_id"], part["rows"])) == rows.to_dict(), source
+    # the filter's probe pairs the sampled rows it kept, later than the scan's (the same rows, one operator on)
+    kept = latency[latency["operator"] == "Filter"].set_index(["batch_id", "source"])
+    below = scan.set_index(["batch_id", "source"])
+    assert not kept.empty and (kept["rows"] <= below.loc[kept.index, "rows"]).all()
+    assert (kept["rows"] >= 0.5 * below.loc[kept.index, "rows"]).all()  # id % 3 != 0 keeps two in three
+    assert (latency["min_ns"] >= 0).all() and (latency["err_max_ns"] == 0).all()  # one host: exact
+    by = latency.set_index(["batch_id", "position", "source"]).sort_index()
+    delivered, emitted = by.xs("delivered", level="source"), by.xs("emitted", level="source")
+    assert (emitted["rows"] == delivered["rows"]).all()
+    assert (emitted["min_ns"] >= delivered["min_ns"]).all() and (emitted["max_ns"] >= delivered["max_ns"]).all()
+    for (batch, _), row in emitted.iterrows():
+        # the driver's wall clock at the commit against the oldest record's emission time (ms), the TSC's ns
+        assert row["max_ns"] <= (generated.loc[batch, "event_lag_max_ms"] + 2) * 1e6, (batch, row)
+        assert delivered.loc[(batch, _), "max_ns"] <= generated.loc[batch, "trigger_execution_ms"] * 1e6
+    # over the query's life: every batch's records together
+    life = app.source_latency_lifetime(query_id).toPandas().set_index(["source", "operator"])
+    for (source, operator), part in latency.groupby(["source", "operator"]):
+        assert life.loc[(source, operator), "rows"] == part["rows"].sum()
+        assert life.loc[(source, operator), "max_ns"] == part["max_ns"].max()
+        assert life.loc[(source, operator), "batches"] == len(part)
+    # the slowed query reads files: no source logs its rows
+    assert app.source_latency(batches.loc[batches["query_name"] == STREAM_NAME, "query_id"].iloc[0]).count() == 0
 
 
 def test_the_driver_writes_each_table_with_the_columns_and_types_the_analysis_reads(app):
@@ -466,9 +538,8 @@ def test_the_live_tab_shows_each_stage_and_batch_as_the_analysis_finds_them(app)
         assert stage["stragglers"] == int((ok > 1.5 * stage["median_ms"]).sum()), stage
         assert stage["slowest"][0]["duration_ms"] == ok[-1]
     # the streaming query's batches, as Spark's progress gave them
-    [query] = tab["json"]["streaming"]
-    assert query["query_name"] == STREAM_NAME
-    batches = app.batches().toPandas()
+    [query] = [q for q in tab["json"]["streaming"] if q["query_name"] == STREAM_NAME]
+    batches = _slowed_batches(app)
     assert [b["batch_id"] for b in query["batches"]] == list(batches["batch_id"])
     assert [b["trigger_execution_ms"] for b in query["batches"]] == list(batches["trigger_execution_ms"])
     assert '<table class="table table-bordered table-sm" id="cloudprofiler-stages">' in tab["page"]

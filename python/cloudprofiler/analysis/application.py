@@ -12,6 +12,7 @@ from . import operator_hops as operator_hops_module
 from . import operators as operators_module
 from . import pipeline as pipeline_module
 from . import reader
+from . import source_rows as source_rows_module
 from . import stages as stages_module
 from . import streaming as streaming_module
 from . import tasks as tasks_module
@@ -265,6 +266,18 @@ class Application:
         rows, inclusive and exclusive seconds, share of the batch's task time (streaming.batch_operators)."""
         tasks_module.check_scope("batch_operators", {"streaming_query_id": streaming_query_id})
         return streaming_module.batch_operators(self, streaming_query_id)
+
+    def source_latency(self, streaming_query_id=None):
+        """One row per micro-batch, source TSC and operator of the streaming queries: the latency of the source's
+        sampled records to the operator, with its bound (source_rows.source_latency)."""
+        tasks_module.check_scope("source_latency", {"streaming_query_id": streaming_query_id})
+        return source_rows_module.source_latency(self, streaming_query_id)
+
+    def source_latency_lifetime(self, streaming_query_id=None):
+        """source_latency() over each streaming query run's life, per source TSC and operator
+        (source_rows.source_latency_lifetime)."""
+        tasks_module.check_scope("source_latency_lifetime", {"streaming_query_id": streaming_query_id})
+        return source_rows_module.source_latency_lifetime(self, streaming_query_id)
 
     def latency(self, from_channel: str, to_channel: str):
         """Per tuple id on both channels: the latency from the first to the second, with its bound and path."""

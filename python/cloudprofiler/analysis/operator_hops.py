@@ -25,6 +25,12 @@ def channel_prefix() -> str:
     return tables.channel("operator_rows").prefix
 
 
+def row_prefixes() -> tuple:
+    """The starts of the names of the plugin's sampled-row channels, the operators' and the sources'
+    (source_rows): they lie along chains of their own, not along the trace points'."""
+    return channel_prefix(), tables.channel("source_rows").prefix
+
+
 def row_channels(app) -> dict:
     """probe id -> (its channel, the first probe of its chain), for every probe that logged sampled rows. A file
     whose metadata is not the plugin's for its rows (another process's channel of that name) is left out."""

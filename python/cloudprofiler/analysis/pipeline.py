@@ -6,7 +6,7 @@ import numpy as np
 
 from .catalog import TASK_CHANNELS
 from .hops import PairSketches, hop_sketches, hops_of
-from .operator_hops import channel_prefix
+from .operator_hops import row_prefixes
 
 QUANTILES = [0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99]
 QUANTILE_NAMES = ["p1_ns", "p5_ns", "p25_ns", "p50_ns", "p75_ns", "p95_ns", "p99_ns"]
@@ -94,8 +94,7 @@ def pipeline_sketches(app, channels=None):
     tuples pass them: `ordered_sketches`)."""
     ordered = channels is None
     if ordered:
-        # the operators' rows (operator_hops) lie along chains of their own, not along the trace points'
-        rows = channel_prefix()
+        rows = row_prefixes()
         channels = [c for c in app.catalog.channels("records") if c not in TASK_CHANNELS and not c.startswith(rows)]
     channels = list(channels)
     if len(channels) < 2:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..operator_hops import channel_prefix, hop_rows
+from ..operator_hops import hop_rows, row_prefixes
 from ..pipeline import ordered_sketches, pipeline_rows
 from . import streaming as streaming_section
 from . import udfs as udfs_section
@@ -75,6 +75,8 @@ class ReportData:
     udfs: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per Python UDF (report.udfs.gather)
     batches: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per streaming micro-batch (report.streaming)
     batch_trends: pd.DataFrame = field(default_factory=pd.DataFrame)  # per query and operator: first, latest batches
+    source_latency: pd.DataFrame = field(default_factory=pd.DataFrame)  # per batch: records' latency from the source
+    source_lifetime: pd.DataFrame = field(default_factory=pd.DataFrame)  # the same over each query run's life
 
     @property
     def tasks_sampled(self) -> bool:
@@ -232,8 +234,8 @@ def trace_channels(channels: pd.DataFrame) -> list[str]:
     """The record channels of trace points (the pipeline's stages), i.e. not the plugin's task channels."""
     if channels.empty:
         return []
-    # the plugin's task channels are no pipeline stage, nor are its operators' rows (the chains of operator_hops)
-    skipped = ("spark.task.", channel_prefix())
+    # the plugin's task channels are no pipeline stage, nor are its operators' and sources' sampled rows
+    skipped = ("spark.task.", *row_prefixes())
     rows = channels[(channels["kind"] == "records") & ~channels["channel"].str.startswith(skipped)]
     return sorted(rows["channel"].unique())
 

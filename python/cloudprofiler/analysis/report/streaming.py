@@ -1,12 +1,15 @@
 """The report's streaming section: per streaming query, its micro-batches (Spark's progress of each beside its tasks
-and, where operators were timed, the operator that took longest), and findings where a query's batches grew slower
-(with the operator whose time grew most) or where it processed fewer rows per second than arrived."""
+and, where operators were timed, the operator that took longest; where its source logs its rows, their latency from
+the source to the last operator they reach), and findings where a query's batches grew slower (with the operator whose
+time grew most), where its records' latency from the source grew, or where it processed fewer rows per second than
+arrived."""
 from __future__ import annotations
 
 from html import escape
 
 import pandas as pd
 
+from ..source_rows import latency_rows
 from . import format as fmt
 
 MAX_BATCHES = 100_000  # batch rows gathered (a row per batch: a day of 1-second batches fits)
@@ -31,6 +34,9 @@ def gather(app, data) -> None:
     total = batches.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False)
     batches = batches[batches["query_id"].isin(total.index[:QUERIES_SHOWN])]
     data.batches = batches
+    shown = list(batches["query_id"].unique())
+    per_batch, lifetime = latency_rows(app, shown)  # one pass over the records for both
+    data.source_latency, data.source_lifetime = pd.DataFrame(per_batch), pd.DataFrame(lifetime)
     windows = {query: trend_windows(part) for query, part in batches.groupby("query_id")}
     compared = sorted({int(b) for first, latest in windows.values() if first is not None
                        for b in [*first["batch_id"], *latest["batch_id"]]})
@@ -56,6 +62,21 @@ def trend_windows(batches: pd.DataFrame) -> tuple:
         return None, None
     k = min(TREND_BATCHES, n // 2)
     return ordered.iloc[1:1 + k], ordered.iloc[-k:]
+
+
+def source_reach(lifetime: pd.DataFrame, query_id: str):
+    """The row of source_latency_lifetime() that a query's latency from its source is told by: from the records'
+    emission where the source knows it on the operators' clock, else from their delivery to Spark; to the operator
+    they reach last (the one whose records took longest); None where its source logged no rows."""
+    mine = lifetime[lifetime["query_id"] == query_id] if not lifetime.empty else lifetime
+    if mine.empty:
+        return None
+    kind = "emitted" if (mine["source"] == "emitted").any() else "delivered"
+    return mine[mine["source"] == kind].sort_values(["p50_ns", "position"]).iloc[-1]
+
+
+def _source_words(reach) -> str:
+    return "emission" if reach["source"] == "emitted" else "delivery to Spark"
 
 
 def _name(query: pd.DataFrame) -> str:
@@ -93,6 +114,9 @@ def findings(data, finding) -> list:
                 text += (f": {top.operator} (operator {int(top.position)} of its plan) grew most, from "
                          f"{fmt.duration(top.first_s * 1e9)} to {fmt.duration(top.latest_s * 1e9)} a batch")
             out.append(finding("warning", weight, text + ".", "streaming_slower"))
+        reach = source_reach(data.source_lifetime, query_id)
+        if reach is not None:
+            out += _latency_grew(data, query, reach, first, latest, weight, finding)
         rates = latest.dropna(subset=["input_rows_per_second", "processed_rows_per_second"])
         rates = rates[rates["num_input_rows"] > 0]
         behind = rates[rates["processed_rows_per_second"] < rates["input_rows_per_second"]]
@@ -105,8 +129,32 @@ def findings(data, finding) -> list:
     return out
 
 
+def _latency_grew(data, query, reach, first, latest, weight, finding) -> list:
+    """A warning where the p99 of the records' latency from the source to the operator they reach last grew GREW x
+    (and GREW_MIN_MS) from the query's first batches to its latest: a pipeline that does not keep up (Karimov et al.:
+    a sustainable rate keeps latency from growing)."""
+    per_batch = _reach_batches(data.source_latency, reach)
+    before = per_batch[per_batch["batch_id"].isin(first["batch_id"])]["p99_ns"].median()
+    after = per_batch[per_batch["batch_id"].isin(latest["batch_id"])]["p99_ns"].median()
+    if not (after >= GREW * before and after - before >= GREW_MIN_MS * 1e6):
+        return []
+    return [finding("warning", weight, (
+        f"The streaming query {_name(query)}'s records took longer from the source: their p99 from "
+        f"{_source_words(reach)} to {reach['operator']} (operator {int(reach['position'])} of its plan) grew from "
+        f"{fmt.duration(before)} ({_batches(first)}) to {fmt.duration(after)} ({_batches(latest)}), so records wait "
+        f"longer for their batch: the query does not keep up with its input's rate."), "streaming_latency")]
+
+
+def _reach_batches(per_batch: pd.DataFrame, reach) -> pd.DataFrame:
+    """source_latency()'s rows of `reach`'s query run, source TSC and operator, one per batch."""
+    if per_batch.empty:
+        return per_batch.assign(p99_ns=pd.Series(dtype=float), batch_id=pd.Series(dtype=int))
+    return per_batch[(per_batch["query_id"] == reach["query_id"]) & (per_batch["run_id"] == reach["run_id"]) &
+                     (per_batch["source"] == reach["source"]) & (per_batch["position"] == reach["position"])]
+
+
 COLUMNS = ("batch", "started", "input rows", "rows/s in", "rows/s processed", "batch time", "planning", "jobs",
-           "commits", "tasks", "task time", "slowest operator", "event-time lag")
+           "commits", "tasks", "task time", "slowest operator", "event-time lag", "from the source, p50 / p99")
 
 
 def section(data) -> str:
@@ -120,7 +168,10 @@ def section(data) -> str:
                     "operator with the most exclusive time in the batch where operators were timed "
                     "(spark.cloudprofiler.operators). Started: seconds after the query's first batch. Event-time lag: "
                     "where the query has event times (a watermark), the age of its newest and oldest records at the "
-                    "batch's commit, the driver's clock against the events'."), "</p>"]
+                    "batch's commit, the driver's clock against the events'. From the source: where the source logs "
+                    "its rows (the generator source, with operator timing's row sample), its sampled records' latency "
+                    "from their emission (or their delivery to Spark) to the operator they reach last, on the TSC, "
+                    "with its error bound where it crosses hosts (source_latency())."), "</p>"]
     order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     for query_id in order:
@@ -128,10 +179,12 @@ def section(data) -> str:
         start = query["trigger_start_ms"].min()
         slowest = query["trigger_execution_ms"].max()
         times = query["trigger_execution_ms"].astype(float)
+        reach = source_reach(data.source_lifetime, query_id)
+        per_batch = _reach_batches(data.source_latency, reach).set_index("batch_id") if reach is not None else None
         parts.append(f"<h3>{escape(_name(query))} &middot; {fmt.count(len(query))} batches &middot; "
                      f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>"
                      f'<p class="note">Batch time over the query\'s life: median {_ms(times.median())}, p95 '
-                     f"{_ms(times.quantile(0.95))}, max {_ms(times.max())}.</p>")
+                     f"{_ms(times.quantile(0.95))}, max {_ms(times.max())}.{_reach_words(reach)}</p>")
         body = []
         for row in query.tail(BATCHES_SHOWN).itertuples():
             width = 60 * row.trigger_execution_ms / slowest if slowest else 0
@@ -144,12 +197,30 @@ def section(data) -> str:
                      _ms(row.query_planning_ms), _ms(row.add_batch_ms),
                      _ms(_sum(row.wal_commit_ms, row.commit_offsets_ms)), fmt.count(row.tasks),
                      escape(fmt.duration(row.task_s * 1e9)) if row.task_s == row.task_s else "-", top,
-                     _lag(row.event_lag_min_ms, row.event_lag_max_ms)]
+                     _lag(row.event_lag_min_ms, row.event_lag_max_ms), _reach_cells(per_batch, row.batch_id)]
             body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         parts.append(f'<div class="scroll"><table class="batches"><thead><tr>{head}</tr></thead>'
                      f'<tbody>{"".join(body)}</tbody></table></div>')
     parts.append("</section>")
     return "".join(parts)
+
+
+def _reach_words(reach) -> str:
+    """The records' latency from the source over the query's life, in a sentence ('' where none was logged)."""
+    if reach is None:
+        return ""
+    bound = f", bound up to {fmt.duration(reach['err_max_ns'])}" if reach["err_max_ns"] else ""
+    return escape(f" Its records from {_source_words(reach)} to {reach['operator']} (operator "
+                  f"{int(reach['position'])}), {fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "
+                  f"batches: p50 {fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}, max "
+                  f"{fmt.duration(reach['max_ns'])}{bound}.")
+
+
+def _reach_cells(per_batch, batch_id) -> str:
+    if per_batch is None or batch_id not in per_batch.index:
+        return "-"
+    row = per_batch.loc[batch_id]
+    return escape(f"{fmt.duration(row['p50_ns'])} / {fmt.duration(row['p99_ns'])}")
 
 
 def _ms(value) -> str:

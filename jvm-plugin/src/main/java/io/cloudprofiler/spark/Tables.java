@@ -8,6 +8,7 @@ import io.cloudprofiler.spark.executor.WorkerSamples;
 import io.cloudprofiler.spark.rules.RuleChanges;
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.sql.OperatorRows;
+import io.cloudprofiler.spark.sql.SourceRows;
 import io.cloudprofiler.spark.tables.Table;
 import io.cloudprofiler.spark.ui.ReportDownload;
 import java.io.IOException;
@@ -74,6 +75,14 @@ public final class Tables {
         .append(Config.quote(OperatorRows.PROBE_KEY))
         .append(", \"first_probe\": ")
         .append(Config.quote(OperatorRows.FIRST_PROBE_KEY))
+        .append(", \"source\": ")
+        .append(Config.quote(OperatorRows.SOURCE_KEY))
+        .append("}},\n\"source_rows\": {\"prefix\": ")
+        .append(Config.quote(SourceRows.CHANNEL_PREFIX))
+        .append(", \"event\": ")
+        .append(Config.quote(SourceRows.EVENT))
+        .append(", \"keys\": {\"tsc\": ")
+        .append(Config.quote(SourceRows.TSC_KEY))
         .append("}}},\n\"files\": {\"report\": ")
         .append(Config.quote(ReportDownload.FILE))
         .append("}}\n")

@@ -1,6 +1,7 @@
 package io.cloudprofiler.harness.source;
 
 import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.sql.SourceRows;
 import io.cloudprofiler.spark.sql.TraceExpression;
 import java.util.Collections;
 import java.util.Iterator;
@@ -15,6 +16,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * hands each to Spark as a columnar batch, in place. A replayed range (a task retry, a restart from
  * the checkpoint) fetches the same buckets again. With the option traceChannel, every tuple id is
  * logged with the TSC at which the source delivers its bucket, through this executor's library.
+ * Where operator timing samples rows, the sampled rows are logged for their latency from the source
+ * to each operator ({@link SourceRows}).
  */
 final class BucketReader implements PartitionReader<ColumnarBatch> {
   /**
@@ -31,9 +34,15 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
     private final SourceOptions options;
     private final byte[] payloadSchema;
 
-    Factory(SourceOptions options, byte[] payloadSchema) {
+    /**
+     * The XoY of the rows logged for their latency to the operators ({@link SourceRows}), or null.
+     */
+    private final long[] rowSample;
+
+    Factory(SourceOptions options, byte[] payloadSchema, long[] rowSample) {
       this.options = options;
       this.payloadSchema = payloadSchema;
+      this.rowSample = rowSample;
     }
 
     @Override
@@ -44,7 +53,10 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
       return new BucketReader(
-          options, PayloadSchema.parse(payloadSchema, options.columns), (EmitterRange) partition);
+          options,
+          PayloadSchema.parse(payloadSchema, options.columns),
+          (EmitterRange) partition,
+          rowSample);
     }
 
     @Override
@@ -57,13 +69,27 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
   private final EmitterRange range;
   private final EmitterClient client;
   private final long trace;
+  private final long[] rowSample;
+
+  /**
+   * Whether the emitter's TSC is this executor's: it runs on this host (a loopback endpoint), so
+   * its emission stamps are on the clock of the operators' records.
+   */
+  private final boolean localEmitter;
+
+  /** The rows handed to Spark so far: the next row's ordinal in the task. */
+  private long delivered;
+
   private long next;
   private long fetchBuckets = 1; // until the size of a bucket is known
   private Iterator<EmitterClient.Bucket> fetched = Collections.emptyIterator();
   private ColumnarBatch current;
 
-  private BucketReader(SourceOptions options, PayloadSchema schema, EmitterRange range) {
+  private BucketReader(
+      SourceOptions options, PayloadSchema schema, EmitterRange range, long[] rowSample) {
     this.schema = schema;
+    this.rowSample = rowSample;
+    this.localEmitter = ZmtpDealer.address(range.endpoint()).getAddress().isLoopbackAddress();
     this.range = range;
     this.client =
         new EmitterClient(
@@ -84,6 +110,8 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
         if (bucket.kind() != EmitterClient.DATA) continue; // pills hold no tuples
         current = BucketColumns.batch(schema, bucket);
         if (trace != 0) CloudProfiler.logMany(trace, ids(bucket));
+        SourceRows.log(rowSample, delivered, bucket.tuples(), localEmitter ? bucket.tsc() : 0);
+        delivered += bucket.tuples();
         return true;
       }
       if (next >= range.end()) return false;

@@ -1,5 +1,6 @@
 package io.cloudprofiler.harness.source;
 
+import io.cloudprofiler.spark.sql.SourceRows;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Set;
@@ -91,7 +92,7 @@ public final class GeneratorSource implements TableProvider, DataSourceRegister 
 
   /** Spark asks only for the columns a query uses, as of a columnar file. */
   private static final class PrunedScan
-      implements ScanBuilder, SupportsPushDownRequiredColumns, Scan {
+      implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, SourceRows.Scan {
     private final Stream stream;
     private StructType schema;
 

@@ -1,5 +1,6 @@
 package io.cloudprofiler.harness.source;
 
+import io.cloudprofiler.spark.sql.SourceRows;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -104,7 +105,8 @@ final class GeneratorStream implements MicroBatchStream, SupportsAdmissionContro
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
-    return new BucketReader.Factory(options, payloadSchema);
+    // the batch's settings: its rows are logged as the operator probe above the scan numbers them
+    return new BucketReader.Factory(options, payloadSchema, SourceRows.sample());
   }
 
   @Override

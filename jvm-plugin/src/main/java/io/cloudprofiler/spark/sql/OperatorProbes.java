@@ -135,13 +135,15 @@ public final class OperatorProbes extends Rule<SparkPlan> {
         OperatorRows.keepsCount(node) && instrumented.get(0) instanceof OperatorProbe below
             ? below.probeId()
             : id;
+    int chain = chain(node, parent, rows);
     ProbeMetrics metrics =
         new ProbeMetrics(
             session.sparkContext(),
             id,
-            chain(node, parent, rows),
+            chain,
             rowsOf,
             OperatorRows.keepsCount(node) || (parent != null && OperatorRows.keepsCount(parent)),
+            chain == ProbeMetrics.FIRST && SourceRows.converts(node),
             rows[0],
             rows[1]);
     OperatorNodes.register(id, parentProbe, node, metrics);
@@ -159,6 +161,8 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     if (rows[0] == 0) return ProbeMetrics.NO_CHAIN;
     // both ends of a Python UDF's evaluation number their own rows, which are the same rows
     if (OperatorRows.keepsCount(node)) return ProbeMetrics.FIRST;
+    // a source that logs its rows numbers them as this probe does: its chain starts at the source
+    if (SourceRows.converts(node)) return ProbeMetrics.FIRST;
     if (OperatorRows.keepsRows(node)) return ProbeMetrics.NEXT;
     if (parent != null && OperatorRows.keepsCount(parent)) return ProbeMetrics.FIRST;
     boolean fed =

@@ -48,6 +48,12 @@ public final class OperatorRows {
   public static final String EVENT = "operator_rows";
   public static final String PROBE_KEY = "operator.probe";
   public static final String FIRST_PROBE_KEY = "operator.first_probe";
+
+  /**
+   * "true" at the first probe of a chain above a source that logs its rows ({@link SourceRows}).
+   */
+  public static final String SOURCE_KEY = "operator.source";
+
   static final int ROW_BITS = 32;
 
   /**
@@ -246,8 +252,10 @@ public final class OperatorRows {
   }
 
   private static long open(ProbeMetrics probe, long firstProbe) {
-    String[] keys = {"spark.event", PROBE_KEY, FIRST_PROBE_KEY};
-    String[] values = {EVENT, String.valueOf(probe.probe), String.valueOf(firstProbe)};
+    String[] keys = {"spark.event", PROBE_KEY, FIRST_PROBE_KEY, SOURCE_KEY};
+    String[] values = {
+      EVENT, String.valueOf(probe.probe), String.valueOf(firstProbe), String.valueOf(probe.source)
+    };
     return CloudProfiler.openChannel(
         CHANNEL_PREFIX + probe.probe, "xoy", new long[] {probe.rowsX, probe.rowsY}, keys, values);
   }

@@ -42,6 +42,12 @@ public final class ProbeMetrics implements Serializable {
    */
   final boolean udfEnd;
 
+  /**
+   * Whether it is the first probe of a chain above a source that logs the same rows as it delivers
+   * them ({@link SourceRows}).
+   */
+  final boolean source;
+
   /** XoY of the rows logged by a probe of a chain: floorMod(row id, y) < x. */
   final long rowsX, rowsY;
 
@@ -52,11 +58,19 @@ public final class ProbeMetrics implements Serializable {
   final SQLMetric gaps;
 
   ProbeMetrics(
-      SparkContext sc, long probe, int chain, long rowsOf, boolean udfEnd, long rowsX, long rowsY) {
+      SparkContext sc,
+      long probe,
+      int chain,
+      long rowsOf,
+      boolean udfEnd,
+      boolean source,
+      long rowsX,
+      long rowsY) {
     this.probe = probe;
     this.chain = chain;
     this.rowsOf = rowsOf;
     this.udfEnd = udfEnd;
+    this.source = source;
     this.rowsX = rowsX;
     this.rowsY = rowsY;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");

@@ -179,12 +179,13 @@ public final class TraceExpression extends SingleChildExpression implements Seri
   }
 
   /**
-   * Forgets every channel, the operators' rows' too: called as the library stops, so that the next
-   * application of this JVM opens its own instead of logging to closed ones.
+   * Forgets every channel, the operators' and sources' rows' too: called as the library stops, so
+   * that the next application of this JVM opens its own instead of logging to closed ones.
    */
   public static void forgetChannels() {
     CHANNELS.clear();
     OperatorRows.forget();
+    SourceRows.forget();
   }
 
   /**

@@ -1,0 +1,119 @@
+package io.cloudprofiler.spark.sql;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.Guard;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.execution.ColumnarToRowExec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanExecBase;
+
+/**
+ * The sampled rows of a streaming source, logged as the source hands them to Spark, under the ids
+ * the operator probe above the source's scan gives them: so that the analysis pairs each with the
+ * same row at every operator of its chain ({@link OperatorRows}), and a record's latency from the
+ * source to each operator follows, per micro-batch.
+ *
+ * <p>The probe above the scan's conversion to rows numbers the task's rows from 0 in the order the
+ * source delivered them, so the source knows each row's id: the task attempt in the high 32 bits,
+ * its ordinal in the low 32. It samples them by the probes' XoY, read from the query's settings
+ * when the batch's readers are made (on the driver). Each row is logged at one or two TSCs, into a
+ * channel of each kind per JVM: {@link #DELIVERED}, when the source handed its batch to Spark (this
+ * executor's clock); {@link #EMITTED}, when the source's producer emitted it, where that producer
+ * stamped it with a TSC of this executor's host.
+ */
+public final class SourceRows {
+  /**
+   * The channels' names, metadata event and key; declared here only: the build writes them into the
+   * jar ({@link io.cloudprofiler.spark.Tables}), where the analysis reads them.
+   */
+  public static final String CHANNEL_PREFIX = "spark.source.";
+
+  public static final String DELIVERED = "delivered";
+  public static final String EMITTED = "emitted";
+  public static final String EVENT = "source_rows";
+  public static final String TSC_KEY = "source.tsc";
+
+  /** A DataSource V2 scan whose readers log their rows here (with {@link #log}). */
+  public interface Scan {}
+
+  private static final Guard GUARD = new Guard("source row latency");
+
+  /** The two channels of this JVM, by kind; guarded by nothing else (opened once each). */
+  private static final ConcurrentHashMap<String, Long> CHANNELS = new ConcurrentHashMap<>();
+
+  private SourceRows() {}
+
+  /**
+   * Whether {@code node} is the conversion to rows of a scan that logs its rows here: the probe
+   * above it starts a chain, numbering the rows as the source does.
+   */
+  static boolean converts(SparkPlan node) {
+    return node instanceof ColumnarToRowExec c
+        && c.child() instanceof DataSourceV2ScanExecBase scan
+        && scan.scan() instanceof Scan;
+  }
+
+  /**
+   * On the driver, as a batch's readers are made: the XoY of its rows to log, {x, y}, or null where
+   * operator timing or its rows' sample is off in the query's settings, or they are bad (the rule
+   * then fails the query naming the setting).
+   */
+  public static long[] sample() {
+    try {
+      if (!OperatorProbes.enabled()) return null;
+      long[] rows = OperatorProbes.rowSample();
+      return rows[0] == 0 ? null : rows;
+    } catch (RuntimeException e) {
+      return null;
+    }
+  }
+
+  /**
+   * On an executor, as the source hands Spark a batch of {@code rows} rows, the first its task's
+   * row {@code ordinal}: logs the sampled ones at this moment, and at {@code emittedTsc} (0: not
+   * known on this host's clock). One TSC read per batch: the batch reaches Spark whole.
+   */
+  public static void log(long[] sample, long ordinal, long rows, long emittedTsc) {
+    if (sample == null || rows <= 0 || GUARD.disabled()) return;
+    try {
+      TaskContext task = TaskContext.get();
+      if (task == null) return;
+      long delivered = CloudProfiler.tsc();
+      long first = (task.taskAttemptId() << OperatorRows.ROW_BITS) + ordinal;
+      long x = sample[0], y = sample[1];
+      long deliveredChannel = channel(DELIVERED);
+      long emittedChannel = emittedTsc == 0 ? 0 : channel(EMITTED);
+      // the first id of the XoY period that holds the batch's first row, then x ids of each period
+      for (long base = first - Math.floorMod(first, y); base < first + rows; base += y) {
+        for (long id = Math.max(base, first); id < Math.min(base + x, first + rows); id++) {
+          if (deliveredChannel != 0) CloudProfiler.logAt(deliveredChannel, id, delivered);
+          if (emittedChannel != 0) CloudProfiler.logAt(emittedChannel, id, emittedTsc);
+        }
+      }
+    } catch (Throwable e) {
+      GUARD.disable("logging a source's sampled rows", e);
+    }
+  }
+
+  /**
+   * The channel of {@code kind} (opened once per JVM): each record one sampled row, so its handler
+   * passes every record on.
+   */
+  private static long channel(String kind) {
+    return CHANNELS.computeIfAbsent(
+        kind,
+        k ->
+            CloudProfiler.openChannel(
+                CHANNEL_PREFIX + k,
+                "identity",
+                new long[0],
+                new String[] {"spark.event", TSC_KEY},
+                new String[] {EVENT, k}));
+  }
+
+  /** Forgets the channels as the library stops (the next application opens its own). */
+  static void forget() {
+    CHANNELS.clear();
+  }
+}
