@@ -501,6 +501,20 @@ def test_the_generator_sources_records_are_timed_from_the_source_to_each_operato
     assert app.source_latency(batches.loc[batches["query_name"] == STREAM_NAME, "query_id"].iloc[0]).count() == 0
 
 
+def test_the_report_gives_the_generated_querys_latency_from_the_source(app, report):
+    page, _ = report
+    section = page.split('<section id="streaming">')[1].split("</section>")[0]
+    section = section.split(f"<h3>`{GENERATED_NAME}`")[1].split("<h3>")[0]
+    life = app.source_latency_lifetime().toPandas()
+    reach = life[life["source"] == "emitted"].sort_values("p50_ns").iloc[-1]  # the operator reached last
+    words = (f"Its records from emission to {reach['operator']} (operator {int(reach['position'])}), "
+             f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} batches: p50 "
+             f"{fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}")
+    assert unescape(words) in unescape(section), section[:2000]
+    cells = re.findall(r"<td>([\d.]+ [mun]?s / [\d.]+ [mun]?s)</td>", section)
+    assert len(cells) == reach["batches"]
+
+
 def test_the_driver_writes_each_table_with_the_columns_and_types_the_analysis_reads(app):
     assert_tables_as_declared(app.path, {"tasks", "operator_nodes", "operators", "streaming_batches"})
     # the analysis's frames of them have the declared columns

@@ -55,3 +55,40 @@ def test_a_query_of_three_batches_gets_no_verdict():
     assert _found(_batches([100, 100, 900], [1.0] * 3)) == []
     first, latest = streaming.trend_windows(_batches([100] * 4))
     assert list(first["batch_id"]) == [1] and list(latest["batch_id"]) == [3]  # never overlapping, batch 0 left out
+
+
+def _source_latency(p99_ms, sources=("delivered", "emitted")):
+    """source_latency()'s rows for one operator per batch, and the lifetime rows latency_rows() gives beside them:
+    from emission p99_ms a batch, from delivery a tenth of it."""
+    per_batch = pd.DataFrame([
+        {"query_id": "id-1", "run_id": "run-1", "batch_id": b, "source": source, "position": 2,
+         "operator": "Filter", "rows": 10, "p50_ns": ms * 5e5 * scale, "p99_ns": ms * 1e6 * scale}
+        for source, scale in (("delivered", 0.1), ("emitted", 1.0)) if source in sources
+        for b, ms in enumerate(p99_ms)])
+    lifetime = per_batch.groupby(["query_id", "run_id", "source", "position", "operator"], as_index=False).agg(
+        rows=("rows", "sum"), p50_ns=("p50_ns", "median"), p99_ns=("p99_ns", "max"), max_ns=("p99_ns", "max"),
+        batches=("batch_id", "count")).assign(err_max_ns=0.0)
+    return per_batch, lifetime
+
+
+def _found_latency(batches, per_batch, lifetime):
+    data = ReportData(summary={"span_ns": 60e9})
+    data.batches, data.source_latency, data.source_lifetime = batches, per_batch, lifetime
+    return [(f.kind, f.text) for f in streaming.findings(data, Finding)]
+
+
+def test_records_that_take_longer_from_the_source_are_a_finding_told_from_their_emission():
+    p99 = [3_000] + [40] * 10 + [2_100] * 10  # batch 0 left out, as for the batch time
+    [(kind, text)] = _found_latency(_batches([100] * 21), *_source_latency(p99))
+    assert kind == "streaming_latency"
+    assert text == ("The streaming query `q`'s records took longer from the source: their p99 from emission to Filter "
+                    "(operator 2 of its plan) grew from 40 ms (batches 1-10) to 2.1 s (batches 11-20), so records wait "
+                    "longer for their batch: the query does not keep up with its input's rate.")
+    # where the source knows no emission on the operators' clock, from the records' delivery to Spark
+    [(_, text)] = _found_latency(_batches([100] * 21), *_source_latency(p99, sources=("delivered",)))
+    assert "their p99 from delivery to Spark to Filter" in text and "from 4 ms (batches 1-10) to 210 ms" in text
+
+
+def test_steady_or_barely_longer_latency_from_the_source_is_no_finding():
+    for p99 in ([40] * 21, [40] * 11 + [56] * 10, [10] * 11 + [90] * 10):  # steady; 1.4 x; 9 x but 80 ms more
+        assert _found_latency(_batches([100] * 21), *_source_latency(p99)) == []
