@@ -1,8 +1,11 @@
 """The generator source on the Spark of this interpreter, run by tests/test_spark35.py in the pyspark 3.5 environment:
 `python spark_version_source.py <endpoint> <tuples>` reads a serve-mode emitter (started by the test) until it has
 `tuples` rows and stdin has a line (the test writes one when the generator ended: the emitter's last commit comes
-with the batch after the last data), then prints one JSON line: the pyspark version, rows and distinct ids read."""
+with the batch after the last data), then prints one JSON line: the pyspark version, rows and distinct ids read, and,
+operator timing being on, the sampled records paired from the source (source_latency) against the rows the probe above
+the scan counted per task."""
 import json
+import os
 import sys
 import time
 
@@ -14,7 +17,9 @@ import cloudprofiler.spark as cps
 
 def main(endpoint: str, tuples: int) -> dict:
     spark = (cps.configure(SparkSession.builder.master("local[2]").appName("spark-version-source")
-                           .config("spark.ui.enabled", "false"), calibration_enabled=False).getOrCreate())
+                           .config("spark.ui.enabled", "false"), calibration_enabled=False,
+                           log_dir=os.path.abspath("logs")).getOrCreate())
+    spark.conf.set("spark.cloudprofiler.operators", "true")
     events = cps.read_generator(spark, [endpoint], timeout=30)
     query = events.select("id").writeStream.format("memory").queryName("events").start()
     deadline = time.monotonic() + 120
@@ -25,8 +30,18 @@ def main(endpoint: str, tuples: int) -> dict:
         time.sleep(0.05)
     query.stop()
     seen = spark.sql("select count(*) as rows, count(distinct id) as ids from events").first()
+    app_id = spark.sparkContext.applicationId
     spark.stop()
-    return {"pyspark": pyspark.__version__, "rows": seen["rows"], "ids": seen["ids"]}
+    from cloudprofiler.analysis import open_application
+
+    app = open_application(os.path.join("logs", app_id))
+    latency = app.source_latency().toPandas()
+    scan = latency[latency["operator"] == "ColumnarToRow"]
+    counted = app.operator_tasks().toPandas()
+    counted = counted[counted["probe_id"].isin(scan["probe_id"])]
+    return {"pyspark": pyspark.__version__, "rows": seen["rows"], "ids": seen["ids"],
+            "paired": {source: int(part["rows"].sum()) for source, part in scan.groupby("source")},
+            "sampled": int(sum(-(-int(r) // 1024) for r in counted["rows"])), "scanned": int(counted["rows"].sum())}
 
 
 if __name__ == "__main__":

@@ -506,7 +506,8 @@ def test_the_report_gives_the_generated_querys_latency_from_the_source(app, repo
     section = page.split('<section id="streaming">')[1].split("</section>")[0]
     section = section.split(f"<h3>`{GENERATED_NAME}`")[1].split("<h3>")[0]
     life = app.source_latency_lifetime().toPandas()
-    reach = life[life["source"] == "emitted"].sort_values("p50_ns").iloc[-1]  # the operator reached last
+    reach = life[life["source"] == "emitted"].sort_values("position").iloc[0]  # the chain's top: reached last
+    assert reach["operator"] == "Project"  # the projection of its two columns, above the filter
     words = (f"Its records from emission to {reach['operator']} (operator {int(reach['position'])}), "
              f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} batches: p50 "
              f"{fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}")

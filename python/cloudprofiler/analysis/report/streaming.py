@@ -67,12 +67,13 @@ def trend_windows(batches: pd.DataFrame) -> tuple:
 def source_reach(lifetime: pd.DataFrame, query_id: str):
     """The row of source_latency_lifetime() that a query's latency from its source is told by: from the records'
     emission where the source knows it on the operators' clock, else from their delivery to Spark; to the operator
-    they reach last (the one whose records took longest); None where its source logged no rows."""
+    they reach last (the chain's top: the first in the plan's order from the root); None where its source logged no
+    rows."""
     mine = lifetime[lifetime["query_id"] == query_id] if not lifetime.empty else lifetime
     if mine.empty:
         return None
     kind = "emitted" if (mine["source"] == "emitted").any() else "delivered"
-    return mine[mine["source"] == kind].sort_values(["p50_ns", "position"]).iloc[-1]
+    return mine[mine["source"] == kind].sort_values("position").iloc[0]
 
 
 def _source_words(reach) -> str:

@@ -67,26 +67,42 @@ public final class Tables {
       }
       out.append("]}");
     }
-    return out.append("\n],\n\"channels\": {\"operator_rows\": {\"prefix\": ")
-        .append(Config.quote(OperatorRows.CHANNEL_PREFIX))
-        .append(", \"event\": ")
-        .append(Config.quote(OperatorRows.EVENT))
-        .append(", \"keys\": {\"probe\": ")
-        .append(Config.quote(OperatorRows.PROBE_KEY))
-        .append(", \"first_probe\": ")
-        .append(Config.quote(OperatorRows.FIRST_PROBE_KEY))
-        .append(", \"source\": ")
-        .append(Config.quote(OperatorRows.SOURCE_KEY))
-        .append("}},\n\"source_rows\": {\"prefix\": ")
-        .append(Config.quote(SourceRows.CHANNEL_PREFIX))
-        .append(", \"event\": ")
-        .append(Config.quote(SourceRows.EVENT))
-        .append(", \"keys\": {\"tsc\": ")
-        .append(Config.quote(SourceRows.TSC_KEY))
-        .append("}}},\n\"files\": {\"report\": ")
+    out.append("\n],\n\"channels\": {");
+    channel(
+        out,
+        "operator_rows",
+        OperatorRows.CHANNEL_PREFIX,
+        OperatorRows.EVENT,
+        "probe",
+        OperatorRows.PROBE_KEY,
+        "first_probe",
+        OperatorRows.FIRST_PROBE_KEY,
+        "source",
+        OperatorRows.SOURCE_KEY);
+    out.append(",\n");
+    channel(
+        out, "source_rows", SourceRows.CHANNEL_PREFIX, SourceRows.EVENT, "tsc", SourceRows.TSC_KEY);
+    return out.append("},\n\"files\": {\"report\": ")
         .append(Config.quote(ReportDownload.FILE))
         .append("}}\n")
         .toString();
+  }
+
+  /** One kind of channel: {@code "id": {"prefix", "event", "keys": {name: metadata key, ...}}}. */
+  private static void channel(
+      StringBuilder out, String id, String prefix, String event, String... keys) {
+    out.append(Config.quote(id))
+        .append(": {\"prefix\": ")
+        .append(Config.quote(prefix))
+        .append(", \"event\": ")
+        .append(Config.quote(event))
+        .append(", \"keys\": {");
+    for (int k = 0; k < keys.length; k += 2)
+      out.append(k == 0 ? "" : ", ")
+          .append(Config.quote(keys[k]))
+          .append(": ")
+          .append(Config.quote(keys[k + 1]));
+    out.append("}}");
   }
 
   /**
