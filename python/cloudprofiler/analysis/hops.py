@@ -39,6 +39,9 @@ ROWS_PER_PARTITION = 2_000_000
 MAX_PARTITIONS = 200
 MAX_PAIRS_PER_PARTITION = 10 * ROWS_PER_PARTITION  # what one Python worker pairs in memory
 COLUMNS = ("tuple_id", "tsc", "domain_id", "channel_id")  # channel_id: the position along the pipeline
+# how a sketch row's counts add up across partitions or hops (per hop, remote, measure, key)
+SUMMED = {"count": "sum", "unbounded": "sum", "exact": "sum", "min_ns": "min", "max_ns": "max", "sum_ns": "sum",
+          "err_max_ns": "max"}
 
 
 def ordered_pairs(channels: list) -> list[tuple[int, int, int]]:
@@ -163,6 +166,14 @@ class HopSketches:
                 "mean_ns": float(totals["sum_ns"].sum() / count) if count else None,
                 "e": sketch.quantiles(self._of(hop, ERROR), [0.5, 0.99], 0.0, err_max), "err_max_ns": err_max}
 
+    def combined(self, group_of: dict) -> "HopSketches":
+        """The sketches of groups of these hops (hop -> its group's number, which becomes the group's hop), each
+        group's counts added up as hop_sketches adds up the partitions'."""
+        rows = self.rows.assign(hop=self.rows["hop"].map(group_of))
+        summed = rows.groupby(["hop", "remote", "measure", "key"], as_index=False).agg(
+            **{column: (column, how) for column, how in SUMMED.items()})
+        return HopSketches(self.channels, summed)
+
     def bounds(self, hop: int) -> pd.DataFrame:
         """Per remote/local: count (every pairing, bounded or not), exact (bound 0), unbounded, err_p50_ns,
         err_max_ns (of the finite bounds)."""
@@ -249,9 +260,7 @@ def hop_sketches(app, channels: list, hops: "list | None" = None, in_jvm: "bool 
     count = jvm_sketch_rows if in_jvm else python_sketch_rows
     sketched = count(frame.select(*COLUMNS), partitions, app.timebase, hops or hops_of(channels), list(channels))
     summed = sketched.groupBy("hop", "remote", "measure", "key").agg(
-        F.sum("count").alias("count"), F.sum("unbounded").alias("unbounded"), F.sum("exact").alias("exact"),
-        F.min("min_ns").alias("min_ns"), F.max("max_ns").alias("max_ns"), F.sum("sum_ns").alias("sum_ns"),
-        F.max("err_max_ns").alias("err_max_ns"))
+        *(getattr(F, how)(column).alias(column) for column, how in SUMMED.items()))
     try:
         rows = summed.toPandas()
     except Exception as exc:  # the JVM's refusal of a hop, as the Python workers' ValueError

@@ -31,11 +31,10 @@ def row_prefixes() -> tuple:
     return channel_prefix(), tables.channel("source_rows").prefix
 
 
-def row_channels(app) -> dict:
-    """probe id -> (its channel, the first probe of its chain), for every probe that logged sampled rows. A file
-    whose metadata is not the plugin's for its rows (another process's channel of that name) is left out."""
+def _row_files(app):
+    """(file, probe id, its chain's first probe) of every file of a probe's sampled rows; a file whose metadata is
+    not the plugin's for its rows (another process's channel of that name) is left out."""
     declared = tables.channel("operator_rows")
-    logged = {}
     for f in app.catalog.logs:
         if f.kind != "records" or not f.channel.startswith(declared.prefix) or f.meta.get("spark.event") != \
                 declared.event:
@@ -45,8 +44,21 @@ def row_channels(app) -> dict:
         except (TypeError, ValueError):
             continue
         if f.channel == declared.prefix + str(probe):
-            logged[probe] = (f.channel, first)
-    return logged
+            yield f, probe, first
+
+
+def row_channels(app) -> dict:
+    """probe id -> (its channel, the first probe of its chain), for every probe that logged sampled rows."""
+    return {probe: (f.channel, first) for f, probe, first in _row_files(app)}
+
+
+def sourced_probes(app) -> dict:
+    """probe id -> its channel, for every probe of a chain that starts at a source logging its rows (its first
+    probe's metadata says so: source_rows)."""
+    key = tables.channel("operator_rows").keys["source"]
+    files = list(_row_files(app))
+    starts = {probe for f, probe, _ in files if f.meta.get(key) == "true"}
+    return {probe: f.channel for f, probe, first in files if first in starts}
 
 
 def operator_hops(app, **scope):

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from .. import tables
 from . import hops as hops_module
-from .operator_hops import channel_prefix, row_channels
+from .operator_hops import sourced_probes
 from .streaming import BATCH, batch_operators
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -39,16 +39,6 @@ def source_channels(app) -> dict:
                 and f.channel == declared.prefix + kind:
             found[kind] = f.channel
     return dict(sorted(found.items()))
-
-
-def sourced_probes(app) -> dict:
-    """probe id -> its row channel, for every probe of a chain that starts at a source logging its rows."""
-    declared = tables.channel("operator_rows")
-    starts = {int(f.meta[declared.keys["probe"]]) for f in app.catalog.logs
-              if f.kind == "records" and f.channel.startswith(channel_prefix())
-              and f.meta.get("spark.event") == declared.event and f.meta.get(declared.keys["source"]) == "true"
-              and str(f.meta.get(declared.keys["probe"], "")).isdigit()}
-    return {probe: channel for probe, (channel, first) in row_channels(app).items() if first in starts}
 
 
 def _sketches(app, streaming_query_id):
@@ -86,19 +76,14 @@ def latency_rows(app, streaming_query_id=None) -> tuple[list, list]:
                   **_statistics(sketches, p["hop"])} for p in placed]
     frame = pd.DataFrame(placed)
     frame["group"] = frame.groupby(["query_id", "run_id", "source", "position"], dropna=False).ngroup()
-    totals = sketches.rows[sketches.rows["measure"] == hops_module.TOTALS]
-    paired = totals.groupby("hop")["count"].sum()
-    rows = sketches.rows.assign(hop=sketches.rows["hop"].map(dict(zip(frame["hop"], frame["group"]))))
-    merged = rows.groupby(["hop", "remote", "measure", "key"], as_index=False).agg(
-        count=("count", "sum"), unbounded=("unbounded", "sum"), exact=("exact", "sum"), min_ns=("min_ns", "min"),
-        max_ns=("max_ns", "max"), sum_ns=("sum_ns", "sum"), err_max_ns=("err_max_ns", "max"))
-    merged_sketches = hops_module.HopSketches(sketches.channels, merged)
+    paired = {p["hop"]: r["rows"] for p, r in zip(placed, per_batch)}
+    merged_sketches = sketches.combined(dict(zip(frame["hop"], frame["group"])))
     lifetime = []
     for group, part in frame.groupby("group"):
         last = part.sort_values("batch_id").iloc[-1]
         lifetime.append({"query_id": last["query_id"], "run_id": last["run_id"], "source": last["source"],
                          "position": int(last["position"]), "operator": last["operator"],
-                         "batches": int((part["hop"].map(paired).fillna(0) > 0).sum()),
+                         "batches": sum(1 for hop in part["hop"] if paired[hop]),
                          **_statistics(merged_sketches, group)})
     return [r for r in per_batch if r["rows"]], [r for r in lifetime if r["rows"]]
 

@@ -73,7 +73,8 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
 
   /**
    * Whether the emitter's TSC is this executor's: it runs on this host (a loopback endpoint), so
-   * its emission stamps are on the clock of the operators' records.
+   * its emission stamps are on the clock of the operators' records (looked up only where rows are
+   * sampled).
    */
   private final boolean localEmitter;
 
@@ -89,7 +90,8 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
       SourceOptions options, PayloadSchema schema, EmitterRange range, long[] rowSample) {
     this.schema = schema;
     this.rowSample = rowSample;
-    this.localEmitter = ZmtpDealer.address(range.endpoint()).getAddress().isLoopbackAddress();
+    this.localEmitter =
+        rowSample != null && ZmtpDealer.address(range.endpoint()).getAddress().isLoopbackAddress();
     this.range = range;
     this.client =
         new EmitterClient(
