@@ -491,6 +491,17 @@ def test_the_generator_sources_records_are_timed_from_the_source_to_each_operato
         # the driver's wall clock at the commit against the oldest record's emission time (ms), the TSC's ns
         assert row["max_ns"] <= (generated.loc[batch, "event_lag_max_ms"] + 2) * 1e6, (batch, row)
         assert delivered.loc[(batch, _), "max_ns"] <= generated.loc[batch, "trigger_execution_ms"] * 1e6
+    # to the sink: the records that reached the chain's top (the projection), at their batch's last task's end
+    top, sink = by[by["operator"] == "Project"], by[by["operator"] == "sink"]
+    assert set(sink.index.droplevel("position")) == set(top.index.droplevel("position"))
+    for (batch, _, source), row in sink.iterrows():
+        reached = top.xs((batch, source), level=["batch_id", "source"]).iloc[0]
+        assert row["rows"] == reached["rows"] and row["min_ns"] >= reached["min_ns"], (batch, source)
+        assert row["max_ns"] >= reached["max_ns"]
+        sunk = _sink_truth(app, query_id, batch, int(reached["probe_id"]), source)
+        assert row["min_ns"] == pytest.approx(sunk[0], abs=1e3) and row["max_ns"] == pytest.approx(sunk[1], abs=1e3)
+        if source == "emitted":
+            assert row["max_ns"] <= (generated.loc[batch, "event_lag_max_ms"] + 2) * 1e6, (batch, row)
     # over the query's life: every batch's records together
     life = app.source_latency_lifetime(query_id).toPandas().set_index(["source", "operator"])
     for (source, operator), part in latency.groupby(["source", "operator"]):
@@ -501,14 +512,25 @@ def test_the_generator_sources_records_are_timed_from_the_source_to_each_operato
     assert app.source_latency(batches.loc[batches["query_name"] == STREAM_NAME, "query_id"].iloc[0]).count() == 0
 
 
+def _sink_truth(app, query_id: str, batch: int, top_probe: int, source: str) -> tuple:
+    """(min, max) ns from the `source` TSC's records of the rows the top probe logged to the batch's last task's end,
+    from the raw records and tasks() (each record's t_ns on the axis)."""
+    tasks = app.tasks(streaming_query_id=query_id, streaming_batch_id=batch).toPandas()
+    reached = set(app.records(tables.channel("operator_rows").prefix + str(top_probe)).toPandas()["tuple_id"])
+    records = app.records(tables.channel("source_rows").prefix + source).toPandas()
+    t = records.loc[records["tuple_id"].isin(reached), "t_ns"]
+    assert len(t) == len(reached)
+    return tasks["end_t_ns"].max() - t.max(), tasks["end_t_ns"].max() - t.min()
+
+
 def test_the_report_gives_the_generated_querys_latency_from_the_source(app, report):
     page, _ = report
     section = page.split('<section id="streaming">')[1].split("</section>")[0]
     section = section.split(f"<h3>`{GENERATED_NAME}`")[1].split("<h3>")[0]
     life = app.source_latency_lifetime().toPandas()
-    reach = life[life["source"] == "emitted"].sort_values("position").iloc[0]  # the chain's top: reached last
-    assert reach["operator"] == "Project"  # the projection of its two columns, above the filter
-    words = (f"Its records from emission to {reach['operator']} (operator {int(reach['position'])}), "
+    reach = life[life["source"] == "emitted"].sort_values("position").iloc[0]  # the sink, past every operator
+    assert reach["operator"] == "sink" and reach["position"] == 0
+    words = (f"Its records from emission to the sink (its batch's last task's end), "
              f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} batches: p50 "
              f"{fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}")
     assert unescape(words) in unescape(section), section[:2000]

@@ -57,14 +57,16 @@ def test_a_query_of_three_batches_gets_no_verdict():
     assert list(first["batch_id"]) == [1] and list(latest["batch_id"]) == [3]  # never overlapping, batch 0 left out
 
 
-def _source_latency(p99_ms, sources=("delivered", "emitted")):
-    """source_latency()'s rows for one operator per batch, and the lifetime rows latency_rows() gives beside them:
-    from emission p99_ms a batch, from delivery a tenth of it."""
+def _source_latency(p99_ms, sources=("delivered", "emitted"), reached=(("Filter", 2),)):
+    """source_latency()'s rows per batch for each operator `reached` (name, position), and the lifetime rows
+    latency_rows() gives beside them: from emission p99_ms a batch (a list per operator, or one for all), from delivery
+    a tenth of it."""
+    each = p99_ms if isinstance(p99_ms[0], list) else [p99_ms] * len(reached)
     per_batch = pd.DataFrame([
-        {"query_id": "id-1", "run_id": "run-1", "batch_id": b, "source": source, "position": 2,
-         "operator": "Filter", "rows": 10, "p50_ns": ms * 5e5 * scale, "p99_ns": ms * 1e6 * scale}
+        {"query_id": "id-1", "run_id": "run-1", "batch_id": b, "source": source, "position": position,
+         "operator": operator, "rows": 10, "p50_ns": ms * 5e5 * scale, "p99_ns": ms * 1e6 * scale}
         for source, scale in (("delivered", 0.1), ("emitted", 1.0)) if source in sources
-        for b, ms in enumerate(p99_ms)])
+        for (operator, position), series in zip(reached, each) for b, ms in enumerate(series)])
     lifetime = per_batch.groupby(["query_id", "run_id", "source", "position", "operator"], as_index=False).agg(
         rows=("rows", "sum"), p50_ns=("p50_ns", "median"), p99_ns=("p99_ns", "max"), max_ns=("p99_ns", "max"),
         batches=("batch_id", "count")).assign(err_max_ns=0.0)
@@ -87,6 +89,16 @@ def test_records_that_take_longer_from_the_source_are_a_finding_told_from_their_
     # where the source knows no emission on the operators' clock, from the records' delivery to Spark
     [(_, text)] = _found_latency(_batches([100] * 21), *_source_latency(p99, sources=("delivered",)))
     assert "their p99 from delivery to Spark to Filter" in text and "from 4 ms (batches 1-10) to 210 ms" in text
+
+
+def test_the_latency_from_the_source_is_told_to_the_sink_where_the_batches_last_tasks_were_timed():
+    steady, grew = [40] * 21, [3_000] + [40] * 10 + [2_100] * 10  # the records wait at the sink, not before
+    [(_, text)] = _found_latency(_batches([100] * 21), *_source_latency([steady, grew],
+                                                                        reached=(("Filter", 2), ("sink", 0))))
+    assert ("their p99 from emission to the sink (its batch's last task's end) grew from 40 ms (batches 1-10) to "
+            "2.1 s") in text
+    assert _found_latency(_batches([100] * 21), *_source_latency([grew, steady],
+                                                                 reached=(("Filter", 2), ("sink", 0)))) == []
 
 
 def test_steady_or_barely_longer_latency_from_the_source_is_no_finding():

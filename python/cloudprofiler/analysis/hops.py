@@ -245,11 +245,13 @@ def _or_none(value):
     return None if pd.isna(value) else float(value)
 
 
-def hop_sketches(app, channels: list, hops: "list | None" = None, in_jvm: "bool | None" = None) -> HopSketches:
+def hop_sketches(app, channels: list, hops: "list | None" = None, in_jvm: "bool | None" = None,
+                 extra=None) -> HopSketches:
     """The sketches of every hop of `channels` (trace points in pipeline order), in one Spark job; `hops`: (hop,
     from position, to position) in `channels` instead of hops_of(channels) (the hops of several pipelines). Counted
     in the executors' JVMs where the session reads log files there (jvm_sketch_rows), else in Python workers
-    (python_sketch_rows); `in_jvm` chooses."""
+    (python_sketch_rows); `in_jvm` chooses. `extra`: records of trace points that no log file holds (a DataFrame of
+    COLUMNS, channel_id the position of their name in `channels`), paired with the files' records."""
     from pyspark.sql import functions as F
 
     files = app.catalog.files_of(channels, "records")
@@ -258,7 +260,11 @@ def hop_sketches(app, channels: list, hops: "list | None" = None, in_jvm: "bool 
     partitions = max(1, min(MAX_PARTITIONS, math.ceil(sum(f.rows for f in files) / ROWS_PER_PARTITION)))
     in_jvm = bool(files) and reader.jvm_reader(app.spark) if in_jvm is None else in_jvm
     count = jvm_sketch_rows if in_jvm else python_sketch_rows
-    sketched = count(frame.select(*COLUMNS), partitions, app.timebase, hops or hops_of(channels), list(channels))
+    records = frame.select(*COLUMNS)
+    if extra is not None:
+        types = reader.spark_schema(schema)
+        records = records.unionByName(extra.select(*(F.col(c).cast(types[c].dataType) for c in COLUMNS)))
+    sketched = count(records, partitions, app.timebase, hops or hops_of(channels), list(channels))
     summed = sketched.groupBy("hop", "remote", "measure", "key").agg(
         *(getattr(F, how)(column).alias(column) for column, how in SUMMED.items()))
     try:

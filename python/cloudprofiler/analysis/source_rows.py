@@ -8,18 +8,27 @@ under the id the operator probe above its scan gives it, at the TSC it handed th
 metadata says `operator.source`) logs the same rows; a record's latency to an operator is the time from its source
 record to its record there, counted with its bound by the same one-pass sketches as every hop (hops.hop_sketches).
 A micro-batch plans its probes anew, so each batch's operators are its own probes, placed as batch_operators()
-places them."""
+places them.
+
+To the sink: a record that reached the chain's top (the last operator that keeps its identity) is in its batch's
+output once the batch's last task has ended (its TSC record, spark.task.end), past any exchange or aggregation above
+it; the sink commits the batch on the driver next. Each record paired at the chain's top gets a record of that end
+(same tuple id, the end's TSC and clock domain), so the hop to it is counted, with its bound where the source and
+the last task ran on different hosts, by the same pass. It is the operator SINK at position 0, before the plan's
+first."""
 from __future__ import annotations
 
 import pandas as pd
 from pyspark.sql import functions as F
 
 from .. import tables
-from . import hops as hops_module
+from . import hops as hops_module, reader
+from .catalog import TASK_CHANNELS
 from .operator_hops import sourced_probes
-from .streaming import BATCH, batch_operators
+from .streaming import BATCH, attempts_by_batch, batch_operators
 
 QUANTILES = (0.5, 0.9, 0.99)
+SINK, SINK_POSITION = "sink", 0  # the batch's output (its last task's end), placed before the plan's operators
 SOURCE_DDL = ("query_id string, run_id string, batch_id long, source string, position int, probe_id long, "
               "operator string, rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, "
               "max_ns double, mean_ns double, err_max_ns double")
@@ -41,9 +50,40 @@ def source_channels(app) -> dict:
     return dict(sorted(found.items()))
 
 
+def _last_task_ends(app, streaming_query_id) -> dict:
+    """Per batch (a tuple of BATCH) the TSC record of its last task's end: (tsc, domain_id), the latest on the axis."""
+    ends = app.log_frame(TASK_CHANNELS[1], "records", ["tuple_id", "tsc", "domain_id", "t_ns"], required=False)
+    latest = (attempts_by_batch(app, streaming_query_id).join(ends.withColumnRenamed("tuple_id", "task_attempt_id"),
+                                                              "task_attempt_id")
+              .groupBy(*BATCH).agg(F.max_by(F.struct("tsc", "domain_id"), "t_ns").alias("end")).collect())
+    return {tuple(r[k] for k in BATCH): (r["end"]["tsc"], r["end"]["domain_id"]) for r in latest if r["end"]}
+
+
+def _sink_records(app, streaming_query_id, tops: dict, first_position: int) -> tuple:
+    """(batches, records): the batches of `tops` (batch -> the channel of its chain's top) whose last task's end is
+    known, and a trace point's records for each, its channel_id first_position + its index in `batches`: one per
+    record of the batch's top, at that end."""
+    ends = _last_task_ends(app, streaming_query_id)
+    batches = [batch for batch in tops if batch in ends]
+    if not batches:
+        return [], None
+    top_ids = {channel: i for i, channel in enumerate(sorted({tops[b] for b in batches}))}
+    sinks = app.spark.createDataFrame(
+        [(*batch, top_ids[tops[batch]], first_position + n, *ends[batch]) for n, batch in enumerate(batches)],
+        "query_id string, run_id string, batch_id long, top_id int, channel_id int, tsc long, domain_id int")
+    schema = reader.project(reader.RECORD_SCHEMA, ("tuple_id", "channel_id"))
+    reached = (reader.log_frame(app.spark, app.catalog.files_of(list(top_ids), "records"), app.timebase, schema,
+                                top_ids)
+               .select("tuple_id", F.col("channel_id").alias("top_id"),
+                       F.shiftright("tuple_id", 32).alias("task_attempt_id")))
+    records = (reached.join(attempts_by_batch(app, streaming_query_id), "task_attempt_id")
+               .join(F.broadcast(sinks), [*BATCH, "top_id"]))
+    return batches, records
+
+
 def _sketches(app, streaming_query_id):
-    """(placed, HopSketches): a dict per (batch, source, operator) with its hop's number, and the hops' sketches;
-    (None, None) where no source logged rows or no probe of their chains ran in a batch in scope."""
+    """(placed, HopSketches): a dict per (batch, source, operator or SINK) with its hop's number, and the hops'
+    sketches; (None, None) where no source logged rows or no probe of their chains ran in a batch in scope."""
     sources, probes = source_channels(app), sourced_probes(app)
     if not sources or not probes:
         return None, None
@@ -51,14 +91,23 @@ def _sketches(app, streaming_query_id):
               .select(*BATCH, "position", "probe_id", "operator").collect())
     if not placed:
         return None, None
-    channels = list(sources.values()) + sorted({probes[r["probe_id"]] for r in placed})
-    index = {c: i for i, c in enumerate(channels)}
-    rows, hops = [], []
+    tops = {}  # batch -> (position, channel) of its chain's top: the first of its probes in the plan's order
     for row in placed:
+        batch, top = tuple(row[k] for k in BATCH), (row["position"], probes[row["probe_id"]])
+        tops[batch] = min(tops.get(batch, top), top)
+    channels = list(sources.values()) + sorted({probes[r["probe_id"]] for r in placed})
+    sunk, sink_records = _sink_records(app, streaming_query_id, {b: c for b, (_, c) in tops.items()}, len(channels))
+    index = {c: i for i, c in enumerate(channels)}
+    targets = [(row.asDict(), index[probes[row["probe_id"]]]) for row in placed]
+    targets += [({**dict(zip(BATCH, batch)), "position": SINK_POSITION, "probe_id": None, "operator": SINK},
+                 len(channels) + n) for n, batch in enumerate(sunk)]
+    rows, hops = [], []
+    for target, position in targets:
         for source, channel in sources.items():
-            hops.append((len(hops), index[channel], index[probes[row["probe_id"]]]))
-            rows.append({**row.asDict(), "source": source, "hop": hops[-1][0]})
-    return rows, hops_module.hop_sketches(app, channels, hops)
+            hops.append((len(hops), index[channel], position))
+            rows.append({**target, "source": source, "hop": hops[-1][0]})
+    names = channels + [f"{SINK} of batch {'/'.join(map(str, batch))}" for batch in sunk]
+    return rows, hops_module.hop_sketches(app, names, hops, extra=sink_records)
 
 
 def _statistics(sketches, hop: int) -> dict:

@@ -30,6 +30,11 @@ def _batch_keys():
     return [F.col(f"streaming_{name}").alias(name) for name in BATCH]
 
 
+def attempts_by_batch(app, streaming_query_id=None):
+    """task_attempt_id and its batch (BATCH) for every attempt of a streaming batch in scope."""
+    return _attempts(app, streaming_query_id).select("task_attempt_id", *_batch_keys())
+
+
 def batch_tasks(app, streaming_query_id=None):
     """Per streaming query run and batch (the task table's job properties): jobs, task attempts and their executor
     run time in seconds."""

@@ -9,7 +9,7 @@ from html import escape
 
 import pandas as pd
 
-from ..source_rows import latency_rows
+from ..source_rows import SINK, latency_rows
 from . import format as fmt
 
 MAX_BATCHES = 100_000  # batch rows gathered (a row per batch: a day of 1-second batches fits)
@@ -66,9 +66,9 @@ def trend_windows(batches: pd.DataFrame) -> tuple:
 
 def source_reach(lifetime: pd.DataFrame, query_id: str):
     """The row of source_latency_lifetime() that a query's latency from its source is told by: from the records'
-    emission where the source knows it on the operators' clock, else from their delivery to Spark; to the operator
-    they reach last (the chain's top: the first in the plan's order from the root); None where its source logged no
-    rows."""
+    emission where the source knows it on the operators' clock, else from their delivery to Spark; to the sink (at
+    position 0) where the batches' last tasks' ends were known, else to the operator they reach last (the chain's top:
+    the first in the plan's order from the root); None where its source logged no rows."""
     mine = lifetime[lifetime["query_id"] == query_id] if not lifetime.empty else lifetime
     if mine.empty:
         return None
@@ -78,6 +78,13 @@ def source_reach(lifetime: pd.DataFrame, query_id: str):
 
 def _source_words(reach) -> str:
     return "emission" if reach["source"] == "emitted" else "delivery to Spark"
+
+
+def _reach_words(reach, where: str = "") -> str:
+    """The point a query's latency from its source is told to: the sink, or an operator and its place in the plan."""
+    if reach["operator"] == SINK:
+        return "the sink (its batch's last task's end)"
+    return f"{reach['operator']} (operator {int(reach['position'])}{where})"
 
 
 def _name(query: pd.DataFrame) -> str:
@@ -141,7 +148,7 @@ def _latency_grew(data, query, reach, first, latest, weight, finding) -> list:
         return []
     return [finding("warning", weight, (
         f"The streaming query {_name(query)}'s records took longer from the source: their p99 from "
-        f"{_source_words(reach)} to {reach['operator']} (operator {int(reach['position'])} of its plan) grew from "
+        f"{_source_words(reach)} to {_reach_words(reach, ' of its plan')} grew from "
         f"{fmt.duration(before)} ({_batches(first)}) to {fmt.duration(after)} ({_batches(latest)}), so records wait "
         f"longer for their batch: the query does not keep up with its input's rate."), "streaming_latency")]
 
@@ -171,8 +178,9 @@ def section(data) -> str:
                     "where the query has event times (a watermark), the age of its newest and oldest records at the "
                     "batch's commit, the driver's clock against the events'. From the source: where the source logs "
                     "its rows (the generator source, with operator timing's row sample), its sampled records' latency "
-                    "from their emission (or their delivery to Spark) to the operator they reach last, on the TSC, "
-                    "with its error bound where it crosses hosts (source_latency())."), "</p>"]
+                    "from their emission (or their delivery to Spark) to the sink (the end of the batch's last task, "
+                    "when its output is written), on the TSC, with its error bound where it crosses hosts "
+                    "(source_latency())."), "</p>"]
     order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     for query_id in order:
@@ -185,7 +193,7 @@ def section(data) -> str:
         parts.append(f"<h3>{escape(_name(query))} &middot; {fmt.count(len(query))} batches &middot; "
                      f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>"
                      f'<p class="note">Batch time over the query\'s life: median {_ms(times.median())}, p95 '
-                     f"{_ms(times.quantile(0.95))}, max {_ms(times.max())}.{_reach_words(reach)}</p>")
+                     f"{_ms(times.quantile(0.95))}, max {_ms(times.max())}.{_lifetime_words(reach)}</p>")
         body = []
         for row in query.tail(BATCHES_SHOWN).itertuples():
             width = 60 * row.trigger_execution_ms / slowest if slowest else 0
@@ -206,13 +214,13 @@ def section(data) -> str:
     return "".join(parts)
 
 
-def _reach_words(reach) -> str:
+def _lifetime_words(reach) -> str:
     """The records' latency from the source over the query's life, in a sentence ('' where none was logged)."""
     if reach is None:
         return ""
     bound = f", bound up to {fmt.duration(reach['err_max_ns'])}" if reach["err_max_ns"] else ""
-    return escape(f" Its records from {_source_words(reach)} to {reach['operator']} (operator "
-                  f"{int(reach['position'])}), {fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "
+    return escape(f" Its records from {_source_words(reach)} to {_reach_words(reach)}, "
+                  f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "
                   f"batches: p50 {fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}, max "
                   f"{fmt.duration(reach['max_ns'])}{bound}.")
 
