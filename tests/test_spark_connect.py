@@ -278,6 +278,18 @@ def test_a_remote_streaming_query_is_split_per_micro_batch_and_operator(sessions
     # every batch that read rows ran tasks (a batch may also run tasks over no new rows, and the query's stop may
     # cut one short before Spark posts its progress: tasks of batches without a progress row)
     assert set(ran["batch_id"]) <= set(tasks["streaming_batch_id"]), (batches, tasks["streaming_batch_id"])
+    # its sampled records timed from the source (the emitter on this host: from emission too) to the sink: each task's
+    # rows 0, 1024, ... paired above the scan, and all of them at the end of their batch's last task
+    latency = app.source_latency(remote_source["query_id"]).toPandas()
+    assert set(latency["source"]) == {"delivered", "emitted"}, latency
+    scan = latency[latency["operator"] == "ColumnarToRow"]
+    probes = app.operator_tasks(streaming_query_id=remote_source["query_id"]).toPandas()
+    sampled = probes[probes["probe_id"].isin(scan["probe_id"])]["rows"].apply(lambda r: -(-r // 1024)).sum()
+    sink = latency[latency["operator"] == "sink"]
+    for source in ("delivered", "emitted"):
+        assert scan.loc[scan["source"] == source, "rows"].sum() == sampled > 0
+        assert sink.loc[sink["source"] == source, "rows"].sum() == sampled
+    assert (sink["min_ns"] > 0).all() and (sink["err_max_ns"] == 0).all()  # one host: exact
 
 
 def test_a_remote_session_s_sampled_rows_are_timed_from_operator_to_operator(sessions, remote_operators):
