@@ -20,6 +20,7 @@ from cloudprofiler.harness.bench.accuracy import load_verdict, on_host_cpu
 from cloudprofiler.harness.bench.operators import coverage, judge, same_results
 from cloudprofiler.harness.bench.spark import app_masters, application_summary
 from cloudprofiler.harness.bench.spark_logs import record_problems, run_problems, task_problems
+from cloudprofiler.harness.bench.streaming import source_problems
 from cloudprofiler.harness.bench.udfs import judge_rounds, median_interval
 
 CLI = [sys.executable, "-m", "cloudprofiler.cli"]
@@ -97,7 +98,7 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case(spark_bench):
     cases = {r["case"]: r for r in rows if "case" in r}
     for prefix in ("plugin loaded or not", "per-task logging switched on per job", "sql trace point, every row",
                    "sql trace point, 1 row in 1024", "ysb query, trace points after", "ysb query, the same points on 1",
-                   "python trace point"):
+                   "python trace point", "streaming query, generator source"):
         (case,) = [c for name, c in cases.items() if name.startswith(prefix)]
         assert finite_positive(case["seconds_without"]) and finite_positive(case["seconds_with"]), case
         assert math.isclose(case["overhead_ratio"], case["seconds_with"] / case["seconds_without"] - 1), case
@@ -180,6 +181,22 @@ def test_the_spark_bench_s_log_check_catches_a_run_without_the_plugin_given_it_b
     assert record_problems(app, {}) == {}
     assert record_problems(app, {"bench-sql": (10, 10)}) == {
         "bench-sql": f"{app}: channel bench-sql holds 0 records, expected 10"}
+
+
+def test_the_streaming_case_s_log_check_tells_the_runs_with_operator_timing_from_those_without(spark_bench):
+    """Known answers on the streaming case's application (--quick: a warm-up pair and a measured pair of runs, in
+    each one with operator timing off and one on): two of its four runs logged the source's sampled rows, and taken
+    the other way round, the check finds every run out."""
+    (app,) = {p.parent for p in (spark_bench[1] / "streaming").rglob("spark-tasks.arrows")}
+    runs = set(cp.read_log(app / "spark-tasks.arrows").column("streaming_run_id").to_pylist()) - {None}
+    assert len(runs) == 4
+    logged_none = source_problems(app, runs, set())
+    assert len(logged_none) == 2 and all("with operator timing on logged no spark.source.delivered record" in p
+                                         for p in logged_none), logged_none
+    logged = source_problems(app, set(), runs)
+    assert len(logged) == 2 and all("with operator timing off logged" in p for p in logged), logged
+    timed = {run for run in runs if not any(run in p for p in logged_none)}
+    assert source_problems(app, timed, runs - timed) == []
 
 
 def test_the_operators_goal_is_judged_against_the_machine_s_floor():

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ... import tables
 from ..standalone import small_executors_conf
-from . import python_workers
+from . import python_workers, streaming
 from .spark_logs import record_problems, run_problems, task_problems
 
 
@@ -46,6 +46,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--python-workers-only", action="store_true",
                         help="run only the comparison of the python trace point's two paths (--workers, --rows, "
                              "--repeats, --warmups)")
+    parser.add_argument("--streaming-only", action="store_true",
+                        help="only the streaming query's per-batch cost of operator timing")
     parser.add_argument("--app-only", action="store_true",
                         help="run only the one-job application's comparison (--app-runs, --app-masters)")
     parser.add_argument("--log-dir", help="keep every run's logs in this folder, one folder per case and run, to "
@@ -347,6 +349,8 @@ def run(args) -> int:
         return python_workers_only(args)
     if args.app_only:
         return applications_only(args)
+    if args.streaming_only:
+        return streaming_only(args)
     rows = jni_rows(args.jni_iterations)
     from ... import spark as cps
 
@@ -359,7 +363,7 @@ def run(args) -> int:
         traces = trace_overheads(spark, args.rows, args.repeats, args.warmups)
         spark.stop()
         check_session_logs(Path(cps.log_folder(spark)), task_switch, traces, args.warmups + args.repeats)
-        overheads += [task_switch, *traces]
+        overheads += [task_switch, *traces, streaming_row(args, log_dir)]
         workers = python_workers_rows(args, log_dir)
     problems = _say_log_problems([*applications, *overheads, *workers])
     if args.json:
@@ -376,8 +380,10 @@ def run(args) -> int:
     print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
                             ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
                             ("added_ns_per_row", "ns/row added", ".1f"),
-                            ("added_ns_per_task", "ns/task added", ".0f"), ("noise_ratio", "noise", ".1%"),
+                            ("added_ns_per_task", "ns/task added", ".0f"),
+                            ("added_ns_per_batch", "ns/batch added", ",.0f"), ("noise_ratio", "noise", ".1%"),
                             ("logs", "logs", "")])
+    print_streaming_runs(overheads[-1])
     print()
     print_python_workers(args, workers)
     return 1 if problems else 0
@@ -398,6 +404,45 @@ def _say_log_problems(rows: list[dict]) -> list[str]:
     for problem in problems:
         print(f"bench spark: logged otherwise than it must: {problem}", file=sys.stderr)
     return problems
+
+
+def streaming_row(args, log_dir: str) -> dict:
+    """The streaming case (bench/streaming.py) in an application of its own, as a row of the overheads' table."""
+    rate, seconds = (20_000, 3) if args.quick else (streaming.RATE, streaming.SECONDS)
+    case = streaming.compare(_session(True, os.path.join(log_dir, "streaming")), args.repeats, args.warmups, rate,
+                             seconds)
+    return {**_compared(case["name"], case["off"], case["on"], 1, "batch"), "runs_ms": case["runs"],
+            "log_problems": case["log_problems"]}
+
+
+def print_streaming_runs(row: dict) -> None:
+    """Every run's batch times of the streaming case, in the order the pairs ran, and each side's median run."""
+    medians = {}
+    for timed in (False, True):
+        runs = row["runs_ms"][timed]
+        medians[timed] = statistics.median(statistics.median(batches) for batches in runs)
+        print(f"streaming query, operator timing {'on' if timed else 'off'}, each run's batches (ms): "
+              + "; ".join(" ".join(f"{ms:.0f}" for ms in batches) for batches in runs)
+              + f"; median run {medians[timed]:.0f} ms")
+    print(f"streaming query: the median runs {medians[True] - medians[False]:+.0f} ms a batch apart "
+          f"({medians[True] / medians[False] - 1:+.1%})")
+
+
+def streaming_only(args) -> int:
+    with tempfile.TemporaryDirectory(prefix="cp-bench-spark-") as scratch:
+        row = streaming_row(args, _log_folder(args, scratch))
+    problems = _say_log_problems([row])
+    if args.json:
+        print(json.dumps(row, indent=1))
+        return 1 if problems else 0
+    from ...console import print_table
+
+    print_table([row], [("case", "case", ""), ("seconds_without", "batch without (s)", ".3f"),
+                        ("seconds_with", "batch with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
+                        ("added_ns_per_batch", "ns/batch added", ",.0f"), ("noise_ratio", "noise", ".1%"),
+                        ("logs", "logs", "")])
+    print_streaming_runs(row)
+    return 1 if problems else 0
 
 
 def python_workers_rows(args, log_dir: str) -> list[dict]:
