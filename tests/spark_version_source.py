@@ -2,8 +2,8 @@
 `python spark_version_source.py <endpoint> <tuples>` reads a serve-mode emitter (started by the test) until it has
 `tuples` rows and stdin has a line (the test writes one when the generator ended: the emitter's last commit comes
 with the batch after the last data), then prints one JSON line: the pyspark version, rows and distinct ids read, and,
-operator timing being on, the sampled records paired from the source (source_latency) against the rows the probe above
-the scan counted per task."""
+operator timing being on, the sampled records paired from the source (source_latency) at the scan and at the sink
+against the rows the probe above the scan counted per task."""
 import json
 import os
 import sys
@@ -36,11 +36,12 @@ def main(endpoint: str, tuples: int) -> dict:
 
     app = open_application(os.path.join("logs", app_id))
     latency = app.source_latency().toPandas()
-    scan = latency[latency["operator"] == "ColumnarToRow"]
+    scan, sink = latency[latency["operator"] == "ColumnarToRow"], latency[latency["operator"] == "sink"]
     counted = app.operator_tasks().toPandas()
     counted = counted[counted["probe_id"].isin(scan["probe_id"])]
     return {"pyspark": pyspark.__version__, "rows": seen["rows"], "ids": seen["ids"],
             "paired": {source: int(part["rows"].sum()) for source, part in scan.groupby("source")},
+            "sunk": {source: int(part["rows"].sum()) for source, part in sink.groupby("source")},
             "sampled": int(sum(-(-int(r) // 1024) for r in counted["rows"])), "scanned": int(counted["rows"].sum())}
 
 

@@ -105,5 +105,7 @@ def test_on_spark_3_5_the_generator_source_delivers_every_tuple_once(tmp_path):
     assert seen["pyspark"].startswith("3.5."), seen
     assert totals[0]["error"] is None and totals[0]["emitted_tuples"] == 40_000, totals
     assert seen["rows"] == seen["ids"] == 40_000, seen
-    # every sampled record (each task's rows 0, 1024, ...) timed from its delivery and its emission to the scan
+    # every sampled record (each task's rows 0, 1024, ...) timed from its delivery and its emission to the scan, and
+    # to the sink
     assert seen["scanned"] == 40_000 and seen["paired"] == {"delivered": seen["sampled"], "emitted": seen["sampled"]}
+    assert seen["sunk"] == seen["paired"]
