@@ -73,9 +73,10 @@ def _source_latency(p99_ms, sources=("delivered", "emitted"), reached=(("Filter"
     return per_batch, lifetime
 
 
-def _found_latency(batches, per_batch, lifetime):
+def _found_latency(batches, per_batch, lifetime, trends=None):
     data = ReportData(summary={"span_ns": 60e9})
     data.batches, data.source_latency, data.source_lifetime = batches, per_batch, lifetime
+    data.batch_trends = trends if trends is not None else pd.DataFrame()
     return [(f.kind, f.text) for f in streaming.findings(data, Finding)]
 
 
@@ -99,6 +100,18 @@ def test_the_latency_from_the_source_is_told_to_the_sink_where_the_batches_last_
             "2.1 s") in text
     assert _found_latency(_batches([100] * 21), *_source_latency([grew, steady],
                                                                  reached=(("Filter", 2), ("sink", 0)))) == []
+
+
+def test_the_latency_finding_names_the_operator_whose_time_grew_most():
+    """The issue's case: the p99 from source to sink grew over the latest batches, and the aggregation is the
+    operator whose time per batch grew (the batches' own time steady: no finding of its own)."""
+    trends = pd.DataFrame({"query_id": "id-1", "position": [2, 4], "operator": ["Filter", "HashAggregate"],
+                           "first_s": [0.010, 0.020], "latest_s": [0.012, 0.090]})
+    grew = [3_000] + [40] * 10 + [2_100] * 10
+    [(kind, text)] = _found_latency(_batches([100] * 21), *_source_latency(grew, reached=(("sink", 0),)), trends)
+    assert kind == "streaming_latency"
+    assert text.endswith("the query does not keep up with its input's rate: HashAggregate (operator 4 of its plan) "
+                         "grew most, from 20 ms to 90 ms a batch.")
 
 
 def test_steady_or_barely_longer_latency_from_the_source_is_no_finding():

@@ -116,15 +116,10 @@ def findings(data, finding) -> list:
         if after >= GREW * before and after - before >= GREW_MIN_MS:
             text = (f"The streaming query {_name(query)}'s batches grew slower: from {fmt.duration(before * 1e6)} a "
                     f"batch ({_batches(first)}) to {fmt.duration(after * 1e6)} ({_batches(latest)})")
-            mine = trends[trends["query_id"] == query_id] if not trends.empty else trends
-            if not mine.empty:
-                top = mine.assign(grew=mine["latest_s"] - mine["first_s"]).sort_values("grew").iloc[-1]
-                text += (f": {top.operator} (operator {int(top.position)} of its plan) grew most, from "
-                         f"{fmt.duration(top.first_s * 1e9)} to {fmt.duration(top.latest_s * 1e9)} a batch")
-            out.append(finding("warning", weight, text + ".", "streaming_slower"))
+            out.append(finding("warning", weight, text + _grew_most(trends, query_id) + ".", "streaming_slower"))
         reach = source_reach(data.source_lifetime, query_id)
         if reach is not None:
-            out += _latency_grew(data, query, reach, first, latest, weight, finding)
+            out += _latency_grew(data, query, reach, first, latest, weight, finding, _grew_most(trends, query_id))
         rates = latest.dropna(subset=["input_rows_per_second", "processed_rows_per_second"])
         rates = rates[rates["num_input_rows"] > 0]
         behind = rates[rates["processed_rows_per_second"] < rates["input_rows_per_second"]]
@@ -137,10 +132,21 @@ def findings(data, finding) -> list:
     return out
 
 
-def _latency_grew(data, query, reach, first, latest, weight, finding) -> list:
-    """A warning where the p99 of the records' latency from the source to the operator they reach last grew GREW x
-    (and GREW_MIN_MS) from the query's first batches to its latest: a pipeline that does not keep up (Karimov et al.:
-    a sustainable rate keeps latency from growing)."""
+def _grew_most(trends: pd.DataFrame, query_id: str) -> str:
+    """': <operator> (operator N of its plan) grew most, from X to Y a batch': the operator whose median exclusive
+    time per batch grew most from the query's first batches to its latest ('' where operators were not timed)."""
+    mine = trends[trends["query_id"] == query_id] if not trends.empty else trends
+    if mine.empty:
+        return ""
+    top = mine.assign(grew=mine["latest_s"] - mine["first_s"]).sort_values("grew").iloc[-1]
+    return (f": {top.operator} (operator {int(top.position)} of its plan) grew most, from "
+            f"{fmt.duration(top.first_s * 1e9)} to {fmt.duration(top.latest_s * 1e9)} a batch")
+
+
+def _latency_grew(data, query, reach, first, latest, weight, finding, grew_most: str) -> list:
+    """A warning where the p99 of the records' latency from the source to the sink (or the operator they reach last)
+    grew GREW x (and GREW_MIN_MS) from the query's first batches to its latest: a pipeline that does not keep up
+    (Karimov et al.: a sustainable rate keeps latency from growing); with the operator whose time grew most."""
     per_batch = _reach_batches(data.source_latency, reach)
     before = per_batch[per_batch["batch_id"].isin(first["batch_id"])]["p99_ns"].median()
     after = per_batch[per_batch["batch_id"].isin(latest["batch_id"])]["p99_ns"].median()
@@ -150,7 +156,7 @@ def _latency_grew(data, query, reach, first, latest, weight, finding) -> list:
         f"The streaming query {_name(query)}'s records took longer from the source: their p99 from "
         f"{_source_words(reach)} to {_reach_words(reach, ' of its plan')} grew from "
         f"{fmt.duration(before)} ({_batches(first)}) to {fmt.duration(after)} ({_batches(latest)}), so records wait "
-        f"longer for their batch: the query does not keep up with its input's rate."), "streaming_latency")]
+        f"longer for their batch: the query does not keep up with its input's rate{grew_most}."), "streaming_latency")]
 
 
 def _reach_batches(per_batch: pd.DataFrame, reach) -> pd.DataFrame:
