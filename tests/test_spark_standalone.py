@@ -18,6 +18,7 @@ import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler.calibration.spark import calibrations_from_probes, load_domains, records_in_reference
 from cloudprofiler.harness.standalone import small_executors, wait_for_collection, wait_for_executors
+from cloudprofiler import tables
 from conftest import assert_collected_as_it_died, assert_tables_as_declared
 
 OFFSET, SKEW_PPM = 4 * 3600 * 2_000_000_000, 29.0
@@ -311,6 +312,58 @@ def test_the_analysis_finds_the_truth_in_its_bounds_and_the_same_numbers_on_the_
     finally:
         spark.stop()
     assert on_the_cluster == in_local_mode
+
+
+def test_a_streaming_query_s_records_are_timed_from_their_emission_across_the_two_clocks(standalone, tmp_path):
+    """The generator's emitters run here, beside the driver, and stamp their buckets with this machine's TSC; the
+    executors read a simulated TSC of their own (4 h ahead, 29 ppm fast). What the emitters say of their clock places
+    the emission on the driver's, so a sampled record's latency from its emission to each operator crosses the two
+    clocks: the analysis gives it with the calibration's bound, and the bound holds the truth (the simulation
+    undone); from its delivery (on the executors' own clock) it needs no calibration."""
+    from cloudprofiler.analysis import open_application
+    from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
+    from cloudprofiler.harness.maxtput import free_port_base
+    from cloudprofiler.harness.trial import stop_query
+
+    master, base = standalone
+    log_dir, local_dir = tmp_path / "logs", base / "executor-local-stream"
+    spark = (small_executors(cps.builder(log_dir=str(log_dir), local_dir=str(local_dir)).master(master), 2)
+             .config("spark.ui.enabled", "false")
+             .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", f"offset={OFFSET},skew_ppm={SKEW_PPM}")
+             .getOrCreate())
+    try:
+        wait_for_executors(spark, 2)
+        spark.conf.set("spark.cloudprofiler.operators", "true")
+        generator = Generator(GeneratorConfig(rate=10_000, duration_s=3, emitters=2, transport="serve",
+                                              port=free_port_base(2), timeout_s=60)).start()
+        query = (cps.read_generator(spark, generator.endpoints, timeout=30).where("id % 3 != 0").select("id")
+                 .writeStream.format("noop").trigger(processingTime="1 second")
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+        results = generator.join(120)
+        stop_query(spark, query)
+        app_id = spark.sparkContext.applicationId
+    finally:
+        spark.stop()
+    assert [r.error for r in results] == [None, None]
+    wait_for_collection(local_dir, app_id)
+    app = open_application(str(log_dir / app_id))
+    latency = app.source_latency().toPandas()
+    emitted, delivered = (latency[latency["source"] == source] for source in ("emitted", "delivered"))
+    assert len(emitted) == len(delivered) > 0 and (emitted["rows"].to_numpy() == delivered["rows"].to_numpy()).all()
+    # from delivery both ends are on the executors' clock: bounded by its frequency's uncertainty alone; from
+    # emission across the two clocks, by the calibration
+    assert (delivered["err_max_ns"] < 1e3).all() and (emitted["err_max_ns"] < 1e6).all()
+    assert (emitted["err_max_ns"].to_numpy() > delivered["err_max_ns"].to_numpy()).all()
+    # the truth: each record's emission (this machine's TSC) to its record at the operator (the simulation undone)
+    hz = app.timebase.hz
+    emission = app.records(tables.channel("source_rows").prefix + "emitted").toPandas().set_index("tuple_id")["tsc"]
+    for row in emitted[emitted["operator"] != "sink"].itertuples():
+        at = app.records(tables.channel("operator_rows").prefix + str(int(row.probe_id))).toPandas()
+        physical = (at["tsc"].to_numpy().astype(np.float64) - OFFSET) / (1 + SKEW_PPM * 1e-6)
+        truth = (physical - emission.loc[at["tuple_id"]].to_numpy()) / hz * 1e9
+        assert len(truth) == row.rows, row
+        assert abs(row.min_ns - truth.min()) <= row.err_max_ns + 1e3 and \
+            abs(row.max_ns - truth.max()) <= row.err_max_ns + 1e3, (row, truth.min(), truth.max())
 
 
 KILLS_AN_EXECUTOR_MID_JOB = r"""

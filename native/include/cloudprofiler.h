@@ -80,6 +80,10 @@ CP_EXPORT int cp_clock_read(cp_clock_reading *out, cp_error *error);
 
 /* 1 when CPUID reports an invariant TSC (constant and nonstop), else 0. */
 CP_EXPORT int cp_tsc_is_invariant(void);
+/* This process's TSC simulation as files record it in their metadata (tsc.simulation): "null", or JSON
+ * {"offset":..,"skew_ppm":..,"invariant":..}. A process that stamps values for another to log (the generator's
+ * emitters) states its clock with it and its boot id. */
+CP_EXPORT const char *cp_tsc_simulation(void);
 /* Cross-node features call this first: 0 with an invariant TSC or when `force` is set, else ENOTSUP with a
  * message saying why measurements across nodes would be wrong and how to force. */
 CP_EXPORT int cp_require_invariant_tsc(int force, cp_error *error);

@@ -104,7 +104,7 @@ static void channel_metadata(cp_channel *ch, bool pad, metadata *m) {
   KV("tsc.hz", m->hz);
   KV("tsc.hz_uncertainty", m->hz_unc);
   KV("tsc.hz_source", g->frequency.source == CP_FREQUENCY_CPUID ? "cpuid-0x15" : "calibrated");
-  KV("tsc.simulation", cp__simulation_json());
+  KV("tsc.simulation", cp_tsc_simulation());
   KV("tsc.read", g->options.tsc_read == CP_TSC_UNORDERED ? "unordered" : "ordered");
   KV("compression", g->options.compression == CP_COMPRESSION_ZSTD ? "zstd" : "none");
   KV("open.clock", m->open_clock);

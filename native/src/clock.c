@@ -24,7 +24,7 @@ uint64_t cp_tscp(uint32_t *cpu_id) {
   return tsc;
 }
 
-const char *cp__simulation_json(void) { return simulation_json; }
+const char *cp_tsc_simulation(void) { return simulation_json; }
 
 __attribute__((constructor)) static void read_simulation(void) {
   const char *spec = getenv("CLOUDPROFILER_SIMULATE_TSC");

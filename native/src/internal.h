@@ -33,7 +33,6 @@
 CP_INTERNAL int cp__fail(cp_error *error, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- clock.c ---- */
-CP_INTERNAL const char *cp__simulation_json(void); /* "null" or {"offset":..,"skew_ppm":..} */
 
 /* TSC simulation, set once by a constructor before any thread of the library exists:
  * sim(tsc) = tsc + offset + floor(tsc * skew_ppt / 1e12), skew in parts per trillion so that integer

@@ -1,6 +1,7 @@
 """TSC reads and clock readings of this host."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .native import call, ffi, lib
@@ -51,3 +52,18 @@ def tsc_frequency() -> TscFrequency:
 
 def tsc_is_invariant() -> bool:
     return bool(lib.cp_tsc_is_invariant())
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def tsc_identity() -> dict:
+    """Whose TSC this process reads, in the terms its log files' metadata give (boot_id, tsc.simulation): processes
+    of one boot id and one simulation (None: none) read one TSC. A process that stamps TSC values which another logs
+    (the generator's emitters) states its clock with it."""
+    try:
+        with open(BOOT_ID) as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = "unknown"  # as the library's files say it
+    return {"boot_id": boot, "simulation": json.loads(ffi.string(lib.cp_tsc_simulation()).decode())}

@@ -10,6 +10,7 @@ Executor files carry their `tsc.domain`; files of Python workers get theirs thro
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,19 @@ def load_domains(app_folder: "str | Path") -> pa.Table:
     return table
 
 
+def _clock(boot_id, simulation) -> tuple:
+    """Whose TSC a process reads, comparable: its boot id and its simulation (a dict, JSON text or None) as JSON with
+    sorted keys."""
+    if isinstance(simulation, str):
+        simulation = json.loads(simulation)
+    return boot_id, json.dumps(simulation, sort_keys=True)
+
+
 class DomainResolver:
     """The TSC domain of a log file, from its metadata (`log_metadata`), in this order:
+    0. where it holds values another process stamped (the generator's emission TSCs: source_rows' clock keys), the
+       domain of the processes that read that TSC (the same boot id and TSC simulation), where they are all of one
+       domain: an unchecked claim, as the stamping process answers no probes; else None;
     1. its own `tsc.domain` (task channels of executors);
     2. the domain of its process (boot id and pid): a responder in the TSC domains, or another file of the same
        process that carries `tsc.domain` (the executor's `cp_trace` channels beside its task channels);
@@ -89,11 +101,12 @@ class DomainResolver:
         self.process: dict[tuple, str] = {}  # (boot id, pid) -> domain
         self.process_executor: dict[tuple, str] = {}  # (boot id, pid) -> executor id
         self.executor: dict[str, str] = {}
-        rows = [] if domains is None else domains.select(["domain", "boot_id", "executor_id", "pid"]).to_pylist()
+        rows = [] if domains is None else domains.to_pylist()
         for row in rows:
             self.process[(row["boot_id"], row["pid"])] = row["domain"]
             self.process_executor[(row["boot_id"], row["pid"])] = row["executor_id"]
             self.executor.setdefault(row["executor_id"], row["domain"])
+        metas = list(metas)
         for meta in metas:
             process, executor = (meta.get("boot_id"), meta.get("pid")), meta.get("spark.executor_id")
             if executor is not None:
@@ -102,6 +115,16 @@ class DomainResolver:
                 self.process.setdefault(process, meta["tsc.domain"])
                 if executor is not None:
                     self.executor.setdefault(executor, meta["tsc.domain"])
+        keys = plugin_tables.channel("source_rows").keys
+        self.claim_keys = keys["clock_boot_id"], keys["clock_simulation"]
+        self.clocks: dict[tuple, set] = {}  # _clock -> the domains of the processes that read it
+        readers = [(row["boot_id"], row.get("tsc_simulation"), row["domain"]) for row in rows
+                   if row.get("tsc_simulation") is not None]  # before the column: the files' metadata says it
+        readers += [(m.get("boot_id"), m.get("tsc.simulation"), self._own(m)) for m in metas
+                    if m.get(self.claim_keys[0]) is None]
+        for boot, simulation, domain in readers:
+            if domain is not None:
+                self.clocks.setdefault(_clock(boot, simulation), set()).add(domain)
 
     def executor_of(self, meta: dict) -> "str | None":
         """The executor that wrote the file (its task channels, or another file of its process) or ran the task of
@@ -114,6 +137,14 @@ class DomainResolver:
         return self.process_executor.get((meta.get("boot_id"), meta.get("pid")))
 
     def of(self, meta: dict) -> "str | None":
+        boot = meta.get(self.claim_keys[0])
+        if boot is not None:
+            domains = self.clocks.get(_clock(boot, meta.get(self.claim_keys[1])), set())
+            return next(iter(domains)) if len(domains) == 1 else None
+        return self._own(meta)
+
+    def _own(self, meta: dict) -> "str | None":
+        """The domain of the process that wrote the file (steps 1-4)."""
         if meta.get("tsc.domain"):
             return meta["tsc.domain"]
         domain = self.process.get((meta.get("boot_id"), meta.get("pid")))

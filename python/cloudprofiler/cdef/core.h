@@ -13,6 +13,7 @@ typedef struct cp_clock_reading {
 } cp_clock_reading;
 int cp_clock_read(cp_clock_reading *out, cp_error *error);
 int cp_tsc_is_invariant(void);
+const char *cp_tsc_simulation(void);
 int cp_require_invariant_tsc(int force, cp_error *error);
 typedef enum cp_frequency_source { CP_FREQUENCY_CPUID = 1, CP_FREQUENCY_CALIBRATED = 2 } cp_frequency_source;
 typedef struct cp_tsc_frequency { double hz; double uncertainty_hz; cp_frequency_source source; } cp_tsc_frequency;

@@ -416,6 +416,12 @@ jdouble JNI_FN(tscHz)(JNIEnv *env, jclass cls) {
   return f.hz;
 }
 
+/* String tscSimulation() */
+jstring JNI_FN(tscSimulation)(JNIEnv *env, jclass cls) {
+  (void)cls;
+  return (*env)->NewStringUTF(env, cp_tsc_simulation());
+}
+
 /* void requireInvariantTsc(boolean force) */
 void JNI_FN(requireInvariantTsc)(JNIEnv *env, jclass cls, jboolean force) {
   (void)cls;

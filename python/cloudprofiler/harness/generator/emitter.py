@@ -124,12 +124,14 @@ class EmitterResult:
 
 
 def _tsc_source():
+    """(the function that stamps buckets, whose TSC it reads: clock.tsc_identity(), or None where it is the monotonic
+    clock in ns)."""
     try:
-        from cloudprofiler.clock import tsc
+        from cloudprofiler.clock import tsc, tsc_identity
         tsc()
-        return tsc
+        return tsc, tsc_identity()
     except Exception:  # the native library is optional for the generator: fall back to the monotonic clock
-        return time.perf_counter_ns
+        return time.perf_counter_ns, None
 
 
 class PushTransport:
@@ -215,12 +217,12 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
     n = config.effective_bucket_tuples()
     batches = make_buckets(config.workload, n, config.preloaded_buckets, config.seed + index, config.distribution)
     payloads = [wire.encode_batch(b) for b in batches]
-    tsc = _tsc_source()
+    tsc, clock = _tsc_source()
     ctx = zmq.Context()
     transport = None
     try:
         if config.transport == "serve":
-            transport = ServeTransport(ctx, config, index, result, batches[0].schema)
+            transport = ServeTransport(ctx, config, index, result, batches[0].schema, clock)
         else:
             transport = PushTransport(ctx, config, index, result)
         transport.wait_for_reader()

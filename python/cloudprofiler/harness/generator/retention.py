@@ -21,10 +21,10 @@ END_PILL_WAIT_S = 10  # after the last commit, how long the end pill stays serve
 class ServeTransport:
     """ROUTER socket plus retention ring; driven by the emitter's pacing loop (no thread of its own)."""
 
-    def __init__(self, ctx, config, index: int, result, schema):
+    def __init__(self, ctx, config, index: int, result, schema, clock: "dict | None"):
         import zmq
 
-        self.zmq, self.config, self.index, self.result = zmq, config, index, result
+        self.zmq, self.config, self.index, self.result, self.clock = zmq, config, index, result, clock
         self.endpoint = config.endpoint(index)
         self.sock = ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 1000)
@@ -147,7 +147,7 @@ class ServeTransport:
     def _handle(self, request: dict) -> tuple[dict, list]:
         op = request["op"]
         if op == wire.OP_INFO:
-            return self._state(), [self.schema]
+            return {**self._state(), "clock": self.clock}, [self.schema]
         if op == wire.OP_LATEST:
             self._progress()
             self.started = self.started or self.fetched > 0

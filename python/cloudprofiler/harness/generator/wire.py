@@ -66,7 +66,9 @@ def decode_batch(frame, schema: pa.Schema) -> pa.RecordBatch:
 # Offsets count the buckets an emitter took into retention (dense: a dropped bucket takes no offset, its tuple
 # ids are simply absent). The last offset of a finished period is a pill: a bucket of kind PILL and 0 tuples,
 # so the reader plans one more batch and thereby commits the last data (paper 7.1, the poison pill).
-OP_INFO = "info"  # state and the Arrow schema of the payloads; does not start the emission
+# state, "clock" (whose TSC the headers' tsc is: clock.tsc_identity(); null where it is the monotonic clock in ns)
+# and the Arrow schema of the payloads; does not start the emission
+OP_INFO = "info"
 OP_LATEST = "latest"  # state; the first one after offset 0 (a start pill) was fetched starts the emission
 OP_FETCH = "fetch"  # {"from", "to", "max"}: up to "max" buckets from offset "from", as (header, payload) pairs
 OP_COMMIT = "commit"  # {"upto"}: the reader processed every offset below "upto": retention may free them

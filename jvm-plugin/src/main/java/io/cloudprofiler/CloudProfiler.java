@@ -127,6 +127,12 @@ public final class CloudProfiler {
   public static native double tscHz();
 
   /**
+   * This process's TSC simulation as its files' metadata states it (tsc.simulation): "null", or
+   * JSON {offset, skew_ppm, invariant}.
+   */
+  public static native String tscSimulation();
+
+  /**
    * Throws, with the reason, unless the CPU has an invariant TSC or {@code force} is set
    * (cp_require_invariant_tsc).
    */

@@ -44,8 +44,9 @@ public final class Messages {
    * An executor joins {@code domain}, whose member's TSC agreed with its own, or founds one ({@code
    * domain} empty) after the first {@code checked} candidates all differed; {@code check} says what
    * its probes found; {@code tscHz} its TSC's frequency (0 where unknown), in which the driver
-   * states its probes' round trips. Answer: {@link Joined}, or {@link Candidates} to check first
-   * when domains of its boot id appeared meanwhile.
+   * states its probes' round trips; {@code tscSimulation} its TSC's simulation ({@link
+   * io.cloudprofiler.spark.calibration.TscDomain#simulation}). Answer: {@link Joined}, or {@link
+   * Candidates} to check first when domains of its boot id appeared meanwhile.
    */
   public record Join(
       String bootId,
@@ -58,7 +59,8 @@ public final class Messages {
       long pid,
       String process,
       String check,
-      double tscHz) {}
+      double tscHz,
+      String tscSimulation) {}
 
   public record Joined(String domain) {}
 

@@ -81,7 +81,16 @@ public final class Tables {
         OperatorRows.SOURCE_KEY);
     out.append(",\n");
     channel(
-        out, "source_rows", SourceRows.CHANNEL_PREFIX, SourceRows.EVENT, "tsc", SourceRows.TSC_KEY);
+        out,
+        "source_rows",
+        SourceRows.CHANNEL_PREFIX,
+        SourceRows.EVENT,
+        "tsc",
+        SourceRows.TSC_KEY,
+        "clock_boot_id",
+        SourceRows.CLOCK_BOOT_ID_KEY,
+        "clock_simulation",
+        SourceRows.CLOCK_SIMULATION_KEY);
     return out.append("},\n\"files\": {\"report\": ")
         .append(Config.quote(ReportDownload.FILE))
         .append("}}\n")

@@ -151,7 +151,8 @@ public final class JvmTests {
                 1234L,
                 "jvm-3",
                 "differs from boot; founds a domain",
-                2.5e9),
+                2.5e9,
+                "null"),
             new Messages.Joined("boot#2"),
             new Messages.Last("7"),
             new Messages.Responders());

@@ -72,11 +72,10 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
   private final long[] rowSample;
 
   /**
-   * Whether the emitter's TSC is this executor's: it runs on this host (a loopback endpoint), so
-   * its emission stamps are on the clock of the operators' records (looked up only where rows are
-   * sampled).
+   * Whose TSC the emitter's stamps are, as it states it (asked only where rows are sampled), or
+   * null: the emission is then not logged.
    */
-  private final boolean localEmitter;
+  private final SourceRows.Clock emitterClock;
 
   /** The rows handed to Spark so far: the next row's ordinal in the task. */
   private long delivered;
@@ -90,8 +89,6 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
       SourceOptions options, PayloadSchema schema, EmitterRange range, long[] rowSample) {
     this.schema = schema;
     this.rowSample = rowSample;
-    this.localEmitter =
-        rowSample != null && ZmtpDealer.address(range.endpoint()).getAddress().isLoopbackAddress();
     this.range = range;
     this.client =
         new EmitterClient(
@@ -99,6 +96,7 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
             options.timeoutS,
             range.bucketTuples(),
             schema.maxBucketBytes(range.bucketTuples()));
+    this.emitterClock = rowSample == null ? null : emitterClock(client);
     this.trace =
         options.traceChannel == null ? 0 : TraceExpression.channel(options.traceChannel, 0, 0);
     this.next = range.start();
@@ -112,7 +110,7 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
         if (bucket.kind() != EmitterClient.DATA) continue; // pills hold no tuples
         current = BucketColumns.batch(schema, bucket);
         if (trace != 0) CloudProfiler.logMany(trace, ids(bucket));
-        SourceRows.log(rowSample, delivered, bucket.tuples(), localEmitter ? bucket.tsc() : 0);
+        SourceRows.log(rowSample, delivered, bucket.tuples(), bucket.tsc(), emitterClock);
         delivered += bucket.tuples();
         return true;
       }
@@ -130,6 +128,18 @@ final class BucketReader implements PartitionReader<ColumnarBatch> {
           Math.max(
               1, Math.min(MAX_FETCH_BUCKETS, FETCH_BYTES * buckets.size() / Math.max(1, bytes)));
       fetched = buckets.iterator();
+    }
+  }
+
+  /**
+   * The emitter's clock, or null where asking for it failed: the fetches will say why, if they
+   * fail.
+   */
+  private static SourceRows.Clock emitterClock(EmitterClient client) {
+    try {
+      return client.clock();
+    } catch (RuntimeException e) {
+      return null;
     }
   }
 

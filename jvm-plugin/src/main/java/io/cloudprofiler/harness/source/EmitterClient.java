@@ -3,6 +3,7 @@ package io.cloudprofiler.harness.source;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.cloudprofiler.spark.sql.SourceRows;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -145,6 +146,16 @@ final class EmitterClient implements AutoCloseable {
   /** The Arrow IPC schema message of the payloads. */
   byte[] payloadSchema() {
     return request("info", Map.of()).data().get(0);
+  }
+
+  /**
+   * Whose TSC the buckets' headers carry, as the emitter states it; null where it stamps another
+   * clock (the monotonic clock, without the native library) or says nothing of it (an older one).
+   */
+  SourceRows.Clock clock() {
+    JsonNode clock = request("info", Map.of()).state().path("clock");
+    if (!clock.path("boot_id").isTextual()) return null;
+    return new SourceRows.Clock(clock.get("boot_id").asText(), clock.path("simulation").toString());
   }
 
   void commit(long upto) {

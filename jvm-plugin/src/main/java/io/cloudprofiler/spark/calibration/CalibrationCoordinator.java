@@ -94,7 +94,8 @@ public final class CalibrationCoordinator {
           "tsc-domains.arrows",
           Table.APPLICATION,
           "a row per process with a probe responder: its TSC domain, boot id, role in the domain,"
-              + " host, executor, pid, ports and the TSC check that put it there",
+              + " host, executor, pid, ports, the TSC check that put it there and its TSC's"
+              + " simulation (\"null\": none)",
           List.of(
               "domain",
               "boot_id",
@@ -104,7 +105,8 @@ public final class CalibrationCoordinator {
               "pid",
               "responder_port",
               "control_port",
-              "check"),
+              "check",
+              "tsc_simulation"),
           List.of(
               String.class,
               String.class,
@@ -114,6 +116,7 @@ public final class CalibrationCoordinator {
               Long.class,
               Integer.class,
               Integer.class,
+              String.class,
               String.class));
 
   /**
@@ -135,7 +138,7 @@ public final class CalibrationCoordinator {
    * executor.
    */
   private static final class Member {
-    String domain, host, executorId, process, check;
+    String domain, host, executorId, process, check, simulation;
     int responderPort, controlPort;
     long pid;
     double hz; // its TSC's frequency; 0 where unknown
@@ -288,6 +291,7 @@ public final class CalibrationCoordinator {
     driver.process = TscDomain.PROCESS;
     driver.check = "reference";
     driver.hz = TscDomain.tscHz();
+    driver.simulation = TscDomain.simulation();
     reference = add(new Domain(TscDomain.bootId(), TscDomain.bootId()), driver);
     LOG.info(
         "cloudprofiler: calibration reference domain {}, responder {}:{}",
@@ -339,6 +343,7 @@ public final class CalibrationCoordinator {
       m.process = join.process();
       m.check = join.check();
       m.hz = join.tscHz() > 0 && Double.isFinite(join.tscHz()) ? join.tscHz() : 0;
+      m.simulation = join.tscSimulation();
       joined = add(new Domain(key, boot), m);
       if (joined != reference) awaitingLast.add(m.executorId);
       LOG.info(
@@ -694,7 +699,8 @@ public final class CalibrationCoordinator {
               m.pid,
               m.responderPort,
               m.controlPort,
-              m.check
+              m.check,
+              m.simulation
             });
       }
     }

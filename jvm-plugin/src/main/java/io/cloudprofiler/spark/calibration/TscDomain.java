@@ -56,6 +56,18 @@ public final class TscDomain {
     }
   }
 
+  /**
+   * This process's TSC simulation, as its files' metadata states it ("null": none): with the boot
+   * id, whose TSC it reads.
+   */
+  public static String simulation() {
+    try {
+      return CloudProfiler.tscSimulation();
+    } catch (Throwable e) { // a library without the call: no simulation is known
+      return "null";
+    }
+  }
+
   /** Bytes of a probe secret: HMAC-SHA256's block is 64, its output 32. */
   static final int SECRET_BYTES = 32;
 

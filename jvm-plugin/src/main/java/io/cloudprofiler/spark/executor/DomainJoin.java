@@ -95,7 +95,8 @@ final class DomainJoin {
                   ProcessHandle.current().pid(),
                   TscDomain.PROCESS,
                   check,
-                  TscDomain.tscHz()));
+                  TscDomain.tscHz(),
+                  TscDomain.simulation()));
       if (reply instanceof Messages.Joined joined) {
         targets
             .refresh(); // the driver's responder among them: the last run, which the driver clocks,
@@ -141,7 +142,8 @@ final class DomainJoin {
                 ProcessHandle.current().pid(),
                 TscDomain.PROCESS,
                 check,
-                TscDomain.tscHz()));
+                TscDomain.tscHz(),
+                TscDomain.simulation()));
     if (reply instanceof Messages.Joined joined) return new String[] {joined.domain(), check};
     throw unassigned(reply);
   }

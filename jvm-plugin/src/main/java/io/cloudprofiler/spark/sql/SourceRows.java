@@ -20,7 +20,8 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanExecBase;
  * when the batch's readers are made (on the driver). Each row is logged at one or two TSCs, into a
  * channel of each kind per JVM: {@link #DELIVERED}, when the source handed its batch to Spark (this
  * executor's clock); {@link #EMITTED}, when the source's producer emitted it, where that producer
- * stamped it with a TSC of this executor's host.
+ * stamped it with a TSC and said whose ({@link Clock}: a channel per producer's clock, its metadata
+ * naming it, since its values are on that clock and not on this executor's).
  */
 public final class SourceRows {
   /**
@@ -34,13 +35,27 @@ public final class SourceRows {
   public static final String EVENT = "source_rows";
   public static final String TSC_KEY = "source.tsc";
 
+  /** The metadata of an {@link #EMITTED} channel: the clock its values are on ({@link Clock}). */
+  public static final String CLOCK_BOOT_ID_KEY = "source.clock.boot_id";
+
+  public static final String CLOCK_SIMULATION_KEY = "source.clock.simulation";
+
+  /**
+   * Whose TSC a producer's stamps are, as log files' metadata states a process's: its machine's
+   * boot id and its TSC simulation (JSON, "null": none); processes that agree on both read one TSC.
+   */
+  public record Clock(String bootId, String simulation) {}
+
   /** A DataSource V2 scan whose readers log their rows here (with {@link #log}). */
   public interface Scan {}
 
   private static final Guard GUARD = new Guard("source row latency");
 
-  /** The two channels of this JVM, by kind; guarded by nothing else (opened once each). */
-  private static final ConcurrentHashMap<String, Long> CHANNELS = new ConcurrentHashMap<>();
+  /**
+   * The channels of this JVM, by kind and, for {@link #EMITTED}, clock; guarded by nothing else
+   * (opened once each).
+   */
+  private static final ConcurrentHashMap<Object, Long> CHANNELS = new ConcurrentHashMap<>();
 
   private SourceRows() {}
 
@@ -71,10 +86,10 @@ public final class SourceRows {
 
   /**
    * On an executor, as the source hands Spark a batch of {@code rows} rows, the first its task's
-   * row {@code ordinal}: logs the sampled ones at this moment, and at {@code emittedTsc} (0: not
-   * known on this host's clock). One TSC read per batch: the batch reaches Spark whole.
+   * row {@code ordinal}: logs the sampled ones at this moment, and at {@code emittedTsc} on {@code
+   * clock} (null: no emission TSC known). One TSC read per batch: the batch reaches Spark whole.
    */
-  public static void log(long[] sample, long ordinal, long rows, long emittedTsc) {
+  public static void log(long[] sample, long ordinal, long rows, long emittedTsc, Clock clock) {
     if (sample == null || rows <= 0 || GUARD.disabled()) return;
     try {
       TaskContext task = TaskContext.get();
@@ -82,8 +97,8 @@ public final class SourceRows {
       long delivered = CloudProfiler.tsc();
       long first = (task.taskAttemptId() << OperatorRows.ROW_BITS) + ordinal;
       long x = sample[0], y = sample[1];
-      long deliveredChannel = channel(DELIVERED);
-      long emittedChannel = emittedTsc == 0 ? 0 : channel(EMITTED);
+      long deliveredChannel = channel(DELIVERED, null);
+      long emittedChannel = clock == null ? 0 : channel(EMITTED, clock);
       // the first id of the XoY period that holds the batch's first row, then x ids of each period
       for (long base = first - Math.floorMod(first, y); base < first + rows; base += y) {
         for (long id = Math.max(base, first); id < Math.min(base + x, first + rows); id++) {
@@ -97,19 +112,25 @@ public final class SourceRows {
   }
 
   /**
-   * The channel of {@code kind} (opened once per JVM): each record one sampled row, so its handler
-   * passes every record on.
+   * The channel of {@code kind} and {@code clock} (opened once per JVM): each record one sampled
+   * row, so its handler passes every record on.
    */
-  private static long channel(String kind) {
+  private static long channel(String kind, Clock clock) {
     return CHANNELS.computeIfAbsent(
-        kind,
+        clock == null ? kind : clock,
         k ->
             CloudProfiler.openChannel(
-                CHANNEL_PREFIX + k,
+                CHANNEL_PREFIX + kind,
                 "identity",
                 new long[0],
-                new String[] {"spark.event", TSC_KEY},
-                new String[] {EVENT, k}));
+                clock == null
+                    ? new String[] {"spark.event", TSC_KEY}
+                    : new String[] {
+                      "spark.event", TSC_KEY, CLOCK_BOOT_ID_KEY, CLOCK_SIMULATION_KEY
+                    },
+                clock == null
+                    ? new String[] {EVENT, kind}
+                    : new String[] {EVENT, kind, clock.bootId(), clock.simulation()}));
   }
 
   /** Forgets the channels as the library stops (the next application opens its own). */

@@ -281,7 +281,8 @@ public final class CalibrationTests {
                 2,
                 "executor-2",
                 "agrees",
-                2e9));
+                2e9,
+                "null"));
         Thread.sleep(RegisteredResponders.ASK_INTERVAL_MS + 50);
         check(
             run(control, secret, "127.0.0.1", laterPort) == null,
