@@ -144,6 +144,41 @@ def test_the_cluster_demo_measures_latencies_across_its_hosts_within_bounds(demo
     _latencies_hold_the_simulated_truth(analysed, app, "batch.map", "batch.reduce")
 
 
+def test_the_cluster_demo_times_its_events_from_emission_to_the_sink_across_the_hosts(demo):
+    """The streaming query's operators were timed: 1 event in 1,024 from its emission (the emitters run beside the
+    driver, on this machine's TSC) to each operator and to the sink, on the workers' simulated clocks, with the
+    calibration's bound, which holds the truth (each file's simulation undone); the report says it."""
+    from cloudprofiler import tables
+    from cloudprofiler.analysis import open_application
+
+    done, _, app, output = demo
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    analysed = open_application(str(app))
+    latency = analysed.source_latency().toPandas()
+    emitted = latency[latency["source"] == "emitted"]
+    assert not emitted.empty and "sink" in set(emitted["operator"])
+    assert (emitted["err_max_ns"] > 0).all() and (emitted["err_max_ns"] < 100e3).all()  # across the hosts' clocks
+    by_channel: dict = {}
+    for path in app.rglob("*.arrows"):
+        by_channel.setdefault(cp.log_metadata(path).get("channel.name"), []).append(path)
+    source = tables.channel("source_rows")
+    emission = {}  # the emitters' stamps, on this machine's TSC: no simulation to undo
+    for path in by_channel[source.prefix + "emitted"]:
+        assert cp.log_metadata(path)[source.keys["clock_simulation"]] in (None, "null")
+        table = cp.read_log(path)
+        emission.update(zip(table.column("tuple_id").to_pylist(), table.column("tsc").to_pylist()))
+    hz = analysed.timebase.hz
+    for row in emitted[emitted["operator"] != "sink"].itertuples():
+        at = {}
+        for path in by_channel[tables.channel("operator_rows").prefix + str(int(row.probe_id))]:
+            at.update(_true_ticks(path))
+        truth = np.array([(ticks - emission[t]) / hz * 1e9 for t, ticks in at.items() if t in emission])
+        assert len(truth) == row.rows > 0, row
+        assert abs(row.min_ns - truth.min()) <= row.err_max_ns + 1 and abs(row.max_ns - truth.max()) <= \
+            row.err_max_ns + 1, (row, truth.min(), truth.max())
+    assert "Its records from emission to the sink (its batch&#x27;s last task&#x27;s end)" in output.read_text()
+
+
 def _true_ticks(path: Path):
     """A log file's TSCs as this machine's TSC read them: its simulation (tsc.simulation: offset and skew) undone."""
     table, sim = cp.read_log(path), cp.log_metadata(path).get("tsc.simulation")
