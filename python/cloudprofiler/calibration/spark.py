@@ -76,9 +76,12 @@ def load_domains(app_folder: "str | Path") -> pa.Table:
 
 def _clock(boot_id, simulation) -> tuple:
     """Whose TSC a process reads, comparable: its boot id and its simulation (a dict, JSON text or None) as JSON with
-    sorted keys."""
+    sorted keys; text that is no JSON (a damaged file's) stays as it is, which no process's clock matches."""
     if isinstance(simulation, str):
-        simulation = json.loads(simulation)
+        try:
+            simulation = json.loads(simulation)
+        except ValueError:
+            return boot_id, "unreadable: " + simulation
     return boot_id, json.dumps(simulation, sort_keys=True)
 
 

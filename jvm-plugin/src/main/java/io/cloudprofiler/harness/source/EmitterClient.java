@@ -11,6 +11,7 @@ import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Pattern;
 
 /**
  * One connection to one serve-mode emitter of the generator: its request-reply protocol
@@ -20,6 +21,11 @@ import java.util.Map;
  * again after a broken connection.
  */
 final class EmitterClient implements AutoCloseable {
+  /** What an emitter may state as its clock's boot id and simulation ({@link #clock}). */
+  private static final Pattern BOOT_ID = Pattern.compile("[0-9A-Za-z-]{1,64}");
+
+  private static final int MAX_SIMULATION_CHARS = 256;
+
   static final int DATA = 1;
 
   /** A bucket: its header (wire.HEADER, little-endian) and its Arrow record batch message. */
@@ -150,12 +156,17 @@ final class EmitterClient implements AutoCloseable {
 
   /**
    * Whose TSC the buckets' headers carry, as the emitter states it; null where it stamps another
-   * clock (the monotonic clock, without the native library) or says nothing of it (an older one).
+   * clock (the monotonic clock, without the native library), says nothing of it (an older one) or
+   * says it in a form no process's log files use (a boot id is a UUID, a simulation a short JSON
+   * object): what it sends goes into log files' metadata.
    */
   SourceRows.Clock clock() {
     JsonNode clock = request("info", Map.of()).state().path("clock");
-    if (!clock.path("boot_id").isTextual()) return null;
-    return new SourceRows.Clock(clock.get("boot_id").asText(), clock.path("simulation").toString());
+    String boot = clock.path("boot_id").asText(""),
+        simulation = clock.path("simulation").toString();
+    if (!BOOT_ID.matcher(boot).matches() || simulation.length() > MAX_SIMULATION_CHARS) return null;
+    if (!simulation.equals("null") && !clock.path("simulation").isObject()) return null;
+    return new SourceRows.Clock(boot, simulation);
   }
 
   void commit(long upto) {

@@ -3,10 +3,12 @@ package io.cloudprofiler.spark.sql;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Guard;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.execution.ColumnarToRowExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanExecBase;
+import org.slf4j.LoggerFactory;
 
 /**
  * The sampled rows of a streaming source, logged as the source hands them to Spark, under the ids
@@ -50,6 +52,14 @@ public final class SourceRows {
   public interface Scan {}
 
   private static final Guard GUARD = new Guard("source row latency");
+
+  /**
+   * The emission channels of distinct clocks a JVM opens at most: a query's emitters run on a few
+   * machines; past it the emissions of a further clock are not logged, which one line says.
+   */
+  static final int MAX_CLOCKS = 16;
+
+  private static final AtomicBoolean CLOCKS_SAID = new AtomicBoolean();
 
   /**
    * The channels of this JVM, by kind and, for {@link #EMITTED}, clock; guarded by nothing else
@@ -98,7 +108,7 @@ public final class SourceRows {
       long first = (task.taskAttemptId() << OperatorRows.ROW_BITS) + ordinal;
       long x = sample[0], y = sample[1];
       long deliveredChannel = channel(DELIVERED, null);
-      long emittedChannel = clock == null ? 0 : channel(EMITTED, clock);
+      long emittedChannel = clock == null ? 0 : emittedChannel(clock);
       // the first id of the XoY period that holds the batch's first row, then x ids of each period
       for (long base = first - Math.floorMod(first, y); base < first + rows; base += y) {
         for (long id = Math.max(base, first); id < Math.min(base + x, first + rows); id++) {
@@ -109,6 +119,21 @@ public final class SourceRows {
     } catch (Throwable e) {
       GUARD.disable("logging a source's sampled rows", e);
     }
+  }
+
+  /** The emission channel of {@code clock}, or 0 past {@link #MAX_CLOCKS} clocks. */
+  private static long emittedChannel(Clock clock) {
+    if (!CHANNELS.containsKey(clock) && CHANNELS.size() > MAX_CLOCKS) {
+      if (!CLOCKS_SAID.getAndSet(true))
+        LoggerFactory.getLogger(SourceRows.class)
+            .warn(
+                "cloudprofiler: emitters of more than {} clocks: the emissions stamped by {} and"
+                    + " any further clock are not logged",
+                MAX_CLOCKS,
+                clock);
+      return 0;
+    }
+    return channel(EMITTED, clock);
   }
 
   /**
