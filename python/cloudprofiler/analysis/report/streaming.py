@@ -185,8 +185,8 @@ def section(data) -> str:
                     "batch's commit, the driver's clock against the events'. From the source: where the source logs "
                     "its rows (the generator source, with operator timing's row sample), its sampled records' latency "
                     "from their emission (or their delivery to Spark) to the sink (the end of the batch's last task, "
-                    "when its output is written), on the TSC, with its error bound where it crosses hosts "
-                    "(source_latency())."), "</p>"]
+                    "when its output is written; else to the last operator they reach), on the TSC, with its error "
+                    "bound where it crosses hosts (source_latency())."), "</p>"]
     order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     for query_id in order:
