@@ -133,12 +133,12 @@ def test_a_counter_switched_to_records_keeps_its_count(log_dir):
 
 
 FOLLOWER = """
-import sys, time
+import os, sys, time
 import cloudprofiler as cp
 channel = cp.Channel.by_rules("trace")
 print("ready", flush=True)
-end, i = time.time() + float(sys.argv[1]), 0
-while time.time() < end:
+i = 0
+while i % 1000 or not os.path.exists(sys.argv[1]):  # until told to stop
     channel.log(i)
     i += 1
     time.sleep(0.0002)
@@ -147,19 +147,34 @@ while time.time() < end:
 
 def test_a_process_follows_its_rules_file(tmp_path):
     """buffered -> null -> buffered -> downsample, then a bad file: records stop and resume within a second of each
-    change, nothing before a switch is missing, and the bad file is refused once, naming it."""
+    change, nothing before a switch is missing, and the bad file is refused once, naming it. Each change is written
+    a second after the one before took effect (the child says so on stderr): on a loaded machine a change that came
+    before the last was read would replace it unread, as a file that changes twice between two polls does."""
     rules_file, logs = tmp_path / "rules.txt", tmp_path / "logs"
     rules_file.write_text("trace=buffered\n")
     env = {**os.environ, "CLOUDPROFILER_RULES": str(rules_file), "CLOUDPROFILER_LOG_DIR": str(logs)}
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(FOLLOWER), "6"], env=env, text=True,
+    stop = tmp_path / "stop"
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(FOLLOWER), str(stop)], env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert child.stdout.readline().strip() == "ready"
+    said: list = []
+    reader = threading.Thread(target=lambda: said.extend(child.stderr), daemon=True)
+    reader.start()
     changes = []
     for text in ["trace=null\n", "trace=buffered\n", "trace=downsample:4\n", "trace=nosuch\n"]:
         time.sleep(1.0)
+        before = sum(f"rules from {rules_file} in force" in line or "refused" in line for line in said)
         changes.append(time.time_ns())  # before the write: the switch cannot come earlier
         rules_file.write_text(text)
-    _, stderr = child.communicate(timeout=60)
+        deadline = time.monotonic() + 30
+        while sum(f"rules from {rules_file} in force" in line or "refused" in line for line in said) == before:
+            assert time.monotonic() < deadline, (text, said)
+            time.sleep(0.05)
+    time.sleep(1.0)
+    stop.touch()
+    child.wait(timeout=60)
+    reader.join(timeout=10)
+    stderr = "".join(said)
     assert child.returncode == 0, stderr
     assert stderr.count(f"rules file {rules_file} refused") == 1 and "unknown handler 'nosuch'" in stderr
 
