@@ -26,6 +26,7 @@ from . import hops as hops_module, reader
 from .catalog import TASK_CHANNELS
 from .operator_hops import sourced_probes
 from .streaming import BATCH, attempts_by_batch, batch_operators
+from .tasks import task_records
 
 QUANTILES = (0.5, 0.9, 0.99)
 SINK, SINK_POSITION = "sink", 0  # the batch's output (its last task's end), placed before the plan's operators
@@ -52,11 +53,10 @@ def source_channels(app) -> dict:
 
 def _last_task_ends(app, streaming_query_id) -> dict:
     """Per batch (a tuple of BATCH) the TSC record of its last task's end: (tsc, domain_id), the latest on the axis."""
-    ends = app.log_frame(TASK_CHANNELS[1], "records", ["tuple_id", "tsc", "domain_id", "t_ns"], required=False)
-    latest = (attempts_by_batch(app, streaming_query_id).join(ends.withColumnRenamed("tuple_id", "task_attempt_id"),
-                                                              "task_attempt_id")
-              .groupBy(*BATCH).agg(F.max_by(F.struct("tsc", "domain_id"), "t_ns").alias("end")).collect())
-    return {tuple(r[k] for k in BATCH): (r["end"]["tsc"], r["end"]["domain_id"]) for r in latest if r["end"]}
+    ends = task_records(app, TASK_CHANNELS[1], "end")
+    latest = (attempts_by_batch(app, streaming_query_id).join(ends, "task_attempt_id").groupBy(*BATCH)
+              .agg(F.max_by(F.struct("end_tsc", "end_domain_id"), "end_t_ns").alias("end")).collect())
+    return {tuple(r[k] for k in BATCH): (r["end"]["end_tsc"], r["end"]["end_domain_id"]) for r in latest if r["end"]}
 
 
 def _sink_records(app, streaming_query_id, tops: dict, first_position: int) -> tuple:

@@ -21,7 +21,8 @@ TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "parti
                 "unbounded", "launch_t_ns", "finish_t_ns", *TASK_METRICS, *JOB_COLUMNS]
 
 
-def _side(app, channel: str, prefix: str):
+def task_records(app, channel: str, prefix: str):
+    """The task records of `channel` (spark.task.start or .end): task_attempt_id and <prefix>_tsc, _domain_id, _t_ns."""
     columns = ["tuple_id", "tsc", "domain_id", "t_ns"]
     frame = app.log_frame(channel, "records", columns, required=False)
     return frame.select(F.col("tuple_id").alias("task_attempt_id"), F.col("tsc").alias(f"{prefix}_tsc"),
@@ -35,7 +36,7 @@ def tasks(app):
     launch_t_ns / finish_t_ns: Spark's millisecond times placed on the same axis through the driver's wall clock.
     Spark's metrics and the job's properties as the task table has them, job_tags split into an array (`in_scope`
     keeps the attempts of some jobs only)."""
-    start, end = (_side(app, channel, prefix) for channel, prefix in zip(TASK_CHANNELS, ("start", "end")))
+    start, end = (task_records(app, channel, prefix) for channel, prefix in zip(TASK_CHANNELS, ("start", "end")))
     records = merge_join(start, end, "task_attempt_id", "full_outer")
     joined = merge_join(app.task_table(), records, "task_attempt_id", "full_outer")
     timed = with_durations(joined, app.timebase)

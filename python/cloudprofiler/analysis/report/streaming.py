@@ -112,14 +112,15 @@ def findings(data, finding) -> list:
         if first is None:
             continue
         before, after = first["trigger_execution_ms"].median(), latest["trigger_execution_ms"].median()
+        grew_most = _grew_most(trends, query_id)
         weight = float(query["trigger_execution_ms"].sum()) / span_ms if span_ms > 0 else 0.0
         if after >= GREW * before and after - before >= GREW_MIN_MS:
             text = (f"The streaming query {_name(query)}'s batches grew slower: from {fmt.duration(before * 1e6)} a "
                     f"batch ({_batches(first)}) to {fmt.duration(after * 1e6)} ({_batches(latest)})")
-            out.append(finding("warning", weight, text + _grew_most(trends, query_id) + ".", "streaming_slower"))
+            out.append(finding("warning", weight, text + grew_most + ".", "streaming_slower"))
         reach = source_reach(data.source_lifetime, query_id)
         if reach is not None:
-            out += _latency_grew(data, query, reach, first, latest, weight, finding, _grew_most(trends, query_id))
+            out += _latency_grew(data, query, reach, first, latest, weight, finding, grew_most)
         rates = latest.dropna(subset=["input_rows_per_second", "processed_rows_per_second"])
         rates = rates[rates["num_input_rows"] > 0]
         behind = rates[rates["processed_rows_per_second"] < rates["input_rows_per_second"]]

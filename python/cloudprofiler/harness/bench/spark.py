@@ -377,13 +377,7 @@ def run(args) -> int:
     print()
     print_applications(applications)
     print()
-    print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
-                            ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
-                            ("added_ns_per_row", "ns/row added", ".1f"),
-                            ("added_ns_per_task", "ns/task added", ".0f"),
-                            ("added_ns_per_batch", "ns/batch added", ",.0f"), ("noise_ratio", "noise", ".1%"),
-                            ("logs", "logs", "")])
-    print_streaming_runs(overheads[-1])
+    print_overheads(overheads)
     print()
     print_python_workers(args, workers)
     return 1 if problems else 0
@@ -415,6 +409,19 @@ def streaming_row(args, log_dir: str) -> dict:
             "log_problems": case["log_problems"]}
 
 
+def print_overheads(overheads: list[dict]) -> None:
+    """The cases measured against the same job without the plugin or the setting, then the streaming case's runs."""
+    from ...console import print_table
+
+    print_table(overheads, [("case", "case", ""), ("seconds_without", "without (s)", ".3f"),
+                            ("seconds_with", "with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
+                            ("added_ns_per_row", "ns/row added", ".1f"),
+                            ("added_ns_per_task", "ns/task added", ".0f"),
+                            ("added_ns_per_batch", "ns/batch added", ",.0f"), ("noise_ratio", "noise", ".1%"),
+                            ("logs", "logs", "")])
+    print_streaming_runs(overheads[-1])
+
+
 def print_streaming_runs(row: dict) -> None:
     """Every run's batch times of the streaming case, in the order the pairs ran, and each side's median run."""
     medians = {}
@@ -434,14 +441,8 @@ def streaming_only(args) -> int:
     problems = _say_log_problems([row])
     if args.json:
         print(json.dumps(row, indent=1))
-        return 1 if problems else 0
-    from ...console import print_table
-
-    print_table([row], [("case", "case", ""), ("seconds_without", "batch without (s)", ".3f"),
-                        ("seconds_with", "batch with (s)", ".3f"), ("overhead_ratio", "overhead", "+.1%"),
-                        ("added_ns_per_batch", "ns/batch added", ",.0f"), ("noise_ratio", "noise", ".1%"),
-                        ("logs", "logs", "")])
-    print_streaming_runs(row)
+    else:
+        print_overheads([row])
     return 1 if problems else 0
 
 
