@@ -446,7 +446,8 @@ def test_each_micro_batch_has_its_progress_tasks_and_operators(app):
 
 def test_the_report_says_which_operator_slowed_the_streaming_query(app, report):
     page, _ = report
-    [line] = [text for kind, text in _findings(page) if kind == "streaming_slower"]
+    # the slowed query's: the generated query's batches may grow slower too on a loaded machine (a finding of its own)
+    [line] = [text for kind, text in _findings(page) if kind == "streaming_slower" and f"`{STREAM_NAME}`" in text]
     assert line.startswith(f"The streaming query `{STREAM_NAME}`&#x27;s batches grew slower: from ")
     assert f"(batches 1-{SLOWED_BATCH - 1}) to " in line and "BatchEvalPython (operator " in line
     section = page.split('<section id="streaming">')[1].split("</section>")[0]
