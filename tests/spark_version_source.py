@@ -21,7 +21,9 @@ def main(endpoint: str, tuples: int) -> dict:
                            log_dir=os.path.abspath("logs")).getOrCreate())
     spark.conf.set("spark.cloudprofiler.operators", "true")
     events = cps.read_generator(spark, [endpoint], timeout=30)
-    query = events.select("id").writeStream.format("memory").queryName("events").start()
+    # a watermark on the emission's wall clock: the rows are timed from their event time too
+    timed = events.select("id", "event_time").withWatermark("event_time", "1 hour").select("id")
+    query = timed.writeStream.format("memory").queryName("events").start()
     deadline = time.monotonic() + 120
     while sum(p["numInputRows"] for p in query.recentProgress) < tuples and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -42,6 +44,10 @@ def main(endpoint: str, tuples: int) -> dict:
     return {"pyspark": pyspark.__version__, "rows": seen["rows"], "ids": seen["ids"],
             "paired": {source: int(part["rows"].sum()) for source, part in scan.groupby("source")},
             "sunk": {source: int(part["rows"].sum()) for source, part in sink.groupby("source")},
+            # from the event time as from the emission, but for how the emitter read its two clocks
+            "event_vs_emitted_ns": float(max(abs(sink.loc[sink["source"] == "event_time", c].to_numpy()
+                                                 - sink.loc[sink["source"] == "emitted", c].to_numpy()).max()
+                                             for c in ("min_ns", "max_ns"))),
             "sampled": int(sum(-(-int(r) // 1024) for r in counted["rows"])), "scanned": int(counted["rows"].sum())}
 
 

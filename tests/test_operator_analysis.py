@@ -38,7 +38,9 @@ N = 400_000  # rows of the filter and skew queries' range, 4 partitions
 UDF_ROWS, UDF_PARTITIONS, SLEEP_S = 200, 2, 0.015
 SKEWED_PARTITION = 2  # range(0, N, 1, 4)'s partition 2 holds ids [N/2, 3N/4): the skew query keeps all of them
 STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed", 5, 200, 3, 0.01
-EVENTS_FROM_MS = int(time.time() * 1000) - 86_400_000
+# 5 minutes before this module's import: older than any batch's lag, younger than the machine's TSC count (an event
+# older than the machine's start is not timed from its event time)
+EVENTS_FROM_MS = int(time.time() * 1000) - 300_000
 GENERATED_NAME, GENERATED_RATE, GENERATED_S = "generated", 20_000, 3
 # a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
 # id % 10 < 5 through the broadcast join (one match each)
@@ -176,7 +178,7 @@ def _generator_stream(spark, base: Path) -> None:
 
 
 def _event_ms(batch: int, row: int) -> int:
-    """The event time of a row of the streaming query's input: a day ago, a second apart per batch."""
+    """The event time of a row of the streaming query's input: 5 minutes ago, a second apart per batch."""
     return EVENTS_FROM_MS + batch * 1000 + row
 
 
@@ -430,7 +432,7 @@ def test_each_micro_batch_has_its_progress_tasks_and_operators(app):
     committed = batches["trigger_start_ms"] + batches["trigger_execution_ms"]
     assert (batches["event_lag_min_ms"] == committed - batches["event_time_max_ms"]).all()
     assert (batches["event_lag_max_ms"] - batches["event_lag_min_ms"] == STREAM_ROWS - 1).all()
-    assert (batches["event_lag_min_ms"] > 86_000_000).all()
+    assert (batches["event_lag_min_ms"] > 290_000).all()
     ops = app.batch_operators(query_id).toPandas()
     udf = ops[ops["operator"] == "BatchEvalPython"].set_index("batch_id")
     assert list(udf.index.sort_values()) == list(range(STREAM_BATCHES))
@@ -468,7 +470,8 @@ def test_the_generator_sources_records_are_timed_from_the_source_to_each_operato
     generated = batches[batches["query_name"] == GENERATED_NAME].set_index("batch_id")
     query_id = generated["query_id"].iloc[0]
     latency = app.source_latency(query_id).toPandas()
-    assert set(latency["source"]) == {"delivered", "emitted"}  # the emitters run on this host
+    # the emitters run on this host; the watermark reads the event time, the emission's wall clock
+    assert set(latency["source"]) == {"delivered", "emitted", "event_time"}
     assert set(latency["batch_id"]) == set(generated.index[generated["num_input_rows"] > 0])
     scan = latency[latency["operator"] == "ColumnarToRow"]
     assert scan.groupby(["batch_id", "source"]).size().eq(1).all()
@@ -476,16 +479,29 @@ def test_the_generator_sources_records_are_timed_from_the_source_to_each_operato
     tasks = app.operator_tasks(streaming_query_id=query_id).toPandas()
     rows = tasks[tasks["probe_id"].isin(scan["probe_id"])].groupby("probe_id")["rows"].apply(
         lambda r: int(np.sum(-(-r // ROWS_Y))))
-    for source, part in scan.groupby("source"):
+    for source, part in scan[scan["source"] != "event_time"].groupby("source"):
         assert dict(zip(part["probe_id"], part["rows"])) == rows.to_dict(), source
     # the filter's probe pairs the sampled rows it kept, later than the scan's (the same rows, one operator on)
     kept = latency[latency["operator"] == "Filter"].set_index(["batch_id", "source"])
     below = scan.set_index(["batch_id", "source"])
     assert not kept.empty and (kept["rows"] <= below.loc[kept.index, "rows"]).all()
     assert (kept["rows"] >= 0.5 * below.loc[kept.index, "rows"]).all()  # id % 3 != 0 keeps two in three
-    assert (latency["min_ns"] >= 0).all() and (latency["err_max_ns"] == 0).all()  # one host: exact
+    assert (latency["min_ns"] >= 0).all()
+    on_tsc = latency["source"] != "event_time"
+    assert (latency.loc[on_tsc, "err_max_ns"] == 0).all()  # one host: exact
+    assert latency.loc[~on_tsc, "err_max_ns"].isna().all()  # from a wall clock: not bounded
     by = latency.set_index(["batch_id", "position", "source"]).sort_index()
     delivered, emitted = by.xs("delivered", level="source"), by.xs("emitted", level="source")
+    # from the event time: the rows that reached the watermark's child (the projection), each at the same moment as
+    # its emission (the emitter read both clocks together), so to the projection and to the sink as from the
+    # emission, but for how the two clocks were read (within 1 ms)
+    event = by.xs("event_time", level="source")
+    kept = by[by["operator"].isin(["Project", "sink"])].xs("emitted", level="source")
+    assert set(event.index) == set(emitted.index) and not kept.empty
+    assert (event["rows"] <= emitted["rows"]).all()
+    assert (event.loc[kept.index, "rows"] == kept["rows"]).all()
+    for column in ("min_ns", "max_ns", "p50_ns"):
+        assert (event.loc[kept.index, column] - kept[column]).abs().max() < 1e6, column
     assert (emitted["rows"] == delivered["rows"]).all()
     assert (emitted["min_ns"] >= delivered["min_ns"]).all() and (emitted["max_ns"] >= delivered["max_ns"]).all()
     for (batch, _), row in emitted.iterrows():
@@ -503,14 +519,28 @@ def test_the_generator_sources_records_are_timed_from_the_source_to_each_operato
         assert row["min_ns"] == pytest.approx(sunk[0], abs=1e3) and row["max_ns"] == pytest.approx(sunk[1], abs=1e3)
         if source == "emitted":
             assert row["max_ns"] <= (generated.loc[batch, "event_lag_max_ms"] + 2) * 1e6, (batch, row)
+    # batches() gives each batch's records from their emission to the sink; the slowed query's batches have none
+    emitted_sink = sink.xs("emitted", level="source").droplevel("position")
+    timed = generated.loc[emitted_sink.index]
+    assert (timed["latency_source"] == "emitted").all() and (timed["latency_to"] == "sink").all()
+    for column in ("rows", "p50_ns", "p99_ns", "max_ns", "err_max_ns"):
+        assert list(timed[f"latency_{column}"]) == list(emitted_sink[column]), column
+    assert generated.drop(emitted_sink.index)["latency_rows"].isna().all()
+    assert (batches.loc[batches["query_name"] == STREAM_NAME, "latency_source"] == "event_time").all()
+    untimed = app.batches(query_id, latency=False).toPandas()
+    assert untimed.columns.equals(batches.columns) and untimed["latency_p99_ns"].isna().all()
+    with pytest.raises(TypeError, match="latency='no'"):
+        app.batches(latency="no")
     # over the query's life: every batch's records together
     life = app.source_latency_lifetime(query_id).toPandas().set_index(["source", "operator"])
     for (source, operator), part in latency.groupby(["source", "operator"]):
         assert life.loc[(source, operator), "rows"] == part["rows"].sum()
         assert life.loc[(source, operator), "max_ns"] == part["max_ns"].max()
         assert life.loc[(source, operator), "batches"] == len(part)
-    # the slowed query reads files: no source logs its rows
-    assert app.source_latency(batches.loc[batches["query_name"] == STREAM_NAME, "query_id"].iloc[0]).count() == 0
+    # the slowed query reads files: no source logs its rows, but its watermark's event times (5 minutes old) time the
+    # rows from them (below)
+    slowed = app.source_latency(batches.loc[batches["query_name"] == STREAM_NAME, "query_id"].iloc[0]).toPandas()
+    assert set(slowed["source"]) == {"event_time"}
 
 
 def _sink_truth(app, query_id: str, batch: int, top_probe: int, source: str) -> tuple:
@@ -522,6 +552,26 @@ def _sink_truth(app, query_id: str, batch: int, top_probe: int, source: str) -> 
     t = records.loc[records["tuple_id"].isin(reached), "t_ns"]
     assert len(t) == len(reached)
     return tasks["end_t_ns"].max() - t.max(), tasks["end_t_ns"].max() - t.min()
+
+
+def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
+    """Known answer: the slowed query reads JSON files whose rows' event times were written (5 minutes ago, a second
+    apart per batch) and its watermark reads them, so each batch's sampled row (its one task's first: 200 rows a
+    task, 1 in 1,024 sampled) is timed from its event time to the sink: its batch's last task's end less the event
+    time written, both on the application's time axis; with no bound (the event's wall clock is not calibrated)."""
+    batches = _slowed_batches(app).set_index("batch_id")
+    query_id = batches["query_id"].iloc[0]
+    latency = app.source_latency(query_id).toPandas()
+    assert set(latency["operator"]) == {"BatchEvalPython", "Project", "sink"}, latency
+    sink = latency[latency["operator"] == "sink"].set_index("batch_id")
+    assert sorted(sink.index) == list(range(STREAM_BATCHES))
+    assert (sink["rows"] == 1).all() and sink["err_max_ns"].isna().all()
+    for batch, row in sink.iterrows():
+        end = app.tasks(streaming_query_id=query_id, streaming_batch_id=batch).toPandas()["end_t_ns"].max()
+        truth = end - app.timebase.t_ns_of_wall_ms(_event_ms(batch, 0))
+        assert row["min_ns"] == row["max_ns"] == pytest.approx(truth, abs=5e6), batch
+        # the driver committed the batch after its last task: the event-time lag it measured is at least this
+        assert row["max_ns"] <= batches.loc[batch, "event_lag_max_ms"] * 1e6 + 5e6, batch
 
 
 def test_the_report_gives_the_generated_querys_latency_from_the_source(app, report):

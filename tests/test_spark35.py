@@ -107,5 +107,6 @@ def test_on_spark_3_5_the_generator_source_delivers_every_tuple_once(tmp_path):
     assert seen["rows"] == seen["ids"] == 40_000, seen
     # every sampled record (each task's rows 0, 1024, ...) timed from its delivery and its emission to the scan, and
     # to the sink
-    assert seen["scanned"] == 40_000 and seen["paired"] == {"delivered": seen["sampled"], "emitted": seen["sampled"]}
-    assert seen["sunk"] == seen["paired"]
+    assert seen["scanned"] == 40_000
+    assert seen["paired"] == {"delivered": seen["sampled"], "emitted": seen["sampled"], "event_time": seen["sampled"]}
+    assert seen["sunk"] == seen["paired"] and seen["event_vs_emitted_ns"] < 1e6

@@ -254,12 +254,16 @@ class Application:
         tasks_module.check_scope("udfs", scope)
         return udfs_module.udfs(self, **scope)
 
-    def batches(self, streaming_query_id=None):
+    def batches(self, streaming_query_id=None, latency: bool = True):
         """One row per micro-batch of the streaming queries (an id or a list of them; None: all): Spark's progress
         of the batch beside its jobs, tasks and, where operators were timed, the operator that took longest
-        (streaming.batches)."""
+        (streaming.batches), and where its source logged its rows their latency from the source to the sink
+        (source_rows.with_latency; latency=False leaves those columns null and skips the pass over the records)."""
         tasks_module.check_scope("batches", {"streaming_query_id": streaming_query_id})
-        return streaming_module.batches(self, streaming_query_id)
+        if not isinstance(latency, bool):
+            raise TypeError(f"batches(latency={latency!r}): latency is True or False")
+        frame = streaming_module.batches(self, streaming_query_id)
+        return source_rows_module.with_latency(self, frame, streaming_query_id, latency)
 
     def batch_operators(self, streaming_query_id=None):
         """One row per micro-batch and operator probe of the streaming queries: the operator's place in the plan,

@@ -10,6 +10,11 @@ record to its record there, counted with its bound by the same one-pass sketches
 A micro-batch plans its probes anew, so each batch's operators are its own probes, placed as batch_operators()
 places them.
 
+From the event time, whatever the source: below a watermark, the chain's top probe logs each sampled row's event time
+(`spark.source.event_time`, at the TSC its executor read when its wall clock read that time) and its chain's first
+probe counts as a source's, so the same pass times those rows from their event time. The wall clock of what stamped
+the event and the executor's are not calibrated: such a latency has no bound (err_max_ns null).
+
 To the sink: a record that reached the chain's top (the last operator that keeps its identity) is in its batch's
 output once the batch's last task has ended (its TSC record, spark.task.end), past any exchange or aggregation above
 it; the sink commits the batch on the driver next. Each record paired at the chain's top gets a record of that end
@@ -29,6 +34,10 @@ from .streaming import BATCH, attempts_by_batch, batch_operators
 from .tasks import task_records
 
 QUANTILES = (0.5, 0.9, 0.99)
+# the source TSCs, in the order the latency from the source is told by: the emission's TSC where the producer stated
+# its clock, else the event time (wall clocks: unbounded), else the delivery to Spark
+SOURCES = ("emitted", "event_time", "delivered")
+UNBOUNDED = {"event_time"}  # source TSCs read off a wall clock no calibration bounds
 SINK, SINK_POSITION = "sink", 0  # the batch's output (its last task's end), placed before the plan's operators
 SOURCE_DDL = ("query_id string, run_id string, batch_id long, source string, position int, probe_id long, "
               "operator string, rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, "
@@ -36,16 +45,19 @@ SOURCE_DDL = ("query_id string, run_id string, batch_id long, source string, pos
 LIFETIME_DDL = ("query_id string, run_id string, source string, position int, operator string, batches long, "
                 "rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, max_ns double, mean_ns double, "
                 "err_max_ns double")
+# batches()' latency columns: a batch's records from the source TSC and to the operator source_reach() tells them by
+REACH_COLUMNS = ("latency_source string, latency_to string, latency_rows long, latency_p50_ns double, "
+                 "latency_p99_ns double, latency_max_ns double, latency_err_max_ns double")
 
 
 def source_channels(app) -> dict:
-    """The source rows' channels by the TSC their records carry: "delivered", "emitted". A file whose metadata is
+    """The source rows' channels by the TSC their records carry (of SOURCES). A file whose metadata is
     not the plugin's for them (another process's channel of that name) is left out."""
     declared = tables.channel("source_rows")
     found = {}
     for f in app.catalog.logs:
         kind = f.meta.get(declared.keys["tsc"])
-        if f.kind == "records" and f.meta.get("spark.event") == declared.event and kind \
+        if f.kind == "records" and f.meta.get("spark.event") == declared.event and kind in SOURCES \
                 and f.channel == declared.prefix + kind:
             found[kind] = f.channel
     return dict(sorted(found.items()))
@@ -110,10 +122,11 @@ def _sketches(app, streaming_query_id):
     return rows, hops_module.hop_sketches(app, names, hops, extra=sink_records)
 
 
-def _statistics(sketches, hop: int) -> dict:
+def _statistics(sketches, hop: int, source: str) -> dict:
     s = sketches.hop_statistics(hop, QUANTILES)
     return {"rows": s["count"], "min_ns": s["min_ns"], "p50_ns": s["q"][0], "p90_ns": s["q"][1],
-            "p99_ns": s["q"][2], "max_ns": s["max_ns"], "mean_ns": s["mean_ns"], "err_max_ns": s["err_max_ns"]}
+            "p99_ns": s["q"][2], "max_ns": s["max_ns"], "mean_ns": s["mean_ns"],
+            "err_max_ns": None if source in UNBOUNDED else s["err_max_ns"]}
 
 
 def latency_rows(app, streaming_query_id=None) -> tuple[list, list]:
@@ -122,7 +135,7 @@ def latency_rows(app, streaming_query_id=None) -> tuple[list, list]:
     if placed is None:
         return [], []
     per_batch = [{**{k: p[k] for k in (*BATCH, "source", "position", "probe_id", "operator")},
-                  **_statistics(sketches, p["hop"])} for p in placed]
+                  **_statistics(sketches, p["hop"], p["source"])} for p in placed]
     frame = pd.DataFrame(placed)
     frame["group"] = frame.groupby(["query_id", "run_id", "source", "position"], dropna=False).ngroup()
     paired = {p["hop"]: r["rows"] for p, r in zip(placed, per_batch)}
@@ -133,16 +146,17 @@ def latency_rows(app, streaming_query_id=None) -> tuple[list, list]:
         lifetime.append({"query_id": last["query_id"], "run_id": last["run_id"], "source": last["source"],
                          "position": int(last["position"]), "operator": last["operator"],
                          "batches": sum(1 for hop in part["hop"] if paired[hop]),
-                         **_statistics(merged_sketches, group)})
+                         **_statistics(merged_sketches, group, last["source"])})
     return [r for r in per_batch if r["rows"]], [r for r in lifetime if r["rows"]]
 
 
 def source_latency(app, streaming_query_id=None):
     """One row per streaming query run, micro-batch, source TSC ("delivered": as the source handed the record's
-    batch to Spark; "emitted": as its producer emitted it) and operator of the chain the source's rows start
-    (SOURCE_DDL): the records paired and their latency from the source to the operator (a probe's time is when the
-    record leaves its operator), min, p50, p90, p99, max, mean in ns, and the largest error bound (0 on one host's
-    clock). Empty where no source logged rows (operator timing or its rows' sample off, or another source)."""
+    batch to Spark; "emitted": as its producer emitted it; "event_time": its event time, below a watermark) and
+    operator of the chain the source's rows start (SOURCE_DDL): the records paired and their latency from the source
+    to the operator (a probe's time is when the record leaves its operator), min, p50, p90, p99, max, mean in ns, and
+    the largest error bound (0 on one host's clock; null from the event time: wall clocks). Empty where no source
+    logged rows (operator timing or its rows' sample off, or neither our source nor a watermark)."""
     return app.spark.createDataFrame(latency_rows(app, streaming_query_id)[0], SOURCE_DDL)
 
 
@@ -151,3 +165,47 @@ def source_latency_lifetime(app, streaming_query_id=None):
     the plan), its batches with paired records, and the latency of all their records (LIFETIME_DDL): the batches'
     sketches added up, so the quantiles are those of every record, not of the batches' quantiles."""
     return app.spark.createDataFrame(latency_rows(app, streaming_query_id)[1], LIFETIME_DDL)
+
+
+def source_reach(lifetime: pd.DataFrame, query_id: str, run_id: "str | None" = None):
+    """The row of source_latency_lifetime() (of the query's run `run_id`, None: any) that a query's latency from its
+    source is told by: from the records' emission where the source knows it on the operators' clock, else from their
+    event time, else from their delivery to Spark (SOURCES; the same for every run of the query); to the sink (at
+    position 0) where the batches' last tasks' ends were known, else to the operator they reach last (the chain's
+    top: the first in the plan's order from the root); None where its source logged no rows."""
+    mine = lifetime[lifetime["query_id"] == query_id] if not lifetime.empty else lifetime
+    if mine.empty:
+        return None
+    kind = next(k for k in SOURCES if (mine["source"] == k).any())
+    mine = mine[mine["source"] == kind]
+    if run_id is not None:
+        mine = mine[mine["run_id"] == run_id]
+    return mine.sort_values("position").iloc[0] if not mine.empty else None
+
+
+def reach_batches(per_batch: pd.DataFrame, reached) -> pd.DataFrame:
+    """source_latency()'s rows of `reached`'s (a source_reach() row) query run, source TSC and operator, a row
+    per batch."""
+    if per_batch.empty:
+        return per_batch.assign(p99_ns=pd.Series(dtype=float), batch_id=pd.Series(dtype=int))
+    return per_batch[(per_batch["query_id"] == reached["query_id"]) & (per_batch["run_id"] == reached["run_id"]) &
+                     (per_batch["source"] == reached["source"]) & (per_batch["position"] == reached["position"])]
+
+
+def with_latency(app, batches, streaming_query_id=None, latency: bool = True):
+    """streaming.batches()' frame `batches` with REACH_COLUMNS: per batch, its sampled records' latency from the
+    source to the sink (or the operator they reach last), as source_reach() chooses per query run (null where its source
+    logged none, or where `latency` is False: the pass over the records is then left out)."""
+    per_batch, lifetime = latency_rows(app, streaming_query_id) if latency else ([], [])
+    per_batch, lifetime = pd.DataFrame(per_batch), pd.DataFrame(lifetime)
+    rows = []
+    if not lifetime.empty:
+        for (query_id, run_id), _ in lifetime.groupby(["query_id", "run_id"]):
+            reached = source_reach(lifetime, query_id, run_id)
+            if reached is None:
+                continue
+            rows += [(query_id, run_id, int(r.batch_id), r.source, r.operator, int(r.rows), r.p50_ns, r.p99_ns,
+                      r.max_ns, r.err_max_ns) for r in reach_batches(per_batch, reached).itertuples()]
+    latencies = app.spark.createDataFrame(rows, "query_id string, run_id string, batch_id long, " + REACH_COLUMNS)
+    return (batches.join(F.broadcast(latencies), BATCH, "left").select(*batches.columns, *latencies.columns[3:])
+            .orderBy("query_id", "trigger_start_ms", "batch_id"))

@@ -9,7 +9,7 @@ from html import escape
 
 import pandas as pd
 
-from ..source_rows import SINK, latency_rows
+from ..source_rows import SINK, latency_rows, reach_batches, source_reach
 from . import format as fmt
 
 MAX_BATCHES = 100_000  # batch rows gathered (a row per batch: a day of 1-second batches fits)
@@ -28,7 +28,7 @@ def gather(app, data) -> None:
     latest batches (trend_windows), where operators were timed."""
     from pyspark.sql import functions as F
 
-    batches = app.batches().limit(MAX_BATCHES).toPandas()
+    batches = app.batches(latency=False).limit(MAX_BATCHES).toPandas()  # latency_rows below
     if batches.empty:
         return
     total = batches.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False)
@@ -64,20 +64,8 @@ def trend_windows(batches: pd.DataFrame) -> tuple:
     return ordered.iloc[1:1 + k], ordered.iloc[-k:]
 
 
-def source_reach(lifetime: pd.DataFrame, query_id: str):
-    """The row of source_latency_lifetime() that a query's latency from its source is told by: from the records'
-    emission where the source knows it on the operators' clock, else from their delivery to Spark; to the sink (at
-    position 0) where the batches' last tasks' ends were known, else to the operator they reach last (the chain's top:
-    the first in the plan's order from the root); None where its source logged no rows."""
-    mine = lifetime[lifetime["query_id"] == query_id] if not lifetime.empty else lifetime
-    if mine.empty:
-        return None
-    kind = "emitted" if (mine["source"] == "emitted").any() else "delivered"
-    return mine[mine["source"] == kind].sort_values("position").iloc[0]
-
-
 def _source_words(reach) -> str:
-    return "emission" if reach["source"] == "emitted" else "delivery to Spark"
+    return {"emitted": "emission", "event_time": "event time"}.get(reach["source"], "delivery to Spark")
 
 
 def _reach_words(reach, where: str = "") -> str:
@@ -148,7 +136,7 @@ def _latency_grew(data, query, reach, first, latest, weight, finding, grew_most:
     """A warning where the p99 of the records' latency from the source to the sink (or the operator they reach last)
     grew GREW x (and GREW_MIN_MS) from the query's first batches to its latest: a pipeline that does not keep up
     (Karimov et al.: a sustainable rate keeps latency from growing); with the operator whose time grew most."""
-    per_batch = _reach_batches(data.source_latency, reach)
+    per_batch = reach_batches(data.source_latency, reach)
     before = per_batch[per_batch["batch_id"].isin(first["batch_id"])]["p99_ns"].median()
     after = per_batch[per_batch["batch_id"].isin(latest["batch_id"])]["p99_ns"].median()
     if not (after >= GREW * before and after - before >= GREW_MIN_MS * 1e6):
@@ -158,14 +146,6 @@ def _latency_grew(data, query, reach, first, latest, weight, finding, grew_most:
         f"{_source_words(reach)} to {_reach_words(reach, ' of its plan')} grew from "
         f"{fmt.duration(before)} ({_batches(first)}) to {fmt.duration(after)} ({_batches(latest)}), so records wait "
         f"longer for their batch: the query does not keep up with its input's rate{grew_most}."), "streaming_latency")]
-
-
-def _reach_batches(per_batch: pd.DataFrame, reach) -> pd.DataFrame:
-    """source_latency()'s rows of `reach`'s query run, source TSC and operator, one per batch."""
-    if per_batch.empty:
-        return per_batch.assign(p99_ns=pd.Series(dtype=float), batch_id=pd.Series(dtype=int))
-    return per_batch[(per_batch["query_id"] == reach["query_id"]) & (per_batch["run_id"] == reach["run_id"]) &
-                     (per_batch["source"] == reach["source"]) & (per_batch["position"] == reach["position"])]
 
 
 COLUMNS = ("batch", "started", "input rows", "rows/s in", "rows/s processed", "batch time", "planning", "jobs",
@@ -183,11 +163,12 @@ def section(data) -> str:
                     "operator with the most exclusive time in the batch where operators were timed "
                     "(spark.cloudprofiler.operators). Started: seconds after the query's first batch. Event-time lag: "
                     "where the query has event times (a watermark), the age of its newest and oldest records at the "
-                    "batch's commit, the driver's clock against the events'. From the source: where the source logs "
-                    "its rows (the generator source, with operator timing's row sample), its sampled records' latency "
-                    "from their emission (or their delivery to Spark) to the sink (the end of the batch's last task, "
-                    "when its output is written; else to the last operator they reach), on the TSC, with its error "
-                    "bound where it crosses hosts (source_latency())."), "</p>"]
+                    "batch's commit, the driver's clock against the events'. From the source: with operator "
+                    "timing's row sample, its sampled records' latency from their emission where the generator source "
+                    "knows it, else from their event time below a watermark (the event's clock against the "
+                    "executors': not bounded), else from their delivery to Spark, to the sink (the end of the batch's "
+                    "last task, when its output is written; else to the last operator they reach), on the TSC, with "
+                    "its error bound where it crosses hosts (source_latency())."), "</p>"]
     order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     for query_id in order:
@@ -196,7 +177,7 @@ def section(data) -> str:
         slowest = query["trigger_execution_ms"].max()
         times = query["trigger_execution_ms"].astype(float)
         reach = source_reach(data.source_lifetime, query_id)
-        per_batch = _reach_batches(data.source_latency, reach).set_index("batch_id") if reach is not None else None
+        per_batch = reach_batches(data.source_latency, reach).set_index("batch_id") if reach is not None else None
         parts.append(f"<h3>{escape(_name(query))} &middot; {fmt.count(len(query))} batches &middot; "
                      f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>"
                      f'<p class="note">Batch time over the query\'s life: median {_ms(times.median())}, p95 '
@@ -225,7 +206,9 @@ def _lifetime_words(reach) -> str:
     """The records' latency from the source over the query's life, in a sentence ('' where none was logged)."""
     if reach is None:
         return ""
-    bound = f", bound up to {fmt.duration(reach['err_max_ns'])}" if reach["err_max_ns"] else ""
+    err = reach["err_max_ns"]
+    bound = (" (the event's clock against the executors' wall clocks: not bounded)" if pd.isna(err)
+             else f", bound up to {fmt.duration(err)}" if err else "")
     return escape(f" Its records from {_source_words(reach)} to {_reach_words(reach)}, "
                   f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "
                   f"batches: p50 {fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}, max "

@@ -7,6 +7,7 @@ import java.util.Objects;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
+import org.apache.spark.sql.catalyst.expressions.codegen.EmptyBlock$;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.CodegenSupport;
@@ -242,6 +243,8 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                             + counters
                             + ".udfRowId);\n"
                         : "");
+    if (chain != null && metrics.eventTime >= 0 && metrics.eventTime < input.size())
+      rowCode += eventTimeCode(input.get(metrics.eventTime), chain);
     String outer = CHAIN.get(), outerBelow = BELOW.get();
     CHAIN.set(chain);
     BELOW.set(counters);
@@ -260,6 +263,29 @@ public final class OperatorProbe extends UnaryCodegenPlan {
         + "\n} while (false);\n"
         + counters
         + ".left();\n";
+  }
+
+  /**
+   * At the top of a chain below a watermark ({@link EventTimes}): the code that logs a sampled
+   * row's event time. The column's value is computed here, as Spark's own operators evaluate a
+   * deferred column before they use it (once, its code then cleared): the parent that builds the
+   * row out of the pipeline reads the same value.
+   */
+  private static String eventTimeCode(ExprCode column, String chain) {
+    String evaluate = column.code().toString();
+    column.code_$eq(EmptyBlock$.MODULE$);
+    return evaluate
+        + "\nif ("
+        + chain
+        + ".rowSampled && !("
+        + column.isNull()
+        + ")) "
+        + SourceRows.class.getName()
+        + ".logEventTime("
+        + chain
+        + ".rowId, "
+        + column.value()
+        + ");\n";
   }
 
   @Override

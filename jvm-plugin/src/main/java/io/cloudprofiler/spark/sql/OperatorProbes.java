@@ -104,15 +104,19 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     }
     long[] rows = rowSample();
     try {
-      return instrument(plan, null, OperatorNodes.NO_PROBE, rows);
+      return instrument(plan, null, OperatorNodes.NO_PROBE, rows, EventTimes.of(plan, rows));
     } catch (Throwable e) {
       GUARD.disable("instrumenting a plan", e);
       return plan;
     }
   }
 
-  /** {@code rows}: the XoY of the rows logged along chains ({@link #rowSample}). */
-  private SparkPlan instrument(SparkPlan node, SparkPlan parent, long parentProbe, long[] rows) {
+  /**
+   * {@code rows}: the XoY of the rows logged along chains ({@link #rowSample}); {@code events}: the
+   * plan's chains whose rows carry their event time.
+   */
+  private SparkPlan instrument(
+      SparkPlan node, SparkPlan parent, long parentProbe, long[] rows, EventTimes events) {
     if (node instanceof OperatorProbe) return node;
     boolean probed = probed(node, parent);
     long id = probed ? NEXT_ID.incrementAndGet() : parentProbe;
@@ -120,7 +124,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     List<SparkPlan> instrumented = new ArrayList<>();
     boolean changed = false;
     for (SparkPlan child : children) {
-      SparkPlan c = instrument(child, node, id, rows);
+      SparkPlan c = instrument(child, node, id, rows, events);
       changed |= c != child;
       instrumented.add(c);
     }
@@ -143,7 +147,9 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             chain,
             rowsOf,
             OperatorRows.keepsCount(node) || (parent != null && OperatorRows.keepsCount(parent)),
-            chain == ProbeMetrics.FIRST && SourceRows.converts(node),
+            chain == ProbeMetrics.FIRST
+                && (SourceRows.converts(node) || events.firsts.contains(node)),
+            events.tops.getOrDefault(node, ProbeMetrics.NO_EVENT_TIME),
             rows[0],
             rows[1]);
     OperatorNodes.register(id, parentProbe, node, metrics);
@@ -157,7 +163,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
    * UDF's evaluation first; below it, next where its operator passes on its child's rows (it also
    * numbers its own for the UDF, {@link OperatorRows#UDF_ROWS}), else first.
    */
-  private static int chain(SparkPlan node, SparkPlan parent, long[] rows) {
+  static int chain(SparkPlan node, SparkPlan parent, long[] rows) {
     if (rows[0] == 0) return ProbeMetrics.NO_CHAIN;
     // both ends of a Python UDF's evaluation number their own rows, which are the same rows
     if (OperatorRows.keepsCount(node)) return ProbeMetrics.FIRST;
@@ -165,6 +171,8 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     if (SourceRows.converts(node)) return ProbeMetrics.FIRST;
     if (OperatorRows.keepsRows(node)) return ProbeMetrics.NEXT;
     if (parent != null && OperatorRows.keepsCount(parent)) return ProbeMetrics.FIRST;
+    // a watermark reads the event time of its child's rows: they start a chain ({@link EventTimes})
+    if (parent != null && EventTimes.reads(parent)) return ProbeMetrics.FIRST;
     boolean fed =
         parent != null
             && generates(parent)
@@ -174,7 +182,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
   }
 
   /** Whether {@code node} gets a probe: whether code generation will put it in a pipeline. */
-  private static boolean probed(SparkPlan node, SparkPlan parent) {
+  static boolean probed(SparkPlan node, SparkPlan parent) {
     if (node.supportsColumnar() || objects(node)) return false;
     boolean inParent = parent != null && generates(parent) && !objects(parent);
     if (generates(node)) return inParent || !(node instanceof LocalTableScanExec);

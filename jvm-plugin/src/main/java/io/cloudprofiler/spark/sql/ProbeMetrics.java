@@ -48,6 +48,15 @@ public final class ProbeMetrics implements Serializable {
    */
   final boolean source;
 
+  /**
+   * Where it is the top of a chain whose rows a streaming query's watermark reads: the ordinal of
+   * their event time in its operator's output (a timestamp column), whose value each sampled row is
+   * logged at ({@link SourceRows#logEventTime}); else {@link #NO_EVENT_TIME}.
+   */
+  final int eventTime;
+
+  static final int NO_EVENT_TIME = -1;
+
   /** XoY of the rows logged by a probe of a chain: floorMod(row id, y) < x. */
   final long rowsX, rowsY;
 
@@ -64,6 +73,7 @@ public final class ProbeMetrics implements Serializable {
       long rowsOf,
       boolean udfEnd,
       boolean source,
+      int eventTime,
       long rowsX,
       long rowsY) {
     this.probe = probe;
@@ -71,6 +81,7 @@ public final class ProbeMetrics implements Serializable {
     this.rowsOf = rowsOf;
     this.udfEnd = udfEnd;
     this.source = source;
+    this.eventTime = eventTime;
     this.rowsX = rowsX;
     this.rowsY = rowsY;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");

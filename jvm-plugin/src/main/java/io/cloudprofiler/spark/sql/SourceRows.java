@@ -2,6 +2,7 @@ package io.cloudprofiler.spark.sql;
 
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Guard;
+import java.time.Instant;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.spark.TaskContext;
@@ -34,6 +35,13 @@ public final class SourceRows {
 
   public static final String DELIVERED = "delivered";
   public static final String EMITTED = "emitted";
+
+  /**
+   * The kind of a row's event time ({@link EventTimes}), on the wall clock of what stamped it: the
+   * TSC logged is this executor's at the moment its own wall clock read that time.
+   */
+  public static final String EVENT_TIME = "event_time";
+
   public static final String EVENT = "source_rows";
   public static final String TSC_KEY = "source.tsc";
 
@@ -60,6 +68,7 @@ public final class SourceRows {
   static final int MAX_CLOCKS = 16;
 
   private static final AtomicBoolean CLOCKS_SAID = new AtomicBoolean();
+  private static final AtomicBoolean OLD_EVENTS_SAID = new AtomicBoolean();
 
   /**
    * The channels of this JVM, by kind and, for {@link #EMITTED}, clock; guarded by nothing else
@@ -118,6 +127,37 @@ public final class SourceRows {
       }
     } catch (Throwable e) {
       GUARD.disable("logging a source's sampled rows", e);
+    }
+  }
+
+  /**
+   * From the generated code of a chain's top probe below a watermark ({@link EventTimes}): logs the
+   * sampled row {@code id}'s event time, {@code micros} since the epoch, at the TSC this executor
+   * read when its wall clock read that time (now less the event's age, at the TSC's rate). An event
+   * further from now than this machine's TSC count is not logged (one line says so).
+   */
+  public static void logEventTime(long id, long micros) {
+    if (GUARD.disabled()) return;
+    try {
+      long tsc = CloudProfiler.tsc();
+      Instant now = Instant.now();
+      // in doubles: a value from the data may be any long
+      double ageMicros = now.getEpochSecond() * 1e6 + now.getNano() / 1e3 - micros;
+      double ticks = ageMicros * CloudProfiler.tscHz() / 1e6;
+      if (!(Math.abs(ticks) < tsc)) { // before the TSC's start, or as far in the future
+        if (!OLD_EVENTS_SAID.getAndSet(true))
+          LoggerFactory.getLogger(SourceRows.class)
+              .warn(
+                  "cloudprofiler: an event time {} s from now is further than this machine's TSC"
+                      + " count (its uptime): rows whose event time is that far are not timed from"
+                      + " it",
+                  Math.round(-ageMicros / 1e6));
+        return;
+      }
+      long channel = channel(EVENT_TIME, null);
+      if (channel != 0) CloudProfiler.logAt(channel, id, tsc - Math.round(ticks));
+    } catch (Throwable e) {
+      GUARD.disable("logging a row's event time", e);
     }
   }
 
