@@ -1,8 +1,10 @@
 """The streaming section's findings on known batch series (no Spark): a query whose batches grew slower is named with
 the operator that grew most, a steady one is not; one that processed fewer rows per second than arrived in most of
 its latest batches does not keep up; a query of too few batches gets no verdict."""
+import numpy as np
 import pandas as pd
 
+from cloudprofiler.analysis import source_rows
 from cloudprofiler.analysis.report import streaming
 from cloudprofiler.analysis.report.data import ReportData
 from cloudprofiler.analysis.report.findings import Finding
@@ -65,11 +67,12 @@ def _source_latency(p99_ms, sources=("delivered", "emitted"), reached=(("Filter"
     per_batch = pd.DataFrame([
         {"query_id": "id-1", "run_id": "run-1", "batch_id": b, "source": source, "position": position,
          "operator": operator, "rows": 10, "p50_ns": ms * 5e5 * scale, "p99_ns": ms * 1e6 * scale}
-        for source, scale in (("delivered", 0.1), ("emitted", 1.0)) if source in sources
+        for source, scale in (("delivered", 0.1), ("emitted", 1.0), ("event_time", 1.0)) if source in sources
         for (operator, position), series in zip(reached, each) for b, ms in enumerate(series)])
     lifetime = per_batch.groupby(["query_id", "run_id", "source", "position", "operator"], as_index=False).agg(
         rows=("rows", "sum"), p50_ns=("p50_ns", "median"), p99_ns=("p99_ns", "max"), max_ns=("p99_ns", "max"),
         batches=("batch_id", "count")).assign(err_max_ns=0.0)
+    lifetime.loc[lifetime["source"] == "event_time", "err_max_ns"] = np.nan  # wall clocks: not bounded
     return per_batch, lifetime
 
 
@@ -90,6 +93,20 @@ def test_records_that_take_longer_from_the_source_are_a_finding_told_from_their_
     # where the source knows no emission on the operators' clock, from the records' delivery to Spark
     [(_, text)] = _found_latency(_batches([100] * 21), *_source_latency(p99, sources=("delivered",)))
     assert "their p99 from delivery to Spark to Filter" in text and "from 4 ms (batches 1-10) to 210 ms" in text
+
+
+def test_without_an_emission_the_latency_is_told_from_the_event_time_with_no_bound():
+    p99 = [3_000] + [40] * 10 + [2_100] * 10
+    [(_, text)] = _found_latency(_batches([100] * 21), *_source_latency(p99, sources=("delivered", "event_time")))
+    assert "their p99 from event time to Filter (operator 2 of its plan) grew from 40 ms" in text
+    # the emission, on a calibrated clock, is preferred where the source knows it
+    [(_, text)] = _found_latency(_batches([100] * 21), *_source_latency(
+        p99, sources=("delivered", "emitted", "event_time")))
+    assert "their p99 from emission to Filter" in text
+    _, lifetime = _source_latency(p99, sources=("delivered", "event_time"))
+    words = streaming._lifetime_words(source_rows.source_reach(lifetime, "id-1"))
+    assert words.startswith(" Its records from event time to Filter (operator 2), 210 sampled in 21 batches: p50 ")
+    assert words.endswith(" (the event&#x27;s clock against the executors&#x27; wall clocks: not bounded).")
 
 
 def test_the_latency_from_the_source_is_told_to_the_sink_where_the_batches_last_tasks_were_timed():
