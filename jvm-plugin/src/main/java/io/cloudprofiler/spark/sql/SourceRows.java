@@ -163,7 +163,8 @@ public final class SourceRows {
 
   /** The emission channel of {@code clock}, or 0 past {@link #MAX_CLOCKS} clocks. */
   private static long emittedChannel(Clock clock) {
-    if (!CHANNELS.containsKey(clock) && CHANNELS.size() > MAX_CLOCKS) {
+    if (!CHANNELS.containsKey(clock)
+        && CHANNELS.keySet().stream().filter(Clock.class::isInstance).count() >= MAX_CLOCKS) {
       if (!CLOCKS_SAID.getAndSet(true))
         LoggerFactory.getLogger(SourceRows.class)
             .warn(
