@@ -574,6 +574,16 @@ def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
         assert row["max_ns"] <= batches.loc[batch, "event_lag_max_ms"] * 1e6 + 5e6, batch
 
 
+def test_the_report_gives_the_file_querys_latency_from_its_event_time_unbounded(app, report):
+    page, _ = report
+    section = page.split('<section id="streaming">')[1].split("</section>")[0]
+    section = section.split(f"<h3>`{STREAM_NAME}`")[1].split("<h3>")[0]
+    assert re.search(r"Its records from event time to the sink \(its batch&#x27;s last task&#x27;s end\), "
+                     rf"{STREAM_BATCHES} sampled in {STREAM_BATCHES} batches: p50 [\d.,]+ s, p99 [\d.,]+ s, max "
+                     r"[\d.,]+ s \(the event&#x27;s clock against the executors&#x27; wall clocks: not bounded\)\.",
+                     section), section[:2000]
+
+
 def test_the_report_gives_the_generated_querys_latency_from_the_source(app, report):
     page, _ = report
     section = page.split('<section id="streaming">')[1].split("</section>")[0]
