@@ -13,6 +13,7 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -267,17 +268,22 @@ public final class JvmTests {
     return new ArrayList<>(lines);
   }
 
-  /** Loads the JNI library and starts it with defaults, logging into a new temporary folder. */
-  public static void startLibrary(String prefix) throws IOException {
+  /**
+   * Loads the JNI library and starts it with defaults, logging into a new temporary folder named
+   * from {@code prefix}, which it returns.
+   */
+  public static Path startLibrary(String prefix) throws IOException {
     loadNative();
+    Path folder = Files.createTempDirectory(prefix);
     CloudProfiler.start(
-        Files.createTempDirectory(prefix).toString(),
+        folder.toString(),
         CloudProfiler.COMPRESSION_NONE,
         0,
         0,
         CloudProfiler.FULL_BLOCK,
         CloudProfiler.TSC_ORDERED,
         -1);
+    return folder;
   }
 
   public static void loadNative() {

@@ -3,10 +3,23 @@ package io.cloudprofiler.spark.sql;
 import static io.cloudprofiler.spark.JvmTests.check;
 import static io.cloudprofiler.spark.JvmTests.equal;
 
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.JvmTests;
+import java.io.FileInputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Stream;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowFileReader;
 
-/** Tests of the driver's operator figures on known answers. */
+/** Tests of the driver's operator figures and of a row's event time, on known answers. */
 public final class SqlTests {
   private SqlTests() {}
 
@@ -81,5 +94,54 @@ public final class SqlTests {
     }
     double mean = estimates / seeds;
     check(Math.abs(mean / rows - 1) < 0.01, () -> "the estimate of " + rows + " gaps: " + mean);
+  }
+
+  /**
+   * A row's event time is logged at the TSC of that moment on this machine: now, less its age at
+   * the TSC's rate. One further from now than the TSC's count (before the machine started), or any
+   * long at all, is not logged and throws nothing.
+   */
+  public static void testARowsEventTimeIsLoggedAtTheTscOfThatMoment() throws Exception {
+    Path folder = JvmTests.startLibrary("cp-event-time");
+    double hz = CloudProfiler.tscHz();
+    long before;
+    long after;
+    try {
+      Instant now = Instant.now();
+      long aSecondAgo = now.getEpochSecond() * 1_000_000L + now.getNano() / 1000 - 1_000_000L;
+      before = CloudProfiler.tsc();
+      SourceRows.logEventTime(7, aSecondAgo);
+      after = CloudProfiler.tsc();
+      for (long micros : new long[] {0, Long.MIN_VALUE, Long.MAX_VALUE})
+        SourceRows.logEventTime(8, micros);
+    } finally {
+      CloudProfiler.stop();
+      SourceRows.forget();
+    }
+    List<long[]> records = new ArrayList<>();
+    try (Stream<Path> files = Files.walk(folder);
+        BufferAllocator allocator = new RootAllocator()) {
+      for (Path file : files.toList()) {
+        String name = file.getFileName().toString();
+        if (!name.startsWith(SourceRows.CHANNEL_PREFIX + SourceRows.EVENT_TIME + ".")) continue;
+        try (FileInputStream in = new FileInputStream(file.toFile());
+            ArrowFileReader reader = new ArrowFileReader(in.getChannel(), allocator)) {
+          VectorSchemaRoot root = reader.getVectorSchemaRoot();
+          while (reader.loadNextBatch()) {
+            BigIntVector ids = (BigIntVector) root.getVector("tuple_id");
+            BigIntVector tscs = (BigIntVector) root.getVector("tsc");
+            for (int i = 0; i < root.getRowCount(); i++)
+              records.add(new long[] {ids.get(i), tscs.get(i)});
+          }
+        }
+      }
+    }
+    equal(1, records.size());
+    equal(7L, records.get(0)[0]);
+    long at = records.get(0)[1];
+    check(
+        at >= before - Math.round(1.001 * hz) && at <= after - Math.round(0.999 * hz),
+        () ->
+            "logged at " + at + ", a second before " + before + "-" + after + " at " + hz + " Hz");
   }
 }
