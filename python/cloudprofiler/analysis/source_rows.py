@@ -207,5 +207,7 @@ def with_latency(app, batches, streaming_query_id=None, latency: bool = True):
             rows += [(query_id, run_id, int(r.batch_id), r.source, r.operator, int(r.rows), r.p50_ns, r.p99_ns,
                       r.max_ns, r.err_max_ns) for r in reach_batches(per_batch, reached).itertuples()]
     latencies = app.spark.createDataFrame(rows, "query_id string, run_id string, batch_id long, " + REACH_COLUMNS)
+    if not rows:  # nothing to join: the columns, null, in the batches' own order
+        return batches.select("*", *[F.lit(None).cast(f.dataType).alias(f.name) for f in latencies.schema.fields[3:]])
     return (batches.join(F.broadcast(latencies), BATCH, "left").select(*batches.columns, *latencies.columns[3:])
             .orderBy("query_id", "trigger_start_ms", "batch_id"))
