@@ -90,8 +90,11 @@ LOG_CALL = Extension(
     py_limited_api=True,
 )
 
+# What the Python UDF timing does per batch, in C: an untimed batch then runs no Python of ours (see _udf_timing.c).
+UDF_TIMING = Extension("cloudprofiler._udf_timing", ["python/cloudprofiler/_udf_timing.c"], py_limited_api=True)
+
 setup(
     cffi_modules=["python/cloudprofiler/_build_native.py:ffibuilder"],
-    ext_modules=[LOG_CALL],
+    ext_modules=[LOG_CALL, UDF_TIMING],
     cmdclass={"build_ext": BuildNativeFirst},
 )

@@ -25,7 +25,7 @@ from cloudprofiler.analysis.report.stragglers import causes
 from cloudprofiler.spark.jar import option_table
 from cloudprofiler.spark.python_trace import FAIL_ENV
 from cloudprofiler.spark.udf_profiles import PROFILER_KEY, function_seconds
-from cloudprofiler.udf_records import EXACT
+from cloudprofiler.udf_records import ENDED, EXACT
 
 ROWS, PARTITIONS, BATCH_ROWS = 2000, 2, 500  # 2 tasks of 1000 rows: 2 Arrow batches each (maxRecordsPerBatch)
 SLEEP_S, SLEEP_BATCHES = 0.2, 2  # the sleeping UDF's sleep per batch, and its batches per task
@@ -342,3 +342,94 @@ def test_the_helper_leaves_pyspark_s_daemon_to_local_workers_whose_python_lacks_
         cps.configure(builder, udfs=True)
     assert daemon_key not in builder._options
     assert any(f"({python}, PYSPARK_PYTHON) cannot import cloudprofiler_udfs" in str(w.message) for w in said), said
+
+
+def test_the_counting_iterator_counts_every_batch_and_calls_back_only_around_timed_ones():
+    from cloudprofiler import _udf_timing
+
+    calls = []
+
+    def enter(index):
+        calls.append(("enter", index))
+        counted.timed = index == 2  # batch 2 timed, then untimed to the end
+        counted.call_at = -1
+
+    def exit(rows):
+        calls.append(("exit", rows))
+
+    counted = _udf_timing.counted([[1, 2], [], [3, 4, 5], [6]], len, enter, exit, 2, ENDED)
+    assert list(counted) == [[1, 2], [], [3, 4, 5], [6]]
+    assert list(counted) == []  # it ended once and stays ended
+    assert (counted.batches, counted.rows) == (4, 6)
+    assert calls == [("enter", 2), ("exit", 3), ("enter", 3)]  # nothing around the untimed batches
+
+    calls.clear()
+    counted = _udf_timing.counted(iter([{"n": 3}]), lambda batch: batch["n"], lambda i: calls.append(("enter", i)),
+                                  exit, -1, ENDED)
+    counted.timed = 1
+    assert list(counted) == [{"n": 3}] and (counted.batches, counted.rows) == (1, 3)
+    assert calls == [("enter", 0), ("exit", 3), ("enter", 1), ("exit", ENDED)]  # the end is logged as ENDED
+
+    def failing():
+        yield [1]
+        raise ValueError("the UDF's own error")
+
+    counted = _udf_timing.counted(failing(), len, print, print, -1, ENDED)
+    with pytest.raises(ValueError, match="the UDF's own error"):  # the function's error, as it raised it
+        list(counted)
+    assert (counted.batches, counted.rows) == (1, 1)
+    with pytest.raises(TypeError, match="callable"):
+        _udf_timing.counted([], len, None, print, -1, ENDED)
+
+
+def test_a_timed_cycle_s_wait_is_the_time_until_its_input_batch_s_first_bytes_arrive():
+    """Known answer, without Spark: PySpark's own pickled batches written on a socket by a thread that sleeps
+    JVM_SLEEP_S before each of 3 batches, read by a task whose cycles are all timed (the first EXACT)."""
+    import io
+    import socket
+    import threading
+    import time
+
+    from pyspark.serializers import BatchedSerializer, CPickleSerializer
+
+    from cloudprofiler.spark.udf_timing import Task
+    from cloudprofiler.udf_records import IN_EXIT, KIND_BITS, WAIT
+
+    class Records:
+        def __init__(self):
+            self.ids = []
+            self.log = self.ids.append
+
+        def close(self):
+            pass
+
+    batches = [[(i,) for i in range(b * 100, b * 100 + 100)] for b in range(3)]
+
+    def jvm(sock):
+        with sock, sock.makefile("wb") as out:
+            for batch in batches:
+                time.sleep(JVM_SLEEP_S)
+                payload = io.BytesIO()
+                BatchedSerializer(CPickleSerializer(), 100).dump_stream(iter(batch), payload)
+                out.write(payload.getvalue())
+                out.flush()
+
+    ours, theirs = socket.socketpair()
+    writer = threading.Thread(target=jvm, args=(theirs,))
+    writer.start()
+    records = Records()
+    serializer = BatchedSerializer(CPickleSerializer(), 100)
+    func, _, deserializer, serializer = Task(100, 0, records).wrap(
+        lambda split, rows: (row[0] + 1 for row in rows), None, serializer, serializer)
+    with ours, ours.makefile("rb") as stream:
+        out = io.BytesIO()
+        serializer.dump_stream(func(0, deserializer.load_stream(stream)), out)
+    writer.join()
+    kinds = [(r & ((1 << KIND_BITS) - 1), r >> KIND_BITS) for r in records.ids]
+    waits = [value / 1e9 for kind, value in kinds if kind == WAIT]
+    assert [value for kind, value in kinds if kind == IN_EXIT] == [100, 100, 100, ENDED]
+    assert len(waits) >= 3 and all(JVM_SLEEP_S * 0.9 <= w <= JVM_SLEEP_S + 0.1 for w in waits[:3]), waits
+    assert sum(waits) <= 3 * JVM_SLEEP_S + 0.2
+
+
+JVM_SLEEP_S = 0.1  # the simulated JVM's time to compute each batch

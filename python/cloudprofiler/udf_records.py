@@ -14,7 +14,7 @@ Events:
 
 - START (value: ns the worker spent reading and unpickling the UDFs before it)
 - OUT_ENTER (value: the output batch's index from 0): a timed cycle begins, the serializer asks for that batch
-- IN_ENTER: the function asks for its next input batch
+- IN_ENTER (value: the input batch's index from 0): the function asks for its next input batch
 - IN_EXIT (value: the batch's rows; ENDED: the input ended; UNKNOWN_ROWS: a batch whose rows were not found)
 - OUT_EXIT (value: the output batch's rows, ENDED or UNKNOWN_ROWS alike)
 - UNTIMED: the cycles from here to the next event are untimed

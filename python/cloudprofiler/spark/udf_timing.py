@@ -5,11 +5,12 @@ UDFs.
 UDF (its name is kept), and `read_udfs`, which returns the evaluation's function and its serializers. Per task every
 input and output batch is counted, and the cycles of some are timed (udf_records: the first EXACT output batches,
 then 1 in SAMPLE_EVERY at random): the function's output iterator, its input iterator (the deserializer's batches)
-and the socket reads under it, and the serializer's end. The records go into a channel of the task through the
-executor's hand-off, each costing one hand-off record (what a cp_trace record costs). An untimed cycle costs a step
-of two generators and its reads' look-up of `read` in an object's attributes: no call of ours, no record and no
-clock read. Why: at a batch of 100 pickled rows through `v + 1` (the cheapest a batch gets, `bench udfs`) a timed
-cycle costs about a tenth of the batch's own time.
+with the wait for each input batch's first bytes, and the serializer's end. The records go into a channel of the
+task through the executor's hand-off, each costing one hand-off record (what a cp_trace record costs). An untimed
+cycle runs no Python of ours, logs no record and reads no clock: a step of two iterators that count (`_udf_timing`,
+in C: a Python generator there cost 2% of a cheap batch), and the deserializer reads the worker's stream itself (a
+Python wrapper of the stream that timed its reads cost 1%). Why: at a batch of 100 pickled rows through `v + 1` (the
+cheapest a batch gets, `bench udfs`) a timed cycle costs about a tenth of the batch's own time.
 
 Batches, not rows: a pickled Python UDF (BatchEvalPython) is counted and timed per batch of rows its serializer packs
 (100 by default), around PySpark's batching, so that a row costs nothing more. Arrow evaluations (pandas and Arrow
@@ -29,6 +30,7 @@ import random
 import sys
 from time import perf_counter_ns
 
+from .. import _udf_timing
 from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY, IN_BATCHES,
                            IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT,
                            OUT_ROWS, SAMPLE_EVERY, START, UNKNOWN_ROWS, UNTIMED, WAIT)
@@ -120,8 +122,8 @@ def _closed(tuple_id: int) -> None:
 
 
 class Task:
-    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, the socket time
-    waited since the last event (in timed cycles), and the batches and rows counted."""
+    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, its input stream (which
+    adds up the socket time waited in timed cycles) and its counted iterators."""
 
     def __init__(self, eval_type, setup_ns: int, channel=None):
         """`channel`: where the records go (`bench udfs`), else a new channel of the task."""
@@ -135,14 +137,13 @@ class Task:
         self.channel = channel or task_channel(CHANNEL, "buffered", metadata={
             "spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type), FORMAT_KEY: FORMAT})
         self._log = self.channel.log
-        self.waited = 0
+        self.waited = 0  # ns waited for the JVM's bytes since the last event
         self.timed = False  # whether the cycle under way is timed
         self._next = 0  # the index of the next output batch whose cycle is timed
         ctx = TaskContext.get()
         self._random = random.Random(ctx.partitionId() if ctx is not None else 0)  # a run again draws the same
-        self._reads = None  # the input stream, once the deserializer has it
-        self._generators = []  # the input's and the output's: each counts its batches as it finishes
-        self.counts = {IN_BATCHES: 0, IN_ROWS: 0, OUT_BATCHES: 0, OUT_ROWS: 0}
+        self._peek = None  # the input stream's peek, once the deserializer has the stream
+        self._inputs, self._outputs = [], []  # their counted iterators (one each, unless PySpark reads again)
         self.event(START, setup_ns)
 
     def event(self, kind: int, value: int = 0) -> None:
@@ -156,9 +157,9 @@ class Task:
         except Exception as e:  # noqa: BLE001
             _fail(e)
 
-    def cycle(self, index: int) -> tuple[bool, int]:
+    def cycle(self, index: int) -> None:
         """The serializer asks for output batch `index` (called for a timed index and after a timed cycle only):
-        whether its cycle is timed, and the index of the next timed one."""
+        whether its cycle is timed, and the index of the next timed one, go to the iterators."""
         timed = index == self._next
         if timed:
             # the first EXACT all timed, then geometric skips: each later batch timed with probability 1/SAMPLE_EVERY
@@ -166,31 +167,61 @@ class Task:
             self._next = index + 1 + skip
         if timed != self.timed:
             self.timed = timed
-            if self._reads is not None:
-                self._reads.time(timed)
+            for counted in self._inputs + self._outputs:
+                counted.timed = timed
+        for counted in self._outputs:
+            counted.call_at = self._next
         self.event(OUT_ENTER, index) if timed else self.event(UNTIMED)
-        return timed, self._next
+
+    def _input(self, batches, rows_of):
+        """The deserializer's batches, each counted; in a timed cycle, each one's read and deserialization logged
+        (IN_ENTER, IN_EXIT)."""
+        counted = _udf_timing.counted(batches, rows_of, self._input_enter, functools.partial(self.event, IN_EXIT), -1,
+                                      ENDED)
+        counted.timed = self.timed
+        self._inputs.append(counted)
+        return counted
+
+    def _input_enter(self, index: int) -> None:
+        """A timed cycle's function asks for input batch `index`: IN_ENTER, then the wait for its first bytes (the
+        JVM computing and starting to write it), taken on the stream's own buffer (BufferedReader.peek, which
+        consumes nothing) where the deserializer will find them."""
+        self.event(IN_ENTER, index)
+        if self._peek is not None:
+            began = perf_counter_ns()
+            try:
+                self._peek(1)
+            except Exception:  # noqa: BLE001 -- the deserializer's own read meets the error, as without the timing
+                self._peek = None
+            self.waited += perf_counter_ns() - began
+
+    def _output(self, batches, rows_of):
+        """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the
+        asking (OUT_ENTER) to the batch's arrival (OUT_EXIT), an untimed one not at all: no call and no clock read."""
+        counted = _udf_timing.counted(batches, rows_of, self.cycle, functools.partial(self.event, OUT_EXIT), 0, ENDED)
+        self._outputs.append(counted)
+        return counted
 
     def wrap(self, func, profiler, deserializer, serializer):
         from pyspark.serializers import BatchedSerializer
 
         def inputs(load, rows):
             def load_stream(stream):
-                self._reads = _Reads(self, stream)
-                return self._kept(_inputs(self, load(self._reads), rows))
+                self._peek = getattr(stream, "peek", None)
+                return self._input(load(stream), rows)
 
             return load_stream
 
         if isinstance(deserializer, BatchedSerializer):  # pickled rows: around the batches, not every row
             batched = serializer._batched  # a batch is a list (or, as the JVM pickles it, a tuple) of rows
             deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching, len)
-            serializer._batched = lambda rows: self._kept(_outputs(self, batched(rows), len))
+            serializer._batched = lambda rows: self._output(batched(rows), len)
             timed_func = func
         else:
             deserializer.load_stream = inputs(deserializer.load_stream, _count)
 
             def timed_func(split_index, iterator):
-                return self._kept(_outputs(self, func(split_index, iterator), _count))
+                return self._output(func(split_index, iterator), _count)
 
         dump = serializer.dump_stream
 
@@ -205,98 +236,14 @@ class Task:
         serializer.dump_stream = dump_stream
         return timed_func, profiler, deserializer, serializer
 
-    def _kept(self, generator):
-        self._generators.append(generator)
-        return generator
-
     def end(self, failed: int) -> None:
         """The task's counts and its END, then the channel closed."""
-        try:
-            for generator in self._generators:  # one left unfinished (a function that stopped reading) counts now
-                generator.close()
-        except Exception as e:  # noqa: BLE001
-            _fail(e)
-        for kind, value in self.counts.items():
-            self.event(kind, value)
+        for (batches, rows), side in (((IN_BATCHES, IN_ROWS), self._inputs), ((OUT_BATCHES, OUT_ROWS), self._outputs)):
+            self.event(batches, sum(counted.batches for counted in side))
+            self.event(rows, sum(counted.rows for counted in side))
         self.event(END, failed)
         self._log = _closed  # the channel's C function must not run past its close
         try:
             self.channel.close()
         except Exception as e:  # noqa: BLE001
             _fail(e)
-
-
-def _inputs(task: Task, batches, rows_of):
-    """The deserializer's batches, each counted; in a timed cycle, each one's read and deserialization logged
-    (IN_ENTER, IN_EXIT)."""
-    n = rows = 0
-    try:
-        if task.timed:
-            task.event(IN_ENTER)
-        for batch in batches:
-            r = rows_of(batch)
-            n += 1
-            if r >= 0:
-                rows += r
-            if task.timed:
-                task.event(IN_EXIT, r)
-            yield batch
-            del batch  # not kept alive while the next is read: as without the timing
-            if task.timed:
-                task.event(IN_ENTER)
-        if task.timed:
-            task.event(IN_EXIT, ENDED)
-    finally:
-        task.counts[IN_BATCHES], task.counts[IN_ROWS] = n, rows
-
-
-def _outputs(task: Task, batches, rows_of):
-    """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the
-    asking (OUT_ENTER) to the batch's arrival (OUT_EXIT), an untimed one not at all: no call and no clock read."""
-    n = rows = 0
-    try:
-        timed, timed_next = task.cycle(0)
-        for batch in batches:
-            r = rows_of(batch)
-            n += 1
-            if r >= 0:
-                rows += r
-            if timed:
-                task.event(OUT_EXIT, r)
-            yield batch
-            del batch
-            if timed or n == timed_next:
-                timed, timed_next = task.cycle(n)
-        if timed:
-            task.event(OUT_EXIT, ENDED)
-    finally:
-        task.counts[OUT_BATCHES], task.counts[OUT_ROWS] = n, rows
-
-
-class _Reads:
-    """The input stream. In a timed cycle each read is timed: how long the worker waited for the JVM's bytes (and
-    copied them); in an untimed one `read` is the stream's own, found in this object's attributes."""
-
-    def __init__(self, task: Task, stream):
-        self._task, self._stream = task, stream
-        self._own = {name: getattr(stream, name) for name in ("read", "readinto") if hasattr(stream, name)}
-        self.time(task.timed)
-
-    def time(self, timed: bool) -> None:
-        for name, own in self._own.items():
-            setattr(self, name, getattr(self, f"_timed_{name}") if timed else own)
-
-    def _timed_read(self, *args):
-        began = perf_counter_ns()
-        data = self._own["read"](*args)
-        self._task.waited += perf_counter_ns() - began
-        return data
-
-    def _timed_readinto(self, buffer):
-        began = perf_counter_ns()
-        n = self._own["readinto"](buffer)
-        self._task.waited += perf_counter_ns() - began
-        return n
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
