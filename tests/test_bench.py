@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
@@ -15,6 +16,7 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.harness.bench import live
+from cloudprofiler.harness.bench.cpu import process_cpu_s, tree_cpu_s
 from cloudprofiler.harness.bench.handlers import HANDLERS, compared, cost_order
 from cloudprofiler.harness.bench.accuracy import load_verdict, on_host_cpu
 from cloudprofiler.harness.bench.operators import coverage, judge, same_results
@@ -263,6 +265,30 @@ def test_the_udfs_goal_is_judged_on_the_interval_around_the_median_of_the_rounds
     assert median_interval(list(range(6))) == (0, 5) and median_interval(list(range(101))) == (40, 60)
     with pytest.raises(ValueError, match="as many runs off as on"):
         judge_rounds([1.0, 2.0], [1.0])
+
+
+def test_a_process_tree_s_cpu_counts_its_descendants_those_that_ended_included():
+    """Known answer: a child that burns 0.4 s of CPU in a grandchild that ends, and 0.4 s more in a grandchild still
+    running when the tree is read, while this process sleeps."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    child = ("import subprocess, sys, time\n"
+             f"subprocess.run([sys.executable, '-c', {burn!r}])\n"  # ends, waited for: in its parent's cutime
+             f"p = subprocess.Popen([sys.executable, '-c', {burn!r} + 'time.sleep(30)'])\n"
+             "print(p.pid, flush=True)\n"
+             "time.sleep(30)\n")
+    own, tree = process_cpu_s(os.getpid()), tree_cpu_s(os.getpid())
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(proc.stdout.readline())
+        while process_cpu_s(grandchild) < 0.4:
+            time.sleep(0.05)
+        added = tree_cpu_s(os.getpid()) - tree
+        assert 0.8 <= added < 1.6  # both burns and the interpreters' start-ups, nothing counted twice
+        assert process_cpu_s(os.getpid()) - own < 0.2  # this process slept
+    finally:
+        subprocess.run(["pkill", "-P", str(proc.pid)])
+        proc.kill()
+        proc.wait()
 
 
 def test_operators_against_run_time_are_judged_by_their_error():

@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from .cpu import process_cpu_s
+
 OPERATORS_KEY = "spark.cloudprofiler.operators"
 GOAL_ADDED = 0.03  # total added time at the default setting, at most
 SIDES = {False: "off", True: "on"}
@@ -123,13 +125,6 @@ def same_results(a: list, b: list, rel_tol: float = 1e-9) -> bool:
             elif x != y:
                 return False
     return True
-
-
-def process_cpu_s(pid: int) -> float:
-    """The CPU seconds process `pid` used so far, all its threads (user and system; /proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3, utime 14, stime 15
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def query_runs(spark, text: str, repeat: int, warmups: int, jvm_pid: int) -> dict:
