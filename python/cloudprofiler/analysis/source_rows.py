@@ -34,10 +34,6 @@ from .streaming import BATCH, attempts_by_batch, batch_operators
 from .tasks import task_records
 
 QUANTILES = (0.5, 0.9, 0.99)
-# the source TSCs, in the order the latency from the source is told by: the emission's TSC where the producer stated
-# its clock, else the event time (wall clocks: unbounded), else the delivery to Spark
-SOURCES = ("emitted", "event_time", "delivered")
-UNBOUNDED = {"event_time"}  # source TSCs read off a wall clock no calibration bounds
 SINK, SINK_POSITION = "sink", 0  # the batch's output (its last task's end), placed before the plan's operators
 SOURCE_DDL = ("query_id string, run_id string, batch_id long, source string, position int, probe_id long, "
               "operator string, rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, "
@@ -50,14 +46,21 @@ REACH_COLUMNS = ("latency_source string, latency_to string, latency_rows long, l
                  "latency_p99_ns double, latency_max_ns double, latency_err_max_ns double")
 
 
+def sources() -> dict:
+    """The kinds of source TSC, in the order the latency from the source is told by, each with whether its latency is
+    bounded (the plugin's declaration): the emission's TSC where the producer stated its clock, else the event time
+    (read off a wall clock no calibration bounds), else the delivery to Spark."""
+    return tables.channel("source_rows").kinds
+
+
 def source_channels(app) -> dict:
-    """The source rows' channels by the TSC their records carry (of SOURCES). A file whose metadata is
+    """The source rows' channels by the TSC their records carry (of `sources()`). A file whose metadata is
     not the plugin's for them (another process's channel of that name) is left out."""
     declared = tables.channel("source_rows")
     found = {}
     for f in app.catalog.logs:
         kind = f.meta.get(declared.keys["tsc"])
-        if f.kind == "records" and f.meta.get("spark.event") == declared.event and kind in SOURCES \
+        if f.kind == "records" and f.meta.get("spark.event") == declared.event and kind in sources() \
                 and f.channel == declared.prefix + kind:
             found[kind] = f.channel
     return dict(sorted(found.items()))
@@ -126,7 +129,7 @@ def _statistics(sketches, hop: int, source: str) -> dict:
     s = sketches.hop_statistics(hop, QUANTILES)
     return {"rows": s["count"], "min_ns": s["min_ns"], "p50_ns": s["q"][0], "p90_ns": s["q"][1],
             "p99_ns": s["q"][2], "max_ns": s["max_ns"], "mean_ns": s["mean_ns"],
-            "err_max_ns": None if source in UNBOUNDED else s["err_max_ns"]}
+            "err_max_ns": s["err_max_ns"] if sources()[source] else None}
 
 
 def latency_rows(app, streaming_query_id=None) -> tuple[list, list]:
@@ -170,13 +173,13 @@ def source_latency_lifetime(app, streaming_query_id=None):
 def source_reach(lifetime: pd.DataFrame, query_id: str, run_id: "str | None" = None):
     """The row of source_latency_lifetime() (of the query's run `run_id`, None: any) that a query's latency from its
     source is told by: from the records' emission where the source knows it on the operators' clock, else from their
-    event time, else from their delivery to Spark (SOURCES; the same for every run of the query); to the sink (at
+    event time, else from their delivery to Spark (`sources()`; the same for every run of the query); to the sink (at
     position 0) where the batches' last tasks' ends were known, else to the operator they reach last (the chain's
     top: the first in the plan's order from the root); None where its source logged no rows."""
     mine = lifetime[lifetime["query_id"] == query_id] if not lifetime.empty else lifetime
     if mine.empty:
         return None
-    kind = next(k for k in SOURCES if (mine["source"] == k).any())
+    kind = next(k for k in sources() if (mine["source"] == k).any())
     mine = mine[mine["source"] == kind]
     if run_id is not None:
         mine = mine[mine["run_id"] == run_id]

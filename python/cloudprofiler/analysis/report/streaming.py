@@ -9,7 +9,7 @@ from html import escape
 
 import pandas as pd
 
-from ..source_rows import SINK, UNBOUNDED, latency_rows, reach_batches, source_reach
+from ..source_rows import SINK, latency_rows, reach_batches, source_reach, sources
 from . import format as fmt
 
 MAX_BATCHES = 100_000  # batch rows gathered (a row per batch: a day of 1-second batches fits)
@@ -207,7 +207,7 @@ def _lifetime_words(reach) -> str:
     if reach is None:
         return ""
     err = reach["err_max_ns"]
-    bound = (" (the event's clock against the executors' wall clocks: not bounded)" if reach["source"] in UNBOUNDED
+    bound = (" (the event's clock against the executors' wall clocks: not bounded)" if not sources()[reach["source"]]
              else f", bound up to {fmt.duration(err)}" if err else "")
     return escape(f" Its records from {_source_words(reach)} to {_reach_words(reach)}, "
                   f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "

@@ -73,6 +73,7 @@ public final class Tables {
         "operator_rows",
         OperatorRows.CHANNEL_PREFIX,
         OperatorRows.EVENT,
+        List.of(),
         "probe",
         OperatorRows.PROBE_KEY,
         "first_probe",
@@ -85,6 +86,7 @@ public final class Tables {
         "source_rows",
         SourceRows.CHANNEL_PREFIX,
         SourceRows.EVENT,
+        SourceRows.KINDS,
         "tsc",
         SourceRows.TSC_KEY,
         "clock_boot_id",
@@ -97,9 +99,17 @@ public final class Tables {
         .toString();
   }
 
-  /** One kind of channel: {@code "id": {"prefix", "event", "keys": {name: metadata key, ...}}}. */
+  /**
+   * One kind of channel: {@code "id": {"prefix", "event", "keys": {name: metadata key, ...},
+   * "kinds": [{"name", "bounded"}, ...]}}, its kinds those of the TSC its records carry, in order.
+   */
   private static void channel(
-      StringBuilder out, String id, String prefix, String event, String... keys) {
+      StringBuilder out,
+      String id,
+      String prefix,
+      String event,
+      List<SourceRows.Kind> kinds,
+      String... keys) {
     out.append(Config.quote(id))
         .append(": {\"prefix\": ")
         .append(Config.quote(prefix))
@@ -111,7 +121,15 @@ public final class Tables {
           .append(Config.quote(keys[k]))
           .append(": ")
           .append(Config.quote(keys[k + 1]));
-    out.append("}}");
+    out.append("}, \"kinds\": [");
+    for (int k = 0; k < kinds.size(); k++)
+      out.append(k == 0 ? "" : ", ")
+          .append("{\"name\": ")
+          .append(Config.quote(kinds.get(k).name()))
+          .append(", \"bounded\": ")
+          .append(kinds.get(k).bounded())
+          .append('}');
+    out.append("]}");
   }
 
   /**

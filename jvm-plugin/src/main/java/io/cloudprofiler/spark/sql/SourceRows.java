@@ -3,6 +3,7 @@ package io.cloudprofiler.spark.sql;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.spark.Guard;
 import java.time.Instant;
+import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.spark.TaskContext;
@@ -41,6 +42,21 @@ public final class SourceRows {
    * TSC logged is this executor's at the moment its own wall clock read that time.
    */
   public static final String EVENT_TIME = "event_time";
+
+  /**
+   * A kind of source TSC ({@link #DELIVERED}, {@link #EMITTED}, {@link #EVENT_TIME}); bounded where
+   * the calibration relates its clock to the executors' (an event time is on whatever clock stamped
+   * it).
+   */
+  public record Kind(String name, boolean bounded) {}
+
+  /**
+   * Every kind, in the order the analysis tells a record's latency from its source by: the first
+   * that a query's records have (the emission is the record's true start; the event time, where the
+   * query reads one, is closer to it than the delivery to Spark).
+   */
+  public static final List<Kind> KINDS =
+      List.of(new Kind(EMITTED, true), new Kind(EVENT_TIME, false), new Kind(DELIVERED, true));
 
   public static final String EVENT = "source_rows";
   public static final String TSC_KEY = "source.tsc";
