@@ -178,7 +178,7 @@ public final class SourceRows {
   }
 
   /** The emission channel of {@code clock}, or 0 past {@link #MAX_CLOCKS} clocks. */
-  private static long emittedChannel(Clock clock) {
+  static long emittedChannel(Clock clock) {
     if (!CHANNELS.containsKey(clock)
         && CHANNELS.keySet().stream().filter(Clock.class::isInstance).count() >= MAX_CLOCKS) {
       if (!CLOCKS_SAID.getAndSet(true))
@@ -218,5 +218,7 @@ public final class SourceRows {
   /** Forgets the channels as the library stops (the next application opens its own). */
   static void forget() {
     CHANNELS.clear();
+    CLOCKS_SAID.set(false);
+    OLD_EVENTS_SAID.set(false);
   }
 }

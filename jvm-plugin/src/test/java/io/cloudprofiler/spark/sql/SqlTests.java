@@ -106,14 +106,21 @@ public final class SqlTests {
     double hz = CloudProfiler.tscHz();
     long before;
     long after;
+    List<String> said;
     try {
       Instant now = Instant.now();
       long aSecondAgo = now.getEpochSecond() * 1_000_000L + now.getNano() / 1000 - 1_000_000L;
       before = CloudProfiler.tsc();
       SourceRows.logEventTime(7, aSecondAgo);
       after = CloudProfiler.tsc();
-      for (long micros : new long[] {0, Long.MIN_VALUE, Long.MAX_VALUE})
-        SourceRows.logEventTime(8, micros);
+      said =
+          JvmTests.warnings(
+              SourceRows.class,
+              () -> {
+                for (long micros : new long[] {0, Long.MIN_VALUE, Long.MAX_VALUE})
+                  SourceRows.logEventTime(8, micros);
+                return null;
+              });
     } finally {
       CloudProfiler.stop();
       SourceRows.forget();
@@ -136,6 +143,8 @@ public final class SqlTests {
         }
       }
     }
+    equal(1, said.size()); // once, for the three
+    check(said.get(0).contains("further than this machine's TSC count"), () -> "said " + said);
     equal(1, records.size());
     equal(7L, records.get(0)[0]);
     long at = records.get(0)[1];
@@ -143,5 +152,40 @@ public final class SqlTests {
         at >= before - Math.round(1.001 * hz) && at <= after - Math.round(0.999 * hz),
         () ->
             "logged at " + at + ", a second before " + before + "-" + after + " at " + hz + " Hz");
+  }
+
+  /**
+   * The emissions of at most 16 clocks get a channel each in a JVM, whatever other source channels
+   * it has; a further clock's are not logged, and one line says so, once.
+   */
+  public static void testEmissionsOfMoreThanSixteenClocksAreNotLoggedAndOneLineSaysSo()
+      throws Exception {
+    JvmTests.startLibrary("cp-clocks");
+    try {
+      SourceRows.logEventTime(1, 0); // an event-time channel beside: not a clock
+      List<Long> channels = new ArrayList<>();
+      List<String> said =
+          JvmTests.warnings(
+              SourceRows.class,
+              () -> {
+                for (int i = 0; i < SourceRows.MAX_CLOCKS + 2; i++)
+                  channels.add(
+                      SourceRows.emittedChannel(new SourceRows.Clock("boot-" + i, "null")));
+                return null;
+              });
+      for (int i = 0; i < SourceRows.MAX_CLOCKS; i++) {
+        int clock = i;
+        check(channels.get(i) != 0, () -> "clock " + clock + " has no channel");
+      }
+      equal(List.of(0L, 0L), channels.subList(SourceRows.MAX_CLOCKS, SourceRows.MAX_CLOCKS + 2));
+      equal(channels.get(3), SourceRows.emittedChannel(new SourceRows.Clock("boot-3", "null")));
+      equal(1, said.size());
+      check(
+          said.get(0).contains("more than 16 clocks") && said.get(0).contains("boot-16"),
+          () -> "said " + said);
+    } finally {
+      CloudProfiler.stop();
+      SourceRows.forget();
+    }
   }
 }
