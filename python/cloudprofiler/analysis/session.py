@@ -17,6 +17,22 @@ def _driver_memory() -> str:
     return f"{max(1, min(8, total // 4 >> 30))}g"
 
 
+# Below this size of log files an analysis is mostly shuffles of the driver's tables (tasks, operators, batches: a
+# few thousand rows), whose every partition costs: Spark's 200 made the demo's report sections 1.4 to 2.8 times as
+# long as 4 did. Above it, Spark's default, which adaptive execution coalesces to the data.
+SMALL_FILES_BYTES = 1 << 30
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+PARTITION_BYTES = 64 << 20  # adaptive execution's advisory partition size
+
+
+def shuffle_partitions(files_bytes: "int | None") -> "int | None":
+    """spark.sql.shuffle.partitions for an analysis of `files_bytes` of log files: two per core, or one per
+    PARTITION_BYTES where that is more, below SMALL_FILES_BYTES; None (Spark's default) above it or unknown."""
+    if files_bytes is None or files_bytes >= SMALL_FILES_BYTES:
+        return None
+    return max(2 * (os.cpu_count() or 1), -(-files_bytes // PARTITION_BYTES))
+
+
 def _without_profiler(key: str) -> str:
     """The class list `key` (spark.plugins, spark.sql.extensions) as this process's builders hold it, without the
     profiler's classes."""
@@ -63,7 +79,8 @@ def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None
     as spark-submit's `--conf` (an object store's spark.hadoop.* keys, spark.jars.packages; its spark.jars get the
     plugin jar too), over spark-defaults.conf of SPARK_CONF_DIR. Where a session is already active in this process,
     Spark hands that one out and its settings stay as they are. Where this starts the process's JVM, it starts it
-    as jvm_start says for an analysis of `files_bytes` of log files (None: unknown)."""
+    as jvm_start says for an analysis of `files_bytes` of log files (None: unknown), and its shuffles have
+    `shuffle_partitions(files_bytes)` partitions unless `conf`, the builders or spark-defaults.conf set them."""
     global _session
     from pyspark.sql import SparkSession
 
@@ -83,6 +100,9 @@ def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None
                # few files, not a whole partition of them (Spark >= 4.0; earlier ones ignore the key)
                .config("spark.sql.execution.arrow.maxBytesPerBatch", str(64 << 20)))
     given = conf.pop(JAVA_OPTIONS, None)
+    partitions = shuffle_partitions(files_bytes)
+    if partitions is not None and not _given(SHUFFLE_PARTITIONS, conf.get(SHUFFLE_PARTITIONS)):  # a setting wins
+        builder = builder.config(SHUFFLE_PARTITIONS, str(partitions))
     for key, value in conf.items():
         builder = builder.config(key, value)
     _session = start(builder, files_bytes, given)

@@ -162,11 +162,16 @@ def _queries(app, data: ReportData) -> None:
     data.operators_timed = bool(app.operators_timed)
     if not data.operators_timed:
         return
-    # a streaming query's micro-batches are SQL executions too: the streaming section shows them per batch
-    streaming = (app.task_table().where(F.col("streaming_batch_id").isNotNull() &
-                                        F.col("sql_execution_id").isNotNull()).select("sql_execution_id").distinct())
-    operators = (app.operators().where(F.col("sql_execution_id").isNotNull())
-                 .join(streaming, "sql_execution_id", "left_anti").persist())
+    # a streaming query's micro-batches are SQL executions too: the streaming section shows them per batch; the
+    # others' ids first, in one small job, so that an application without any (the demo's) plans no operators()
+    timed = app.operator_values().select("task_attempt_id").distinct()
+    executions = [r.sql_execution_id for r in (
+        app.task_table().where(F.col("sql_execution_id").isNotNull()).join(timed, "task_attempt_id", "left_semi")
+        .groupBy("sql_execution_id").agg(F.max(F.col("streaming_batch_id").isNotNull()).alias("streaming"))
+        .where(~F.col("streaming")).select("sql_execution_id").collect())]
+    if not executions:
+        return
+    operators = app.operators(sql_execution_id=executions).persist()
     try:
         queries = (operators.groupBy("sql_execution_id")
                    .agg(F.max("query_task_s").alias("query_task_s"), F.count(F.lit(1)).alias("probes"),
