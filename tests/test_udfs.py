@@ -291,6 +291,29 @@ def test_the_report_says_in_words_where_each_udf_s_time_went(run, tmp_path):
     assert "Spark&#x27;s UDF profiler" not in page  # none given
 
 
+def test_spark_s_own_python_metrics_sit_beside_the_parts_of_the_same_tasks(run, udfs, tmp_path):
+    """Spark 4's SQL metrics of its Python nodes, per task in the task table: for the sleeping UDF's tasks, the time
+    executing Python code holds the sleeps as the function part does (Spark counts whole milliseconds), and the time
+    its JVM ran the workers holds the worker's time; the report says both beside the parts."""
+    app = run[0]
+    tasks = app.tasks(job_group="sleep").toPandas().set_index("task_attempt_id")
+    slept = SLEEP_S * SLEEP_BATCHES
+    for row in udfs["sleep"].itertuples():
+        spark = tasks.loc[row.task_attempt_id]
+        assert slept <= spark.python_processing_ms / 1e3 + 1e-3 <= slept + FUNCTION_MARGIN_S, spark
+        assert abs(spark.python_processing_ms / 1e3 - row.function_s) <= 0.05, (spark, row)
+        assert spark.python_total_ms / 1e3 >= row.worker_s - 0.01, (spark, row)
+    none = app.tasks(job_group="warm-up").where("python_total_ms is null").count()
+    assert none >= 1  # the aggregation's tasks ran no Python
+    data = ReportData(summary=dict(app.summary()))
+    udfs_section.gather(app, data)
+    sleepy = [f.text for f in findings(data) if f.kind == "python_udf" and "`sleepy`" in f.text][0]
+    assert re.search(r"Spark's own metrics of its tasks: .+ running Python workers, .+ of it executing Python code "
+                     r"\(the function part here: .+\)", sleepy), sleepy
+    page = render(data, tmp_path / "report.html", quiet=True).read_text()
+    assert "Spark: running workers (executing code)" in page
+
+
 def test_spark_s_own_udf_profiler_is_shown_beside_the_parts(run, udfs, tmp_path):
     """Spark 4's profiler, on for the sleeping UDF's query only: its time in `sleepy` holds the sleeps, as the
     function part of that query's tasks does; the report shows it beside the parts, and only for that UDF."""

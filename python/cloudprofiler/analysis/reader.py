@@ -44,7 +44,8 @@ TASK_METRICS = (
     "result_size_bytes", "peak_execution_memory_bytes", "input_bytes", "input_records", "output_bytes",
     "output_records", "shuffle_local_blocks", "shuffle_remote_blocks", "shuffle_local_bytes", "shuffle_remote_bytes",
     "shuffle_remote_bytes_to_disk", "shuffle_fetch_wait_ms", "shuffle_read_records", "shuffle_write_bytes",
-    "shuffle_write_records", "shuffle_write_time_ns", "memory_spilled_bytes", "disk_spilled_bytes")
+    "shuffle_write_records", "shuffle_write_time_ns", "memory_spilled_bytes", "disk_spilled_bytes", "python_boot_ms",
+    "python_init_ms", "python_total_ms", "python_processing_ms")
 
 
 def spark_schema(schema: pa.Schema):

@@ -11,6 +11,9 @@ UDFS_NAMED = 5  # ...of which this many get a finding
 BOUNDARY_DOMINANT = 0.5  # reading and serializing this share of a UDF's worker time: a warning
 FIRST_WAIT_NAMED_S = 0.1  # a wait for the first batch this long is named
 PARTS = ("setup", "wait", "read", "function", "serialize")
+# Spark's own SQL metrics of its Python nodes (Spark 4.x: the task table's python_<m>_ms), shown beside the parts:
+# starting and initializing the workers, running them (the JVM's whole wait on them), executing Python code
+SPARK_METRICS = ("boot", "init", "total", "processing")
 # each part, as a finding says where the time went
 PART_WORDS = {"setup": "setting up (reading and unpickling the UDF)", "wait": "waiting for its input from the JVM",
               "read": "reading (deserializing) its input", "function": "in the function",
@@ -24,8 +27,11 @@ def gather(app, data) -> None:
 
     sums = [F.sum(c).alias(c) for c in ("batches", "rows", "out_rows", *(f"{p}_s" for p in PARTS), "worker_s",
                                          "task_s")]
-    frame = (app.udfs().groupBy("udf", "kind")
-             .agg(F.count(F.lit(1)).alias("tasks"), *sums, F.max("first_wait_s").alias("max_first_wait_s"))
+    spark_sums = [(F.sum(f"python_{m}_ms") / 1e3).alias(f"spark_python_{m}_s") for m in SPARK_METRICS]
+    spark_metrics = app.tasks().select("task_attempt_id", *(f"python_{m}_ms" for m in SPARK_METRICS))
+    frame = (app.udfs().join(spark_metrics, "task_attempt_id", "left").groupBy("udf", "kind")
+             .agg(F.count(F.lit(1)).alias("tasks"), *sums, F.max("first_wait_s").alias("max_first_wait_s"),
+                  *spark_sums)
              .orderBy(F.desc("worker_s"), "udf").limit(UDFS_SHOWN))
     data.udfs = frame.toPandas()
 
@@ -58,6 +64,12 @@ def sentence(row) -> str:
             f"batches) {PART_WORDS[first[0]]}, {fmt.percent(second[1])} {PART_WORDS[second[0]]}")
     if row.max_first_wait_s >= FIRST_WAIT_NAMED_S:
         text += f"; a worker waited {fmt.duration(row.max_first_wait_s * 1e9)} for its first batch"
+    spark_total, spark_code = (fmt.number(getattr(row, f"spark_python_{m}_s", None)) for m in ("total", "processing"))
+    if spark_total is not None:
+        text += f"; Spark's own metrics of its tasks: {fmt.duration(spark_total * 1e9)} running Python workers"
+        if spark_code is not None:
+            text += (f", {fmt.duration(spark_code * 1e9)} of it executing Python code (the function part here: "
+                     f"{fmt.duration(row.function_s * 1e9)})")
     profiled = _profiled(row)
     if profiled is not None:
         text += (f"; Spark's UDF profiler measured {fmt.duration(profiled * 1e9)} in its function, against "
@@ -89,8 +101,10 @@ def section(data) -> str:
     if frame is None or frame.empty:
         return ""
     profiled = "spark_profiler_s" in frame and bool(frame["spark_profiler_s"].notna().any())
+    metered = "spark_python_total_s" in frame and bool(frame["spark_python_total_s"].notna().any())
     head = "".join(f"<th>{escape(c)}</th>" for c in ("UDF", "kind", "tasks", "batches", "rows in", "rows out",
                                                       *PARTS, "worker time")
+                   + (("Spark: running workers (executing code)",) if metered else ())
                    + (("Spark's UDF profiler",) if profiled else ()))
     body = []
     for row in frame.itertuples():
@@ -100,6 +114,10 @@ def section(data) -> str:
         cells += [f'<span class="bar" style="width:{shares[p] * 60:.1f}px"></span>'
                   f"{escape(fmt.duration(getattr(row, f'{p}_s') * 1e9))} ({fmt.percent(shares[p])})" for p in PARTS]
         cells.append(escape(fmt.duration(row.worker_s * 1e9)))
+        if metered:
+            total, code = (fmt.number(getattr(row, f"spark_python_{m}_s")) for m in ("total", "processing"))
+            cells.append(escape("-" if total is None else fmt.duration(total * 1e9)
+                                + ("" if code is None else f" ({fmt.duration(code * 1e9)})")))
         if profiled:
             seconds = _profiled(row)
             cells.append(escape(fmt.duration(seconds * 1e9) if seconds is not None else "-"))
@@ -107,6 +125,9 @@ def section(data) -> str:
     note = ("Each UDF's Python workers, summed over its tasks: setting up (unpickling the UDF), waiting for input from "
             "the JVM, reading it, the function (with PySpark's conversions around it) and serializing the output back. "
             "The UDFs with the most worker time first."
+            + (" Spark's own SQL metrics of the same tasks (Spark 4): the time its JVM ran the Python workers (its "
+               "whole wait on them, their start included) and, in parentheses, the time they executed Python code."
+               if metered else "")
             + (" Spark's UDF profiler (spark.sql.pyspark.udf.profiler=perf): cProfile's time in the UDF's functions, "
                "without the boundary around them." if profiled else ""))
     return (f'<section id="udfs"><h2>Python UDFs</h2><p class="note">{escape(note)}</p>'

@@ -1,6 +1,7 @@
 package io.cloudprofiler.spark.driver;
 
 import io.cloudprofiler.spark.TaskTimes;
+import io.cloudprofiler.spark.sql.ScalaLists;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -12,13 +13,15 @@ import org.apache.spark.executor.OutputMetrics;
 import org.apache.spark.executor.ShuffleReadMetrics;
 import org.apache.spark.executor.ShuffleWriteMetrics;
 import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.AccumulableInfo;
 import org.apache.spark.scheduler.TaskInfo;
 
 /**
  * The columns of the task table beyond the attempt's identity: Spark's task metrics (as its UI and
  * REST API show them) and what the job was submitted with (group, description, tags, SQL execution,
  * Spark Connect operation), so that one table answers why an attempt took its time and whose query
- * it served. Only accessors that Spark 3.5 and 4.x share, none with a Scala collection type.
+ * it served. Only accessors that Spark 3.5 and 4.x share; a Scala collection only through {@link
+ * ScalaLists}.
  */
 final class TaskDetails {
   private TaskDetails() {}
@@ -51,7 +54,23 @@ final class TaskDetails {
           "shuffle_write_records",
           "shuffle_write_time_ns",
           "memory_spilled_bytes",
-          "disk_spilled_bytes");
+          "disk_spilled_bytes",
+          "python_boot_ms",
+          "python_init_ms",
+          "python_total_ms",
+          "python_processing_ms");
+
+  /**
+   * The last METRICS: Spark's own SQL metrics of its Python nodes (Spark 4.x), by the names its
+   * accumulators carry, summed over the attempt's nodes; null where it ran none or Spark has no
+   * such metric (3.5 has none of them, pythonProcessingTime came in 4.2).
+   */
+  private static final List<String> PYTHON_METRICS =
+      List.of(
+          "time to start Python workers",
+          "time to initialize Python workers",
+          "time to run Python workers",
+          "time to execute Python code");
 
   /**
    * Job columns: utf8 but sql_execution_id and streaming_batch_id (int64); null where the job had
@@ -109,6 +128,7 @@ final class TaskDetails {
     OutputMetrics out = m.outputMetrics();
     ShuffleReadMetrics read = m.shuffleReadMetrics();
     ShuffleWriteMetrics write = m.shuffleWriteMetrics();
+    Long[] python = python(info);
     return new Object[] {
       m.executorRunTime(),
       m.executorCpuTime(),
@@ -135,8 +155,23 @@ final class TaskDetails {
       write.recordsWritten(),
       write.writeTime(),
       m.memoryBytesSpilled(),
-      m.diskBytesSpilled()
+      m.diskBytesSpilled(),
+      python[0],
+      python[1],
+      python[2],
+      python[3]
     };
+  }
+
+  /** PYTHON_METRICS' values in the attempt's accumulator updates, each summed; null where none. */
+  private static Long[] python(TaskInfo info) {
+    Long[] sums = new Long[PYTHON_METRICS.size()];
+    for (AccumulableInfo acc : ScalaLists.toJava(info.accumulables(), AccumulableInfo.class)) {
+      int i = acc.name().isDefined() ? PYTHON_METRICS.indexOf(acc.name().get()) : -1;
+      if (i >= 0 && acc.update().isDefined() && acc.update().get() instanceof Long value)
+        sums[i] = (sums[i] == null ? 0 : sums[i]) + value;
+    }
+    return sums;
   }
 
   private static Object[] job(Properties job) {

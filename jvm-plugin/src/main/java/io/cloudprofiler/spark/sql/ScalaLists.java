@@ -22,7 +22,7 @@ public final class ScalaLists {
   }
 
   /** The items of a Scala Seq, each checked to be a {@code type}. */
-  static <T> java.util.List<T> toJava(Seq<?> seq, Class<T> type) {
+  public static <T> java.util.List<T> toJava(Seq<?> seq, Class<T> type) {
     java.util.List<T> list = new ArrayList<>();
     for (Iterator<?> it = seq.iterator(); it.hasNext(); ) list.add(type.cast(it.next()));
     return list;
