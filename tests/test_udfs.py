@@ -293,15 +293,16 @@ def test_the_report_says_in_words_where_each_udf_s_time_went(run, tmp_path):
 
 def test_spark_s_own_python_metrics_sit_beside_the_parts_of_the_same_tasks(run, udfs, tmp_path):
     """Spark 4's SQL metrics of its Python nodes, per task in the task table: for the sleeping UDF's tasks, the time
-    executing Python code holds the sleeps as the function part does (Spark counts whole milliseconds), and the time
-    its JVM ran the workers holds the worker's time; the report says both beside the parts."""
+    executing Python code holds the sleeps and is the function part's within FUNCTION_MARGIN_S (Spark counts whole
+    milliseconds; 1 to 2 ms apart on an idle host), and the time its JVM ran the workers holds the worker's time;
+    the report says both beside the parts."""
     app = run[0]
     tasks = app.tasks(job_group="sleep").toPandas().set_index("task_attempt_id")
     slept = SLEEP_S * SLEEP_BATCHES
     for row in udfs["sleep"].itertuples():
         spark = tasks.loc[row.task_attempt_id]
         assert slept <= spark.python_processing_ms / 1e3 + 1e-3 <= slept + FUNCTION_MARGIN_S, spark
-        assert abs(spark.python_processing_ms / 1e3 - row.function_s) <= 0.05, (spark, row)
+        assert abs(spark.python_processing_ms / 1e3 - row.function_s) <= FUNCTION_MARGIN_S, (spark, row)
         assert spark.python_total_ms / 1e3 >= row.worker_s - 0.01, (spark, row)
     none = app.tasks(job_group="warm-up").where("python_total_ms is null").count()
     assert none >= 1  # the aggregation's tasks ran no Python
@@ -451,8 +452,10 @@ def test_a_timed_cycle_s_wait_is_the_time_until_its_input_batch_s_first_bytes_ar
     kinds = [(r & ((1 << KIND_BITS) - 1), r >> KIND_BITS) for r in records.ids]
     waits = [value / 1e9 for kind, value in kinds if kind == WAIT]
     assert [value for kind, value in kinds if kind == IN_EXIT] == [100, 100, 100, ENDED]
-    assert len(waits) >= 3 and all(JVM_SLEEP_S * 0.9 <= w <= JVM_SLEEP_S + 0.1 for w in waits[:3]), waits
-    assert sum(waits) <= 3 * JVM_SLEEP_S + 0.2
+    # each wait is the writer's sleep less what the reader did since the batch before (a few ms; more on a loaded
+    # host, which may also wake the reader late)
+    assert len(waits) >= 3 and all(JVM_SLEEP_S / 2 <= w <= 3 * JVM_SLEEP_S for w in waits[:3]), waits
+    assert 2.5 * JVM_SLEEP_S <= sum(waits) <= 6 * JVM_SLEEP_S, waits
 
 
 JVM_SLEEP_S = 0.1  # the simulated JVM's time to compute each batch
