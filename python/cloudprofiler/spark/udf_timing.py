@@ -122,8 +122,8 @@ def _closed(tuple_id: int) -> None:
 
 
 class Task:
-    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, its input stream (which
-    adds up the socket time waited in timed cycles) and its counted iterators."""
+    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, the time waited for the
+    JVM's bytes since the last event (timed cycles only: `_input_enter`) and its counted iterators."""
 
     def __init__(self, eval_type, setup_ns: int, channel=None):
         """`channel`: where the records go (`bench udfs`), else a new channel of the task."""
