@@ -11,9 +11,9 @@ UDFS_NAMED = 5  # ...of which this many get a finding
 BOUNDARY_DOMINANT = 0.5  # reading and serializing this share of a UDF's worker time: a warning
 FIRST_WAIT_NAMED_S = 0.1  # a wait for the first batch this long is named
 PARTS = ("setup", "wait", "read", "function", "serialize")
-# Spark's own SQL metrics of its Python nodes (Spark 4.x: the task table's python_<m>_ms), shown beside the parts:
-# starting and initializing the workers, running them (the JVM's whole wait on them), executing Python code
-SPARK_METRICS = ("boot", "init", "total", "processing")
+# Spark's own SQL metrics of its Python nodes shown beside the parts (Spark 4.x: the task table's python_<m>_ms):
+# running the workers (the JVM's whole wait on them, their start included), and of it executing Python code
+SPARK_METRICS = ("total", "processing")
 # each part, as a finding says where the time went
 PART_WORDS = {"setup": "setting up (reading and unpickling the UDF)", "wait": "waiting for its input from the JVM",
               "read": "reading (deserializing) its input", "function": "in the function",
@@ -46,6 +46,11 @@ def beside_spark_profiler(data, seconds: dict) -> None:
     data.udfs = frame.assign(spark_profiler_s=[sum(values) if values else float("nan") for values in found])
 
 
+def _spark_metrics(row) -> tuple:
+    """SPARK_METRICS' seconds summed over the UDF's tasks, each None where Spark gave none."""
+    return tuple(fmt.number(getattr(row, f"spark_python_{m}_s", None)) for m in SPARK_METRICS)
+
+
 def _profiled(row) -> "float | None":
     return fmt.number(getattr(row, "spark_profiler_s", None))
 
@@ -64,7 +69,7 @@ def sentence(row) -> str:
             f"batches) {PART_WORDS[first[0]]}, {fmt.percent(second[1])} {PART_WORDS[second[0]]}")
     if row.max_first_wait_s >= FIRST_WAIT_NAMED_S:
         text += f"; a worker waited {fmt.duration(row.max_first_wait_s * 1e9)} for its first batch"
-    spark_total, spark_code = (fmt.number(getattr(row, f"spark_python_{m}_s", None)) for m in ("total", "processing"))
+    spark_total, spark_code = _spark_metrics(row)
     if spark_total is not None:
         text += f"; Spark's own metrics of its tasks: {fmt.duration(spark_total * 1e9)} running Python workers"
         if spark_code is not None:
@@ -115,7 +120,7 @@ def section(data) -> str:
                   f"{escape(fmt.duration(getattr(row, f'{p}_s') * 1e9))} ({fmt.percent(shares[p])})" for p in PARTS]
         cells.append(escape(fmt.duration(row.worker_s * 1e9)))
         if metered:
-            total, code = (fmt.number(getattr(row, f"spark_python_{m}_s")) for m in ("total", "processing"))
+            total, code = _spark_metrics(row)
             cells.append(escape("-" if total is None else fmt.duration(total * 1e9)
                                 + ("" if code is None else f" ({fmt.duration(code * 1e9)})")))
         if profiled:
