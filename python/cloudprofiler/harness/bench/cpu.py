@@ -5,15 +5,21 @@ from __future__ import annotations
 import os
 
 
-def _stat(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as f:
+def _stat(path: str) -> list[str]:
+    with open(path) as f:
         return f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3, ppid 4, utime 14...
+
+
+def stat_cpu_s(path: str) -> float:
+    """The CPU seconds (user and system) a /proc stat file counts: /proc/<pid>/stat, all the process's threads, or
+    /proc/<pid>/task/<tid>/stat, one thread."""
+    fields = _stat(path)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_cpu_s(pid: int) -> float:
     """The CPU seconds process `pid` used so far, all its threads (user and system; /proc/<pid>/stat)."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return stat_cpu_s(f"/proc/{pid}/stat")
 
 
 def tree_cpu_s(pid: int) -> float:
@@ -24,7 +30,7 @@ def tree_cpu_s(pid: int) -> float:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                fields = _stat(int(entry))
+                fields = _stat(f"/proc/{entry}/stat")
             except OSError:  # it ended while we looked
                 continue
             parents[int(entry)] = int(fields[1])

@@ -30,6 +30,7 @@ GOAL_ADDED = 0.01
 APP = r"""
 import io, json, os, sys, time, urllib.parse, urllib.request
 import cloudprofiler.spark as cps
+from cloudprofiler.harness.bench.cpu import process_cpu_s, stat_cpu_s
 
 folder, ui, tasks, jobs = sys.argv[1], sys.argv[2] == "true", int(sys.argv[3]), int(sys.argv[4])
 rows, channels, interval = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
@@ -42,19 +43,13 @@ sc = spark.sparkContext
 pid = sc._jvm.java.lang.ProcessHandle.current().pid()
 
 
-def cpu(stat=f"/proc/{pid}/stat") -> float:
-    with open(stat) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def task_cpu() -> float:  # CPU seconds of the JVM's task threads ("Executor task launch worker"s)
     total = 0.0
     for thread in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{thread}/comm") as f:
                 if f.read().startswith("Executor task"):
-                    total += cpu(f"/proc/{pid}/task/{thread}/stat")
+                    total += stat_cpu_s(f"/proc/{pid}/task/{thread}/stat")
         except OSError:  # ended meanwhile
             pass
     return total
@@ -90,9 +85,10 @@ def less(after, before):
 warm_up = min(tasks, 2000)
 job(warm_up)  # the JIT, the task and trace channels
 work_before = tab_work() if ui else None  # the first messages' one-time cost (classes loaded, code compiled) aside
-began_cpu, began_tasks, began = cpu(), task_cpu(), time.perf_counter()
+began_cpu, began_tasks, began = process_cpu_s(pid), task_cpu(), time.perf_counter()
 job(tasks)
-out = {"cpu_s": cpu() - began_cpu, "task_cpu_s": task_cpu() - began_tasks, "wall_s": time.perf_counter() - began}
+out = {"cpu_s": process_cpu_s(pid) - began_cpu, "task_cpu_s": task_cpu() - began_tasks,
+       "wall_s": time.perf_counter() - began}
 if ui:
     out["tab_work"] = less(tab_work(), work_before)  # the job's
 
