@@ -119,6 +119,32 @@ def test_trace_points_are_chained_in_the_order_their_tuples_pass_them(app):
     assert backwards["count"] == 5000 and backwards["q"][0] < 0
 
 
+def test_a_large_applications_trace_points_are_ordered_on_a_sample_then_counted_in_one_pass(app, monkeypatch):
+    """Past ORDER_SAMPLE_RECORDS the order is found on one tuple id in ORDER_SAMPLE: 'late' before 'early' by their
+    median times is put right from the sample's pairs, and the one pass over every record counts the chain as it
+    would alone."""
+    from cloudprofiler.analysis import hops, pipeline
+
+    passes, count = [], hops.hop_sketches
+
+    def counted(*args, **kwargs):
+        passes.append(kwargs.get("sample", 1))
+        return count(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "ORDER_SAMPLE_RECORDS", ROWS)  # "early" and "late" hold 1.25 x ROWS records
+    monkeypatch.setattr(pipeline, "ORDER_SAMPLE", 4)
+    monkeypatch.setattr(pipeline, "hop_sketches", counted)
+    monkeypatch.setattr(hops, "hop_sketches", counted)
+    sketches, _ = pipeline.ordered_sketches(app, ["early", "late"])
+    assert passes == [4, 1]  # the sample's pairs, then the chain: no pass of every pair
+    hop = sketches.hop_statistics(0, [0.5])
+    assert sketches.channels == ["early", "late"] and hop["count"] == 5000 and hop["q"][0] > 0, hop
+    monkeypatch.setattr(pipeline, "ORDER_SAMPLE_RECORDS", 3 * ROWS)  # below it: the chain, then every pair
+    passes.clear()
+    pipeline.ordered_sketches(app, ["early", "late"])
+    assert passes == [1, 1]
+
+
 def test_the_task_attempts_are_read_once_until_released(app):
     """Every analysis starts from the attempts: kept in the session's cache from the first call, scopes filter the
     kept rows, and release() gives the memory back (the next call reads them again)."""

@@ -1,5 +1,7 @@
 """The synthetic application folder: the plugin's layout and tables, log files written by the native library in
 simulated TSC domains, and a truth that every reported duration must hold inside its bound."""
+import argparse
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 
 import cloudprofiler as cp
 from cloudprofiler.calibration.spark import durations_in_reference
-from cloudprofiler.harness.bench.analysis import Phase, judge
+from cloudprofiler.harness.bench.analysis import Phase, judge, scale, shortfalls, sizes
 from cloudprofiler.harness.synthetic import HostClock, Straggler, SyntheticSpec, make_application
 from conftest import assert_same_sketches, assert_tables_as_declared
 
@@ -159,7 +161,50 @@ def test_the_analysis_bench_judges_records_per_second_heap_and_its_goals():
     assert [r["goal"] for r in rows] == [None, "< 5 s: missed", "< 45 s: met", None, None]
     assert rows[3]["error"].endswith("Java heap space")
     assert judge([Phase("report", 181.0)], 1, goals={"report": 180})[0]["goal"] == "< 180 s: missed"
-    assert judge([Phase("report", 3.0, error="ValueError: x")], 1)[0]["goal"] == "< 45 s: failed"
+    assert judge([Phase("report", 3.0, error="ValueError: x")], 100_000_000)[0]["goal"] == "< 45 s: failed"
+    # the seconds goals are set for 100 M records: a 10 M or 1 B folder has none
+    assert judge([Phase("report", 300.0)], 1_000_000_000)[0]["goal"] is None
+
+
+def test_the_analysis_bench_reads_sizes_and_refuses_a_bad_one_naming_it():
+    assert sizes("100M, 10m,1B,100_000_000") == [10_000_000, 100_000_000, 1_000_000_000]
+    assert sizes("2.5k") == [2500]
+    for bad in ("10X", "", "0", "-1M", "M"):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(repr(bad))):
+            sizes(f"10M,{bad}")
+
+
+def _run(records, open_s, report_s, heap_mib, executors_mib=None):
+    phases = [Phase("open the application", open_s, heap_mib * 2**20), Phase("report", report_s, heap_mib * 2**20)]
+    return {"records": records, "executors_heap_peak_mib": executors_mib,
+            "phases": [dataclasses.asdict(p) for p in phases]}
+
+
+def test_the_analysis_bench_judges_a_series_of_sizes_run_by_run():
+    done = [{"records": 10_000_000, "runs": [_run(10_000_000, 2.0, 5.0, 300, 900)]},
+            {"records": 100_000_000, "runs": [_run(100_000_000, 4.0, 40.0, 500, 1500),
+                                              _run(100_000_000, 6.0, 30.0, 700, 1600),
+                                              _run(100_000_000, 4.5, 44.0, 600, 1400)]},
+            {"records": 1_000_000_000, "runs": [_run(1_000_000_000, 20.0, 600.0, 1100, 1700)]}]
+    rows = scale(done)
+    assert [r["records_per_s"] for r in rows] == [2_000_000, 2_500_000, 1_000_000_000 / 600]
+    assert rows[1]["report_s"] == [40.0, 30.0, 44.0] and rows[1]["report_spread"] == {"median": 40.0, "min": 30.0,
+                                                                                      "max": 44.0}
+    assert rows[1]["report_goal"] == "< 45 s: met in 3 of 3" and rows[1]["open_goal"] == "< 5 s: met in 2 of 3"
+    assert rows[0]["report_goal"] is None and rows[2]["open_goal"] is None  # goals are set for 100 M
+    assert [r["driver_heap_mib"] for r in rows] == [300, 700, 1100]
+    assert [r["executors_heap_mib"] for r in rows] == [900, 1600, 1700]
+    assert [r["heap_goal"] for r in rows] == ["<= 1,024 MiB: met"] * 2 + ["<= 1,024 MiB: missed"]
+    assert rows[0]["linear"] is None
+    assert rows[1]["linear"] == "1.25x the records/s of 10,000,000: linear"
+    assert rows[2]["linear"] == "0.67x the records/s of 100,000,000: slower than linear"
+    assert shortfalls(rows[0]) == []
+    assert shortfalls(rows[1]) == ["open < 5 s: met in 2 of 3"]
+    assert shortfalls(rows[2]) == ["driver heap <= 1,024 MiB: missed",
+                                   "0.67x the records/s of 100,000,000: slower than linear"]
+    # in local mode the executors share the driver's heap: no heap goal is judged
+    local = scale([{"records": 10_000_000, "runs": [_run(10_000_000, 2.0, 5.0, 1500)]}])
+    assert local[0]["executors_heap_mib"] is None and local[0]["heap_goal"] is None
 
 
 @pytest.fixture(scope="module")

@@ -224,13 +224,13 @@ class PairSketches:
     Counting every pair costs about three times a chain's pairing (four trace points: 12 pairs against 4 hops): it is
     worth it where a chain would be counted again (its trace points reordered, or cut into pipelines)."""
 
-    def __init__(self, app, channels: list):
-        self.app, self.channels, self._rows = app, list(channels), None
+    def __init__(self, app, channels: list, sample: int = 1):
+        self.app, self.channels, self.sample, self._rows = app, list(channels), sample, None
 
     @property
     def rows(self) -> pd.DataFrame:
         if self._rows is None:
-            self._rows = hop_sketches(self.app, self.channels, ordered_pairs(self.channels)).rows
+            self._rows = hop_sketches(self.app, self.channels, ordered_pairs(self.channels), sample=self.sample).rows
         return self._rows
 
     def chain(self, channels: list) -> HopSketches:
@@ -246,12 +246,14 @@ def _or_none(value):
 
 
 def hop_sketches(app, channels: list, hops: "list | None" = None, in_jvm: "bool | None" = None,
-                 extra=None) -> HopSketches:
+                 extra=None, sample: int = 1) -> HopSketches:
     """The sketches of every hop of `channels` (trace points in pipeline order), in one Spark job; `hops`: (hop,
     from position, to position) in `channels` instead of hops_of(channels) (the hops of several pipelines). Counted
     in the executors' JVMs where the session reads log files there (jvm_sketch_rows), else in Python workers
     (python_sketch_rows); `in_jvm` chooses. `extra`: records of trace points that no log file holds (a DataFrame of
-    COLUMNS, channel_id the position of their name in `channels`), paired with the files' records."""
+    COLUMNS, channel_id the position of their name in `channels`), paired with the files' records. `sample`: one
+    tuple id in `sample` (by a hash of the id, so every record of a tuple kept is kept) is paired, the others are
+    dropped as they are read."""
     from pyspark.sql import functions as F
 
     files = app.catalog.files_of(channels, "records")
@@ -261,6 +263,9 @@ def hop_sketches(app, channels: list, hops: "list | None" = None, in_jvm: "bool 
     in_jvm = bool(files) and reader.jvm_reader(app.spark) if in_jvm is None else in_jvm
     count = jvm_sketch_rows if in_jvm else python_sketch_rows
     records = frame.select(*COLUMNS)
+    if sample > 1:
+        records = records.where(F.pmod(F.xxhash64("tuple_id"), F.lit(sample)) == 0)
+        partitions = max(1, partitions // sample)
     if extra is not None:
         types = reader.spark_schema(schema)
         records = records.unionByName(extra.select(*(F.col(c).cast(types[c].dataType) for c in COLUMNS)))
