@@ -70,6 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default="local[2]", help="Spark master of the analysis (default local[2]; "
                         "local-cluster[2,1,4096] runs the executors in JVMs of their own, to see their heap apart)")
     parser.add_argument("--driver-memory", default="2g", help="the analysis driver's heap (default 2g)")
+    parser.add_argument("--executor-memory", default="2g", help="each executor's heap where they run in JVMs of their "
+                        "own (default 2g)")
     parser.add_argument("--app", help="analyse this application folder instead of making one")
     parser.add_argument("--out", help="make the folders and the reports here and keep them (default: a temporary "
                         "folder, removed)")
@@ -158,7 +160,7 @@ def _records(app: Path) -> int:
                if f.parent != app)  # the driver's tables are not records
 
 
-def _session(master: str, driver_memory: str, app_path: Path):
+def _session(master: str, driver_memory: str, app_path: Path, executor_memory: str = "2g"):
     from pyspark.sql import SparkSession
 
     from ...analysis.jvm_start import folder_bytes
@@ -168,7 +170,8 @@ def _session(master: str, driver_memory: str, app_path: Path):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
     # the plugin jar's reader reads the log files, and the JVM starts as the analysis's own session's does
     return start(SparkSession.builder.master(master).appName("cloudprofiler-bench-analysis")
-                 .config("spark.driver.memory", driver_memory).config("spark.ui.enabled", "false")
+                 .config("spark.driver.memory", driver_memory).config("spark.executor.memory", executor_memory)
+                 .config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false").config("spark.jars", jar_path()),
                  folder_bytes(str(app_path)))
 
@@ -193,7 +196,7 @@ def _executors_heap(spark) -> "int | None":
 def _report(app, output: str) -> None:
     from cloudprofiler.analysis.report import report
 
-    report(app, output)
+    report(app, output, quiet=True)  # the bench prints its table, not the report's findings
 
 
 def _analyses(app, first: str, last: str) -> list[tuple[str, object, bool]]:
@@ -219,8 +222,8 @@ def measure(app_path: Path, report_path: Path, args: argparse.Namespace) -> dict
     phases: list[Phase] = []
     about = {"app": str(app_path), "records": _records(app_path), "report": str(report_path), "phases": phases}
     try:
-        spark = _timed(phases, "start Spark", lambda: _session(args.master, args.driver_memory, app_path),
-                       reads_records=False)
+        spark = _timed(phases, "start Spark", lambda: _session(args.master, args.driver_memory, app_path,
+                                                               args.executor_memory), reads_records=False)
         if spark is None:
             return about
         try:
@@ -252,7 +255,7 @@ def _one_run(app_path: Path, report_path: Path, args: argparse.Namespace) -> dic
     result = report_path.parent / "run.json"
     argv = [sys.executable, "-m", "cloudprofiler.cli", "bench", "analysis", "--one-run", str(result), "--app",
             str(app_path), "--out", str(report_path.parent), "--master", args.master,
-            "--driver-memory", args.driver_memory]
+            "--driver-memory", args.driver_memory, "--executor-memory", args.executor_memory]
     done = subprocess.run(argv + (["--report-only"] if args.report_only else []), check=False)
     try:
         return json.loads(result.read_text())
