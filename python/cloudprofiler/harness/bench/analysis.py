@@ -16,6 +16,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -301,12 +302,7 @@ def series(args: argparse.Namespace) -> list[dict]:
 
 
 def _spread(values: list[float]) -> "dict[str, float] | None":
-    if not values:
-        return None
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    return {"median": median, "min": ordered[0], "max": ordered[-1]}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
 
 
 def scale(done: list[dict]) -> list[dict]:
@@ -403,6 +399,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"sizes": done, "scale": rows}, indent=1))
     else:
         for entry in done:
+            if not entry["runs"]:  # its folder could not be made
+                print(f"{entry['records']:,} records: {(entry['made'] or {}).get('error')}\n")
             for number, run_ in enumerate(entry["runs"]):
                 _print_run(run_, None if number else entry["made"])  # the folder is made once for its runs
                 print()
