@@ -15,6 +15,7 @@ ROLL = 256 << 10
 BATCH = 1 << 20  # the library's block (65,536 records of 16 bytes): a segment ends with the batch that passes ROLL
 IDS = 120_000  # per job
 JOBS = 4
+PACE_S = 0.05  # between the Python channel's Arrow batches (10,000 rows): a block fills in about 0.2 s
 
 
 def _snapshot(folder: Path) -> dict:
@@ -39,6 +40,11 @@ def run(tmp_path_factory):
     app = log_dir / spark.sparkContext.applicationId
     copies, done = {}, threading.Event()  # file -> sizes of the versions seen
 
+    def paced(batches):  # defined here: the Python workers cannot import this test's module
+        for batch in batches:
+            time.sleep(PACE_S)
+            yield batch
+
     def watch():
         seen = {}
         while not done.is_set():
@@ -54,8 +60,12 @@ def run(tmp_path_factory):
         for job in range(JOBS):
             spark.sql(f"select sum(t) from (select cp_trace('sqlroll', id) as t from range({job * IDS}, "
                       f"{(job + 1) * IDS}, 1, 2))").collect()
-            # one task: more than a block (65,536 records), which the worker's file passes ROLL with
-            cps.trace(spark.range(job * IDS, (job + 1) * IDS, numPartitions=1), "pyroll", "id").count()
+            # one task: several blocks of the worker's hand-off (32,768 records), the first of which passes ROLL.
+            # A block's segment is chosen as the executor takes it, and the roll comes once a write passed ROLL:
+            # blocks the executor took before it (a worker faster than the executor's writes, as on a loaded
+            # host) share the segment. Paced batches let the executor write each block before the next fills.
+            cps.trace(spark.range(job * IDS, (job + 1) * IDS, numPartitions=1).mapInArrow(paced, "id long"),
+                      "pyroll", "id").count()
             time.sleep(0.5)
         time.sleep(2)  # a last collection while the application runs
     finally:
