@@ -282,14 +282,14 @@ def series(args: argparse.Namespace) -> list[dict]:
     done = []
     try:
         for size in [None] if args.app else args.records:
-            folder = keep / f"records-{size}"
+            folder = keep if size is None else keep / f"records-{size}"
             app_path, made = (Path(args.app), None) if size is None else _made(folder, size, args)
             entry = {"records": size, "made": None if made is None else asdict(made), "runs": []}
             done.append(entry)
             if app_path is None:
                 continue
             for run in range(args.runs):
-                out = (keep if size is None else folder) / f"run-{run + 1}"
+                out = folder / f"run-{run + 1}"
                 out.mkdir(parents=True, exist_ok=True)
                 result = _one_run(app_path, out / "report.html", args)
                 entry["records"] = result.get("records", size)
@@ -299,10 +299,6 @@ def series(args: argparse.Namespace) -> list[dict]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return done
-
-
-def _spread(values: list[float]) -> "dict[str, float] | None":
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
 
 
 def scale(done: list[dict]) -> list[dict]:
@@ -317,12 +313,12 @@ def scale(done: list[dict]) -> list[dict]:
         row = {"records": records, "runs": len(runs)}
         for name, key in ((OPEN, "open"), (REPORT, "report")):
             seconds = [p[name].seconds for p in phases if name in p and p[name].error is None]
-            row[f"{key}_s"] = seconds
-            row[f"{key}_spread"] = _spread(seconds)
+            row[f"{key}_s"] = seconds  # every run's: their spread is the list's
+            row[f"{key}_median"] = statistics.median(seconds) if seconds else None
             goals = judge([p[name] for p in phases if name in p], records)
             row[f"{key}_goal"] = _goal_count([g["goal"] for g in goals], len(runs))
-        report = row["report_spread"]
-        row["records_per_s"] = records / report["median"] if report and report["median"] > 0 else None
+        report = row["report_median"]
+        row["records_per_s"] = records / report if report else None
         heaps = [p.heap_bytes for run in phases for p in run.values() if p.heap_bytes is not None]
         row["driver_heap_mib"] = max(heaps) / 2**20 if heaps else None
         executors = [r.get("executors_heap_peak_mib") for r in runs]
@@ -380,11 +376,9 @@ def _print_run(run: dict, made: "dict | None") -> None:
 
 
 def _seconds(row: dict, key: str) -> str:
-    spread = row[f"{key}_spread"]
-    if spread is None:
-        return "-"
-    each = ", ".join(f"{s:.1f}" for s in row[f"{key}_s"])
-    return each if len(row[f"{key}_s"]) == 1 else f"{each} (median {spread['median']:.1f})"
+    seconds = row[f"{key}_s"]
+    each = ", ".join(f"{s:.1f}" for s in seconds)
+    return each or "-" if len(seconds) < 2 else f"{each} (median {row[f'{key}_median']:.1f})"
 
 
 def run(args: argparse.Namespace) -> int:
