@@ -290,7 +290,7 @@ def series(args: argparse.Namespace) -> list[dict]:
                 continue
             for run in range(args.runs):
                 out = folder / f"run-{run + 1}"
-                out.mkdir(parents=True, exist_ok=True)
+                out.mkdir(mode=0o700, parents=True, exist_ok=True)
                 result = _one_run(app_path, out / "report.html", args)
                 entry["records"] = result.get("records", size)
                 entry["runs"].append(result)
@@ -383,9 +383,11 @@ def _seconds(row: dict, key: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from cloudprofiler.console import print_table
+    from cloudprofiler.private_files import replace_privately
 
     if args.one_run:
-        Path(args.one_run).write_text(json.dumps(measure(Path(args.app), Path(args.out) / "report.html", args)))
+        result = json.dumps(measure(Path(args.app), Path(args.out) / "report.html", args)).encode()
+        replace_privately(args.one_run, lambda out: out.write(result))  # this user's only, as the run's folder
         return 0
     done = series(args)
     rows = scale(done)
