@@ -23,7 +23,7 @@ import browser
 import cloudprofiler.spark as cps
 from cloudprofiler import tables
 from cloudprofiler.analysis import open_application
-from cloudprofiler.analysis.operator_hops import row_channels
+from cloudprofiler.analysis.operator_hops import row_channels, sourced_probes
 from cloudprofiler.analysis.reader import TASK_METRICS
 from cloudprofiler.harness.generator.emitter import Generator, GeneratorConfig
 from cloudprofiler.harness.maxtput import free_port_base
@@ -42,6 +42,8 @@ STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed
 # older than the machine's start is not timed from its event time)
 EVENTS_FROM_MS = int(time.time() * 1000) - 300_000
 GENERATED_NAME, GENERATED_RATE, GENERATED_S = "generated", 20_000, 3
+# the slowed query's files again, 3 a batch (2 batches), through its watermark, then a shuffle and a projection
+SHUFFLED_NAME, SHUFFLED_FILES = "shuffled", (3, 2)
 # a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
 # id % 10 < 5 through the broadcast join (one match each)
 CHAIN = (f"select count(*) c from range(0, {N}, 1, 4) r join (select id k from range(5)) s on r.id % 10 = s.k "
@@ -96,6 +98,7 @@ def app(tmp_path_factory):
     sc.setJobGroup("traced", "cp_trace points placed by hand beside the probes, on the same rows")
     assert spark.sql(TRACED).first().s == sum(range(0, N // 4, 3))
     _slowed_stream(spark, base)
+    _shuffled_stream(spark, base)
     _generator_stream(spark, base)
     tab = _cloudprofiler_tab(sc, base)
     tab["early"] = early
@@ -159,6 +162,18 @@ def _slowed_stream(spark, base: Path) -> None:
              .trigger(availableNow=True).option("checkpointLocation", str(base / "stream-checkpoint")).start())
     query.awaitTermination(120)
     assert [p["batchId"] for p in query.recentProgress] == list(range(STREAM_BATCHES))
+
+
+def _shuffled_stream(spark, base: Path) -> None:
+    """The slowed query's input files, SHUFFLED_FILES a batch: their event times through a watermark, then a shuffle
+    into 2 partitions and a projection past it (the projection keeps the event-time column)."""
+    shuffled = (spark.readStream.schema("v long, k long, t long").option("maxFilesPerTrigger", SHUFFLED_FILES[0])
+                .json(str(base / "stream-in")).select("k", "v", F.timestamp_millis("t").alias("t"))
+                .withWatermark("t", "1 hour").repartition(2, "k").select("k", (F.col("v") * 2).alias("v2"), "t"))
+    query = (shuffled.writeStream.queryName(SHUFFLED_NAME).format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(base / "shuffled-checkpoint")).start())
+    query.awaitTermination(120)
+    assert [p["numInputRows"] for p in query.recentProgress] == [n * STREAM_ROWS for n in SHUFFLED_FILES]
 
 
 def _generator_stream(spark, base: Path) -> None:
@@ -410,9 +425,9 @@ def test_without_operator_tables_the_application_analyses_and_the_section_says_h
 
 
 def _slowed_batches(app) -> pd.DataFrame:
-    """batches() of the slowed query (the generator's query runs beside it)."""
+    """batches() of the slowed query (the shuffled and the generator's queries run beside it)."""
     batches = app.batches().toPandas()
-    assert set(batches["query_name"]) == {STREAM_NAME, GENERATED_NAME}
+    assert set(batches["query_name"]) == {STREAM_NAME, SHUFFLED_NAME, GENERATED_NAME}
     return batches[batches["query_name"] == STREAM_NAME].reset_index(drop=True)
 
 
@@ -572,6 +587,42 @@ def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
         assert row["min_ns"] == row["max_ns"] == pytest.approx(truth, abs=5e6), batch
         # the driver committed the batch after its last task: the event-time lag it measured is at least this
         assert row["max_ns"] <= batches.loc[batch, "event_lag_max_ms"] * 1e6 + 5e6, batch
+
+
+def test_rows_past_a_shuffle_are_timed_from_their_event_time_to_each_operator(app):
+    """Known answer: past the shuffle the rows are new ones (other tasks), and the chain there logs its sampled rows'
+    event times (written 5 minutes ago, a millisecond apart) itself: each post-shuffle task's row 0 reaches the
+    shuffle's read and the projection after its task started and before it ended, less the event times its batch's
+    files hold. The sink is still timed from the watermark's own chain: each scan task's row 0."""
+    batches = app.batches().toPandas()
+    query_id = batches.loc[batches["query_name"] == SHUFFLED_NAME, "query_id"].iloc[0]
+    latency = app.source_latency(query_id).toPandas()
+    assert set(latency["source"]) == {"event_time"} and latency["err_max_ns"].isna().all()
+    assert sorted(latency["batch_id"].unique()) == [0, 1]
+    events_only = {probe for probe, (_, only) in sourced_probes(app).items() if only}
+    files = 0
+    for batch, count in enumerate(SHUFFLED_FILES):
+        tasks = app.tasks(streaming_query_id=query_id, streaming_batch_id=batch).toPandas()
+        assert tasks["stage_id"].nunique() == 2
+        scan, after = (tasks[tasks["stage_id"] == f(tasks["stage_id"])] for f in (min, max))
+        assert len(after) == 2  # the shuffle's 2 partitions
+        part = latency[latency["batch_id"] == batch]
+        past = part[part["probe_id"].isin(events_only)]
+        assert set(past["operator"]) == {"Project", "ShuffleQueryStage"} and (past["rows"] == 2).all(), part
+        below = part[~part["probe_id"].isin(events_only) & (part["operator"] != "sink")]
+        assert set(below["operator"]) == {"Project", "Scan json "} and (below["rows"] == len(scan)).all(), part
+        newest = app.timebase.t_ns_of_wall_ms(_event_ms(files + count - 1, STREAM_ROWS - 1))
+        oldest = app.timebase.t_ns_of_wall_ms(_event_ms(files, 0))
+        assert (past["min_ns"] >= after["start_t_ns"].min() - newest - 5e6).all(), (past, after)
+        assert (past["max_ns"] <= after["end_t_ns"].max() - oldest + 5e6).all(), (past, after)
+        # from below the shuffle: each scan task's row 0 (the first row of one of the batch's files), to the sink at
+        # the batch's last task's end
+        sink = part[part["operator"] == "sink"]
+        assert list(sink["rows"]) == [len(scan)]
+        first_rows = [app.timebase.t_ns_of_wall_ms(_event_ms(f, 0)) for f in (files, files + count - 1)]
+        end, [sunk] = tasks["end_t_ns"].max(), sink.itertuples()
+        assert end - first_rows[1] - 5e6 <= sunk.min_ns <= sunk.max_ns <= end - first_rows[0] + 5e6
+        files += count
 
 
 def test_the_report_gives_the_file_querys_latency_from_its_event_time_unbounded(app, report):

@@ -110,3 +110,8 @@ def test_on_spark_3_5_the_generator_source_delivers_every_tuple_once(tmp_path):
     assert seen["scanned"] == 40_000
     assert seen["paired"] == {"delivered": seen["sampled"], "emitted": seen["sampled"], "event_time": seen["sampled"]}
     assert seen["sunk"] == seen["paired"] and seen["event_vs_emitted_ns"] < 1e6
+    # past the shuffle each task's rows 0, 1024, ... are new ones, timed from their event time only, at the shuffle's
+    # read and the projection after it
+    assert seen["past_read"] == seen["rows"], seen
+    assert seen["past_shuffle"] == {"event_time Exchange": seen["past_sampled"],
+                                    "event_time Project": seen["past_sampled"]}, seen

@@ -53,12 +53,15 @@ def row_channels(app) -> dict:
 
 
 def sourced_probes(app) -> dict:
-    """probe id -> its channel, for every probe of a chain that starts at a source logging its rows (its first
-    probe's metadata says so: source_rows)."""
-    key = tables.channel("operator_rows").keys["source"]
+    """probe id -> (its channel, whether its chain's rows have event times only), for every probe of a chain that
+    starts at a source logging its rows (its first probe's metadata says so: source_rows). Event times only: a chain
+    past an exchange above a watermark, whose rows are new ones (another task's), logged at their event time and at no
+    other source TSC."""
+    keys = tables.channel("operator_rows").keys
     files = list(_row_files(app))
-    starts = {probe for f, probe, _ in files if f.meta.get(key) == "true"}
-    return {probe: f.channel for f, probe, first in files if first in starts}
+    starts = {probe: f.meta.get(keys["events_only"]) == "true" for f, probe, _ in files
+              if f.meta.get(keys["source"]) == "true"}
+    return {probe: (f.channel, starts[first]) for f, probe, first in files if first in starts}
 
 
 def operator_hops(app, **scope):

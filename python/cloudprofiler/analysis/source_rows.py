@@ -13,14 +13,16 @@ places them.
 From the event time, whatever the source: below a watermark, the chain's top probe logs each sampled row's event time
 (`spark.source.event_time`, at the TSC its executor read when its wall clock read that time) and its chain's first
 probe counts as a source's, so the same pass times those rows from their event time. The wall clock of what stamped
-the event and the executor's are not calibrated: such a latency has no bound (err_max_ns null).
+the event and the executor's are not calibrated: such a latency has no bound (err_max_ns null). Past a shuffle above
+the watermark, where a chain's top still outputs the event-time column, that top logs its rows' event times too (new
+rows, another task's ids), and its first probe says the chain is of event times only (`operator.events_only`).
 
-To the sink: a record that reached the chain's top (the last operator that keeps its identity) is in its batch's
-output once the batch's last task has ended (its TSC record, spark.task.end), past any exchange or aggregation above
-it; the sink commits the batch on the driver next. Each record paired at the chain's top gets a record of that end
-(same tuple id, the end's TSC and clock domain), so the hop to it is counted, with its bound where the source and
-the last task ran on different hosts, by the same pass. It is the operator SINK at position 0, before the plan's
-first."""
+To the sink: a record that reached the top of the source's own chain (the last operator that keeps its identity; not
+a chain of event times only, whose rows have no delivery or emission) is in its batch's output once the batch's last
+task has ended (its TSC record, spark.task.end), past any exchange or aggregation above it; the sink commits the
+batch on the driver next. Each record paired at the chain's top gets a record of that end (same tuple id, the end's
+TSC and clock domain), so the hop to it is counted, with its bound where the source and the last task ran on
+different hosts, by the same pass. It is the operator SINK at position 0, before the plan's first."""
 from __future__ import annotations
 
 import pandas as pd
@@ -106,14 +108,18 @@ def _sketches(app, streaming_query_id):
               .select(*BATCH, "position", "probe_id", "operator").collect())
     if not placed:
         return None, None
-    tops = {}  # batch -> (position, channel) of its chain's top: the first of its probes in the plan's order
+    # batch -> (position, channel) of its source's chain's top: the first of its probes in the plan's order; a chain
+    # past an exchange has other rows, whose source records are their event times only
+    tops = {}
     for row in placed:
-        batch, top = tuple(row[k] for k in BATCH), (row["position"], probes[row["probe_id"]])
-        tops[batch] = min(tops.get(batch, top), top)
-    channels = list(sources.values()) + sorted({probes[r["probe_id"]] for r in placed})
+        channel, events_only = probes[row["probe_id"]]
+        if not events_only:
+            batch, top = tuple(row[k] for k in BATCH), (row["position"], channel)
+            tops[batch] = min(tops.get(batch, top), top)
+    channels = list(sources.values()) + sorted({probes[r["probe_id"]][0] for r in placed})
     sunk, sink_records = _sink_records(app, streaming_query_id, {b: c for b, (_, c) in tops.items()}, len(channels))
     index = {c: i for i, c in enumerate(channels)}
-    targets = [(row.asDict(), index[probes[row["probe_id"]]]) for row in placed]
+    targets = [(row.asDict(), index[probes[row["probe_id"]][0]]) for row in placed]
     targets += [({**dict(zip(BATCH, batch)), "position": SINK_POSITION, "probe_id": None, "operator": SINK},
                  len(channels) + n) for n, batch in enumerate(sunk)]
     rows, hops = [], []

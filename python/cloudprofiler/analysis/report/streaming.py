@@ -37,9 +37,10 @@ def gather(app, data) -> None:
     shown = list(batches["query_id"].unique())
     per_batch, lifetime = latency_rows(app, shown)  # one pass over the records for both
     data.source_latency, data.source_lifetime = pd.DataFrame(per_batch), pd.DataFrame(lifetime)
-    windows = {query: trend_windows(part) for query, part in batches.groupby("query_id")}
-    compared = sorted({int(b) for first, latest in windows.values() if first is not None
-                       for b in [*first["batch_id"], *latest["batch_id"]]})
+    # a query of fewer than 4 batches has none to compare, beside one that has
+    windows = {query: trend for query, part in batches.groupby("query_id")
+               if (trend := trend_windows(part))[0] is not None}
+    compared = sorted({int(b) for first, latest in windows.values() for b in [*first["batch_id"], *latest["batch_id"]]})
     if not compared or batches["operators_s"].isna().all():
         return
     ops = (app.batch_operators(list(windows)).where(F.col("batch_id").isin(*compared))

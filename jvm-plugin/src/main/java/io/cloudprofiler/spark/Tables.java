@@ -79,7 +79,9 @@ public final class Tables {
         "first_probe",
         OperatorRows.FIRST_PROBE_KEY,
         "source",
-        OperatorRows.SOURCE_KEY);
+        OperatorRows.SOURCE_KEY,
+        "events_only",
+        OperatorRows.EVENTS_ONLY_KEY);
     out.append(",\n");
     channel(
         out,

@@ -7,6 +7,7 @@ import java.util.Map;
 import java.util.Set;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.exchange.Exchange;
 import org.apache.spark.sql.execution.joins.HashJoin;
 import org.apache.spark.sql.types.TimestampType;
 
@@ -23,9 +24,23 @@ import org.apache.spark.sql.types.TimestampType;
  * reading the event time there for a sampled row changes nothing the query computes. The time is a
  * timestamp (microseconds since the epoch on the clock of whatever stamped the event); a timestamp
  * without time zone is no instant and is left out.
+ *
+ * <p>Past an exchange above a watermark the rows are new ones to the probes (another task, other
+ * ordinals), but where a chain's top still outputs the event-time column (the attribute Spark marks
+ * with the watermark's delay: a repartition, a stream-stream join, a deduplication keep it) its top
+ * logs their event times too, and its first probe counts as a source's, marked as one of event
+ * times only ({@link #eventsOnly}): the source's delivery and emission records, and the sink's,
+ * belong to the rows of the watermark's own chain. One such chain per stage, and none in a stage
+ * that holds a watermark or a source that logs its rows: the chains of one task number their rows
+ * alike, and two that both logged event times would give one id two of them.
  */
 final class EventTimes {
   private static final String WATERMARK = "EventTimeWatermark";
+
+  /**
+   * The metadata key Spark puts on the event-time column's attribute (EventTimeWatermark.delayKey).
+   */
+  private static final String DELAY_KEY = "spark.watermarkDelayMs";
 
   /** The chains' tops, by operator (identity): the event time's ordinal in their output. */
   final Map<SparkPlan, Integer> tops = new IdentityHashMap<>();
@@ -33,12 +48,21 @@ final class EventTimes {
   /** The chains' first operators (identity). */
   final Set<SparkPlan> firsts = Collections.newSetFromMap(new IdentityHashMap<>());
 
+  /** Of {@link #firsts}, those of chains past an exchange, whose rows have event times only. */
+  final Set<SparkPlan> eventsOnly = Collections.newSetFromMap(new IdentityHashMap<>());
+
+  /** The stages (by the exchange above them, or the plan's root) that hold such a chain. */
+  private final Set<SparkPlan> stagesWithChain = Collections.newSetFromMap(new IdentityHashMap<>());
+
   private EventTimes() {}
 
   /** The chains below the watermarks of {@code plan}, with the rows' sample {@code rows} (XoY). */
   static EventTimes of(SparkPlan plan, long[] rows) {
     EventTimes found = new EventTimes();
-    if (rows[0] != 0) found.search(plan, rows);
+    if (rows[0] != 0) {
+      found.search(plan, rows);
+      found.pastExchanges(plan, null, plan, rows);
+    }
     return found;
   }
 
@@ -57,18 +81,77 @@ final class EventTimes {
     SparkPlan top = ScalaLists.toJava(watermark.children(), SparkPlan.class).get(0);
     int ordinal = ordinal(top, eventTime(watermark));
     if (ordinal < 0 || !OperatorProbes.probed(top, watermark)) return;
-    SparkPlan parent = watermark, node = top;
+    SparkPlan first = first(top, watermark, rows);
+    if (first == null) return;
+    tops.put(top, ordinal);
+    firsts.add(first);
+  }
+
+  /**
+   * The chains whose top outputs the event-time column past an exchange above a watermark, in
+   * {@code node}'s subtree; {@code stage}: the exchange above {@code node} (or the plan's root: a
+   * stage that adaptive execution plans apart ends at its query stages, leaves of its plan).
+   */
+  private void pastExchanges(SparkPlan node, SparkPlan parent, SparkPlan stage, long[] rows) {
+    List<SparkPlan> children = ScalaLists.toJava(node.children(), SparkPlan.class);
+    if (!stagesWithChain.contains(stage) && top(node, parent, rows)) {
+      int ordinal = markedEventTime(node);
+      SparkPlan first = ordinal < 0 ? null : first(node, parent, rows);
+      if (first != null && !holdsReadsOrSources(stage)) {
+        tops.put(node, ordinal);
+        firsts.add(first);
+        eventsOnly.add(first);
+        stagesWithChain.add(stage);
+      }
+    }
+    for (SparkPlan child : children)
+      pastExchanges(child, node, node instanceof Exchange ? node : stage, rows);
+  }
+
+  /**
+   * Whether {@code node} is probed and the last of a chain: the plan's root (adaptive execution
+   * plans each stage apart) or below a parent that does not pass its rows on.
+   */
+  private static boolean top(SparkPlan node, SparkPlan parent, long[] rows) {
+    if (!OperatorProbes.probed(node, parent)) return false;
+    if (OperatorProbes.chain(node, parent, rows) == ProbeMetrics.NO_CHAIN) return false;
+    return parent == null || !(OperatorRows.keepsRows(parent) && streamed(parent) == node);
+  }
+
+  /** The first operator of the chain whose top is {@code top}, or null where it has none. */
+  private static SparkPlan first(SparkPlan top, SparkPlan parent, long[] rows) {
+    SparkPlan node = top;
     int chain = OperatorProbes.chain(node, parent, rows);
     while (chain == ProbeMetrics.NEXT) {
       SparkPlan next = streamed(node);
-      if (!OperatorProbes.probed(next, node)) return;
+      if (!OperatorProbes.probed(next, node)) return null;
       parent = node;
       node = next;
       chain = OperatorProbes.chain(node, parent, rows);
     }
-    if (chain != ProbeMetrics.FIRST) return;
-    tops.put(top, ordinal);
-    firsts.add(node);
+    return chain == ProbeMetrics.FIRST ? node : null;
+  }
+
+  /**
+   * Whether {@code stage} (the exchange above it, or the plan's root) holds a watermark or a source
+   * that logs its rows, whose chains number the same task's rows.
+   */
+  private static boolean holdsReadsOrSources(SparkPlan stage) {
+    if (!(stage instanceof Exchange)) return readsOrSources(stage);
+    for (SparkPlan child : ScalaLists.toJava(stage.children(), SparkPlan.class)) {
+      if (readsOrSources(child)) return true;
+    }
+    return false;
+  }
+
+  /** Whether {@code node}'s subtree, down to the exchanges, holds a watermark or such a source. */
+  private static boolean readsOrSources(SparkPlan node) {
+    if (reads(node) || SourceRows.converts(node)) return true;
+    if (node instanceof Exchange) return false;
+    for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class)) {
+      if (readsOrSources(child)) return true;
+    }
+    return false;
   }
 
   /** The child whose rows {@code node} (which keeps rows: {@link OperatorRows}) passes on. */
@@ -87,6 +170,20 @@ final class EventTimes {
     } catch (ReflectiveOperationException | ClassCastException e) {
       return null;
     }
+  }
+
+  /**
+   * The ordinal of the first timestamp column of {@code node}'s output that carries a watermark's
+   * delay (a watermark below marks it), else -1.
+   */
+  private static int markedEventTime(SparkPlan node) {
+    List<Attribute> output = ScalaLists.toJava(node.output(), Attribute.class);
+    for (int i = 0; i < output.size(); i++) {
+      Attribute column = output.get(i);
+      if (column.dataType() instanceof TimestampType && column.metadata().contains(DELAY_KEY))
+        return i;
+    }
+    return -1;
   }
 
   /** The ordinal of {@code column} in {@code node}'s output where it is a timestamp, else -1. */

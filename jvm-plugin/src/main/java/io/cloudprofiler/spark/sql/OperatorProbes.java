@@ -149,6 +149,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             OperatorRows.keepsCount(node) || (parent != null && OperatorRows.keepsCount(parent)),
             chain == ProbeMetrics.FIRST
                 && (SourceRows.converts(node) || events.firsts.contains(node)),
+            chain == ProbeMetrics.FIRST && events.eventsOnly.contains(node),
             events.tops.getOrDefault(node, ProbeMetrics.NO_EVENT_TIME),
             rows[0],
             rows[1]);

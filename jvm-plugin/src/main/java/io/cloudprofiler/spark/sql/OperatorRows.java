@@ -54,6 +54,12 @@ public final class OperatorRows {
    */
   public static final String SOURCE_KEY = "operator.source";
 
+  /**
+   * "true" at the first probe of a chain past an exchange above a watermark, whose rows have their
+   * event times logged and no other source record ({@link EventTimes}).
+   */
+  public static final String EVENTS_ONLY_KEY = "operator.events_only";
+
   static final int ROW_BITS = 32;
 
   /**
@@ -252,9 +258,13 @@ public final class OperatorRows {
   }
 
   private static long open(ProbeMetrics probe, long firstProbe) {
-    String[] keys = {"spark.event", PROBE_KEY, FIRST_PROBE_KEY, SOURCE_KEY};
+    String[] keys = {"spark.event", PROBE_KEY, FIRST_PROBE_KEY, SOURCE_KEY, EVENTS_ONLY_KEY};
     String[] values = {
-      EVENT, String.valueOf(probe.probe), String.valueOf(firstProbe), String.valueOf(probe.source)
+      EVENT,
+      String.valueOf(probe.probe),
+      String.valueOf(firstProbe),
+      String.valueOf(probe.source),
+      String.valueOf(probe.eventsOnly)
     };
     return CloudProfiler.openChannel(
         CHANNEL_PREFIX + probe.probe, "xoy", new long[] {probe.rowsX, probe.rowsY}, keys, values);

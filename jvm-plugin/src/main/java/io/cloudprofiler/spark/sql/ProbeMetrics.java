@@ -49,6 +49,13 @@ public final class ProbeMetrics implements Serializable {
   final boolean source;
 
   /**
+   * Whether it is the first probe of a chain past an exchange whose rows have event times only
+   * ({@link EventTimes}): no delivery or emission records, and not the chain the sink is timed
+   * from.
+   */
+  final boolean eventsOnly;
+
+  /**
    * Where it is the top of a chain whose rows a streaming query's watermark reads: the ordinal of
    * their event time in its operator's output (a timestamp column), whose value each sampled row is
    * logged at ({@link SourceRows#logEventTime}); else {@link #NO_EVENT_TIME}.
@@ -73,6 +80,7 @@ public final class ProbeMetrics implements Serializable {
       long rowsOf,
       boolean udfEnd,
       boolean source,
+      boolean eventsOnly,
       int eventTime,
       long rowsX,
       long rowsY) {
@@ -81,6 +89,7 @@ public final class ProbeMetrics implements Serializable {
     this.rowsOf = rowsOf;
     this.udfEnd = udfEnd;
     this.source = source;
+    this.eventsOnly = eventsOnly;
     this.eventTime = eventTime;
     this.rowsX = rowsX;
     this.rowsY = rowsY;
