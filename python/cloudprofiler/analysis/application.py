@@ -46,7 +46,7 @@ class Application:
         check_local_folder(str(path))
         self.spark = spark
         self.path = str(path).rstrip("/") or str(path)
-        self._kept = {}  # name -> a persisted DataFrame (_keep)
+        self._kept = {}  # name -> a persisted DataFrame (keep)
         self.catalog = self._catalog()
         self.probes = reader.read_table(spark, "calibration", self._table_file("calibration"))
         domains = reader.read_table(spark, "tsc_domains", self._table_file("tsc_domains"))
@@ -148,22 +148,23 @@ class Application:
                 for f in self.catalog.logs]
         return self.spark.createDataFrame(data, FILES_DDL)
 
-    def _keep(self, name: str, make):
-        """The DataFrame `make()` built once and persisted (memory, then disk), for every later call."""
+    def keep(self, name: str, make):
+        """The DataFrame `make()` built once and persisted (memory, then disk), for every later call (the analyses'
+        frames that several of them read: the task table, the attempts, the streaming batches' operators)."""
         if name not in self._kept:
             self._kept[name] = make().persist()
         return self._kept[name]
 
     def release(self) -> None:
-        """Drop what the analyses keep in the session's cache (the task table and attempts); the next call that
-        needs them reads them again."""
+        """Drop what the analyses keep in the session's cache (keep: the task table, the attempts, ...); the next call
+        that needs them reads them again."""
         for frame in self._kept.values():
             frame.unpersist()
         self._kept.clear()
 
     def task_table(self):
         """Every task attempt, as the driver wrote it (published every collect interval and at application end)."""
-        return self._keep("task_table", lambda: self._table("tasks"))
+        return self.keep("task_table", lambda: self._table("tasks"))
 
     def calibration_probes(self):
         """Every calibration probe of every round (empty without calibration)."""
@@ -205,7 +206,7 @@ class Application:
         connect_session_id, connect_operation_id, streaming_query_id, streaming_batch_id (tasks.in_scope). A filter
         of another name or type raises InvalidArgumentError naming it (tasks.check_scope)."""
         tasks_module.check_scope("tasks", scope)
-        return tasks_module.in_scope(self._keep("tasks", self._all_tasks), **scope)
+        return tasks_module.in_scope(self.keep("tasks", self._all_tasks), **scope)
 
     def _all_tasks(self):
         """tasks() of every attempt, in partitions of about CACHED_TASKS attempts: the joins' shuffle left 200,

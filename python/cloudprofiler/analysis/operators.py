@@ -62,7 +62,14 @@ def operator_tasks(app, **scope):
     """One row per probe and task attempt of the attempts in `scope` (tasks.in_scope): task_attempt_id, probe_id,
     parent_probe_id, operator, sql_execution_id, stage_id, partition, executor_id, rows, rows_read (its children's
     rows in the same task; null for none), inclusive_s, inclusive_err_s, exclusive_s (clipped at 0),
-    exclusive_err_s, clipped (the estimate came out negative)."""
+    exclusive_err_s, clipped (the estimate came out negative). Those of every attempt are computed once and kept:
+    the stragglers, operators() and the streaming batches' operators read them in turn."""
+    if not scope:
+        return app.keep("operator_tasks", lambda: _operator_tasks(app))
+    return _operator_tasks(app, **scope)
+
+
+def _operator_tasks(app, **scope):
     rates, default = tsc_hz_of_executors(app)
     nodes = app.operator_nodes().dropDuplicates(["probe_id"]).select("probe_id", "parent_probe_id", "operator")
     attempts = _attempts(app, **scope)
