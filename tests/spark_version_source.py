@@ -48,7 +48,7 @@ def main(endpoint: str, tuples: int) -> dict:
     tasks = app.operator_tasks().toPandas()
     counted = tasks[tasks["probe_id"].isin(scan["probe_id"])]
     # past the shuffle: the chain marked as of event times only, from the shuffle's read (Exchange) up
-    events_only = {probe for probe, (_, only) in sourced_probes(app).items() if only}
+    events_only = {probe for probe, sourced in sourced_probes(app).items() if sourced.events_only}
     past = latency[latency["probe_id"].isin(events_only)]
     read = tasks[tasks["probe_id"].isin(past.loc[past["operator"] == "Exchange", "probe_id"])]
     return {"pyspark": pyspark.__version__, "rows": seen["rows"], "ids": seen["ids"],

@@ -42,8 +42,8 @@ STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed
 # older than the machine's start is not timed from its event time)
 EVENTS_FROM_MS = int(time.time() * 1000) - 300_000
 GENERATED_NAME, GENERATED_RATE, GENERATED_S = "generated", 20_000, 3
-# the slowed query's files again, 3 a batch (2 batches), through its watermark, then a shuffle and a projection
-SHUFFLED_NAME, SHUFFLED_FILES = "shuffled", (3, 2)
+# the slowed query's files again, 3 a batch (2 batches), read twice and joined by value past their watermarks
+SHUFFLED_NAME, SHUFFLED_FILES = "joined", (3, 2)
 # a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
 # id % 10 < 5 through the broadcast join (one match each)
 CHAIN = (f"select count(*) c from range(0, {N}, 1, 4) r join (select id k from range(5)) s on r.id % 10 = s.k "
@@ -165,15 +165,21 @@ def _slowed_stream(spark, base: Path) -> None:
 
 
 def _shuffled_stream(spark, base: Path) -> None:
-    """The slowed query's input files, SHUFFLED_FILES a batch: their event times through a watermark, then a shuffle
-    into 2 partitions and a projection past it (the projection keeps the event-time column)."""
-    shuffled = (spark.readStream.schema("v long, k long, t long").option("maxFilesPerTrigger", SHUFFLED_FILES[0])
-                .json(str(base / "stream-in")).select("k", "v", F.timestamp_millis("t").alias("t"))
-                .withWatermark("t", "1 hour").repartition(2, "k").select("k", (F.col("v") * 2).alias("v2"), "t"))
-    query = (shuffled.writeStream.queryName(SHUFFLED_NAME).format("noop").trigger(availableNow=True)
-             .option("checkpointLocation", str(base / "shuffled-checkpoint")).start())
+    """A stream-stream join: the slowed query's input files on both sides, SHUFFLED_FILES a batch, each side's event
+    times through a watermark, joined on their value (one match each) in 2 shuffle partitions, and a projection past
+    the join that keeps one side's event-time column."""
+    def side(name: str):
+        return (spark.readStream.schema("v long, k long, t long").option("maxFilesPerTrigger", SHUFFLED_FILES[0])
+                .json(str(base / "stream-in"))
+                .select(F.col("v").alias(f"v{name}"), F.timestamp_millis("t").alias(f"t{name}"))
+                .withWatermark(f"t{name}", "1 hour"))
+
+    joined = (side("a").join(side("b"), F.expr("va = vb and tb between ta - interval 1 minute and ta"))
+              .select((F.col("va") * 2).alias("v2"), "ta"))
+    query = (joined.writeStream.queryName(SHUFFLED_NAME).format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(base / "joined-checkpoint")).start())
     query.awaitTermination(120)
-    assert [p["numInputRows"] for p in query.recentProgress] == [n * STREAM_ROWS for n in SHUFFLED_FILES]
+    assert [p["numInputRows"] for p in query.recentProgress] == [2 * n * STREAM_ROWS for n in SHUFFLED_FILES]
 
 
 def _generator_stream(spark, base: Path) -> None:
@@ -590,35 +596,36 @@ def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
 
 
 def test_rows_past_a_shuffle_are_timed_from_their_event_time_to_each_operator(app):
-    """Known answer: past the shuffle the rows are new ones (other tasks), and the chain there logs its sampled rows'
-    event times (written 5 minutes ago, a millisecond apart) itself: each post-shuffle task's row 0 reaches the
-    shuffle's read and the projection after its task started and before it ended, less the event times its batch's
-    files hold. The sink is still timed from the watermark's own chain: each scan task's row 0."""
+    """Known answer: past the shuffle the joined rows are new ones (other tasks), and the chain there logs its sampled
+    rows' event times (written 5 minutes ago, a millisecond apart) itself: each join task's row 0 reaches the join
+    and the projection after its task started and before it ended, less the event times its batch's files hold. The
+    sink is timed from each side's own chain below its watermark: each scan task's row 0, of both sides."""
     batches = app.batches().toPandas()
     query_id = batches.loc[batches["query_name"] == SHUFFLED_NAME, "query_id"].iloc[0]
     latency = app.source_latency(query_id).toPandas()
     assert set(latency["source"]) == {"event_time"} and latency["err_max_ns"].isna().all()
     assert sorted(latency["batch_id"].unique()) == [0, 1]
-    events_only = {probe for probe, (_, only) in sourced_probes(app).items() if only}
+    events_only = {probe for probe, sourced in sourced_probes(app).items() if sourced.events_only}
     files = 0
     for batch, count in enumerate(SHUFFLED_FILES):
         tasks = app.tasks(streaming_query_id=query_id, streaming_batch_id=batch).toPandas()
-        assert tasks["stage_id"].nunique() == 2
-        scan, after = (tasks[tasks["stage_id"] == f(tasks["stage_id"])] for f in (min, max))
+        assert tasks["stage_id"].nunique() == 3  # each side's scan, the join
+        after = tasks[tasks["stage_id"] == tasks["stage_id"].max()]
+        scans = tasks.groupby("stage_id").size().drop(after["stage_id"].iloc[0])
         assert len(after) == 2  # the shuffle's 2 partitions
         part = latency[latency["batch_id"] == batch]
         past = part[part["probe_id"].isin(events_only)]
-        assert set(past["operator"]) == {"Project", "ShuffleQueryStage"} and (past["rows"] == 2).all(), part
+        assert set(past["operator"]) == {"StreamingSymmetricHashJoin", "Project"} and (past["rows"] == 2).all(), part
         below = part[~part["probe_id"].isin(events_only) & (part["operator"] != "sink")]
-        assert set(below["operator"]) == {"Project", "Scan json "} and (below["rows"] == len(scan)).all(), part
+        assert len(below) >= 4 and below["rows"].isin(list(scans)).all(), part  # each side's scan tasks' row 0
         newest = app.timebase.t_ns_of_wall_ms(_event_ms(files + count - 1, STREAM_ROWS - 1))
         oldest = app.timebase.t_ns_of_wall_ms(_event_ms(files, 0))
         assert (past["min_ns"] >= after["start_t_ns"].min() - newest - 5e6).all(), (past, after)
         assert (past["max_ns"] <= after["end_t_ns"].max() - oldest + 5e6).all(), (past, after)
-        # from below the shuffle: each scan task's row 0 (the first row of one of the batch's files), to the sink at
-        # the batch's last task's end
+        # from below the shuffle, both sides: each scan task's row 0 (the first row of one of the batch's files), to
+        # the sink at the batch's last task's end
         sink = part[part["operator"] == "sink"]
-        assert list(sink["rows"]) == [len(scan)]
+        assert list(sink["rows"]) == [scans.sum()], (sink, scans)
         first_rows = [app.timebase.t_ns_of_wall_ms(_event_ms(f, 0)) for f in (files, files + count - 1)]
         end, [sunk] = tasks["end_t_ns"].max(), sink.itertuples()
         assert end - first_rows[1] - 5e6 <= sunk.min_ns <= sunk.max_ns <= end - first_rows[0] + 5e6

@@ -9,6 +9,8 @@ probe (`operator.first_probe`). A hop joins a probe to the probe of the operator
 counted in one pass by hops.hop_sketches, as the trace points' hops are."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pyspark.sql import functions as F
 
 from .. import tables
@@ -52,16 +54,23 @@ def row_channels(app) -> dict:
     return {probe: (f.channel, first) for f, probe, first in _row_files(app)}
 
 
+class Sourced(NamedTuple):
+    """A probe of a chain that starts at a source logging its rows: its channel, its chain's first probe, and whether
+    the chain's rows have event times only (a chain past an exchange above a watermark, whose rows are new ones,
+    another task's, logged at their event time and at no other source TSC)."""
+    channel: str
+    first: int
+    events_only: bool
+
+
 def sourced_probes(app) -> dict:
-    """probe id -> (its channel, whether its chain's rows have event times only), for every probe of a chain that
-    starts at a source logging its rows (its first probe's metadata says so: source_rows). Event times only: a chain
-    past an exchange above a watermark, whose rows are new ones (another task's), logged at their event time and at no
-    other source TSC."""
+    """probe id -> Sourced, for every probe of a chain that starts at a source logging its rows (its first probe's
+    metadata says so: source_rows)."""
     keys = tables.channel("operator_rows").keys
     files = list(_row_files(app))
     starts = {probe: f.meta.get(keys["events_only"]) == "true" for f, probe, _ in files
               if f.meta.get(keys["source"]) == "true"}
-    return {probe: (f.channel, starts[first]) for f, probe, first in files if first in starts}
+    return {probe: Sourced(f.channel, first, starts[first]) for f, probe, first in files if first in starts}
 
 
 def operator_hops(app, **scope):

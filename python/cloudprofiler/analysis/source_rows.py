@@ -17,12 +17,13 @@ the event and the executor's are not calibrated: such a latency has no bound (er
 the watermark, where a chain's top still outputs the event-time column, that top logs its rows' event times too (new
 rows, another task's ids), and its first probe says the chain is of event times only (`operator.events_only`).
 
-To the sink: a record that reached the top of the source's own chain (the last operator that keeps its identity; not
-a chain of event times only, whose rows have no delivery or emission) is in its batch's output once the batch's last
-task has ended (its TSC record, spark.task.end), past any exchange or aggregation above it; the sink commits the
-batch on the driver next. Each record paired at the chain's top gets a record of that end (same tuple id, the end's
-TSC and clock domain), so the hop to it is counted, with its bound where the source and the last task ran on
-different hosts, by the same pass. It is the operator SINK at position 0, before the plan's first."""
+To the sink: a record that reached the top of its source's chain (the last operator that keeps its identity; each
+side of a join has its own; not a chain of event times only, whose rows have no delivery or emission) is in its
+batch's output once the batch's last task has ended (its TSC record, spark.task.end), past any exchange or
+aggregation above it; the sink commits the batch on the driver next. Each record paired at the chain's top gets a
+record of that end (same tuple id, the end's TSC and clock domain), so the hop to it is counted, with its bound
+where the source and the last task ran on different hosts, by the same pass. It is the operator SINK at position 0,
+before the plan's first."""
 from __future__ import annotations
 
 import pandas as pd
@@ -77,16 +78,17 @@ def _last_task_ends(app, streaming_query_id) -> dict:
 
 
 def _sink_records(app, streaming_query_id, tops: dict, first_position: int) -> tuple:
-    """(batches, records): the batches of `tops` (batch -> the channel of its chain's top) whose last task's end is
+    """(batches, records): the batches of `tops` (batch -> the channels of its chains' tops) whose last task's end is
     known, and a trace point's records for each, its channel_id first_position + its index in `batches`: one per
-    record of the batch's top, at that end."""
+    record of each of the batch's tops, at that end."""
     ends = _last_task_ends(app, streaming_query_id)
     batches = [batch for batch in tops if batch in ends]
     if not batches:
         return [], None
-    top_ids = {channel: i for i, channel in enumerate(sorted({tops[b] for b in batches}))}
+    top_ids = {channel: i for i, channel in enumerate(sorted({c for b in batches for c in tops[b]}))}
     sinks = app.spark.createDataFrame(
-        [(*batch, top_ids[tops[batch]], first_position + n, *ends[batch]) for n, batch in enumerate(batches)],
+        [(*batch, top_ids[top], first_position + n, *ends[batch]) for n, batch in enumerate(batches)
+         for top in tops[batch]],
         "query_id string, run_id string, batch_id long, top_id int, channel_id int, tsc long, domain_id int")
     schema = reader.project(reader.RECORD_SCHEMA, ("tuple_id", "channel_id"))
     reached = (reader.log_frame(app.spark, app.catalog.files_of(list(top_ids), "records"), app.timebase, schema,
@@ -108,18 +110,22 @@ def _sketches(app, streaming_query_id):
               .select(*BATCH, "position", "probe_id", "operator").collect())
     if not placed:
         return None, None
-    # batch -> (position, channel) of its source's chain's top: the first of its probes in the plan's order; a chain
-    # past an exchange has other rows, whose source records are their event times only
+    # (batch, first probe) -> (position, channel) of the top of each of its sources' chains (both sides of a join
+    # each have theirs): the first of its probes in the plan's order; not a chain past an exchange, whose rows are
+    # others, their source records their event times only
     tops = {}
     for row in placed:
-        channel, events_only = probes[row["probe_id"]]
-        if not events_only:
-            batch, top = tuple(row[k] for k in BATCH), (row["position"], channel)
-            tops[batch] = min(tops.get(batch, top), top)
-    channels = list(sources.values()) + sorted({probes[r["probe_id"]][0] for r in placed})
-    sunk, sink_records = _sink_records(app, streaming_query_id, {b: c for b, (_, c) in tops.items()}, len(channels))
+        probe = probes[row["probe_id"]]
+        if not probe.events_only:
+            chain, top = (tuple(row[k] for k in BATCH), probe.first), (row["position"], probe.channel)
+            tops[chain] = min(tops.get(chain, top), top)
+    batch_tops = {}
+    for (batch, _), (_, channel) in sorted(tops.items()):
+        batch_tops.setdefault(batch, []).append(channel)
+    channels = list(sources.values()) + sorted({probes[r["probe_id"]].channel for r in placed})
+    sunk, sink_records = _sink_records(app, streaming_query_id, batch_tops, len(channels))
     index = {c: i for i, c in enumerate(channels)}
-    targets = [(row.asDict(), index[probes[row["probe_id"]][0]]) for row in placed]
+    targets = [(row.asDict(), index[probes[row["probe_id"]].channel]) for row in placed]
     targets += [({**dict(zip(BATCH, batch)), "position": SINK_POSITION, "probe_id": None, "operator": SINK},
                  len(channels) + n) for n, batch in enumerate(sunk)]
     rows, hops = [], []
