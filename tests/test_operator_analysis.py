@@ -44,6 +44,8 @@ EVENTS_FROM_MS = int(time.time() * 1000) - 300_000
 GENERATED_NAME, GENERATED_RATE, GENERATED_S = "generated", 20_000, 3
 # the slowed query's files again, 3 a batch (2 batches), read twice and joined by value past their watermarks
 SHUFFLED_NAME, SHUFFLED_FILES = "joined", (3, 2)
+# the slowed query's files again, SHUFFLED_FILES a batch, deduplicated, then a watermark over the deduplication
+DEDUPED_NAME = "deduplicated"
 # a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
 # id % 10 < 5 through the broadcast join (one match each)
 CHAIN = (f"select count(*) c from range(0, {N}, 1, 4) r join (select id k from range(5)) s on r.id % 10 = s.k "
@@ -99,6 +101,7 @@ def app(tmp_path_factory):
     assert spark.sql(TRACED).first().s == sum(range(0, N // 4, 3))
     _slowed_stream(spark, base)
     _shuffled_stream(spark, base)
+    _deduplicated_stream(spark, base)
     _generator_stream(spark, base)
     tab = _cloudprofiler_tab(sc, base)
     tab["early"] = early
@@ -180,6 +183,20 @@ def _shuffled_stream(spark, base: Path) -> None:
              .option("checkpointLocation", str(base / "joined-checkpoint")).start())
     query.awaitTermination(120)
     assert [p["numInputRows"] for p in query.recentProgress] == [2 * n * STREAM_ROWS for n in SHUFFLED_FILES]
+
+
+def _deduplicated_stream(spark, base: Path) -> None:
+    """The slowed query's input files, SHUFFLED_FILES a batch, deduplicated by value (in 2 shuffle partitions), then
+    a watermark over the deduplication, which generates no code (so no chain runs below the watermark), and a filter
+    on the event time (which Spark cannot move below the watermark)."""
+    deduplicated = (spark.readStream.schema("v long, k long, t long").option("maxFilesPerTrigger", SHUFFLED_FILES[0])
+                    .json(str(base / "stream-in")).select("v", F.timestamp_millis("t").alias("t"))
+                    .dropDuplicates(["v"]).withWatermark("t", "1 hour")
+                    .where(F.col("t") > F.lit("2000-01-01").cast("timestamp")))
+    query = (deduplicated.writeStream.queryName(DEDUPED_NAME).format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(base / "deduplicated-checkpoint")).start())
+    query.awaitTermination(120)
+    assert [p["numInputRows"] for p in query.recentProgress] == [n * STREAM_ROWS for n in SHUFFLED_FILES]
 
 
 def _generator_stream(spark, base: Path) -> None:
@@ -431,9 +448,9 @@ def test_without_operator_tables_the_application_analyses_and_the_section_says_h
 
 
 def _slowed_batches(app) -> pd.DataFrame:
-    """batches() of the slowed query (the shuffled and the generator's queries run beside it)."""
+    """batches() of the slowed query (the joined, the deduplicated and the generator's queries run beside it)."""
     batches = app.batches().toPandas()
-    assert set(batches["query_name"]) == {STREAM_NAME, SHUFFLED_NAME, GENERATED_NAME}
+    assert set(batches["query_name"]) == {STREAM_NAME, SHUFFLED_NAME, DEDUPED_NAME, GENERATED_NAME}
     return batches[batches["query_name"] == STREAM_NAME].reset_index(drop=True)
 
 
@@ -629,6 +646,34 @@ def test_rows_past_a_shuffle_are_timed_from_their_event_time_to_each_operator(ap
         first_rows = [app.timebase.t_ns_of_wall_ms(_event_ms(f, 0)) for f in (files, files + count - 1)]
         end, [sunk] = tasks["end_t_ns"].max(), sink.itertuples()
         assert end - first_rows[1] - 5e6 <= sunk.min_ns <= sunk.max_ns <= end - first_rows[0] + 5e6
+        files += count
+
+
+def test_a_watermark_over_an_operator_without_code_generation_times_the_rows_above_it(app):
+    """Known answer: below the watermark runs no chain (its child, the deduplication, generates no code), so the
+    chain above it (the watermark's probe, the filter) logs the rows' event times: each task's row 0 reaches both
+    after its task started and before it ended, less the event times its batch's files hold, and the sink at the
+    batch's last task's end less them."""
+    batches = app.batches().toPandas()
+    query_id = batches.loc[batches["query_name"] == DEDUPED_NAME, "query_id"].iloc[0]
+    latency = app.source_latency(query_id).toPandas()
+    assert set(latency["source"]) == {"event_time"} and latency["err_max_ns"].isna().all()
+    assert sorted(latency["batch_id"].unique()) == [0, 1]
+    files = 0
+    for batch, count in enumerate(SHUFFLED_FILES):
+        tasks = app.tasks(streaming_query_id=query_id, streaming_batch_id=batch).toPandas()
+        after = tasks[tasks["stage_id"] == tasks["stage_id"].max()]
+        assert len(after) == 2  # the deduplication's 2 partitions
+        newest = app.timebase.t_ns_of_wall_ms(_event_ms(files + count - 1, STREAM_ROWS - 1))
+        oldest = app.timebase.t_ns_of_wall_ms(_event_ms(files, 0))
+        part = latency[latency["batch_id"] == batch]
+        ops = part[part["operator"] != "sink"]
+        assert set(ops["operator"]) == {"EventTimeWatermark", "Filter"} and (ops["rows"] == 2).all(), part
+        assert (ops["min_ns"] >= after["start_t_ns"].min() - newest - 5e6).all(), (ops, after)
+        assert (ops["max_ns"] <= after["end_t_ns"].max() - oldest + 5e6).all(), (ops, after)
+        [sink] = part[part["operator"] == "sink"].itertuples()
+        end = tasks["end_t_ns"].max()
+        assert sink.rows == 2 and end - newest - 5e6 <= sink.min_ns <= sink.max_ns <= end - oldest + 5e6
         files += count
 
 

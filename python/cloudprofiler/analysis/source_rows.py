@@ -10,12 +10,14 @@ record to its record there, counted with its bound by the same one-pass sketches
 A micro-batch plans its probes anew, so each batch's operators are its own probes, placed as batch_operators()
 places them.
 
-From the event time, whatever the source: below a watermark, the chain's top probe logs each sampled row's event time
-(`spark.source.event_time`, at the TSC its executor read when its wall clock read that time) and its chain's first
-probe counts as a source's, so the same pass times those rows from their event time. The wall clock of what stamped
-the event and the executor's are not calibrated: such a latency has no bound (err_max_ns null). Past a shuffle above
-the watermark, where a chain's top still outputs the event-time column, that top logs its rows' event times too (new
-rows, another task's ids), and its first probe says the chain is of event times only (`operator.events_only`).
+From the event time, whatever the source: below a watermark, the chain's top probe logs each sampled row's event
+time (`spark.source.event_time`, at the TSC its executor read when its wall clock read that time) and its chain's
+first probe counts as a source's, so the same pass times those rows from their event time. The wall clock of what
+stamped the event and the executor's are not calibrated: such a latency has no bound (err_max_ns null). Above the
+watermark, where a chain's top still outputs the event-time column and nothing below it in its stage logs the rows,
+that top logs their event times too: past a shuffle (new rows, another task's ids; its first probe says the chain is
+of event times only, `operator.events_only`), or where the watermark's child generates no code (a deduplication: the
+chain then starts at the watermark).
 
 To the sink: a record that reached the top of its source's chain (the last operator that keeps its identity; each
 side of a join has its own; not a chain of event times only, whose rows have no delivery or emission) is in its

@@ -5,6 +5,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Predicate;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.exchange.Exchange;
@@ -25,14 +26,17 @@ import org.apache.spark.sql.types.TimestampType;
  * timestamp (microseconds since the epoch on the clock of whatever stamped the event); a timestamp
  * without time zone is no instant and is left out.
  *
- * <p>Past an exchange above a watermark the rows are new ones to the probes (another task, other
- * ordinals), but where a chain's top still outputs the event-time column (the attribute Spark marks
- * with the watermark's delay: a repartition, a stream-stream join, a deduplication keep it) its top
- * logs their event times too, and its first probe counts as a source's, marked as one of event
- * times only ({@link #eventsOnly}): the source's delivery and emission records, and the sink's,
- * belong to the rows of the watermark's own chain. One such chain per stage, and none in a stage
- * that holds a watermark or a source that logs its rows: the chains of one task number their rows
- * alike, and two that both logged event times would give one id two of them.
+ * <p>Above a watermark, where a chain's top still outputs the event-time column (the attribute
+ * Spark marks with the watermark's delay: a projection, a repartition, a stream-stream join, a
+ * deduplication keep it), its top logs the rows' event times too, and its first probe counts as a
+ * source's: past an exchange, where the rows are new ones to the probes (another task, other
+ * ordinals), as one of event times only ({@link #eventsOnly}: the source's delivery and emission
+ * records, and the sink's, belong to the rows of the sources' own chains); in the watermark's own
+ * stage where no chain below it logs them (its child generates no code: a deduplication, a
+ * stream-stream join), as the chain the sink is timed from. One such chain per stage, and none in a
+ * stage with a chain that logs its rows already (below a watermark, above our source): the chains
+ * of one task number their rows alike, and two that both logged event times would give one id two
+ * of them.
  */
 final class EventTimes {
   private static final String WATERMARK = "EventTimeWatermark";
@@ -61,7 +65,7 @@ final class EventTimes {
     EventTimes found = new EventTimes();
     if (rows[0] != 0) {
       found.search(plan, rows);
-      found.pastExchanges(plan, null, plan, rows);
+      found.above(plan, null, plan, rows);
     }
     return found;
   }
@@ -88,24 +92,31 @@ final class EventTimes {
   }
 
   /**
-   * The chains whose top outputs the event-time column past an exchange above a watermark, in
-   * {@code node}'s subtree; {@code stage}: the exchange above {@code node} (or the plan's root: a
-   * stage that adaptive execution plans apart ends at its query stages, leaves of its plan).
+   * The chains above a watermark whose top outputs the event-time column, in {@code node}'s subtree
+   * (once the chains below the watermarks are found); {@code stage}: the exchange above {@code
+   * node} (or the plan's root: a stage that adaptive execution plans apart ends at its query
+   * stages, leaves of its plan).
    */
-  private void pastExchanges(SparkPlan node, SparkPlan parent, SparkPlan stage, long[] rows) {
-    List<SparkPlan> children = ScalaLists.toJava(node.children(), SparkPlan.class);
+  private void above(SparkPlan node, SparkPlan parent, SparkPlan stage, long[] rows) {
     if (!stagesWithChain.contains(stage) && top(node, parent, rows)) {
       int ordinal = markedEventTime(node);
       SparkPlan first = ordinal < 0 ? null : first(node, parent, rows);
-      if (first != null && !holdsReadsOrSources(stage)) {
+      if (first != null && !holds(stage, this::logsRows)) {
         tops.put(node, ordinal);
         firsts.add(first);
-        eventsOnly.add(first);
+        if (!holds(stage, EventTimes::reads)) eventsOnly.add(first);
         stagesWithChain.add(stage);
       }
     }
-    for (SparkPlan child : children)
-      pastExchanges(child, node, node instanceof Exchange ? node : stage, rows);
+    for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class))
+      above(child, node, node instanceof Exchange ? node : stage, rows);
+  }
+
+  /** Whether a chain that starts at {@code node} logs its rows: a watermark's, our source's. */
+  private boolean logsRows(SparkPlan node) {
+    if (SourceRows.converts(node)) return true;
+    return reads(node)
+        && tops.containsKey(ScalaLists.toJava(node.children(), SparkPlan.class).get(0));
   }
 
   /**
@@ -132,24 +143,21 @@ final class EventTimes {
     return chain == ProbeMetrics.FIRST ? node : null;
   }
 
-  /**
-   * Whether {@code stage} (the exchange above it, or the plan's root) holds a watermark or a source
-   * that logs its rows, whose chains number the same task's rows.
-   */
-  private static boolean holdsReadsOrSources(SparkPlan stage) {
-    if (!(stage instanceof Exchange)) return readsOrSources(stage);
+  /** Whether {@code stage} (the exchange above it, or the plan's root) holds a node {@code is}. */
+  private static boolean holds(SparkPlan stage, Predicate<SparkPlan> is) {
+    if (!(stage instanceof Exchange)) return holdsBelow(stage, is);
     for (SparkPlan child : ScalaLists.toJava(stage.children(), SparkPlan.class)) {
-      if (readsOrSources(child)) return true;
+      if (holdsBelow(child, is)) return true;
     }
     return false;
   }
 
-  /** Whether {@code node}'s subtree, down to the exchanges, holds a watermark or such a source. */
-  private static boolean readsOrSources(SparkPlan node) {
-    if (reads(node) || SourceRows.converts(node)) return true;
+  /** Whether {@code node}'s subtree, down to the exchanges, holds a node {@code is}. */
+  private static boolean holdsBelow(SparkPlan node, Predicate<SparkPlan> is) {
+    if (is.test(node)) return true;
     if (node instanceof Exchange) return false;
     for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class)) {
-      if (readsOrSources(child)) return true;
+      if (holdsBelow(child, is)) return true;
     }
     return false;
   }
