@@ -649,6 +649,26 @@ def test_rows_past_a_shuffle_are_timed_from_their_event_time_to_each_operator(ap
         files += count
 
 
+def test_the_report_gives_the_joined_querys_latency_from_the_event_time_to_each_operator(app, report):
+    """The streaming section's table of a query's records from the source to each operator they reach and to the
+    sink, over its life: a row per operator of source_latency_lifetime(), the shortest median first."""
+    page, _ = report
+    section = page.split('<section id="streaming">')[1].split("</section>")[0]
+    section = section.split(f"<h3>`{SHUFFLED_NAME}`")[1].split("<h3>")[0]
+    [table] = re.findall(r'<table class="path">(.*?)</table>', section)
+    assert "<th>from event time to</th><th>records</th><th>p50</th><th>p99</th><th>max</th>" in table
+    body = table.split("<tbody>")[1]
+    rows = [[unescape(c) for c in re.findall(r"<td>([^<]*)</td>", row)] for row in re.findall(r"<tr>(.*?)</tr>", body)]
+    batches = app.batches().toPandas()
+    query_id = batches.loc[batches["query_name"] == SHUFFLED_NAME, "query_id"].iloc[0]
+    life = app.source_latency_lifetime(query_id).toPandas().sort_values(["p50_ns", "position"], ascending=[True, False])
+    assert [r[1:4] for r in rows] == [[fmt.count(r.rows), fmt.duration(r.p50_ns), fmt.duration(r.p99_ns)]
+                                      for r in life.itertuples()]
+    places = [r[0] for r in rows]
+    assert "the sink (its batch's last task's end)" in places, places
+    assert any(p.startswith("StreamingSymmetricHashJoin (operator ") for p in places), places
+
+
 def test_a_watermark_over_an_operator_without_code_generation_times_the_rows_above_it(app):
     """Known answer: below the watermark runs no chain (its child, the deduplication, generates no code), so the
     chain above it (the watermark's probe, the filter) logs the rows' event times: each task's row 0 reaches both

@@ -169,7 +169,8 @@ def section(data) -> str:
                     "knows it, else from their event time below a watermark (the event's clock against the "
                     "executors': not bounded), else from their delivery to Spark, to the sink (the end of the batch's "
                     "last task, when its output is written; else to the last operator they reach), on the TSC, with "
-                    "its error bound where it crosses hosts (source_latency())."), "</p>"]
+                    "its error bound where it crosses hosts (source_latency()); per query, a table gives it to each "
+                    "operator they reach over the query's life, in the order they pass them."), "</p>"]
     order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     for query_id in order:
@@ -183,6 +184,7 @@ def section(data) -> str:
                      f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>"
                      f'<p class="note">Batch time over the query\'s life: median {_ms(times.median())}, p95 '
                      f"{_ms(times.quantile(0.95))}, max {_ms(times.max())}.{_lifetime_words(reach)}</p>")
+        parts.append(_path_table(data.source_lifetime, reach))
         body = []
         for row in query.tail(BATCHES_SHOWN).itertuples():
             width = 60 * row.trigger_execution_ms / slowest if slowest else 0
@@ -214,6 +216,26 @@ def _lifetime_words(reach) -> str:
                   f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "
                   f"batches: p50 {fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}, max "
                   f"{fmt.duration(reach['max_ns'])}{bound}.")
+
+
+def _path_table(lifetime: pd.DataFrame, reach) -> str:
+    """The query run's sampled records from its source (the TSC `reach` tells it by) to each operator they reach and to
+    the sink, over its life: a row each, the shortest median first, the order the records pass them in; '' where
+    they reach fewer than two."""
+    if reach is None:
+        return ""
+    mine = lifetime[(lifetime["query_id"] == reach["query_id"]) & (lifetime["run_id"] == reach["run_id"]) &
+                    (lifetime["source"] == reach["source"])]
+    mine = mine.sort_values(["p50_ns", "position"], ascending=[True, False])
+    if len(mine) < 2:
+        return ""
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in (
+            _reach_words(row), fmt.count(row["rows"]), fmt.duration(row["p50_ns"]), fmt.duration(row["p99_ns"]),
+            fmt.duration(row["max_ns"]))) + "</tr>" for _, row in mine.iterrows())
+    head = "".join(f"<th>{escape(c)}</th>" for c in (f"from {_source_words(reach)} to", "records", "p50", "p99", "max"))
+    return (f'<div class="scroll"><table class="path"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+            "</div>")
 
 
 def _reach_cells(per_batch, batch_id) -> str:
