@@ -612,13 +612,24 @@ def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
         assert row["max_ns"] <= batches.loc[batch, "event_lag_max_ms"] * 1e6 + 5e6, batch
 
 
+def _query_id(app, name: str) -> str:
+    """The id of the streaming query named `name`, from the driver's progress table."""
+    [row] = app.streaming_progress().where(F.col("query_name") == name).select("query_id").distinct().collect()
+    return row.query_id
+
+
+def _event_times(app, files: int, count: int) -> tuple:
+    """(newest, oldest) event time on the application's axis of the input files files .. files + count - 1."""
+    return (app.timebase.t_ns_of_wall_ms(_event_ms(files + count - 1, STREAM_ROWS - 1)),
+            app.timebase.t_ns_of_wall_ms(_event_ms(files, 0)))
+
+
 def test_rows_past_a_shuffle_are_timed_from_their_event_time_to_each_operator(app):
     """Known answer: past the shuffle the joined rows are new ones (other tasks), and the chain there logs its sampled
     rows' event times (written 5 minutes ago, a millisecond apart) itself: each join task's row 0 reaches the join
     and the projection after its task started and before it ended, less the event times its batch's files hold. The
     sink is timed from each side's own chain below its watermark: each scan task's row 0, of both sides."""
-    batches = app.batches().toPandas()
-    query_id = batches.loc[batches["query_name"] == SHUFFLED_NAME, "query_id"].iloc[0]
+    query_id = _query_id(app, SHUFFLED_NAME)
     latency = app.source_latency(query_id).toPandas()
     assert set(latency["source"]) == {"event_time"} and latency["err_max_ns"].isna().all()
     assert sorted(latency["batch_id"].unique()) == [0, 1]
@@ -635,8 +646,7 @@ def test_rows_past_a_shuffle_are_timed_from_their_event_time_to_each_operator(ap
         assert set(past["operator"]) == {"StreamingSymmetricHashJoin", "Project"} and (past["rows"] == 2).all(), part
         below = part[~part["probe_id"].isin(events_only) & (part["operator"] != "sink")]
         assert len(below) >= 4 and below["rows"].isin(list(scans)).all(), part  # each side's scan tasks' row 0
-        newest = app.timebase.t_ns_of_wall_ms(_event_ms(files + count - 1, STREAM_ROWS - 1))
-        oldest = app.timebase.t_ns_of_wall_ms(_event_ms(files, 0))
+        newest, oldest = _event_times(app, files, count)
         assert (past["min_ns"] >= after["start_t_ns"].min() - newest - 5e6).all(), (past, after)
         assert (past["max_ns"] <= after["end_t_ns"].max() - oldest + 5e6).all(), (past, after)
         # from below the shuffle, both sides: each scan task's row 0 (the first row of one of the batch's files), to
@@ -659,8 +669,7 @@ def test_the_report_gives_the_joined_querys_latency_from_the_event_time_to_each_
     assert "<th>from event time to</th><th>records</th><th>p50</th><th>p99</th><th>max</th>" in table
     body = table.split("<tbody>")[1]
     rows = [[unescape(c) for c in re.findall(r"<td>([^<]*)</td>", row)] for row in re.findall(r"<tr>(.*?)</tr>", body)]
-    batches = app.batches().toPandas()
-    query_id = batches.loc[batches["query_name"] == SHUFFLED_NAME, "query_id"].iloc[0]
+    query_id = _query_id(app, SHUFFLED_NAME)
     life = app.source_latency_lifetime(query_id).toPandas().sort_values(["p50_ns", "position"], ascending=[True, False])
     assert [r[1:4] for r in rows] == [[fmt.count(r.rows), fmt.duration(r.p50_ns), fmt.duration(r.p99_ns)]
                                       for r in life.itertuples()]
@@ -674,8 +683,7 @@ def test_a_watermark_over_an_operator_without_code_generation_times_the_rows_abo
     chain above it (the watermark's probe, the filter) logs the rows' event times: each task's row 0 reaches both
     after its task started and before it ended, less the event times its batch's files hold, and the sink at the
     batch's last task's end less them."""
-    batches = app.batches().toPandas()
-    query_id = batches.loc[batches["query_name"] == DEDUPED_NAME, "query_id"].iloc[0]
+    query_id = _query_id(app, DEDUPED_NAME)
     latency = app.source_latency(query_id).toPandas()
     assert set(latency["source"]) == {"event_time"} and latency["err_max_ns"].isna().all()
     assert sorted(latency["batch_id"].unique()) == [0, 1]
@@ -684,8 +692,7 @@ def test_a_watermark_over_an_operator_without_code_generation_times_the_rows_abo
         tasks = app.tasks(streaming_query_id=query_id, streaming_batch_id=batch).toPandas()
         after = tasks[tasks["stage_id"] == tasks["stage_id"].max()]
         assert len(after) == 2  # the deduplication's 2 partitions
-        newest = app.timebase.t_ns_of_wall_ms(_event_ms(files + count - 1, STREAM_ROWS - 1))
-        oldest = app.timebase.t_ns_of_wall_ms(_event_ms(files, 0))
+        newest, oldest = _event_times(app, files, count)
         part = latency[latency["batch_id"] == batch]
         ops = part[part["operator"] != "sink"]
         assert set(ops["operator"]) == {"EventTimeWatermark", "Filter"} and (ops["rows"] == 2).all(), part
