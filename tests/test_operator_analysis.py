@@ -46,6 +46,9 @@ GENERATED_NAME, GENERATED_RATE, GENERATED_S = "generated", 20_000, 3
 SHUFFLED_NAME, SHUFFLED_FILES = "joined", (3, 2)
 # the slowed query's files again, SHUFFLED_FILES a batch, deduplicated, then a watermark over the deduplication
 DEDUPED_NAME = "deduplicated"
+# the slowed query's files again, SHUFFLED_FILES a batch, counted per second-long window and key (append mode, the
+# watermark right at the newest event time), then a filter on the counts
+WINDOWED_NAME = "windowed"
 # a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
 # id % 10 < 5 through the broadcast join (one match each)
 CHAIN = (f"select count(*) c from range(0, {N}, 1, 4) r join (select id k from range(5)) s on r.id % 10 = s.k "
@@ -102,6 +105,7 @@ def app(tmp_path_factory):
     _slowed_stream(spark, base)
     _shuffled_stream(spark, base)
     _deduplicated_stream(spark, base)
+    _windowed_stream(spark, base)
     _generator_stream(spark, base)
     tab = _cloudprofiler_tab(sc, base)
     tab["early"] = early
@@ -195,6 +199,20 @@ def _deduplicated_stream(spark, base: Path) -> None:
                     .where(F.col("t") > F.lit("2000-01-01").cast("timestamp")))
     query = (deduplicated.writeStream.queryName(DEDUPED_NAME).format("noop").trigger(availableNow=True)
              .option("checkpointLocation", str(base / "deduplicated-checkpoint")).start())
+    query.awaitTermination(120)
+    assert [p["numInputRows"] for p in query.recentProgress] == [n * STREAM_ROWS for n in SHUFFLED_FILES]
+
+
+def _windowed_stream(spark, base: Path) -> None:
+    """The slowed query's input files, SHUFFLED_FILES a batch, counted per second-long window and key in 2 shuffle
+    partitions, in the append mode with no delay to the watermark: batch 0 emits nothing (no watermark yet), batch 1
+    the windows that ended by batch 0's newest event time; then a filter on the counts, which keeps every window."""
+    counts = (spark.readStream.schema("v long, k long, t long").option("maxFilesPerTrigger", SHUFFLED_FILES[0])
+              .json(str(base / "stream-in")).select("k", F.timestamp_millis("t").alias("t"))
+              .withWatermark("t", "0 seconds").groupBy(F.window("t", "1 second"), "k").agg(F.count("*").alias("n"))
+              .where("n > 0"))
+    query = (counts.writeStream.queryName(WINDOWED_NAME).outputMode("append").format("noop")
+             .trigger(availableNow=True).option("checkpointLocation", str(base / "windowed-checkpoint")).start())
     query.awaitTermination(120)
     assert [p["numInputRows"] for p in query.recentProgress] == [n * STREAM_ROWS for n in SHUFFLED_FILES]
 
@@ -448,9 +466,10 @@ def test_without_operator_tables_the_application_analyses_and_the_section_says_h
 
 
 def _slowed_batches(app) -> pd.DataFrame:
-    """batches() of the slowed query (the joined, the deduplicated and the generator's queries run beside it)."""
+    """batches() of the slowed query (the joined, the deduplicated, the windowed and the generator's queries run
+    beside it)."""
     batches = app.batches().toPandas()
-    assert set(batches["query_name"]) == {STREAM_NAME, SHUFFLED_NAME, DEDUPED_NAME, GENERATED_NAME}
+    assert set(batches["query_name"]) == {STREAM_NAME, SHUFFLED_NAME, DEDUPED_NAME, WINDOWED_NAME, GENERATED_NAME}
     return batches[batches["query_name"] == STREAM_NAME].reset_index(drop=True)
 
 
@@ -702,6 +721,35 @@ def test_a_watermark_over_an_operator_without_code_generation_times_the_rows_abo
         end = tasks["end_t_ns"].max()
         assert sink.rows == 2 and end - newest - 5e6 <= sink.min_ns <= sink.max_ns <= end - oldest + 5e6
         files += count
+
+
+def test_a_windowed_aggregations_results_are_timed_from_their_windows_end(app, report):
+    """Known answer: the windowed query's batch 0 emits no result (the watermark is not set before its end); batch 1
+    emits the second-long windows that ended by batch 0's newest event time (files 0 to 2, written 5 minutes ago), so
+    each result task's row 0 (both partitions hold some of the 30 windows and keys) reaches the aggregation and the
+    filter above it after its task started less the latest such end, and before it ended less the earliest (after
+    the oldest event time), and the sink at the batch's last task's end less them; unbounded. The report says it."""
+    query_id = _query_id(app, WINDOWED_NAME)
+    latency = app.source_latency(query_id).toPandas()
+    results = latency[latency["source"] == "window_end"]
+    assert set(results["batch_id"]) == {1} and results["err_max_ns"].isna().all(), latency
+    assert set(results["operator"]) == {"HashAggregate", "Filter", "sink"} and (results["rows"] == 2).all(), results
+    tasks = app.tasks(streaming_query_id=query_id, streaming_batch_id=1).toPandas()
+    after = tasks[tasks["stage_id"] == tasks["stage_id"].max()]
+    assert len(after) == 2  # the aggregation's 2 partitions
+    latest_end, earliest = _event_times(app, 0, SHUFFLED_FILES[0])  # the watermark: batch 0's newest event time
+    ops = results[results["operator"] != "sink"]
+    assert (ops["min_ns"] >= after["start_t_ns"].min() - latest_end - 5e6).all(), (ops, after)
+    assert (ops["max_ns"] <= after["end_t_ns"].max() - earliest + 5e6).all(), (ops, after)
+    [sink] = results[results["operator"] == "sink"].itertuples()
+    end = tasks["end_t_ns"].max()
+    assert end - latest_end - 5e6 <= sink.min_ns <= sink.max_ns <= end - earliest + 5e6, sink
+    page, _ = report
+    section = page.split('<section id="streaming">')[1].split("</section>")[0]
+    section = section.split(f"<h3>`{WINDOWED_NAME}`")[1].split("<h3>")[0]
+    assert re.search(r"Its windowed results from the window&#x27;s end to the sink \(its batch&#x27;s last task&#x27;s "
+                     r"end\), 2 sampled in 1 batches: p50 [\d.,]+ s, p99 [\d.,]+ s, max [\d.,]+ s \(the event&#x27;s "
+                     r"clock against the executors&#x27; wall clocks: not bounded\)\.", section), section[:2000]
 
 
 def test_the_report_gives_the_file_querys_latency_from_its_event_time_unbounded(app, report):

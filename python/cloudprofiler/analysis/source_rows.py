@@ -19,6 +19,12 @@ that top logs their event times too: past a shuffle (new rows, another task's id
 of event times only, `operator.events_only`), or where the watermark's child generates no code (a deduplication: the
 chain then starts at the watermark).
 
+Past an aggregation, from the window's end: in a stage that saves a windowed aggregation's state, the highest operator
+that outputs the window logs each sampled result's window end (`spark.source.window_end`, a wall-clock time as an event
+time is; not for a window that has not ended, whose result is partial) and its chain's first probe counts as a
+source's, so the same pass times the results from their window's end to that operator and to the sink: the latency
+of a windowed result, as the Yahoo streaming benchmark measures it (the sink's write less the window's end).
+
 To the sink: a record that reached the top of its source's chain (the last operator that keeps its identity; each
 side of a join has its own; not a chain of event times only, whose rows have no delivery or emission) is in its
 batch's output once the batch's last task has ended (its TSC record, spark.task.end), past any exchange or
@@ -39,6 +45,8 @@ from .streaming import BATCH, attempts_by_batch, batch_operators
 from .tasks import task_records
 
 QUANTILES = (0.5, 0.9, 0.99)
+# the kind of source TSC of a windowed aggregation's results: their window's end (of `sources()`, the plugin's)
+WINDOW_END = "window_end"
 SINK, SINK_POSITION = "sink", 0  # the batch's output (its last task's end), placed before the plan's operators
 SOURCE_DDL = ("query_id string, run_id string, batch_id long, source string, position int, probe_id long, "
               "operator string, rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, "
@@ -169,7 +177,8 @@ def latency_rows(app, streaming_query_id=None) -> tuple[list, list]:
 
 def source_latency(app, streaming_query_id=None):
     """One row per streaming query run, micro-batch, source TSC ("delivered": as the source handed the record's
-    batch to Spark; "emitted": as its producer emitted it; "event_time": its event time, below a watermark) and
+    batch to Spark; "emitted": as its producer emitted it; "event_time": its event time, below a watermark;
+    "window_end": a windowed aggregation's result, from its window's end) and
     operator of the chain the source's rows start (SOURCE_DDL): the records paired and their latency from the source
     to the operator (a probe's time is when the record leaves its operator), min, p50, p90, p99, max, mean in ns, and
     the largest error bound (0 on one host's clock; null from the event time: wall clocks). Empty where no source
@@ -184,16 +193,17 @@ def source_latency_lifetime(app, streaming_query_id=None):
     return app.spark.createDataFrame(latency_rows(app, streaming_query_id)[1], LIFETIME_DDL)
 
 
-def source_reach(lifetime: pd.DataFrame, query_id: str, run_id: "str | None" = None):
+def source_reach(lifetime: pd.DataFrame, query_id: str, run_id: "str | None" = None, kind: "str | None" = None):
     """The row of source_latency_lifetime() (of the query's run `run_id`, None: any) that a query's latency from its
     source is told by: from the records' emission where the source knows it on the operators' clock, else from their
-    event time, else from their delivery to Spark (`sources()`; the same for every run of the query); to the sink (at
-    position 0) where the batches' last tasks' ends were known, else to the operator they reach last (the chain's
-    top: the first in the plan's order from the root); None where its source logged no rows."""
+    event time, else from their delivery to Spark, else from their window's end (`sources()`; the same for every run
+    of the query; `kind`: that one); to the sink (at position 0) where the batches' last tasks' ends were known, else
+    to the operator they reach last (the chain's top: the first in the plan's order from the root); None where its
+    source logged no rows (of `kind`)."""
     mine = lifetime[lifetime["query_id"] == query_id] if not lifetime.empty else lifetime
     if mine.empty:
         return None
-    kind = next(k for k in sources() if (mine["source"] == k).any())
+    kind = kind or next(k for k in sources() if (mine["source"] == k).any())
     mine = mine[mine["source"] == kind]
     if run_id is not None:
         mine = mine[mine["run_id"] == run_id]

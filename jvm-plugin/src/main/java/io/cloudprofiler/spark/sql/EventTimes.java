@@ -10,6 +10,7 @@ import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.exchange.Exchange;
 import org.apache.spark.sql.execution.joins.HashJoin;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.types.TimestampType;
 
 /**
@@ -37,6 +38,11 @@ import org.apache.spark.sql.types.TimestampType;
  * stage with a chain that logs its rows already (below a watermark, above our source): the chains
  * of one task number their rows alike, and two that both logged event times would give one id two
  * of them.
+ *
+ * <p>Past a windowed aggregation the rows are results: where a stage saves the aggregation's state,
+ * the highest operator that outputs the window (marked as the event-time column is) logs each
+ * sampled result's window end instead ({@link #results}), and the analysis times the results from
+ * it.
  */
 final class EventTimes {
   private static final String WATERMARK = "EventTimeWatermark";
@@ -55,6 +61,12 @@ final class EventTimes {
   /** Of {@link #firsts}, those of chains past an exchange, whose rows have event times only. */
   final Set<SparkPlan> eventsOnly = Collections.newSetFromMap(new IdentityHashMap<>());
 
+  /**
+   * Of {@link #tops}' operators, those that log a windowed aggregation's results' window ends: the
+   * column at their ordinal is a window (a struct whose second field, its end, is a timestamp).
+   */
+  final Set<SparkPlan> windows = Collections.newSetFromMap(new IdentityHashMap<>());
+
   /** The stages (by the exchange above them, or the plan's root) that hold such a chain. */
   private final Set<SparkPlan> stagesWithChain = Collections.newSetFromMap(new IdentityHashMap<>());
 
@@ -65,6 +77,7 @@ final class EventTimes {
     EventTimes found = new EventTimes();
     if (rows[0] != 0) {
       found.search(plan, rows);
+      found.results(plan, null, plan, rows);
       found.above(plan, null, plan, rows);
     }
     return found;
@@ -110,6 +123,44 @@ final class EventTimes {
     }
     for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class))
       above(child, node, node instanceof Exchange ? node : stage, rows);
+  }
+
+  /**
+   * The chain that passes on a windowed aggregation's results in {@code node}'s subtree ({@code
+   * stage} as for {@link #above}): in a stage that saves an aggregation's state, the highest probed
+   * operator that outputs the window (the column Spark marks with the watermark's delay) logs each
+   * sampled result's window end. Alone where its parent generates no code (the sink's write), a
+   * chain of one.
+   */
+  private void results(SparkPlan node, SparkPlan parent, SparkPlan stage, long[] rows) {
+    int ordinal = markedWindow(node);
+    if (ordinal >= 0
+        && !stagesWithChain.contains(stage)
+        && OperatorProbes.probed(node, parent)
+        && holds(stage, EventTimes::savesState)
+        && !holds(stage, this::logsRows)) {
+      SparkPlan first =
+          OperatorProbes.chain(node, parent, rows) == ProbeMetrics.NEXT
+              ? first(node, parent, rows)
+              : node;
+      if (first != null) {
+        tops.put(node, ordinal);
+        windows.add(node);
+        firsts.add(first);
+        stagesWithChain.add(stage);
+      }
+    }
+    for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class))
+      results(child, node, node instanceof Exchange ? node : stage, rows);
+  }
+
+  /**
+   * Whether {@code node} saves a streaming aggregation's state: what it outputs above are results
+   * (StateStoreSaveExec, SessionWindowStateStoreSaveExec: by name, as Spark 3.5 and 4.x keep them
+   * in different packages).
+   */
+  private static boolean savesState(SparkPlan node) {
+    return node.nodeName().endsWith("StateStoreSave");
   }
 
   /** Whether a chain that starts at {@code node} logs its rows: a watermark's, our source's. */
@@ -190,6 +241,22 @@ final class EventTimes {
       Attribute column = output.get(i);
       if (column.dataType() instanceof TimestampType && column.metadata().contains(DELAY_KEY))
         return i;
+    }
+    return -1;
+  }
+
+  /**
+   * The ordinal of the first window column of {@code node}'s output that carries a watermark's
+   * delay (a struct whose second field, the window's end, is a timestamp), else -1.
+   */
+  private static int markedWindow(SparkPlan node) {
+    List<Attribute> output = ScalaLists.toJava(node.output(), Attribute.class);
+    for (int i = 0; i < output.size(); i++) {
+      Attribute column = output.get(i);
+      if (column.dataType() instanceof StructType window
+          && window.fields().length == 2
+          && window.fields()[1].dataType() instanceof TimestampType
+          && column.metadata().contains(DELAY_KEY)) return i;
     }
     return -1;
   }

@@ -244,7 +244,7 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                             + ".udfRowId);\n"
                         : "");
     if (chain != null && metrics.eventTime >= 0 && metrics.eventTime < input.size())
-      rowCode += eventTimeCode(input.get(metrics.eventTime), chain);
+      rowCode += eventTimeCode(input.get(metrics.eventTime), chain, metrics.windowEnd);
     String outer = CHAIN.get(), outerBelow = BELOW.get();
     CHAIN.set(chain);
     BELOW.set(counters);
@@ -267,11 +267,12 @@ public final class OperatorProbe extends UnaryCodegenPlan {
 
   /**
    * At the top of a chain below a watermark ({@link EventTimes}): the code that logs a sampled
-   * row's event time. The column's value is computed here, as Spark's own operators evaluate a
-   * deferred column before they use it (once, its code then cleared): the parent that builds the
+   * row's event time, or where {@code window}, a windowed aggregation's result's window end (the
+   * struct's second field). The column's value is computed here, as Spark's own operators evaluate
+   * a deferred column before they use it (once, its code then cleared): the parent that builds the
    * row out of the pipeline reads the same value.
    */
-  private static String eventTimeCode(ExprCode column, String chain) {
+  private static String eventTimeCode(ExprCode column, String chain, boolean window) {
     String evaluate = column.code().toString();
     column.code_$eq(EmptyBlock$.MODULE$);
     return evaluate
@@ -279,12 +280,15 @@ public final class OperatorProbe extends UnaryCodegenPlan {
         + chain
         + ".rowSampled && !("
         + column.isNull()
-        + ")) "
+        + ")"
+        + (window ? " && !" + column.value() + ".isNullAt(1)" : "")
+        + ") "
         + SourceRows.class.getName()
-        + ".logEventTime("
+        + (window ? ".logWindowEnd(" : ".logEventTime(")
         + chain
         + ".rowId, "
         + column.value()
+        + (window ? ".getLong(1)" : "")
         + ");\n";
   }
 

@@ -139,7 +139,8 @@ public final class OperatorProbes extends Rule<SparkPlan> {
         OperatorRows.keepsCount(node) && instrumented.get(0) instanceof OperatorProbe below
             ? below.probeId()
             : id;
-    int chain = chain(node, parent, rows);
+    // a windowed aggregation's results may be a chain of one, their operator's ({@link EventTimes})
+    int chain = events.firsts.contains(node) ? ProbeMetrics.FIRST : chain(node, parent, rows);
     ProbeMetrics metrics =
         new ProbeMetrics(
             session.sparkContext(),
@@ -151,6 +152,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
                 && (SourceRows.converts(node) || events.firsts.contains(node)),
             chain == ProbeMetrics.FIRST && events.eventsOnly.contains(node),
             events.tops.getOrDefault(node, ProbeMetrics.NO_EVENT_TIME),
+            events.windows.contains(node),
             rows[0],
             rows[1]);
     OperatorNodes.register(id, parentProbe, node, metrics);

@@ -64,6 +64,12 @@ public final class ProbeMetrics implements Serializable {
 
   static final int NO_EVENT_TIME = -1;
 
+  /**
+   * Whether the column at {@link #eventTime} is a windowed aggregation's window, whose end is
+   * logged ({@link SourceRows#logWindowEnd}), rather than an event time.
+   */
+  final boolean windowEnd;
+
   /** XoY of the rows logged by a probe of a chain: floorMod(row id, y) < x. */
   final long rowsX, rowsY;
 
@@ -82,6 +88,7 @@ public final class ProbeMetrics implements Serializable {
       boolean source,
       boolean eventsOnly,
       int eventTime,
+      boolean windowEnd,
       long rowsX,
       long rowsY) {
     this.probe = probe;
@@ -91,6 +98,7 @@ public final class ProbeMetrics implements Serializable {
     this.source = source;
     this.eventsOnly = eventsOnly;
     this.eventTime = eventTime;
+    this.windowEnd = windowEnd;
     this.rowsX = rowsX;
     this.rowsY = rowsY;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");

@@ -44,19 +44,30 @@ public final class SourceRows {
   public static final String EVENT_TIME = "event_time";
 
   /**
-   * A kind of source TSC ({@link #DELIVERED}, {@link #EMITTED}, {@link #EVENT_TIME}); bounded where
-   * the calibration relates its clock to the executors' (an event time is on whatever clock stamped
-   * it).
+   * The kind of a windowed aggregation's result's window end ({@link EventTimes}): the earliest its
+   * result can be final, on the wall clock of what stamped the events, logged as an event time is.
+   */
+  public static final String WINDOW_END = "window_end";
+
+  /**
+   * A kind of source TSC ({@link #DELIVERED}, {@link #EMITTED}, {@link #EVENT_TIME}, {@link
+   * #WINDOW_END}); bounded where the calibration relates its clock to the executors' (an event time
+   * is on whatever clock stamped it).
    */
   public record Kind(String name, boolean bounded) {}
 
   /**
    * Every kind, in the order the analysis tells a record's latency from its source by: the first
    * that a query's records have (the emission is the record's true start; the event time, where the
-   * query reads one, is closer to it than the delivery to Spark).
+   * query reads one, is closer to it than the delivery to Spark); a window's end last, since its
+   * records are an aggregation's results, not the source's rows.
    */
   public static final List<Kind> KINDS =
-      List.of(new Kind(EMITTED, true), new Kind(EVENT_TIME, false), new Kind(DELIVERED, true));
+      List.of(
+          new Kind(EMITTED, true),
+          new Kind(EVENT_TIME, false),
+          new Kind(DELIVERED, true),
+          new Kind(WINDOW_END, false));
 
   public static final String EVENT = "source_rows";
   public static final String TSC_KEY = "source.tsc";
@@ -153,6 +164,22 @@ public final class SourceRows {
    * further from now than this machine's TSC count is not logged (one line says so).
    */
   public static void logEventTime(long id, long micros) {
+    logWallTime(EVENT_TIME, id, micros);
+  }
+
+  /**
+   * From the generated code of the probe that passes on a windowed aggregation's results ({@link
+   * EventTimes}): logs the sampled result {@code id}'s window end, {@code micros} since the epoch,
+   * as {@link #logEventTime} logs an event time. A window that has not ended yet (a partial result,
+   * in the update output mode) is not logged: its latency from its end has no meaning yet.
+   */
+  public static void logWindowEnd(long id, long micros) {
+    Instant now = Instant.now();
+    if (micros <= now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000)
+      logWallTime(WINDOW_END, id, micros);
+  }
+
+  private static void logWallTime(String kind, long id, long micros) {
     if (GUARD.disabled()) return;
     try {
       long tsc = CloudProfiler.tsc();
@@ -170,7 +197,7 @@ public final class SourceRows {
                   Math.round(-ageMicros / 1e6));
         return;
       }
-      long channel = channel(EVENT_TIME, null);
+      long channel = channel(kind, null);
       if (channel != 0) CloudProfiler.logAt(channel, id, tsc - Math.round(ticks));
     } catch (Throwable e) {
       GUARD.disable("logging a row's event time", e);
