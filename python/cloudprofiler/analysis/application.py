@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from ..calibration.spark import calibrations_from_probes
 from ..errors import NotAnApplicationError, UnknownChannelError
@@ -47,6 +48,8 @@ class Application:
         self.spark = spark
         self.path = str(path).rstrip("/") or str(path)
         self._kept = {}  # name -> a persisted DataFrame (keep)
+        self._keeping = {}  # name -> the lock of its first make(): the report's sections ask from several threads
+        self._keeping_lock = threading.Lock()
         self.catalog = self._catalog()
         self.probes = reader.read_table(spark, "calibration", self._table_file("calibration"))
         domains = reader.read_table(spark, "tsc_domains", self._table_file("tsc_domains"))
@@ -151,9 +154,12 @@ class Application:
     def keep(self, name: str, make):
         """The DataFrame `make()` built once and persisted (memory, then disk), for every later call (the analyses'
         frames that several of them read: the task table, the attempts, the streaming batches' operators)."""
-        if name not in self._kept:
-            self._kept[name] = make().persist()
-        return self._kept[name]
+        with self._keeping_lock:
+            lock = self._keeping.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._kept:
+                self._kept[name] = make().persist()
+            return self._kept[name]
 
     def release(self) -> None:
         """Drop what the analyses keep in the session's cache (keep: the task table, the attempts, ...); the next call
