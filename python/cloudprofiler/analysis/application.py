@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from ..calibration.spark import calibrations_from_probes
 from ..errors import NotAnApplicationError, UnknownChannelError
@@ -47,6 +48,11 @@ class Application:
         check_local_folder(str(path))
         self.spark = spark
         self.path = str(path).rstrip("/") or str(path)
+        # format("cloudprofiler-logs") for the caller: Spark's registration takes about a second of JVM work that
+        # the opening's own jobs run beside
+        one = ThreadPoolExecutor(1, thread_name_prefix="cloudprofiler-register")
+        registered = one.submit(_register_data_source, spark)
+        one.shutdown(wait=False)  # its thread ends with the registration
         self._kept = {}  # name -> a persisted DataFrame (keep)
         self._keeping = {}  # name -> the lock of its first make(): the report's sections ask from several threads
         self._keeping_lock = threading.Lock()
@@ -56,7 +62,7 @@ class Application:
         self.catalog.place(domains, self._executors_of(self.catalog.python_worker_tasks()))
         reference, calibrations = calibrations_from_probes(self.probes, CALIBRATION_METHOD)
         self.timebase = Timebase.of(self.catalog, calibrations, reference)
-        _register_data_source(spark)
+        registered.result()  # its failure, as if it ran here
         ids = {f.meta.get("spark.app_id") for f in self.catalog.logs} - {None}
         self.app_id = ids.pop() if len(ids) == 1 else self.path.rsplit("/", 1)[-1]
 
