@@ -43,7 +43,8 @@ PICKLED_FUNCTION_SHARE = 0.8
 FUNCTION_MARGIN_S, TASK_MARGIN_S = 0.1, 1.0
 UDFS_KEY = "spark.cloudprofiler.udfs"
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas")
+GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas", "source")
+SOURCE = "sleepy_source"  # a Python data source of PARTITIONS partitions, each read sleeping SLEEP_S, then ROWS rows
 # the stragglers' job: 8 tasks on the 2 slots, the row SLEEPER's UDF call sleeping STRAGGLER_SLEEP_S (partition 5)
 STRAGGLING_ROWS, STRAGGLING_PARTITIONS, SLEEPER, STRAGGLER_SLEEP_S = 800, 8, 550, 0.3
 
@@ -97,6 +98,7 @@ def _queries(spark, slept):
 
     plus_one = F.udf(plus_one, "long", useArrow=False)
     ids = spark.range(0, ROWS, 1, PARTITIONS)
+    spark.dataSource.register(_sleepy_source())
     return {
         "sleep": lambda: ids.select(sleepy("id").alias("y")).agg(F.sum("y")),
         "small": lambda: ids.select(sized(SMALL)("id").alias("s")).agg(F.sum(F.length("s"))),
@@ -105,7 +107,39 @@ def _queries(spark, slept):
             F.sum("y")),
         "arrow": lambda: ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")),
         "pandas": lambda: ids.mapInPandas(pandas_frames, "id long").agg(F.sum("id")),
+        "source": lambda: spark.read.format(SOURCE).load().agg(F.sum("id")),
     }
+
+
+def _sleepy_source():
+    """The SOURCE data source (its classes made here, so that the workers get them by value, not by module)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    pause, rows = SLEEP_S, ROWS // PARTITIONS
+
+    class SleepyReader(DataSourceReader):
+        def partitions(self):
+            return [InputPartition(p) for p in range(PARTITIONS)]
+
+        def read(self, partition):
+            import time
+
+            time.sleep(pause)
+            for i in range(rows):
+                yield (partition.value * rows + i,)
+
+    class Sleepy(DataSource):
+        @classmethod
+        def name(cls):
+            return SOURCE
+
+        def schema(self):
+            return "id long"
+
+        def reader(self, schema):
+            return SleepyReader()
+
+    return Sleepy
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +210,18 @@ def test_a_pandas_udf_sleeping_per_batch_shows_its_sleep_in_the_function_and_the
         assert abs(sum(getattr(row, p) for p in PARTS) - row.worker_s) < 1e-6
         # the task's own TSC duration, measured by the executor: the worker's time and the JVM's around it
         assert row.worker_s <= row.task_s <= row.worker_s + TASK_MARGIN_S, row
+
+
+def test_a_python_data_sources_reads_are_timed_under_its_name(udfs):
+    """Known answer: PySpark reads a Python data source as a mapInArrow of its partitions; each task's read shows under
+    the source's name and kind, its one input batch (the partition) and its rows out, and the sleep of its read in the
+    function part."""
+    rows = udfs["source"]
+    assert len(rows) == PARTITIONS and set(rows["udf"]) == {SOURCE}, rows
+    assert set(rows["kind"]) == {"Python data source"} and (rows["batches"] == 1).all()
+    assert (rows["out_rows"] == ROWS // PARTITIONS).all() and rows["complete"].all()
+    assert (rows["function_s"] >= SLEEP_S).all() and (rows["function_s"] <= SLEEP_S + FUNCTION_MARGIN_S).all(), rows
+    assert rows[PARTS].sum(axis=1).to_numpy() == pytest.approx(rows["worker_s"].to_numpy(), abs=1e-6)
 
 
 def test_serialization_grows_with_the_size_of_the_rows_returned(udfs):

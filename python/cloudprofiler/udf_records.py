@@ -33,6 +33,8 @@ from __future__ import annotations
 CHANNEL = "spark.python.udf"
 EVENT = "python_udf"  # the channel's spark.event metadata
 NAMES_KEY, EVAL_TYPE_KEY = "udf.names", "udf.eval_type"  # metadata: the UDFs' names (", "), PySpark's eval type
+# metadata, where the worker knows what the eval type does not say: a Python data source's reads run as a mapInArrow
+KIND_KEY, DATA_SOURCE = "udf.kind", "Python data source"
 # metadata: the layout of the records below; channels of another layout (before sampled cycles: none) are not read
 FORMAT_KEY, FORMAT = "udf.records", "2"
 KIND_BITS = 4

@@ -19,8 +19,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, FORMAT, FORMAT_KEY, IN_BATCHES,
-                           IN_EXIT, IN_ROWS, KIND_BITS, LAST_EVENT, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT,
-                           OUT_ROWS, PART_AFTER, PARTS, START, WAIT)
+                           IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, LAST_EVENT, NAMES_KEY, OUT_BATCHES, OUT_ENTER,
+                           OUT_EXIT, OUT_ROWS, PART_AFTER, PARTS, START, WAIT)
 
 CYCLE_PARTS = PARTS[1:]  # the parts of a cycle (setup is before the first)
 COUNTS = {IN_BATCHES: "batches", IN_ROWS: "rows", OUT_BATCHES: "out_batches", OUT_ROWS: "out_rows"}
@@ -39,7 +39,7 @@ def _files(app):
             other_format += 1
         elif f.channel == CHANNEL:
             eval_type = int(f.meta[EVAL_TYPE_KEY]) if str(f.meta.get(EVAL_TYPE_KEY, "")).isdigit() else None
-            kind = EVAL_TYPES.get(eval_type, f"eval type {eval_type}")
+            kind = f.meta.get(KIND_KEY) or EVAL_TYPES.get(eval_type, f"eval type {eval_type}")
             rows.append((f.file, f.meta.get(NAMES_KEY, "?"), eval_type, kind))
     if other_format:
         warnings.warn(f"{other_format} Python UDF channel files hold records of another layout than this version's "

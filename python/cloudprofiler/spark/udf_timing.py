@@ -31,14 +31,17 @@ import sys
 from time import perf_counter_ns
 
 from .. import _udf_timing
-from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY, IN_BATCHES,
-                           IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, NAMES_KEY, OUT_BATCHES, OUT_ENTER, OUT_EXIT,
-                           OUT_ROWS, SAMPLE_EVERY, START, UNKNOWN_ROWS, UNTIMED, WAIT)
+from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY,
+                           IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, NAMES_KEY, OUT_BATCHES,
+                           OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, UNKNOWN_ROWS, UNTIMED, WAIT)
+# PySpark's read of a Python data source (pyspark.sql.worker.plan_data_source_read): its module and name, which it sets
+DATA_SOURCE_READ = ("pyspark.sql.worker.plan_data_source_read", "data_source_read_func")
 
 _LOG_KEEP = math.log1p(-1.0 / SAMPLE_EVERY)  # log of an output batch's chance to be left untimed
 
 _off: list = []  # the failure that turned this worker's timing off, once there is one
 _names: list = []  # the UDFs read_command unpickled for the evaluation being read
+_sources: list = []  # of them, PySpark's reads of Python data sources (by the sources' names)
 
 
 def _fail(failure: BaseException) -> None:
@@ -59,11 +62,15 @@ def install(worker=None) -> None:
     def named_read_command(*args, **kwargs):
         command = read_command(*args, **kwargs)
         if isinstance(command, tuple) and len(command) == 2:  # a UDF's (function, return type)
-            _names.append(getattr(command[0], "__name__", None) or type(command[0]).__name__)
+            source = _data_source_name(command[0])
+            if source is not None:
+                _sources.append(source)
+            _names.append(source or getattr(command[0], "__name__", None) or type(command[0]).__name__)
         return command
 
     def timed_read_udfs(*args, **kwargs):
         _names.clear()
+        _sources.clear()
         began = perf_counter_ns()
         read = read_udfs(*args, **kwargs)
         if _off or os.environ.get("SPARK_PIPELINED_UDF") == "1":
@@ -79,6 +86,19 @@ def install(worker=None) -> None:
 
     worker.read_command, worker.read_udfs = named_read_command, timed_read_udfs
     worker._cloudprofiler_udfs = True
+
+
+def _data_source_name(function) -> "str | None":
+    """Where `function` is PySpark's read of a Python data source (its `data_source_read_func`, which holds the data
+    source in its closure), the source's name as `format()` takes it; else None."""
+    if getattr(function, "__module__", None) != DATA_SOURCE_READ[0] or function.__name__ != DATA_SOURCE_READ[1]:
+        return None
+    free = dict(zip(function.__code__.co_freevars, (c.cell_contents for c in function.__closure__ or ())))
+    source = free.get("data_source")
+    try:
+        return f"{source.name()}" if source is not None else None
+    except Exception:  # noqa: BLE001 -- the user's name(): the function's own name then
+        return None
 
 
 @functools.cache
@@ -134,8 +154,10 @@ class Task:
         if "udf-timing" in os.environ.get(FAIL_ENV, "").split(","):
             raise OSError(f"{FAIL_ENV}: a failure injected into the UDF timing")
         names = ", ".join(dict.fromkeys(_names)) or "?"
-        self.channel = channel or task_channel(CHANNEL, "buffered", metadata={
-            "spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type), FORMAT_KEY: FORMAT})
+        metadata = {"spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type), FORMAT_KEY: FORMAT}
+        if _sources:
+            metadata[KIND_KEY] = DATA_SOURCE
+        self.channel = channel or task_channel(CHANNEL, "buffered", metadata=metadata)
         self._log = self.channel.log
         self.waited = 0  # ns waited for the JVM's bytes since the last event
         self.timed = False  # whether the cycle under way is timed
