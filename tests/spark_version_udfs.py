@@ -1,4 +1,5 @@
-"""A pandas UDF sleeping a known time per batch, a pickled Python UDF and mapInArrow with their batches timed
+"""A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow and a Python UDTF (pickled: Spark
+3.5's default) with their batches timed
 (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
 on Spark 3.5). Prints udfs() summed per kind as JSON on its last line. Argument: the folder of its logs."""
 import json
@@ -23,6 +24,14 @@ def arrow_batches(batches):
     yield from batches
 
 
+class Tens:
+    """A UDTF: each id's next 10 ids."""
+
+    def eval(self, start: int):
+        for n in range(start, start + 10):
+            yield (n,)
+
+
 def main(folder: str) -> None:
     spark = (cps.builder(log_dir=f"{folder}/logs", local_dir=f"{folder}/local", calibration_enabled=False, udfs=True)
              .master("local[2]").config("spark.ui.enabled", "false")
@@ -31,6 +40,8 @@ def main(folder: str) -> None:
     sums = [ids.select(F.pandas_udf(sleepy, "long")("id").alias("y")).agg(F.sum("y")).first()[0],
             ids.select(F.udf(lambda v: v + 1, "long", useArrow=False)("id").alias("y")).agg(F.sum("y")).first()[0],
             ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")).first()[0]]
+    spark.udtf.register("tens", F.udtf(Tens, returnType="n long"))
+    sums.append(spark.sql("select sum(t.n) from range(0, 4, 1, 2) r, lateral tens(r.id) t").first()[0])
     app_id = spark.sparkContext.applicationId
     spark.stop()
     app = open_application(f"{folder}/logs/{app_id}")

@@ -43,8 +43,11 @@ PICKLED_FUNCTION_SHARE = 0.8
 FUNCTION_MARGIN_S, TASK_MARGIN_S = 0.1, 1.0
 UDFS_KEY = "spark.cloudprofiler.udfs"
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas", "source")
+GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas", "source", "udtf")
 SOURCE = "sleepy_source"  # a Python data source of PARTITIONS partitions, each read sleeping SLEEP_S, then ROWS rows
+# a Python UDTF lateral-joined with UDTF_ROWS ids in PARTITIONS partitions: each call sleeps SLEEP_S and yields
+# UDTF_OUT rows
+UDTF, UDTF_ROWS, UDTF_OUT = "Tens", 4, 10
 # the stragglers' job: 8 tasks on the 2 slots, the row SLEEPER's UDF call sleeping STRAGGLER_SLEEP_S (partition 5)
 STRAGGLING_ROWS, STRAGGLING_PARTITIONS, SLEEPER, STRAGGLER_SLEEP_S = 800, 8, 550, 0.3
 
@@ -99,6 +102,7 @@ def _queries(spark, slept):
     plus_one = F.udf(plus_one, "long", useArrow=False)
     ids = spark.range(0, ROWS, 1, PARTITIONS)
     spark.dataSource.register(_sleepy_source())
+    spark.udtf.register("tens", _tens())
     return {
         "sleep": lambda: ids.select(sleepy("id").alias("y")).agg(F.sum("y")),
         "small": lambda: ids.select(sized(SMALL)("id").alias("s")).agg(F.sum(F.length("s"))),
@@ -108,7 +112,25 @@ def _queries(spark, slept):
         "arrow": lambda: ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")),
         "pandas": lambda: ids.mapInPandas(pandas_frames, "id long").agg(F.sum("id")),
         "source": lambda: spark.read.format(SOURCE).load().agg(F.sum("id")),
+        "udtf": lambda: spark.sql(f"select sum(t.n) from range(0, {UDTF_ROWS}, 1, {PARTITIONS}) r, "
+                                  "lateral tens(r.id) t"),
     }
+
+
+def _tens():
+    """The UDTF (made here, so that the workers get it by value, not by module)."""
+    pause, out = SLEEP_S, UDTF_OUT
+
+    class Tens:
+        def eval(self, start: int):
+            import time
+
+            time.sleep(pause)
+            for n in range(start, start + out):
+                yield (n,)
+
+    Tens.__name__ = Tens.__qualname__ = UDTF
+    return F.udtf(Tens, returnType="n long")
 
 
 def _sleepy_source():
@@ -221,6 +243,19 @@ def test_a_python_data_sources_reads_are_timed_under_its_name(udfs):
     assert set(rows["kind"]) == {"Python data source"} and (rows["batches"] == 1).all()
     assert (rows["out_rows"] == ROWS // PARTITIONS).all() and rows["complete"].all()
     assert (rows["function_s"] >= SLEEP_S).all() and (rows["function_s"] <= SLEEP_S + FUNCTION_MARGIN_S).all(), rows
+    assert rows[PARTS].sum(axis=1).to_numpy() == pytest.approx(rows["worker_s"].to_numpy(), abs=1e-6)
+
+
+def test_a_python_udtfs_calls_are_timed_under_its_class_name(udfs):
+    """Known answer: each task evaluates the UDTF on its UDTF_ROWS / PARTITIONS ids, each call sleeping SLEEP_S and
+    yielding UDTF_OUT rows: the function part holds the sleeps, and the rows in and out are the calls and their rows."""
+    rows = udfs["udtf"]
+    calls = UDTF_ROWS // PARTITIONS
+    assert len(rows) == PARTITIONS and set(rows["udf"]) == {UDTF}, rows
+    assert set(rows["kind"]) <= {"Python UDTF", "Arrow Python UDTF"} and rows["complete"].all(), rows
+    assert (rows["rows"] == calls).all() and (rows["out_rows"] == calls * UDTF_OUT).all(), rows
+    assert (rows["function_s"] >= calls * SLEEP_S).all(), rows
+    assert (rows["function_s"] <= calls * SLEEP_S + FUNCTION_MARGIN_S).all(), rows
     assert rows[PARTS].sum(axis=1).to_numpy() == pytest.approx(rows["worker_s"].to_numpy(), abs=1e-6)
 
 
@@ -390,9 +425,13 @@ def test_on_spark_3_5_the_same_batches_are_timed(tmp_path):
                             env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")})  # its own Python
     assert result.returncode == 0, result.stderr[-4000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
-    assert seen["pyspark"].startswith("3.5.") and seen["sums"] == [1999000, 2001000, 1999000], seen
+    udtf_sum = sum(n for start in range(4) for n in range(start, start + 10))
+    assert seen["pyspark"].startswith("3.5.") and seen["sums"] == [1999000, 2001000, 1999000, udtf_sum], seen
     kinds = seen["kinds"]
-    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow"}, seen
+    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", "Python UDTF"}, seen
+    # the pickled UDTF: its 4 calls (2 a task), each one output item of its 10 rows
+    udtf = kinds["Python UDTF"]
+    assert udtf["tasks"] == 2 and udtf["rows"] == 4 and udtf["out_rows"] == 40 and udtf["complete"] == 1, seen
     for kind, batches in (("pandas UDF", 4), ("Python UDF", 20), ("mapInArrow", 4)):
         assert kinds[kind]["tasks"] == 2 and kinds[kind]["batches"] == batches, (kind, seen)
         assert kinds[kind]["rows"] == kinds[kind]["out_rows"] == 2000 and kinds[kind]["complete"] == 1, (kind, seen)

@@ -52,4 +52,5 @@ PART_AFTER = {START: "setup", OUT_ENTER: "function", IN_ENTER: "read", IN_EXIT: 
 EVAL_TYPES = {100: "Python UDF", 101: "Arrow Python UDF", 200: "pandas UDF", 201: "applyInPandas",
               202: "pandas aggregate UDF", 203: "pandas window UDF", 204: "pandas iterator UDF", 205: "mapInPandas",
               206: "cogrouped applyInPandas", 207: "mapInArrow", 208: "applyInPandasWithState", 209: "applyInArrow",
-              210: "cogrouped applyInArrow", 250: "Arrow UDF", 251: "Arrow iterator UDF"}
+              210: "cogrouped applyInArrow", 250: "Arrow UDF", 251: "Arrow iterator UDF", 300: "Python UDTF",
+              301: "Arrow Python UDTF", 302: "Arrow UDTF"}

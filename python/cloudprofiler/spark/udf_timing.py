@@ -1,8 +1,9 @@
 """The batches of the Python UDFs a worker runs, counted and timed (spark.cloudprofiler.udfs), with no change to the
 UDFs.
 
-`install` wraps two functions of pyspark.worker, the same in Spark 3.5 and 4.x: `read_command`, which unpickles each
-UDF (its name is kept), and `read_udfs`, which returns the evaluation's function and its serializers. Per task every
+`install` wraps three functions of pyspark.worker, the same in Spark 3.5 and 4.x: `read_command`, which unpickles each
+UDF (its name is kept; a UDTF's, its class's; a Python data source's read, its source's), and `read_udfs` and
+`read_udtf`, which return the evaluation's function and its serializers. Per task every
 input and output batch is counted, and the cycles of some are timed (udf_records: the first EXACT output batches,
 then 1 in SAMPLE_EVERY at random): the function's output iterator, its input iterator (the deserializer's batches)
 with the wait for each input batch's first bytes, and the serializer's end. The records go into a channel of the
@@ -14,8 +15,9 @@ cheapest a batch gets, `bench udfs`) a timed cycle costs about a tenth of the ba
 
 Batches, not rows: a pickled Python UDF (BatchEvalPython) is counted and timed per batch of rows its serializer packs
 (100 by default), around PySpark's batching, so that a row costs nothing more. Arrow evaluations (pandas and Arrow
-UDFs, mapInPandas, mapInArrow, grouped and cogrouped maps) per Arrow batch. Not timed: RDD functions, UDTFs and
-Python data sources (no read_udfs), Spark 4's pipelined reader (SPARK_PIPELINED_UDF=1, input read by a thread).
+UDFs, mapInPandas, mapInArrow, grouped and cogrouped maps, Python data sources' reads, Arrow UDTFs) per Arrow batch; a
+pickled UDTF per batch of its input rows, its output rows being its results. Not timed: RDD functions (no read_udfs),
+Spark 4's pipelined reader (SPARK_PIPELINED_UDF=1, input read by a thread).
 
 A session that sets spark.cloudprofiler.udfs=false has its tasks' UDFs run untimed (its SQL executions' settings reach
 their tasks as local properties). A failure of the timing never fails the UDF: that worker stops timing and says why
@@ -36,6 +38,7 @@ from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVEN
                            OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, UNKNOWN_ROWS, UNTIMED, WAIT)
 # PySpark's read of a Python data source (pyspark.sql.worker.plan_data_source_read): its module and name, which it sets
 DATA_SOURCE_READ = ("pyspark.sql.worker.plan_data_source_read", "data_source_read_func")
+TABLE_UDF = 300  # PySpark's SQL_TABLE_UDF: a pickled Python UDTF
 
 _LOG_KEEP = math.log1p(-1.0 / SAMPLE_EVERY)  # log of an output batch's chance to be left untimed
 
@@ -52,12 +55,12 @@ def _fail(failure: BaseException) -> None:
 
 
 def install(worker=None) -> None:
-    """Wrap pyspark.worker's read_command and read_udfs (`worker`: that module) in this process, once."""
+    """Wrap pyspark.worker's read_command, read_udfs and read_udtf (`worker`: that module) in this process, once."""
     if worker is None:
         import pyspark.worker as worker
     if getattr(worker, "_cloudprofiler_udfs", False):
         return
-    read_command, read_udfs = worker.read_command, worker.read_udfs
+    read_command, read_udfs, read_udtf = worker.read_command, worker.read_udfs, worker.read_udtf
 
     def named_read_command(*args, **kwargs):
         command = read_command(*args, **kwargs)
@@ -66,13 +69,22 @@ def install(worker=None) -> None:
             if source is not None:
                 _sources.append(source)
             _names.append(source or getattr(command[0], "__name__", None) or type(command[0]).__name__)
+        elif isinstance(command, type):  # a UDTF's handler class
+            _names.append(command.__name__)
         return command
 
-    def timed_read_udfs(*args, **kwargs):
-        _names.clear()
-        _sources.clear()
-        began = perf_counter_ns()
-        read = read_udfs(*args, **kwargs)
+    def timed(read_evaluation):
+        """read_udfs or read_udtf (the same arguments up to the eval type, the same four things returned), timed."""
+        def timed_read(*args, **kwargs):
+            _names.clear()
+            _sources.clear()
+            began = perf_counter_ns()
+            read = read_evaluation(*args, **kwargs)
+            return _timed(read, began, *args, **kwargs)
+
+        return timed_read
+
+    def _timed(read, began, *args, **kwargs):
         if _off or os.environ.get("SPARK_PIPELINED_UDF") == "1":
             return read
         try:
@@ -84,7 +96,7 @@ def install(worker=None) -> None:
             _fail(e)
             return read
 
-    worker.read_command, worker.read_udfs = named_read_command, timed_read_udfs
+    worker.read_command, worker.read_udfs, worker.read_udtf = named_read_command, timed(read_udfs), timed(read_udtf)
     worker._cloudprofiler_udfs = True
 
 
@@ -116,6 +128,11 @@ def _switched_off() -> bool:
     ctx = TaskContext.get()
     value = ctx.getLocalProperty(_udfs_key()) if ctx is not None else None
     return value is not None and value.strip().lower() == "false"
+
+
+def _results(batch) -> int:
+    """The rows of a pickled UDTF's batch of output items, each the tuple of one input row's results."""
+    return sum(len(item) for item in batch)
 
 
 def _rows(item, depth: int = 0) -> int:
@@ -153,6 +170,7 @@ class Task:
 
         if "udf-timing" in os.environ.get(FAIL_ENV, "").split(","):
             raise OSError(f"{FAIL_ENV}: a failure injected into the UDF timing")
+        self.eval_type = eval_type
         names = ", ".join(dict.fromkeys(_names)) or "?"
         metadata = {"spark.event": EVENT, NAMES_KEY: names, EVAL_TYPE_KEY: str(eval_type), FORMAT_KEY: FORMAT}
         if _sources:
@@ -237,7 +255,9 @@ class Task:
         if isinstance(deserializer, BatchedSerializer):  # pickled rows: around the batches, not every row
             batched = serializer._batched  # a batch is a list (or, as the JVM pickles it, a tuple) of rows
             deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching, len)
-            serializer._batched = lambda rows: self._output(batched(rows), len)
+            # a pickled UDTF's output item is the tuple of one input row's results
+            results = _results if self.eval_type == TABLE_UDF else len
+            serializer._batched = lambda rows: self._output(batched(rows), results)
             timed_func = func
         else:
             deserializer.load_stream = inputs(deserializer.load_stream, _count)
