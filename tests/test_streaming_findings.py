@@ -67,12 +67,13 @@ def _source_latency(p99_ms, sources=("delivered", "emitted"), reached=(("Filter"
     per_batch = pd.DataFrame([
         {"query_id": "id-1", "run_id": "run-1", "batch_id": b, "source": source, "position": position,
          "operator": operator, "rows": 10, "p50_ns": ms * 5e5 * scale, "p99_ns": ms * 1e6 * scale}
-        for source, scale in (("delivered", 0.1), ("emitted", 1.0), ("event_time", 1.0)) if source in sources
+        for source, scale in (("delivered", 0.1), ("emitted", 1.0), ("event_time", 1.0), ("window_end", 2.0))
+        if source in sources
         for (operator, position), series in zip(reached, each) for b, ms in enumerate(series)])
     lifetime = per_batch.groupby(["query_id", "run_id", "source", "position", "operator"], as_index=False).agg(
         rows=("rows", "sum"), p50_ns=("p50_ns", "median"), p99_ns=("p99_ns", "max"), max_ns=("p99_ns", "max"),
         batches=("batch_id", "count")).assign(err_max_ns=0.0)
-    lifetime.loc[lifetime["source"] == "event_time", "err_max_ns"] = np.nan  # wall clocks: not bounded
+    lifetime.loc[lifetime["source"].isin(["event_time", "window_end"]), "err_max_ns"] = np.nan  # wall clocks
     return per_batch, lifetime
 
 
@@ -93,6 +94,24 @@ def test_records_that_take_longer_from_the_source_are_a_finding_told_from_their_
     # where the source knows no emission on the operators' clock, from the records' delivery to Spark
     [(_, text)] = _found_latency(_batches([100] * 21), *_source_latency(p99, sources=("delivered",)))
     assert "their p99 from delivery to Spark to Filter" in text and "from 4 ms (batches 1-10) to 210 ms" in text
+
+
+def test_windowed_results_written_ever_later_after_their_window_are_a_finding_of_their_own():
+    """A windowed aggregation's results (from their window's end, twice the records' latency here) grew as the
+    records did: a finding for each, the results' in their own words; results that stay steady are none."""
+    p99 = [3_000] + [40] * 10 + [2_100] * 10
+    found = _found_latency(_batches([100] * 21), *_source_latency(
+        [p99, p99], sources=("emitted", "window_end"), reached=(("Filter", 2), ("sink", 0))))
+    texts = [text for kind, text in found if kind == "streaming_latency"]
+    assert len(texts) == 2 and texts[0].startswith("The streaming query `q`'s records took longer from the source: "
+                                                   "their p99 from emission to the sink"), texts
+    assert texts[1] == ("The streaming query `q`'s windowed results were written later after their window's end: "
+                        "their p99 from the window's end to the sink (its batch's last task's end) grew from 80 ms "
+                        "(batches 1-10) to 4.2 s (batches 11-20), so each window's result waits longer: the query "
+                        "does not keep up with its input's rate."), texts
+    steady = [3_000] + [40] * 20
+    assert _found_latency(_batches([100] * 21), *_source_latency(
+        [steady, steady], sources=("emitted", "window_end"), reached=(("Filter", 2), ("sink", 0)))) == []
 
 
 def test_without_an_emission_the_latency_is_told_from_the_event_time_with_no_bound():

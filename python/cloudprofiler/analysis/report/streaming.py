@@ -111,6 +111,9 @@ def findings(data, finding) -> list:
         reach = source_reach(data.source_lifetime, query_id)
         if reach is not None:
             out += _latency_grew(data, query, reach, first, latest, weight, finding, grew_most)
+        results = source_reach(data.source_lifetime, query_id, kind=WINDOW_END)
+        if results is not None and (reach is None or reach["source"] != WINDOW_END):
+            out += _latency_grew(data, query, results, first, latest, weight, finding, grew_most)
         rates = latest.dropna(subset=["input_rows_per_second", "processed_rows_per_second"])
         rates = rates[rates["num_input_rows"] > 0]
         behind = rates[rates["processed_rows_per_second"] < rates["input_rows_per_second"]]
@@ -137,17 +140,24 @@ def _grew_most(trends: pd.DataFrame, query_id: str) -> str:
 def _latency_grew(data, query, reach, first, latest, weight, finding, grew_most: str) -> list:
     """A warning where the p99 of the records' latency from the source to the sink (or the operator they reach last)
     grew GREW x (and GREW_MIN_MS) from the query's first batches to its latest: a pipeline that does not keep up
-    (Karimov et al.: a sustainable rate keeps latency from growing); with the operator whose time grew most."""
+    (Karimov et al.: a sustainable rate keeps latency from growing); with the operator whose time grew most. The same
+    for a windowed aggregation's results from their window's end (`reach` of WINDOW_END): each window's result written
+    ever later after it ended."""
     per_batch = reach_batches(data.source_latency, reach)
     before = per_batch[per_batch["batch_id"].isin(first["batch_id"])]["p99_ns"].median()
     after = per_batch[per_batch["batch_id"].isin(latest["batch_id"])]["p99_ns"].median()
     if not (after >= GREW * before and after - before >= GREW_MIN_MS * 1e6):
         return []
+    grew = (f"their p99 from {_source_words(reach)} to {_reach_words(reach, ' of its plan')} grew from "
+            f"{fmt.duration(before)} ({_batches(first)}) to {fmt.duration(after)} ({_batches(latest)})")
+    if reach["source"] == WINDOW_END:
+        return [finding("warning", weight, (
+            f"The streaming query {_name(query)}'s windowed results were written later after their window's end: "
+            f"{grew}, so each window's result waits longer: the query does not keep up with its input's "
+            f"rate{grew_most}."), "streaming_latency")]
     return [finding("warning", weight, (
-        f"The streaming query {_name(query)}'s records took longer from the source: their p99 from "
-        f"{_source_words(reach)} to {_reach_words(reach, ' of its plan')} grew from "
-        f"{fmt.duration(before)} ({_batches(first)}) to {fmt.duration(after)} ({_batches(latest)}), so records wait "
-        f"longer for their batch: the query does not keep up with its input's rate{grew_most}."), "streaming_latency")]
+        f"The streaming query {_name(query)}'s records took longer from the source: {grew}, so records wait longer "
+        f"for their batch: the query does not keep up with its input's rate{grew_most}."), "streaming_latency")]
 
 
 COLUMNS = ("batch", "started", "input rows", "rows/s in", "rows/s processed", "batch time", "planning", "jobs",
