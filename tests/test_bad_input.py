@@ -286,8 +286,11 @@ def test_open_application_says_a_path_is_missing_or_a_file_before_a_session_star
 
 
 def test_the_report_s_file_warnings_are_its_findings_not_raw_warnings(small_app, tmp_path):
+    import re
     import subprocess
     import sys
+
+    from cloudprofiler.analysis.report.data import SECTIONS
 
     done = subprocess.run([sys.executable, "-m", "cloudprofiler.cli", "report", str(small_app), "-o",
                            str(tmp_path / "report.html")], capture_output=True, text=True, timeout=600)
@@ -295,6 +298,11 @@ def test_the_report_s_file_warnings_are_its_findings_not_raw_warnings(small_app,
     assert "UserWarning" not in done.stderr and "catalog.py" not in done.stderr, done.stderr[-3000:]
     # in the findings, which the terminal summary wraps at its width: where depends on the folder's path
     assert "cut.arrows could not be read" in " ".join(done.stdout.split())
+    # progress, a line as the folder is opened and as each section is gathered, the seconds since the start
+    said = re.findall(r"^cloudprofiler report: \[ *([\d.]+) s\] (.*)$", done.stderr, re.MULTILINE)
+    assert said[0][1].startswith("the application opened: ") and said[0][1].endswith(" records"), done.stderr
+    assert sorted(line for _, line in said[1:]) == sorted(f"the {name} section gathered" for name, _ in SECTIONS)
+    assert [float(s) for s, _ in said] == sorted(float(s) for s, _ in said)
 
 
 def test_a_build_with_an_old_setuptools_stops_with_one_line_naming_the_version_it_needs(tmp_path):

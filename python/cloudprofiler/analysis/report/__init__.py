@@ -48,20 +48,25 @@ def render(data, output, quiet: bool = False, app_folder: "str | None" = None) -
     return output
 
 
-def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profiles=None) -> Path:
+def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profiles=None, progress=None) -> Path:
     """Analyse an application (an Application, or its log folder: local path or Hadoop-compatible URI) and write
     its report; returns the HTML file's path (default: see `default_output`), which Jupyter and VS Code show inline
     as the page itself. A copy goes into the application's folder where it is this user's own on this machine, for
     the Spark UI's Cloudprofiler tab to offer (tab_copy). `udf_profiles`: Spark's UDF profiler's seconds per
-    function name, shown beside the UDFs' (cloudprofiler.spark.udf_profiles)."""
+    function name, shown beside the UDFs' (cloudprofiler.spark.udf_profiles). `progress`: called with a line as the
+    application is opened and as each section is gathered (the command line prints them: a big folder takes
+    minutes)."""
     from .. import open_application
     from .data import gather
     from .udfs import beside_spark_profiler
 
     opened = isinstance(app_or_path, (str, Path))
     app = open_application(str(app_or_path), spark) if opened else app_or_path
+    if opened and progress is not None:
+        records = sum(f.rows or 0 for f in app.catalog.logs)
+        progress(f"the application opened: {len(app.catalog.logs):,} log files, {records:,} records")
     try:
-        data = gather(app)
+        data = gather(app, progress)
     finally:
         if opened:  # an Application the caller brings keeps what it cached, for the caller's next analyses
             app.release()

@@ -30,11 +30,13 @@ def _setting(text: str) -> tuple[str, str]:
 
 def run(args) -> int:
     import sys
+    import time
     import warnings
 
     from ...errors import NotAnApplicationError
     from ..application import check_local_folder, local_path
 
+    began = time.monotonic()
     try:
         check_local_folder(args.folder)  # before a Spark session starts
         if args.master:
@@ -53,7 +55,8 @@ def run(args) -> int:
 
         with warnings.catch_warnings():  # the catalog's warnings about files are findings of the report
             warnings.filterwarnings("ignore", category=UserWarning, module=r"cloudprofiler\.analysis\.catalog")
-            report(args.folder, args.output, spark)
+            report(args.folder, args.output, spark, progress=lambda line: print(
+                f"cloudprofiler report: [{time.monotonic() - began:5.1f} s] {line}", file=sys.stderr, flush=True))
     except NotAnApplicationError as exc:
         print(f"cloudprofiler report: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -84,17 +85,21 @@ class ReportData:
         return len(self.tasks) < self.tasks_total
 
 
-def gather(app) -> ReportData:
+def gather(app, progress=None) -> ReportData:
     """Ask the Application (cloudprofiler.analysis) for what the report shows. A section whose analysis fails (for
     example a hop whose ids repeat past what can be paired) is left empty and named in the health table and on
-    stderr, and the other sections are still gathered."""
+    stderr, and the other sections are still gathered. `progress`: called with a line as each section is done."""
     data = ReportData(summary=dict(app.summary()))
     failures = {}
+    said = threading.Lock()
 
     def run(chain: list) -> None:
         for name, fill in chain:
             try:
                 fill(app, data)
+                if progress is not None:
+                    with said:
+                        progress(f"the {name} section gathered")
             except Exception as exc:  # any failure of one section leaves the others to show
                 reason = failure_reason(exc)
                 print(f"cloudprofiler report: the {name} section is left out: {reason}", file=sys.stderr)
