@@ -177,8 +177,11 @@ def test_a_section_that_fails_is_named_and_the_others_are_shown(app_folder, tmp_
     run = capsys.readouterr()
     assert run.out.startswith("Findings\n") and run.out.rstrip().endswith(f"report: {out}")
     said = [line for line in run.err.splitlines() if line.startswith("cloudprofiler report: ")]
-    assert len(said) == 1 and "the pipeline section is left out: hop repeated.a -> repeated.b" in said[0]
-    assert "id 7" in said[0]
+    left_out = [line for line in said if "left out" in line]  # the others: its progress
+    assert len(left_out) == 1 and "the pipeline section is left out: hop repeated.a -> repeated.b" in left_out[0]
+    assert "id 7" in left_out[0]
+    assert any(line.endswith("] the stages section gathered") for line in said), said
+    assert not any(line.endswith("] the pipeline section gathered") for line in said), said
     findings = run.out.split("\n\n")[0]
     assert "the report's pipeline section is left out" in findings
     html = out.read_text()
