@@ -35,10 +35,9 @@ from time import perf_counter_ns
 from .. import _udf_timing
 from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY,
                            IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, NAMES_KEY, OUT_BATCHES,
-                           OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, UNKNOWN_ROWS, UNTIMED, WAIT)
+                           OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, TABLE_UDF, UNKNOWN_ROWS, UNTIMED, WAIT)
 # PySpark's read of a Python data source (pyspark.sql.worker.plan_data_source_read): its module and name, which it sets
 DATA_SOURCE_READ = ("pyspark.sql.worker.plan_data_source_read", "data_source_read_func")
-TABLE_UDF = 300  # PySpark's SQL_TABLE_UDF: a pickled Python UDTF
 
 _LOG_KEEP = math.log1p(-1.0 / SAMPLE_EVERY)  # log of an output batch's chance to be left untimed
 
@@ -80,21 +79,18 @@ def install(worker=None) -> None:
             _sources.clear()
             began = perf_counter_ns()
             read = read_evaluation(*args, **kwargs)
-            return _timed(read, began, *args, **kwargs)
+            if _off or os.environ.get("SPARK_PIPELINED_UDF") == "1":
+                return read
+            try:
+                if _switched_off():
+                    return read
+                eval_type = kwargs.get("eval_type", args[2] if len(args) > 2 else None)
+                return Task(eval_type, perf_counter_ns() - began).wrap(*read)
+            except Exception as e:  # noqa: BLE001 -- the evaluation runs untimed
+                _fail(e)
+                return read
 
         return timed_read
-
-    def _timed(read, began, *args, **kwargs):
-        if _off or os.environ.get("SPARK_PIPELINED_UDF") == "1":
-            return read
-        try:
-            if _switched_off():
-                return read
-            eval_type = kwargs.get("eval_type", args[2] if len(args) > 2 else None)
-            return Task(eval_type, perf_counter_ns() - began).wrap(*read)
-        except Exception as e:  # noqa: BLE001 -- the evaluation runs untimed
-            _fail(e)
-            return read
 
     worker.read_command, worker.read_udfs, worker.read_udtf = named_read_command, timed(read_udfs), timed(read_udtf)
     worker._cloudprofiler_udfs = True

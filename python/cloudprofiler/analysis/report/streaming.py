@@ -111,8 +111,8 @@ def findings(data, finding) -> list:
         reach = source_reach(data.source_lifetime, query_id)
         if reach is not None:
             out += _latency_grew(data, query, reach, first, latest, weight, finding, grew_most)
-        results = source_reach(data.source_lifetime, query_id, kind=WINDOW_END)
-        if results is not None and (reach is None or reach["source"] != WINDOW_END):
+        results = _results_reach(data.source_lifetime, query_id, reach)
+        if results is not None:
             out += _latency_grew(data, query, results, first, latest, weight, finding, grew_most)
         rates = latest.dropna(subset=["input_rows_per_second", "processed_rows_per_second"])
         rates = rates[rates["num_input_rows"] > 0]
@@ -233,13 +233,18 @@ def _lifetime_words(reach) -> str:
                   f"{fmt.duration(reach['max_ns'])}{bound}.")
 
 
+def _results_reach(lifetime: pd.DataFrame, query_id: str, reach):
+    """source_reach() of a windowed aggregation's results (from their window's end), told beside the query's latency
+    from the source `reach`; None where none was logged, or where `reach` is theirs already."""
+    if reach is not None and reach["source"] == WINDOW_END:
+        return None
+    return source_reach(lifetime, query_id, kind=WINDOW_END)
+
+
 def _results_words(lifetime: pd.DataFrame, query_id: str, reach) -> str:
-    """A windowed aggregation's results' latency from their window's end over the query's life, in a sentence ('' where
-    none was logged, or where it is the query's latency from the source already)."""
-    results = source_reach(lifetime, query_id, kind=WINDOW_END)
-    if results is None or (reach is not None and reach["source"] == WINDOW_END):
-        return ""
-    return _lifetime_words(results)
+    """The windowed results' latency (_results_reach) over the query's life, in a sentence ('' where there is none)."""
+    results = _results_reach(lifetime, query_id, reach)
+    return "" if results is None else _lifetime_words(results)
 
 
 def _path_table(lifetime: pd.DataFrame, reach) -> str:

@@ -77,8 +77,8 @@ final class EventTimes {
     EventTimes found = new EventTimes();
     if (rows[0] != 0) {
       found.search(plan, rows);
-      found.results(plan, null, plan, rows);
-      found.above(plan, null, plan, rows);
+      walk(plan, null, plan, (node, parent, stage) -> found.results(node, parent, stage, rows));
+      walk(plan, null, plan, (node, parent, stage) -> found.above(node, parent, stage, rows));
     }
     return found;
   }
@@ -104,11 +104,25 @@ final class EventTimes {
     firsts.add(first);
   }
 
+  /** What {@link #walk} asks of each operator: with its parent and its stage. */
+  private interface Visit {
+    void at(SparkPlan node, SparkPlan parent, SparkPlan stage);
+  }
+
   /**
-   * The chains above a watermark whose top outputs the event-time column, in {@code node}'s subtree
-   * (once the chains below the watermarks are found); {@code stage}: the exchange above {@code
-   * node} (or the plan's root: a stage that adaptive execution plans apart ends at its query
-   * stages, leaves of its plan).
+   * {@code visit} at {@code node}, then at each operator below it, from the root down; {@code
+   * stage}: the exchange above the operator (or the plan's root: a stage that adaptive execution
+   * plans apart ends at its query stages, leaves of its plan).
+   */
+  private static void walk(SparkPlan node, SparkPlan parent, SparkPlan stage, Visit visit) {
+    visit.at(node, parent, stage);
+    for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class))
+      walk(child, node, node instanceof Exchange ? node : stage, visit);
+  }
+
+  /**
+   * At {@code node} ({@link #walk}, once the chains below the watermarks are found): the chain
+   * above a watermark whose top is {@code node}, where it outputs the event-time column.
    */
   private void above(SparkPlan node, SparkPlan parent, SparkPlan stage, long[] rows) {
     if (!stagesWithChain.contains(stage) && top(node, parent, rows)) {
@@ -121,16 +135,14 @@ final class EventTimes {
         stagesWithChain.add(stage);
       }
     }
-    for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class))
-      above(child, node, node instanceof Exchange ? node : stage, rows);
   }
 
   /**
-   * The chain that passes on a windowed aggregation's results in {@code node}'s subtree ({@code
-   * stage} as for {@link #above}): in a stage that saves an aggregation's state, the highest probed
-   * operator that outputs the window (the column Spark marks with the watermark's delay) logs each
-   * sampled result's window end. Alone where its parent generates no code (the sink's write), a
-   * chain of one.
+   * At {@code node} ({@link #walk}): the chain that passes on a windowed aggregation's results,
+   * where {@code node} is, in a stage that saves an aggregation's state, the highest probed
+   * operator that outputs the window (the column Spark marks with the watermark's delay): it logs
+   * each sampled result's window end. Alone where its parent generates no code (the sink's write),
+   * a chain of one.
    */
   private void results(SparkPlan node, SparkPlan parent, SparkPlan stage, long[] rows) {
     int ordinal = markedWindow(node);
@@ -150,8 +162,6 @@ final class EventTimes {
         stagesWithChain.add(stage);
       }
     }
-    for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class))
-      results(child, node, node instanceof Exchange ? node : stage, rows);
   }
 
   /**
