@@ -417,3 +417,14 @@ def _catalogs_agree(spark, path: str) -> None:
             values = np.sort(cp.read_log(file.removeprefix("file:")).column(1 if kind == "records" else 0).to_numpy())
         assert mine["median_tsc"] == values[(len(values) + 1) // 2 - 1], file
     assert {("records", True), ("records", False), ("counters", False), ("table", False)} <= kinds
+    # the files go into partitions as Spark's own file sources pack the same files, at its settings
+    counts = set()
+    for cost in ("4MB", "64kB", "1kB"):
+        spark.conf.set("spark.sql.files.openCostInBytes", cost)
+        try:
+            mine = spark.read.format(reader.JVM_CATALOG).option("path", path).load().rdd.getNumPartitions()
+            assert mine == reader.binary_files(spark, path).rdd.getNumPartitions(), cost
+            counts.add(mine)
+        finally:
+            spark.conf.unset("spark.sql.files.openCostInBytes")
+    assert len(counts) > 1 and min(counts) < len(jvm), (counts, len(jvm))

@@ -177,12 +177,14 @@ def jvm_reader(spark) -> bool:
 
 
 def jvm_log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dict | None" = None):
-    """log_frame's DataFrame, read by the plugin's reader in the executors' JVMs: each file a partition, its Arrow
-    batches handed to Spark as columnar batches, the per-file columns and the time columns made there from the
-    plan (the files' attributes and `Timebase.jvm_axis`)."""
+    """log_frame's DataFrame, read by the plugin's reader in the executors' JVMs: the files packed into partitions
+    by their records, as Spark packs small files; their Arrow batches handed to Spark as columnar batches, the
+    per-file columns and the time columns made there from the plan (the files' attributes and
+    `Timebase.jvm_axis`)."""
     plan = {**timebase.jvm_axis(), "files": [
-        {**f.attributes(), "path": f.file, "kind": f.kind, "channel_id": (channel_ids or {}).get(f.channel),
-         "domain_id": timebase.domain_id(f.domain)} for f in files]}
+        {**f.attributes(), "path": f.file, "kind": f.kind, "rows": f.rows,
+         "channel_id": (channel_ids or {}).get(f.channel), "domain_id": timebase.domain_id(f.domain)}
+        for f in files]}
     return spark.read.format(JVM_SOURCE).schema(spark_schema(schema)).option("plan", json.dumps(plan)).load()
 
 

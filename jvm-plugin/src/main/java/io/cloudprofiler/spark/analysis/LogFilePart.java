@@ -4,23 +4,27 @@ import static io.cloudprofiler.spark.analysis.PlanJson.bits;
 import static io.cloudprofiler.spark.analysis.PlanJson.required;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import org.apache.spark.sql.connector.read.InputPartition;
 
 /**
- * One log file as a partition: where it is, whether it holds records or counters, the values of its
- * per-file columns, and its domain's translation onto the time axis.
+ * One log file of a scan: where it is, its records' bytes, whether it holds records or counters,
+ * the values of its per-file columns, and its domain's translation onto the time axis.
  */
-final class LogFilePart implements InputPartition {
+final class LogFilePart implements Serializable {
   private static final long serialVersionUID = 1L;
 
   /** The channels whose tuple id is the task attempt's (reader.py's translated_batches). */
   private static final List<String> TASK_CHANNELS = List.of("spark.task.start", "spark.task.end");
 
   final String path;
+
+  /** Its records' bytes (16 a record or counter), which its partition is packed by. */
+  final long bytes;
+
   final boolean records;
   final boolean taskChannel;
 
@@ -30,8 +34,13 @@ final class LogFilePart implements InputPartition {
   final AxisTranslation axis;
 
   private LogFilePart(
-      String path, boolean records, Map<String, Object> constants, AxisTranslation axis) {
+      String path,
+      long bytes,
+      boolean records,
+      Map<String, Object> constants,
+      AxisTranslation axis) {
     this.path = path;
+    this.bytes = bytes;
     this.records = records;
     this.constants = constants;
     this.axis = axis;
@@ -54,8 +63,8 @@ final class LogFilePart implements InputPartition {
    * The partitions of the option {@code plan}, JSON the analysis writes (reader.py's jvm_plan):
    * {"start_tick", "hz": the axis's doubles as their IEEE bits (exact); "domains": {name:
    * "reference" or its anchors, as Durations.anchors reads them}; "files": [{"path", "kind":
-   * records or counters, the per-file columns, "channel_id", "domain_id"}]}. A domain the plan does
-   * not name is unbounded.
+   * records or counters, "rows", the per-file columns, "channel_id", "domain_id"}]}. A domain the
+   * plan does not name is unbounded.
    */
   static List<LogFilePart> parse(String plan) {
     JsonNode root = PlanJson.parse(plan, "the option plan");
@@ -87,6 +96,7 @@ final class LogFilePart implements InputPartition {
       parts.add(
           new LogFilePart(
               required(f, "path").asText(),
+              16 * (Long) value(required(f, "rows"), true),
               kind.equals("records"),
               constants,
               axis == null ? AxisTranslation.unbounded() : axis));

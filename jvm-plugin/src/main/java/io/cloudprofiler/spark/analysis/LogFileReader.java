@@ -24,9 +24,9 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.SerializableConfiguration;
 
 /**
- * A task's reader of one log file: each Arrow batch becomes a columnar batch of the columns the
- * query asks for, the file's two integer columns copied in once, its per-file columns as constants,
- * the time columns computed from the TSC column by the domain's translation.
+ * The reader of one log file of a task's pack: each Arrow batch becomes a columnar batch of the
+ * columns the query asks for, the file's two integer columns copied in once, its per-file columns
+ * as constants, the time columns computed from the TSC column by the domain's translation.
  */
 final class LogFileReader implements PartitionReader<ColumnarBatch> {
   /** Serialized to the executors with the columns asked for and the Hadoop settings. */
@@ -46,8 +46,9 @@ final class LogFileReader implements PartitionReader<ColumnarBatch> {
     }
 
     @Override
-    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new LogFileReader((LogFilePart) partition, schema, hadoop.value());
+    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition pack) {
+      return FilePacks.<LogFilePart, ColumnarBatch>reader(
+          pack, part -> new LogFileReader(part, schema, hadoop.value()));
     }
 
     @Override

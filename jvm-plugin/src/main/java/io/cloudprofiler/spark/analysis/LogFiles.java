@@ -32,8 +32,9 @@ import org.apache.spark.util.SerializableConfiguration;
  * ...).load()}, as the analysis's reader.log_frame does. The plan (see {@link LogFilePart#parse})
  * lists the files with their per-file columns and the time axis's translation of each TSC domain;
  * the schema names the columns of reader.py's RECORD_SCHEMA or COUNTER_SCHEMA (and the internal
- * domain_id, channel_id) wanted. A file is a partition; Spark reads only the columns a query uses,
- * and a filter on a per-file text column (channel, host, ...) keeps the files it holds for.
+ * domain_id, channel_id) wanted. Files are packed into partitions as Spark packs small files
+ * ({@link FilePacks}); Spark reads only the columns a query uses, and a filter on a per-file text
+ * column (channel, host, ...) keeps the files it holds for.
  */
 public final class LogFiles implements TableProvider {
   @Override
@@ -142,7 +143,7 @@ public final class LogFiles implements TableProvider {
 
     @Override
     public InputPartition[] planInputPartitions() {
-      return files.toArray(new InputPartition[0]);
+      return FilePacks.pack(files, f -> f.bytes);
     }
 
     @Override
