@@ -1,5 +1,5 @@
-"""A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow and a Python UDTF (pickled: Spark
-3.5's default) with their batches timed
+"""A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark
+3.5's default) and an RDD's map with their batches timed
 (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
 on Spark 3.5). Prints udfs() summed per kind as JSON on its last line. Argument: the folder of its logs."""
 import json
@@ -42,6 +42,7 @@ def main(folder: str) -> None:
             ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")).first()[0]]
     spark.udtf.register("tens", F.udtf(Tens, returnType="n long"))
     sums.append(spark.sql("select sum(t.n) from range(0, 4, 1, 2) r, lateral tens(r.id) t").first()[0])
+    sums.append(spark.sparkContext.parallelize(list(range(ROWS)), 2).map(lambda v: v + 1).sum())
     app_id = spark.sparkContext.applicationId
     spark.stop()
     app = open_application(f"{folder}/logs/{app_id}")

@@ -43,11 +43,14 @@ PICKLED_FUNCTION_SHARE = 0.8
 FUNCTION_MARGIN_S, TASK_MARGIN_S = 0.1, 1.0
 UDFS_KEY = "spark.cloudprofiler.udfs"
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas", "source", "udtf")
+GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas", "source", "udtf", "rdd")
 SOURCE = "sleepy_source"  # a Python data source of PARTITIONS partitions, each read sleeping SLEEP_S, then ROWS rows
 # a Python UDTF lateral-joined with UDTF_ROWS ids in PARTITIONS partitions: each call sleeps SLEEP_S and yields
 # UDTF_OUT rows
 UDTF, UDTF_ROWS, UDTF_OUT = "Tens", 4, 10
+# an RDD's map and filter over RDD_ROWS items in PARTITIONS partitions: the map sleeps RDD_SLEEP_S on every
+# RDD_SLEEP_EVERY-th item (adding the time it slept to an accumulator), the filter keeps 3 items in 4
+RDD_ROWS, RDD_SLEEP_EVERY, RDD_SLEEP_S = 20_000, 1000, 0.02
 # the stragglers' job: 8 tasks on the 2 slots, the row SLEEPER's UDF call sleeping STRAGGLER_SLEEP_S (partition 5)
 STRAGGLING_ROWS, STRAGGLING_PARTITIONS, SLEEPER, STRAGGLER_SLEEP_S = 800, 8, 550, 0.3
 
@@ -100,6 +103,21 @@ def _queries(spark, slept):
         return v + 1
 
     plus_one = F.udf(plus_one, "long", useArrow=False)
+
+    every, rdd_pause = RDD_SLEEP_EVERY, RDD_SLEEP_S
+
+    def slow_double(x):
+        if x % every == 0:
+            import time
+
+            began = time.perf_counter()
+            time.sleep(rdd_pause)
+            slept.add(time.perf_counter() - began)
+        return 2 * x
+
+    def keep(x):
+        return x % 8 != 0
+
     ids = spark.range(0, ROWS, 1, PARTITIONS)
     spark.dataSource.register(_sleepy_source())
     spark.udtf.register("tens", _tens())
@@ -114,6 +132,8 @@ def _queries(spark, slept):
         "source": lambda: spark.read.format(SOURCE).load().agg(F.sum("id")),
         "udtf": lambda: spark.sql(f"select sum(t.n) from range(0, {UDTF_ROWS}, 1, {PARTITIONS}) r, "
                                   "lateral tens(r.id) t"),
+        # a list, not a range: PySpark makes a range's numbers in the workers, with no input
+        "rdd": lambda: spark.sparkContext.parallelize(list(range(RDD_ROWS)), PARTITIONS).map(slow_double).filter(keep),
     }
 
 
@@ -182,29 +202,31 @@ def run(tmp_path_factory):
     queries = _queries(spark, slept)
     sc.setJobGroup("warm-up", "the workers start and import pandas and pyarrow")
     for group, query in queries.items():
-        if group != "pickled":  # the stragglers' job ran pickled UDFs already
+        if group not in ("pickled", "rdd"):  # the stragglers' job ran pickled UDFs already
             query().collect()
-    on, off = {}, {}
+    on, off, slept_in = {}, {}, {}
     for group, query in queries.items():
         sc.setJobGroup(group, group)
         if group == "sleep":  # Spark's own UDF profiler too, on this query only
             spark.conf.set(PROFILER_KEY, "perf")
+        before = slept.value
         on[group] = query().collect()
+        slept_in[group] = slept.value - before  # the task's updates come with its end, before its job's
         spark.conf.unset(PROFILER_KEY)
-    pickled_slept = slept.value  # the task's updates come with its end, before its job's
     sc.environment[FAIL_ENV] = "udf-timing"  # the UDFs made now run in workers (and a daemon) with this variable
     faulty = _queries(spark, slept)["arrow"]()  # its UDF's function, with the environment, is made with the DataFrame
     del sc.environment[FAIL_ENV]
     sc.setJobGroup("fault", "the timing fails as it starts")
     on["fault"] = faulty.collect()
     spark.conf.set(UDFS_KEY, "false")
+    sc.setLocalProperty(UDFS_KEY, "false")  # an RDD's jobs: no SQL execution carries the session's setting
     for group, query in queries.items():
         sc.setJobGroup(f"{group}-off", group)
         off[group] = query().collect()
     app_id = sc.applicationId
     profiled = function_seconds(spark)  # as cps.report(spark) takes them: they live in this session only
     spark.stop()
-    return open_application(str(base / "logs" / app_id)), on, off, profiled, pickled_slept
+    return open_application(str(base / "logs" / app_id)), on, off, profiled, slept_in
 
 
 @pytest.fixture(scope="module")
@@ -278,13 +300,28 @@ def test_a_pickled_python_udf_is_timed_per_batch_of_rows_and_past_the_first_ones
     assert rows["complete"].all() and not rows["failed"].any()
     # the first EXACT batches timed, then about 1 in SAMPLE_EVERY: the rest split in the timed ones' proportions
     assert ((rows["timed_batches"] >= EXACT) & (rows["timed_batches"] < PICKLED_BATCHES)).all(), rows
-    slept = run[4]
+    slept = run[4]["pickled"]
     assert slept >= PICKLED_SLEEP_S * PICKLED_BATCHES * PARTITIONS
     # the function part holds the sleeps of every batch, timed or not, and the rows' own time
     assert slept - FUNCTION_MARGIN_S <= rows["function_s"].sum() <= slept + FUNCTION_MARGIN_S * PARTITIONS, rows
     for row in rows.itertuples():
         assert abs(sum(getattr(row, p) for p in PARTS) - row.worker_s) < 1e-6
         assert row.function_s >= PICKLED_FUNCTION_SHARE * (row.worker_s - row.setup_s - row.first_wait_s), row
+
+
+def test_an_rdds_functions_are_timed_under_the_users_names_per_pickled_batch(run, udfs):
+    """Known answer: the tasks map RDD_ROWS items, sleeping on every RDD_SLEEP_EVERY-th, and keep 3 in 4: the map's
+    and the filter's names, their items in and out exactly, and the sleeps in the function part."""
+    rows = udfs["rdd"]
+    assert len(rows) == PARTITIONS and set(rows["kind"]) == {"RDD function"}, rows
+    assert all(set(udf.split(", ")) == {"slow_double", "keep"} for udf in rows["udf"]), rows
+    # PySpark slices the list's pickled batches of 1,024 items: each task keeps 3 in 4 of those it got
+    assert rows["rows"].sum() == RDD_ROWS and (rows["out_rows"] == rows["rows"] * 3 // 4).all(), rows
+    assert rows["complete"].all() and not rows["failed"].any() and (rows["timed_batches"] >= 1).all()
+    slept = run[4]["rdd"]
+    assert slept >= RDD_SLEEP_S * RDD_ROWS / RDD_SLEEP_EVERY
+    assert slept - FUNCTION_MARGIN_S <= rows["function_s"].sum() <= slept + FUNCTION_MARGIN_S * PARTITIONS, rows
+    assert rows[PARTS].sum(axis=1).to_numpy() == pytest.approx(rows["worker_s"].to_numpy(), abs=1e-6)
 
 
 @pytest.mark.parametrize("group, kind", [("arrow", "mapInArrow"), ("pandas", "mapInPandas")])
@@ -426,9 +463,12 @@ def test_on_spark_3_5_the_same_batches_are_timed(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     udtf_sum = sum(n for start in range(4) for n in range(start, start + 10))
-    assert seen["pyspark"].startswith("3.5.") and seen["sums"] == [1999000, 2001000, 1999000, udtf_sum], seen
+    assert seen["pyspark"].startswith("3.5.") and seen["sums"] == [1999000, 2001000, 1999000, udtf_sum, 2001000], seen
     kinds = seen["kinds"]
-    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", "Python UDTF"}, seen
+    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", "Python UDTF", "RDD function"}, seen
+    # the RDD's map, then its sum's mapPartitions (one number a task), pipelined into one function
+    rdd = kinds["RDD function"]
+    assert rdd["tasks"] == 2 and rdd["rows"] == 2000 and rdd["out_rows"] == 2 and rdd["complete"] == 1, seen
     # the pickled UDTF: its 4 calls (2 a task), each one output item of its 10 rows
     udtf = kinds["Python UDTF"]
     assert udtf["tasks"] == 2 and udtf["rows"] == 4 and udtf["out_rows"] == 40 and udtf["complete"] == 1, seen

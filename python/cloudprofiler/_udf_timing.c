@@ -10,7 +10,7 @@
 
 typedef struct {
   PyObject_HEAD PyObject *it; /* NULL once it has ended */
-  PyObject *rows_of;          /* the rows of a batch; `len` is called as PyObject_Length */
+  PyObject *rows_of;          /* the rows of a batch; `len` is called as PyObject_Length; None: each item a row */
   PyObject *enter;            /* enter(index) before a batch is asked for, when timed or at call_at */
   PyObject *exit;             /* exit(rows) after it arrives, when timed; exit(ended) where the iterator ended */
   long long batches, rows, call_at, ended;
@@ -27,6 +27,10 @@ static int call(PyObject *fn, PyObject *arg) {
 
 /* The rows of `item`, or -1 with the Python error set (rows_of's own negative answers are counted as no rows). */
 static int rows_of(Counted *self, PyObject *item, long long *rows) {
+  if (self->rows_of == Py_None) { /* an RDD's items, one by one */
+    *rows = 1;
+    return 0;
+  }
   if (self->rows_of == builtin_len) {
     Py_ssize_t n = PyObject_Length(item);
     *rows = n;
@@ -134,8 +138,8 @@ static PyObject *counted(PyObject *module, PyObject *args) {
   PyObject *iterable, *rows, *enter, *exit;
   long long call_at, ended;
   if (!PyArg_ParseTuple(args, "OOOOLL:counted", &iterable, &rows, &enter, &exit, &call_at, &ended)) return NULL;
-  if (!PyCallable_Check(rows) || !PyCallable_Check(enter) || !PyCallable_Check(exit)) {
-    PyErr_SetString(PyExc_TypeError, "counted(): rows_of, enter and exit must be callable");
+  if (!(rows == Py_None || PyCallable_Check(rows)) || !PyCallable_Check(enter) || !PyCallable_Check(exit)) {
+    PyErr_SetString(PyExc_TypeError, "counted(): rows_of (or None), enter and exit must be callable");
     return NULL;
   }
   PyObject *it = PyObject_GetIter(iterable);
@@ -160,7 +164,8 @@ static PyObject *counted(PyObject *module, PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"counted", counted, METH_VARARGS,
-     "counted(iterable, rows_of, enter, exit, call_at, ended): iterate, counting batches and rows; around a timed "
+     "counted(iterable, rows_of, enter, exit, call_at, ended): iterate, counting batches and rows (rows_of None: "
+     "one an item); around a timed "
      "batch (attribute `timed`), enter(index) and exit(rows), exit(ended) at the end; before batch `call_at`, "
      "enter(index) anyway"},
     {NULL, NULL, 0, NULL},

@@ -49,9 +49,10 @@ PARTS = ("setup", "wait", "read", "function", "serialize")
 PART_AFTER = {START: "setup", OUT_ENTER: "function", IN_ENTER: "read", IN_EXIT: "function", OUT_EXIT: "serialize",
               UNTIMED: "untimed"}
 TABLE_UDF = 300  # PySpark's SQL_TABLE_UDF: a pickled Python UDTF, whose output item per input row is a tuple of rows
+NON_UDF = 0  # PySpark's NON_UDF: an RDD's functions (map, filter, mapPartitions... pipelined into one)
 # PySpark's eval types (pyspark's PythonEvalType) in the words of its API
-EVAL_TYPES = {100: "Python UDF", 101: "Arrow Python UDF", 200: "pandas UDF", 201: "applyInPandas",
-              202: "pandas aggregate UDF", 203: "pandas window UDF", 204: "pandas iterator UDF", 205: "mapInPandas",
-              206: "cogrouped applyInPandas", 207: "mapInArrow", 208: "applyInPandasWithState", 209: "applyInArrow",
-              210: "cogrouped applyInArrow", 250: "Arrow UDF", 251: "Arrow iterator UDF", TABLE_UDF: "Python UDTF",
-              301: "Arrow Python UDTF", 302: "Arrow UDTF"}
+EVAL_TYPES = {NON_UDF: "RDD function", 100: "Python UDF", 101: "Arrow Python UDF", 200: "pandas UDF",
+              201: "applyInPandas", 202: "pandas aggregate UDF", 203: "pandas window UDF", 204: "pandas iterator UDF",
+              205: "mapInPandas", 206: "cogrouped applyInPandas", 207: "mapInArrow", 208: "applyInPandasWithState",
+              209: "applyInArrow", 210: "cogrouped applyInArrow", 250: "Arrow UDF", 251: "Arrow iterator UDF",
+              TABLE_UDF: "Python UDTF", 301: "Arrow Python UDTF", 302: "Arrow UDTF"}

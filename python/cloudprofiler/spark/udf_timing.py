@@ -2,8 +2,9 @@
 UDFs.
 
 `install` wraps three functions of pyspark.worker, the same in Spark 3.5 and 4.x: `read_command`, which unpickles each
-UDF (its name is kept; a UDTF's, its class's; a Python data source's read, its source's), and `read_udfs` and
-`read_udtf`, which return the evaluation's function and its serializers. Per task every
+UDF (its name is kept; a UDTF's, its class's; a Python data source's read, its source's) and an RDD's evaluation (its
+function and serializers, timed there: the user's functions it holds name it), and `read_udfs` and `read_udtf`, which
+return the evaluation's function and its serializers. Per task every
 input and output batch is counted, and the cycles of some are timed (udf_records: the first EXACT output batches,
 then 1 in SAMPLE_EVERY at random): the function's output iterator, its input iterator (the deserializer's batches)
 with the wait for each input batch's first bytes, and the serializer's end. The records go into a channel of the
@@ -16,8 +17,10 @@ cheapest a batch gets, `bench udfs`) a timed cycle costs about a tenth of the ba
 Batches, not rows: a pickled Python UDF (BatchEvalPython) is counted and timed per batch of rows its serializer packs
 (100 by default), around PySpark's batching, so that a row costs nothing more. Arrow evaluations (pandas and Arrow
 UDFs, mapInPandas, mapInArrow, grouped and cogrouped maps, Python data sources' reads, Arrow UDTFs) per Arrow batch; a
-pickled UDTF per batch of its input rows, its output rows being its results. Not timed: RDD functions (no read_udfs),
-Spark 4's pipelined reader (SPARK_PIPELINED_UDF=1, input read by a thread).
+pickled UDTF per batch of its input rows, its output rows being its results. An RDD's functions per batch its
+serializers pickle (PySpark's auto-sized batches), or per item where its input is not pickled (text lines), its
+output rows unknown where it is written unpickled (a shuffle's map side packs its records itself). Not timed: Spark 4's
+pipelined reader (SPARK_PIPELINED_UDF=1, input read by a thread).
 
 A session that sets spark.cloudprofiler.udfs=false has its tasks' UDFs run untimed (its SQL executions' settings reach
 their tasks as local properties). A failure of the timing never fails the UDF: that worker stops timing and says why
@@ -34,8 +37,9 @@ from time import perf_counter_ns
 
 from .. import _udf_timing
 from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY,
-                           IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, NAMES_KEY, OUT_BATCHES,
-                           OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, TABLE_UDF, UNKNOWN_ROWS, UNTIMED, WAIT)
+                           IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, NAMES_KEY, NON_UDF,
+                           OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, TABLE_UDF, UNKNOWN_ROWS,
+                           UNTIMED, WAIT)
 # PySpark's read of a Python data source (pyspark.sql.worker.plan_data_source_read): its module and name, which it sets
 DATA_SOURCE_READ = ("pyspark.sql.worker.plan_data_source_read", "data_source_read_func")
 
@@ -62,7 +66,13 @@ def install(worker=None) -> None:
     read_command, read_udfs, read_udtf = worker.read_command, worker.read_udfs, worker.read_udtf
 
     def named_read_command(*args, **kwargs):
+        began = perf_counter_ns()
         command = read_command(*args, **kwargs)
+        if isinstance(command, tuple) and len(command) == 4 and callable(command[0]):
+            # an RDD's evaluation (function, profiler, deserializer, serializer), which read_udfs does not read
+            _names[:] = _function_names(command[0])
+            _sources.clear()
+            return _timed(command, NON_UDF, began)
         if isinstance(command, tuple) and len(command) == 2:  # a UDF's (function, return type)
             source = _data_source_name(command[0])
             if source is not None:
@@ -79,21 +89,53 @@ def install(worker=None) -> None:
             _sources.clear()
             began = perf_counter_ns()
             read = read_evaluation(*args, **kwargs)
-            if _off or os.environ.get("SPARK_PIPELINED_UDF") == "1":
-                return read
-            try:
-                if _switched_off():
-                    return read
-                eval_type = kwargs.get("eval_type", args[2] if len(args) > 2 else None)
-                return Task(eval_type, perf_counter_ns() - began).wrap(*read)
-            except Exception as e:  # noqa: BLE001 -- the evaluation runs untimed
-                _fail(e)
-                return read
+            return _timed(read, kwargs.get("eval_type", args[2] if len(args) > 2 else None), began)
 
         return timed_read
 
     worker.read_command, worker.read_udfs, worker.read_udtf = named_read_command, timed(read_udfs), timed(read_udtf)
     worker._cloudprofiler_udfs = True
+
+
+def _timed(read: tuple, eval_type, began: int) -> tuple:
+    """The evaluation `read` (function, profiler, deserializer, serializer; its reading began at `began`), timed,
+    unless the timing is off in this worker or for the task, or PySpark's pipelined reader reads its input."""
+    if _off or os.environ.get("SPARK_PIPELINED_UDF") == "1":
+        return read
+    try:
+        if _switched_off():
+            return read
+        return Task(eval_type, perf_counter_ns() - began).wrap(*read)
+    except Exception as e:  # noqa: BLE001 -- the evaluation runs untimed
+        _fail(e)
+        return read
+
+
+def _function_names(function, most: int = 64) -> list:
+    """The user's functions an RDD's pipelined function holds (PySpark wraps each map, filter, mapPartitions... in
+    functions of its own, which hold the user's in their closures), in the order found: the functions not of
+    pyspark's modules, searched through closures and partials; ["RDD"] where none is found."""
+    found, seen, queue = [], set(), [function]
+    while queue and len(seen) < most:
+        f = queue.pop(0)
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        inner = getattr(f, "func", None)  # functools.partial
+        if inner is not None and not hasattr(f, "__code__"):
+            queue.append(inner)
+            continue
+        if not hasattr(f, "__code__"):
+            continue
+        if not (getattr(f, "__module__", None) or "").startswith("pyspark"):
+            found.append(f.__name__)
+            continue
+        for cell in f.__closure__ or ():
+            try:
+                queue.append(cell.cell_contents)
+            except ValueError:  # a cell not yet filled
+                pass
+    return list(dict.fromkeys(found)) or ["RDD"]
 
 
 def _data_source_name(function) -> "str | None":
@@ -150,8 +192,41 @@ def _count(batch) -> int:
     return rows if rows >= 0 else len(batch) if isinstance(batch, (list, tuple)) else UNKNOWN_ROWS
 
 
+def _unknown_rows(item) -> int:
+    return UNKNOWN_ROWS
+
+
 def _closed(tuple_id: int) -> None:
     pass
+
+
+class _PickledBatches:
+    """An RDD's output batches as its batching serializer pickles them (its inner serializer's `dumps`, called once a
+    batch), counted as the C iterators count; a timed cycle ends (OUT_EXIT) as the batch's pickling begins, and the
+    next begins (Task.cycle) once it is pickled. Its write to the worker's buffered stream falls into that next
+    cycle's function part. A Python call a batch: the batches grow to 64 kB of pickles (PySpark's auto-batching)."""
+
+    def __init__(self, task: "Task", dumps):
+        self.task, self._dumps = task, dumps
+        self.batches = self.rows = 0
+        self.timed = False  # set by Task.cycle, as on the C iterators
+        self.call_at = 0
+
+    def __call__(self, batch):
+        rows = len(batch) if isinstance(batch, (list, tuple)) else UNKNOWN_ROWS
+        if self.timed:
+            self.task.event(OUT_EXIT, rows)
+        pickled = self._dumps(batch)
+        self.batches += 1
+        self.rows += max(rows, 0)
+        if self.timed or self.batches == self.call_at:
+            self.task.cycle(self.batches)
+        return pickled
+
+    def ended(self) -> None:
+        """The function's output ended (the serializer found no more)."""
+        if self.timed:
+            self.task.event(OUT_EXIT, ENDED)
 
 
 class Task:
@@ -248,25 +323,39 @@ class Task:
 
             return load_stream
 
+        rdd = self.eval_type == NON_UDF
+        pickled = None  # an RDD's output batches as its serializer pickles them
+        timed_func = func
         if isinstance(deserializer, BatchedSerializer):  # pickled rows: around the batches, not every row
-            batched = serializer._batched  # a batch is a list (or, as the JVM pickles it, a tuple) of rows
             deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching, len)
+        else:  # Arrow batches; an RDD's items one by one (text lines, pairs of a zip: each a row)
+            deserializer.load_stream = inputs(deserializer.load_stream, None if rdd else _count)
+        if rdd and isinstance(serializer, BatchedSerializer):
+            # PySpark's batching serializers (auto-sized batches by default) pickle each batch with their inner
+            # serializer's dumps: the output's batches are counted and timed there
+            pickled = serializer.serializer.dumps = _PickledBatches(self, serializer.serializer.dumps)
+            self._outputs.append(pickled)
+        elif isinstance(deserializer, BatchedSerializer) and not rdd:
+            batched = serializer._batched  # a batch is a list (or, as the JVM pickles it, a tuple) of rows
             # a pickled UDTF's output item is the tuple of one input row's results
             results = _results if self.eval_type == TABLE_UDF else len
             serializer._batched = lambda rows: self._output(batched(rows), results)
-            timed_func = func
-        else:
-            deserializer.load_stream = inputs(deserializer.load_stream, _count)
+        else:  # Arrow batches; an RDD's output written as it is (a shuffle's packed records: rows not known)
+            rows_of = _unknown_rows if rdd else _count
 
             def timed_func(split_index, iterator):
-                return self._output(func(split_index, iterator), _count)
+                return self._output(func(split_index, iterator), rows_of)
 
         dump = serializer.dump_stream
 
         def dump_stream(iterator, stream):
             failed = 1
             try:
+                if pickled is not None:
+                    self.cycle(0)
                 dump(iterator, stream)
+                if pickled is not None:
+                    pickled.ended()
                 failed = 0
             finally:
                 self.end(failed)

@@ -15,9 +15,9 @@ PARTS = ("setup", "wait", "read", "function", "serialize")
 # running the workers (the JVM's whole wait on them, their start included), and of it executing Python code
 SPARK_METRICS = ("total", "processing")
 # each part, as a finding says where the time went
-PART_WORDS = {"setup": "setting up (reading and unpickling the UDF)", "wait": "waiting for its input from the JVM",
-              "read": "reading (deserializing) its input", "function": "in the function",
-              "serialize": "serializing its output"}
+PART_WORDS = {"setup": "setting up (reading and unpickling its functions)",
+              "wait": "waiting for its input from the JVM", "read": "reading (deserializing) its input",
+              "function": "in the function", "serialize": "serializing its output"}
 
 
 def gather(app, data) -> None:
