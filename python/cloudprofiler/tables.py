@@ -41,20 +41,23 @@ def tables() -> dict[str, Table]:
 @dataclass(frozen=True)
 class Channel:
     """Channels the plugin writes, as it declares them: `id`, the `prefix` of their names, `event` (their
-    `spark.event` metadata), `keys` (metadata keys by the ids the declaration gives them) and `kinds` (the kinds of
-    TSC their records carry, in the declaration's order, each with whether its latency is bounded)."""
+    `spark.event` metadata), `keys` (metadata keys by the ids the declaration gives them), `kinds` (the kinds of
+    TSC their records carry, in the declaration's order, each with whether its latency is bounded) and `kinds_from`
+    (each kind's moment in the words a latency is counted from: "emission")."""
 
     id: str
     prefix: str
     event: str
     keys: dict
     kinds: dict
+    kinds_from: dict
 
 
 @functools.cache
 def channels() -> dict[str, Channel]:
     """Every kind of channel the plugin declares, by id."""
-    return {id: Channel(id, c["prefix"], c["event"], dict(c["keys"]), {k["name"]: k["bounded"] for k in c["kinds"]})
+    return {id: Channel(id, c["prefix"], c["event"], dict(c["keys"]), {k["name"]: k["bounded"] for k in c["kinds"]},
+                        {k["name"]: k["from"] for k in c["kinds"]})
             for id, c in jar_json(DECLARATIONS)["channels"].items()}
 
 

@@ -66,6 +66,11 @@ def sources() -> dict:
     return tables.channel("source_rows").kinds
 
 
+def source_moments() -> dict:
+    """Each kind of source TSC's moment, in the words a latency is counted from ("emission"): the plugin's."""
+    return tables.channel("source_rows").kinds_from
+
+
 def source_channels(app) -> dict:
     """The source rows' channels by the TSC their records carry (of `sources()`). A file whose metadata is
     not the plugin's for them (another process's channel of that name) is left out."""

@@ -9,7 +9,7 @@ from html import escape
 
 import pandas as pd
 
-from ..source_rows import SINK, WINDOW_END, latency_rows, reach_batches, source_reach, sources
+from ..source_rows import SINK, WINDOW_END, latency_rows, reach_batches, source_moments, source_reach, sources
 from . import format as fmt
 
 MAX_BATCHES = 100_000  # batch rows gathered (a row per batch: a day of 1-second batches fits)
@@ -66,8 +66,7 @@ def trend_windows(batches: pd.DataFrame) -> tuple:
 
 
 def _source_words(reach) -> str:
-    return {"emitted": "emission", "event_time": "event time", WINDOW_END: "the window's end"}.get(
-        reach["source"], "delivery to Spark")
+    return source_moments()[reach["source"]]
 
 
 def _reach_words(reach, where: str = "") -> str:

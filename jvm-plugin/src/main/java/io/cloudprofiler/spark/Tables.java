@@ -103,7 +103,8 @@ public final class Tables {
 
   /**
    * One kind of channel: {@code "id": {"prefix", "event", "keys": {name: metadata key, ...},
-   * "kinds": [{"name", "bounded"}, ...]}}, its kinds those of the TSC its records carry, in order.
+   * "kinds": [{"name", "bounded", "from"}, ...]}}, its kinds those of the TSC its records carry, in
+   * order.
    */
   private static void channel(
       StringBuilder out,
@@ -130,6 +131,8 @@ public final class Tables {
           .append(Config.quote(kinds.get(k).name()))
           .append(", \"bounded\": ")
           .append(kinds.get(k).bounded())
+          .append(", \"from\": ")
+          .append(Config.quote(kinds.get(k).from()))
           .append('}');
     out.append("]}");
   }

@@ -52,9 +52,10 @@ public final class SourceRows {
   /**
    * A kind of source TSC ({@link #DELIVERED}, {@link #EMITTED}, {@link #EVENT_TIME}, {@link
    * #WINDOW_END}); bounded where the calibration relates its clock to the executors' (an event time
-   * is on whatever clock stamped it).
+   * is on whatever clock stamped it); {@code from}: the moment it stands for, in the words a report
+   * counts a latency from.
    */
-  public record Kind(String name, boolean bounded) {}
+  public record Kind(String name, boolean bounded, String from) {}
 
   /**
    * Every kind, in the order the analysis tells a record's latency from its source by: the first
@@ -64,10 +65,10 @@ public final class SourceRows {
    */
   public static final List<Kind> KINDS =
       List.of(
-          new Kind(EMITTED, true),
-          new Kind(EVENT_TIME, false),
-          new Kind(DELIVERED, true),
-          new Kind(WINDOW_END, false));
+          new Kind(EMITTED, true, "emission"),
+          new Kind(EVENT_TIME, false, "event time"),
+          new Kind(DELIVERED, true, "delivery to Spark"),
+          new Kind(WINDOW_END, false, "the window's end"));
 
   public static final String EVENT = "source_rows";
   public static final String TSC_KEY = "source.tsc";
