@@ -25,6 +25,9 @@ which "untimed" stands for cycles whose parts were not measured. Not events:
 
 - WAIT (value: ns the worker waited on the JVM's socket since the event before, in that event's part; timed cycles
   only)
+- TRANSFER (value: ns the worker was off the CPU in the read of a timed cycle's input batch after its first bytes:
+  waiting for the rest of the JVM's bytes, the JVM still writing the batch, or for a CPU on a loaded host; in the
+  read part, logged before its IN_EXIT)
 - IN_BATCHES, IN_ROWS, OUT_BATCHES, OUT_ROWS (value: the task's input and output batches and their rows, every
   batch counted, timed or not; logged once, before END)
 """
@@ -38,13 +41,15 @@ KIND_KEY, DATA_SOURCE = "udf.kind", "Python data source"
 # metadata: the layout of the records below; channels of another layout (before sampled cycles: none) are not read
 FORMAT_KEY, FORMAT = "udf.records", "2"
 KIND_BITS = 4
-START, OUT_ENTER, IN_ENTER, IN_EXIT, OUT_EXIT, UNTIMED, END, WAIT, IN_BATCHES, IN_ROWS, OUT_BATCHES, OUT_ROWS = \
-    range(12)
+START, OUT_ENTER, IN_ENTER, IN_EXIT, OUT_EXIT, UNTIMED, END, WAIT, IN_BATCHES, IN_ROWS, OUT_BATCHES, OUT_ROWS, \
+    TRANSFER = range(13)
 LAST_EVENT = END  # kinds up to this one are events
 ENDED, UNKNOWN_ROWS = -1, -2
 EXACT = 16  # the first output batches of a task, all timed
 SAMPLE_EVERY = 64  # after them, each batch is timed with probability 1 / SAMPLE_EVERY
-PARTS = ("setup", "wait", "read", "function", "serialize")
+PARTS = ("setup", "wait", "transfer", "read", "function", "serialize")
+# the records that carry ns of a part of their own, taken out of the part they fall in
+CARRIED = {WAIT: "wait", TRANSFER: "transfer"}
 # the part from an event to the next one (WAIT records carry their time in their value instead)
 PART_AFTER = {START: "setup", OUT_ENTER: "function", IN_ENTER: "read", IN_EXIT: "function", OUT_EXIT: "serialize",
               UNTIMED: "untimed"}

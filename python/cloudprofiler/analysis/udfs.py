@@ -1,11 +1,13 @@
 """Python UDF batches (spark.cloudprofiler.udfs): per UDF evaluation and task, its batches and rows, and where its
-worker's time went: setup (reading and unpickling the UDFs), waiting for the JVM's bytes, reading (deserializing
-the batches), the function, and serializing its output back.
+worker's time went: setup (reading and unpickling the UDFs), waiting for the JVM's bytes, the transfer of the rest
+of a batch (the JVM still writing it), reading (deserializing the batches), the function, and serializing its output
+back.
 
 The worker logs an event record at each boundary of a timed cycle (udf_records: the first EXACT output batches of
 the task, then a sample); from one event to the next it is in one part, so the parts partition its time for the
-task, the untimed cycles' time in one part of its own, "untimed". The socket's wait, timed in the worker around
-every read of a timed cycle, is carried in WAIT records and taken out of the part it fell in. The untimed time is
+task, the untimed cycles' time in one part of its own, "untimed". The socket's wait for a batch's first bytes and the
+read's time off the CPU after them, timed in the worker around every read of a timed cycle, are carried in WAIT and
+TRANSFER records (CARRIED) and taken out of the part they fell in. The untimed time is
 split between the parts in the proportions of the sampled cycles (those past the first EXACT, drawn at random like
 the untimed ones), or where the task has none of those of its exact cycles less the wait for the first batch: a
 ratio estimate whose parts still sum to the worker's time, exact for a task of at most EXACT batches. Batches and
@@ -18,16 +20,16 @@ import warnings
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from ..udf_records import (CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, FORMAT, FORMAT_KEY, IN_BATCHES,
-                           IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, LAST_EVENT, NAMES_KEY, OUT_BATCHES, OUT_ENTER,
-                           OUT_EXIT, OUT_ROWS, PART_AFTER, PARTS, START, WAIT)
+from ..udf_records import (CARRIED, CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, FORMAT, FORMAT_KEY,
+                           IN_BATCHES, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, LAST_EVENT, NAMES_KEY, OUT_BATCHES,
+                           OUT_ENTER, OUT_EXIT, OUT_ROWS, PART_AFTER, PARTS, START, WAIT)
 
 CYCLE_PARTS = PARTS[1:]  # the parts of a cycle (setup is before the first)
 COUNTS = {IN_BATCHES: "batches", IN_ROWS: "rows", OUT_BATCHES: "out_batches", OUT_ROWS: "out_rows"}
 UDFS_DDL = ("udf string, eval_type int, kind string, task_attempt_id long, stage_id int, partition int, "
             "executor_id string, sql_execution_id long, batches long, rows long, out_batches long, out_rows long, "
-            "timed_batches long, setup_s double, first_wait_s double, wait_s double, read_s double, "
-            "function_s double, serialize_s double, worker_s double, task_s double, start_s double, "
+            "timed_batches long, setup_s double, first_wait_s double, wait_s double, transfer_s double, "
+            "read_s double, function_s double, serialize_s double, worker_s double, task_s double, start_s double, "
             "complete boolean, failed boolean")
 
 
@@ -78,11 +80,12 @@ def _sum_when(condition, value):
 
 def _cycle_parts(sampled: bool) -> dict:
     """Per part of a cycle, its ns summed over the exact cycles (the first EXACT) or over the sampled ones."""
-    wait, value = F.col("kind") == WAIT, F.col("value")
+    carried, value = F.col("kind").isin(list(CARRIED)), F.col("value")
     cycles = F.col("cycle") >= EXACT if sampled else F.coalesce(F.col("cycle") < EXACT, F.lit(True))
-    parts = {p: _sum_when(cycles & ~wait & (F.col("part") == p), F.col("dur_ns"))
-             - _sum_when(cycles & wait & (F.col("part") == p), value) for p in CYCLE_PARTS if p != "wait"}
-    return {"wait": _sum_when(cycles & wait, value), **parts}
+    parts = {p: _sum_when(cycles & ~carried & (F.col("part") == p), F.col("dur_ns"))
+             - _sum_when(cycles & carried & (F.col("part") == p), value)
+             for p in CYCLE_PARTS if p not in CARRIED.values()}
+    return {**{p: _sum_when(cycles & (F.col("kind") == k), value) for k, p in CARRIED.items()}, **parts}
 
 
 def _estimated(p: str):
@@ -104,13 +107,13 @@ def udfs(app, **scope):
     between the UDFs one node evaluates), PySpark's eval type and its words (`kind`: "pandas UDF", "mapInArrow"),
     the task, its input batches and rows and output batches and rows (-2 rows: not found in a batch; null where the
     worker did not log its end), the output batches timed (timed_batches: all of them up to EXACT), then seconds:
-    setup, the wait for the first batch (first_wait_s, part of wait_s), wait, read, function, serialize (estimated
-    past EXACT batches: the module's docstring), their sum (worker_s: the worker's time for the task's evaluation,
-    exact), the task attempt's TSC duration (task_s) and the time from its start until the worker began reading the
-    UDFs (start_s: a slot's first Python task waits there for its worker to start, later ones reuse it); complete:
-    the worker logged the end of its output (false: killed, or its records not collected yet); failed: the function
-    or the serializer raised. Empty where no Python worker timed its UDFs (without a Spark job: the report asks every
-    application)."""
+    setup, the wait for the first batch (first_wait_s, part of wait_s), wait, transfer, read, function, serialize
+    (estimated past EXACT batches: the module's docstring), their sum (worker_s: the worker's time for the task's
+    evaluation, exact), the task attempt's TSC duration (task_s) and the time from its start until the worker began
+    reading the UDFs (start_s: a slot's first Python task waits there for its worker to start, later ones reuse
+    it); complete: the worker logged the end of its output (false: killed, or its records not collected yet);
+    failed: the function or the serializer raised. Empty where no Python worker timed its UDFs (without a Spark job:
+    the report asks every application)."""
     if not app.udfs_timed:
         return app.spark.createDataFrame([], UDFS_DDL)
     events = _events(app)
@@ -138,7 +141,7 @@ def udfs(app, **scope):
     return joined.select(
         "udf", "eval_type", "kind", "task_attempt_id", "stage_id", "partition", "executor_id", "sql_execution_id",
         *COUNTS.values(), "timed_batches", seconds["setup"], seconds["first_wait"], seconds["wait"],
-        seconds["read"], seconds["function"], seconds["serialize"], worker.alias("worker_s"),
+        seconds["transfer"], seconds["read"], seconds["function"], seconds["serialize"], worker.alias("worker_s"),
         (F.col("duration_ns") / 1e9).alias("task_s"),
         ((F.col("began_t_ns") - F.col("start_t_ns")) / 1e9).alias("start_s"),
         (F.col("complete") == 1).alias("complete"),

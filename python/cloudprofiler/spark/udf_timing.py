@@ -33,13 +33,13 @@ import math
 import os
 import random
 import sys
-from time import perf_counter_ns
+from time import perf_counter_ns, thread_time_ns
 
 from .. import _udf_timing
 from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY,
                            IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, NAMES_KEY, NON_UDF,
-                           OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, TABLE_UDF, UNKNOWN_ROWS,
-                           UNTIMED, WAIT)
+                           OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, TABLE_UDF, TRANSFER,
+                           UNKNOWN_ROWS, UNTIMED, WAIT)
 # PySpark's read of a Python data source (pyspark.sql.worker.plan_data_source_read): its module and name, which it sets
 DATA_SOURCE_READ = ("pyspark.sql.worker.plan_data_source_read", "data_source_read_func")
 
@@ -249,6 +249,8 @@ class Task:
         self.channel = channel or task_channel(CHANNEL, "buffered", metadata=metadata)
         self._log = self.channel.log
         self.waited = 0  # ns waited for the JVM's bytes since the last event
+        self.transferred = 0  # ns off the CPU in the read since the last event, past its first bytes
+        self._read_from = None  # (wall ns, thread CPU ns) as a timed input batch's first bytes arrived
         self.timed = False  # whether the cycle under way is timed
         self._next = 0  # the index of the next output batch whose cycle is timed
         ctx = TaskContext.get()
@@ -264,6 +266,9 @@ class Task:
             if self.waited:
                 self._log(self.waited << KIND_BITS | WAIT)
                 self.waited = 0
+            if self.transferred:
+                self._log(self.transferred << KIND_BITS | TRANSFER)
+                self.transferred = 0
             self._log(value << KIND_BITS | kind)
         except Exception as e:  # noqa: BLE001
             _fail(e)
@@ -287,8 +292,7 @@ class Task:
     def _input(self, batches, rows_of):
         """The deserializer's batches, each counted; in a timed cycle, each one's read and deserialization logged
         (IN_ENTER, IN_EXIT)."""
-        counted = _udf_timing.counted(batches, rows_of, self._input_enter, functools.partial(self.event, IN_EXIT), -1,
-                                      ENDED)
+        counted = _udf_timing.counted(batches, rows_of, self._input_enter, self._input_exit, -1, ENDED)
         counted.timed = self.timed
         self._inputs.append(counted)
         return counted
@@ -305,6 +309,16 @@ class Task:
             except Exception:  # noqa: BLE001 -- the deserializer's own read meets the error, as without the timing
                 self._peek = None
             self.waited += perf_counter_ns() - began
+        self._read_from = (perf_counter_ns(), thread_time_ns())
+
+    def _input_exit(self, rows: int) -> None:
+        """A timed cycle's input batch is read (`rows`; ENDED: the input ended): the time its read spent off the CPU
+        since its first bytes (the JVM still writing the rest, which a large batch's reads wait for), then IN_EXIT."""
+        if self._read_from is not None:
+            wall, cpu = self._read_from
+            self.transferred += max(0, (perf_counter_ns() - wall) - (thread_time_ns() - cpu))
+            self._read_from = None
+        self.event(IN_EXIT, rows)
 
     def _output(self, batches, rows_of):
         """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the

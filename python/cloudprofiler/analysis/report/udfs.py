@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from html import escape
 
+from ...udf_records import PARTS
 from . import format as fmt
 
 UDFS_SHOWN = 10  # the UDFs with the most worker time
 UDFS_NAMED = 5  # ...of which this many get a finding
-BOUNDARY_DOMINANT = 0.5  # reading and serializing this share of a UDF's worker time: a warning
+BOUNDARY_DOMINANT = 0.5  # moving data across the boundary this share of a UDF's worker time: a warning
+BOUNDARY = ("transfer", "read", "serialize")  # the parts that move data between the JVM and the worker
 FIRST_WAIT_NAMED_S = 0.1  # a wait for the first batch this long is named
-PARTS = ("setup", "wait", "read", "function", "serialize")
 # Spark's own SQL metrics of its Python nodes shown beside the parts (Spark 4.x: the task table's python_<m>_ms):
 # running the workers (the JVM's whole wait on them, their start included), and of it executing Python code
 SPARK_METRICS = ("total", "processing")
 # each part, as a finding says where the time went
 PART_WORDS = {"setup": "setting up (reading and unpickling its functions)",
-              "wait": "waiting for its input from the JVM", "read": "reading (deserializing) its input",
-              "function": "in the function", "serialize": "serializing its output"}
+              "wait": "waiting for its input from the JVM",
+              "transfer": "waiting for the rest of each input batch (the JVM writing it)",
+              "read": "reading (deserializing) its input", "function": "in the function",
+              "serialize": "serializing its output"}
 
 
 def gather(app, data) -> None:
@@ -85,7 +88,7 @@ def sentence(row) -> str:
 
 def findings(data, finding) -> list:
     """A finding per UDF of the UDFS_NAMED with the most worker time (`finding`: the Finding class): a warning where
-    reading and serializing take BOUNDARY_DOMINANT of its time, else information."""
+    the BOUNDARY parts take BOUNDARY_DOMINANT of its time, else information."""
     frame = getattr(data, "udfs", None)
     if frame is None or frame.empty:
         return []
@@ -93,7 +96,7 @@ def findings(data, finding) -> list:
     out = []
     for row in frame.head(UDFS_NAMED).itertuples():
         shares = _shares(row)
-        boundary = shares["read"] + shares["serialize"]
+        boundary = sum(shares[p] for p in BOUNDARY)
         weight = row.worker_s / span_s if span_s > 0 else 0.0
         out.append(finding("warning" if boundary >= BOUNDARY_DOMINANT else "info", weight, sentence(row) + ".",
                            "python_udf"))
@@ -128,7 +131,9 @@ def section(data) -> str:
             cells.append(escape(fmt.duration(seconds * 1e9) if seconds is not None else "-"))
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     note = ("Each UDF's Python workers, summed over its tasks: setting up (unpickling the UDF), waiting for input from "
-            "the JVM, reading it, the function (with PySpark's conversions around it) and serializing the output back. "
+            "the JVM, the transfer of the rest of each input batch once its first bytes came (the JVM writing it: the "
+            "worker off the CPU in its read), reading it, the function (with PySpark's conversions around it) and "
+            "serializing the output back. "
             "The UDFs with the most worker time first."
             + (" Spark's own SQL metrics of the same tasks (Spark 4): the time its JVM ran the Python workers (its "
                "whole wait on them, their start included) and, in parentheses, the time they executed Python code."
