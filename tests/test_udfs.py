@@ -44,7 +44,7 @@ PICKLED_FUNCTION_SHARE = 0.8
 FUNCTION_MARGIN_S, TASK_MARGIN_S = 0.1, 1.0
 UDFS_KEY = "spark.cloudprofiler.udfs"
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS = ("sleep", "small", "large", "pickled", "arrow", "pandas", "source", "udtf", "rdd")
+GROUPS = ("sleep", "small", "large", "large_in", "pickled", "arrow", "pandas", "source", "udtf", "rdd")
 SOURCE = "sleepy_source"  # a Python data source of PARTITIONS partitions, each read sleeping SLEEP_S, then ROWS rows
 # a Python UDTF lateral-joined with UDTF_ROWS ids in PARTITIONS partitions: each call sleeps SLEEP_S and yields
 # UDTF_OUT rows
@@ -88,6 +88,10 @@ def _queries(spark, slept):
     def arrow_batches(batches):
         yield from batches
 
+    @F.pandas_udf("long")
+    def lengths(v: pd.Series) -> pd.Series:
+        return v.str.len()
+
     def pandas_frames(frames):
         for frame in frames:
             yield frame.assign(id=frame["id"] + 1)
@@ -126,6 +130,8 @@ def _queries(spark, slept):
         "sleep": lambda: ids.select(sleepy("id").alias("y")).agg(F.sum("y")),
         "small": lambda: ids.select(sized(SMALL)("id").alias("s")).agg(F.sum(F.length("s"))),
         "large": lambda: ids.select(sized(LARGE)("id").alias("s")).agg(F.sum(F.length("s"))),
+        "large_in": lambda: ids.select(lengths(F.repeat(F.col("id").cast("string"), LARGE // 4)).alias("n")).agg(
+            F.sum("n")),
         "pickled": lambda: spark.range(0, PICKLED_ROWS, 1, PARTITIONS).select(plus_one("id").alias("y")).agg(
             F.sum("y")),
         "arrow": lambda: ids.mapInArrow(arrow_batches, "id long").agg(F.sum("id")),
@@ -289,6 +295,15 @@ def test_serialization_grows_with_the_size_of_the_rows_returned(udfs):
     # 1000 rows of 40 kB: 40 MB written back per task, against 8 kB
     assert large["serialize_s"].sum() > 10 * small["serialize_s"].sum(), (small[PARTS], large[PARTS])
     assert large["serialize_s"].min() > small["serialize_s"].max()
+
+
+def test_the_transfer_grows_with_the_size_of_the_rows_sent(udfs):
+    """Batches of 500 rows of about 10 kB (5 MB) come over the socket in many reads, the worker waiting for the JVM's
+    writes; batches of 500 numbers (4 kB) in one."""
+    small, large = udfs["sleep"], udfs["large_in"]
+    assert (large["udf"] == "lengths").all() and (large["rows"] == ROWS // PARTITIONS).all(), large
+    assert large["transfer_s"].sum() > 10 * small["transfer_s"].sum(), (small[PARTS], large[PARTS])
+    assert (large[PARTS].sum(axis=1) - large["worker_s"]).abs().max() < 1e-6
 
 
 def test_a_pickled_python_udf_is_timed_per_batch_of_rows_and_past_the_first_ones_by_a_sample(run, udfs):
