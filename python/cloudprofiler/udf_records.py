@@ -1,8 +1,8 @@
 """The records of Python UDF batches (spark.cloudprofiler.udfs): what a Python worker logs per task and what the
 analysis reads back (`analysis.udfs`).
 
-Per task and Python evaluation (one BatchEvalPython, ArrowEvalPython, MapInArrow... node of the plan, which one
-worker runs) the worker opens a channel named CHANNEL whose metadata names the task attempt, its UDFs and their
+Per task and Python evaluation (one BatchEvalPython, ArrowEvalPython, MapInArrow... node of the plan, or an RDD's
+functions that PySpark pipelines into one, which one worker runs) the worker opens a channel named CHANNEL whose metadata names the task attempt, its UDFs and their
 eval type. A record's TSC is the moment of an event; its tuple id is `value << KIND_BITS | kind`.
 
 Not every batch is timed: a cycle (the serializer asking for an output batch, the input batches read for it, the
