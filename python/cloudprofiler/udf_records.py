@@ -2,8 +2,9 @@
 analysis reads back (`analysis.udfs`).
 
 Per task and Python evaluation (one BatchEvalPython, ArrowEvalPython, MapInArrow... node of the plan, or an RDD's
-functions that PySpark pipelines into one, which one worker runs) the worker opens a channel named CHANNEL whose metadata names the task attempt, its UDFs and their
-eval type. A record's TSC is the moment of an event; its tuple id is `value << KIND_BITS | kind`.
+functions that PySpark pipelines into one, which one worker runs) the worker opens a channel named CHANNEL whose
+metadata names the task attempt, its UDFs and their eval type. A record's TSC is the moment of an event; its tuple id
+is `value << KIND_BITS | kind`.
 
 Not every batch is timed: a cycle (the serializer asking for an output batch, the input batches read for it, the
 function making it, its serialization, until the serializer asks for the next) is timed for the first EXACT
