@@ -132,6 +132,23 @@ def test_cps_report_after_the_run(app_folder):
     assert [p.name for p in folder.parent.iterdir() if p.is_dir()] == [folder.name]
 
 
+def test_the_figures_drawn_as_their_sections_arrive_are_those_drawn_after_the_gather(app_folder, tmp_path):
+    """report() draws each figure in a thread as soon as the sections it draws are in (plots.PLOTS): the same page
+    as the figures drawn once every section is in, but for the moment it was made."""
+    from cloudprofiler.analysis import open_application
+    from cloudprofiler.analysis.report import render, report
+    from cloudprofiler.analysis.report.data import gather
+
+    app = open_application(str(app_folder[0]))
+    early = report(app, tmp_path / "early.html", quiet=True).read_text()
+    late = render(gather(app), tmp_path / "late.html", quiet=True).read_text()
+
+    def timeless(page: str) -> str:
+        return re.sub(r"(made \d{4}-\d\d-\d\d \d\d:\d\d UTC|<dc:date>[^<]*</dc:date>)", "", page)
+
+    assert early.count("<svg") >= 5 and timeless(early) == timeless(late)
+
+
 def test_a_folder_that_is_no_application_is_named(app_folder, tmp_path, capsys):
     from cloudprofiler import cli
 

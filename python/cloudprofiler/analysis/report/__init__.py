@@ -19,10 +19,11 @@ def default_output(app_id: str) -> Path:
     return Path.cwd() / DEFAULT_NAME.format(app_id=app_id)
 
 
-def render(data, output, quiet: bool = False, app_folder: "str | None" = None) -> Path:
+def render(data, output, quiet: bool = False, app_folder: "str | None" = None, plots=None) -> Path:
     """Write the HTML page of `data` to `output` and print the terminal summary (unless quiet); returns the page's
     path, which a notebook shows inline (notebook.ReportPage). `app_folder`: the application's folder, where a copy
-    goes for the Spark UI's Cloudprofiler tab to offer (tab_copy), if it is this user's own on this machine."""
+    goes for the Spark UI's Cloudprofiler tab to offer (tab_copy), if it is this user's own on this machine.
+    `plots`: the figures, drawn already (plots.DrawnAsGathered); else they are drawn here."""
     from . import html, tables
     from .findings import findings
     from .notebook import ReportPage
@@ -34,7 +35,8 @@ def render(data, output, quiet: bool = False, app_folder: "str | None" = None) -
     named = {"summary": tables.summary(data), "stages": tables.stages(data), "stragglers": tables.stragglers(data),
              "pipeline": tables.pipeline(data), "health": tables.health(data), "queries": tables.queries(data)}
     output = ReportPage(output)
-    output.write_text(html.page(data, found, all_plots(data), named), encoding="utf-8")
+    output.write_text(html.page(data, found, plots if plots is not None else all_plots(data), named),
+                      encoding="utf-8")
     copy = None
     try:
         copy = place(app_folder, output) if app_folder is not None else None
@@ -57,7 +59,8 @@ def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profil
     application is opened and as each section is gathered (the command line prints them: a big folder takes
     minutes)."""
     from .. import open_application
-    from .data import gather
+    from .data import gather, started
+    from .plots import DrawnAsGathered
     from .udfs import beside_spark_profiler
 
     opened = isinstance(app_or_path, (str, Path))
@@ -66,12 +69,14 @@ def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profil
         records = sum(f.rows or 0 for f in app.catalog.logs)
         progress(f"the application opened: {len(app.catalog.logs):,} log files, {records:,} records")
     try:
-        data = gather(app, progress)
+        data = started(app)
+        figures = DrawnAsGathered(data)
+        gather(app, progress, data, figures.gathered)
     finally:
         if opened:  # an Application the caller brings keeps what it cached, for the caller's next analyses
             app.release()
     beside_spark_profiler(data, udf_profiles or {})
-    return render(data, output or default_output(app.app_id), quiet, app.path)
+    return render(data, output or default_output(app.app_id), quiet, app.path, figures.plots())
 
 
 def __getattr__(name: str):

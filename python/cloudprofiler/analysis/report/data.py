@@ -85,11 +85,18 @@ class ReportData:
         return len(self.tasks) < self.tasks_total
 
 
-def gather(app, progress=None) -> ReportData:
+def started(app) -> ReportData:
+    """The report's data before any section is gathered: the application's summary."""
+    return ReportData(summary=dict(app.summary()))
+
+
+def gather(app, progress=None, data: "ReportData | None" = None, done=None) -> ReportData:
     """Ask the Application (cloudprofiler.analysis) for what the report shows. A section whose analysis fails (for
     example a hop whose ids repeat past what can be paired) is left empty and named in the health table and on
-    stderr, and the other sections are still gathered. `progress`: called with a line as each section is done."""
-    data = ReportData(summary=dict(app.summary()))
+    stderr, and the other sections are still gathered. `progress`: called with a line as each section is done;
+    `data`: the ReportData to fill (of `started`); `done`: called with each section's name as it is gathered or
+    left out."""
+    data = data or started(app)
     failures = {}
     said = threading.Lock()
 
@@ -105,6 +112,8 @@ def gather(app, progress=None) -> ReportData:
                 print(f"cloudprofiler report: the {name} section is left out: {reason}", file=sys.stderr)
                 failures[name] = {"kind": "report_section", "severity": "error", "subject": name, "count": 0,
                                   "message": f"the report's {name} section is left out: {reason}"}
+            if done is not None:
+                done(name)
 
     with ThreadPoolExecutor(GATHER_THREADS, thread_name_prefix="cloudprofiler-report") as pool:
         list(pool.map(run, CHAINS))
