@@ -6,6 +6,7 @@ after a shuffle, a Python trace point 'py', a counter channel, a task that fails
 'early' and 'late' with a filter between them that keeps the first quarter of the rows."""
 import json
 import math
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -339,6 +340,12 @@ def test_bad_input_names_the_value(app, folder, tmp_path):
         app.records("nope")
     with pytest.raises(UnknownChannelError, match="'nope'"):
         app.latency("a", "nope")
+    looped = tmp_path / "looped" / folder.name
+    shutil.copytree(folder, looped)
+    (looped / "back").symlink_to(looped, target_is_directory=True)  # a link that leads back up: no endless listing
+    nested = rf"looped/{re.escape(folder.name)}/back/back/.*nested more than 16 deep"
+    with pytest.raises(NotAnApplicationError, match=nested):
+        open_application(looped)
 
 
 def test_the_data_source_gives_the_rows_of_records(app, folder):

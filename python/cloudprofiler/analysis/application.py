@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -72,6 +73,9 @@ class Application:
         except Exception as exc:  # noqa: BLE001 -- Spark's own error types differ between versions
             if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
                 raise NotAnApplicationError(self.path, "it does not exist") from None
+            looped = re.search(r"(\S+: folders nested more than .*)", str(exc))  # FileDescriptions.MAX_DEPTH
+            if looped:
+                raise NotAnApplicationError(self.path, looped.group(1)) from None
             raise
         if not rows:
             raise NotAnApplicationError(self.path, "it holds no .arrows files")

@@ -138,6 +138,12 @@ public final class FileDescriptions implements TableProvider {
   }
 
   /**
+   * Folders below an application's folder, at most (the plugin's layout nests two): deeper is a
+   * link that leads back up, which the listing would follow forever.
+   */
+  static final int MAX_DEPTH = 16;
+
+  /**
    * Every {@code *.arrows} file below {@code root}, none below a hidden name, in name order. Listed
    * a folder at a time: Hadoop's recursive listing of the local file system reads each file's
    * permissions, in a process it starts per file (273 files: a second).
@@ -154,6 +160,12 @@ public final class FileDescriptions implements TableProvider {
       for (FileStatus status : fs.listStatus(folders.pop())) {
         String path = spelled(status.getPath());
         if (!path.startsWith(prefix) || hidden(path.substring(prefix.length()))) continue;
+        if (status.isDirectory() && depth(path.substring(prefix.length())) > MAX_DEPTH)
+          throw new IOException(
+              path
+                  + ": folders nested more than "
+                  + MAX_DEPTH
+                  + " deep (a link that leads back up?)");
         if (status.isDirectory()) folders.push(status.getPath());
         else if (path.endsWith(".arrows")) files.add(new File(path, status.getLen()));
       }
@@ -175,6 +187,13 @@ public final class FileDescriptions implements TableProvider {
     } catch (URISyntaxException e) {
       throw new IOException("cannot spell " + path + " as a URI", e);
     }
+  }
+
+  /** The folders a path below the application's folder names ("/a/b": 2). */
+  private static int depth(String below) {
+    int n = 0;
+    for (String name : below.split("/")) if (!name.isEmpty()) n++;
+    return n;
   }
 
   /**
