@@ -23,7 +23,7 @@ def render(data, output, quiet: bool = False, app_folder: "str | None" = None, p
     """Write the HTML page of `data` to `output` and print the terminal summary (unless quiet); returns the page's
     path, which a notebook shows inline (notebook.ReportPage). `app_folder`: the application's folder, where a copy
     goes for the Spark UI's Cloudprofiler tab to offer (tab_copy), if it is this user's own on this machine.
-    `plots`: the figures, drawn already (plots.DrawnAsGathered); else they are drawn here."""
+    `plots`: the figures, drawn already (early_plots.DrawnAsGathered); else they are drawn here."""
     from . import html, tables
     from .findings import findings
     from .notebook import ReportPage
@@ -60,7 +60,7 @@ def report(app_or_path, output=None, spark=None, quiet: bool = False, udf_profil
     minutes)."""
     from .. import open_application
     from .data import gather, started
-    from .plots import DrawnAsGathered
+    from .early_plots import DrawnAsGathered
     from .udfs import beside_spark_profiler
 
     opened = isinstance(app_or_path, (str, Path))
