@@ -420,6 +420,10 @@ def test_the_report_says_in_words_where_each_udf_s_time_went(run, tmp_path):
     sleepy = [text for text in found if "`sleepy`" in text]
     assert len(sleepy) == 1 and re.match(r"The pandas UDF `sleepy` spends \d+% of its workers' time \(.* over \d+ "
                                          r"tasks, \d+ batches\) .*", sleepy[0]) and "in the function" in sleepy[0]
+    # an RDD's batches: the list's pickled batches of 1,024 items in, its serializer's auto-sized batches out
+    [rdd] = [udfs_section.sentence(row) for row in data.udfs.itertuples() if row.kind == "RDD function"]
+    assert re.match(r"The RDD function `(slow_double, keep|keep, slow_double)` spends .* over 2 tasks, 20 batches in, "
+                    r"\d+ out\) ", rdd), rdd
     page = render(data, tmp_path / "report.html", quiet=True).read_text()
     assert '<section id="udfs"><h2>Python UDFs</h2>' in page and 'href="#udfs"' in page and "sleepy" in page
     assert "Spark&#x27;s UDF profiler" not in page  # none given

@@ -28,8 +28,8 @@ def gather(app, data) -> None:
     out_rows, each part's seconds, worker_s, task_s summed over its tasks, and the longest wait for a first batch."""
     from pyspark.sql import functions as F
 
-    sums = [F.sum(c).alias(c) for c in ("batches", "rows", "out_rows", *(f"{p}_s" for p in PARTS), "worker_s",
-                                         "task_s")]
+    sums = [F.sum(c).alias(c) for c in ("batches", "out_batches", "rows", "out_rows", *(f"{p}_s" for p in PARTS),
+                                         "worker_s", "task_s")]
     spark_sums = [(F.sum(f"python_{m}_ms") / 1e3).alias(f"spark_python_{m}_s") for m in SPARK_METRICS]
     spark_metrics = app.tasks().select("task_attempt_id", *(f"python_{m}_ms" for m in SPARK_METRICS))
     frame = (app.udfs().join(spark_metrics, "task_attempt_id", "left").groupBy("udf", "kind")
@@ -63,13 +63,21 @@ def _shares(row) -> dict:
     return {p: (float(getattr(row, f"{p}_s")) / total if total > 0 else 0.0) for p in PARTS}
 
 
+def _batches(row) -> str:
+    """'4 batches'; '10 batches in, 13 out' where they differ (an RDD's pickled batches, a grouped map's)."""
+    out = getattr(row, "out_batches", row.batches)
+    if out == row.batches:
+        return f"{fmt.count(row.batches)} batches"
+    return f"{fmt.count(row.batches)} batches in, {fmt.count(out)} out"
+
+
 def sentence(row) -> str:
     """'the pandas UDF `score` spends 70% of its workers' time serializing its output, 25% in the function'."""
     shares = sorted(_shares(row).items(), key=lambda kv: -kv[1])
     first, second = shares[0], shares[1]
     text = (f"the {row.kind} `{row.udf}` spends {fmt.percent(first[1])} of its workers' time "
-            f"({fmt.duration(row.worker_s * 1e9)} over {fmt.count(row.tasks)} tasks, {fmt.count(row.batches)} "
-            f"batches) {PART_WORDS[first[0]]}, {fmt.percent(second[1])} {PART_WORDS[second[0]]}")
+            f"({fmt.duration(row.worker_s * 1e9)} over {fmt.count(row.tasks)} tasks, {_batches(row)}) "
+            f"{PART_WORDS[first[0]]}, {fmt.percent(second[1])} {PART_WORDS[second[0]]}")
     if row.max_first_wait_s >= FIRST_WAIT_NAMED_S:
         text += f"; a worker waited {fmt.duration(row.max_first_wait_s * 1e9)} for its first batch"
     spark_total, spark_code = _spark_metrics(row)
