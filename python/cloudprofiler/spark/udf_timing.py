@@ -337,10 +337,10 @@ class Task:
 
             return load_stream
 
-        rdd = self.eval_type == NON_UDF
+        rdd, pickled_rows = self.eval_type == NON_UDF, isinstance(deserializer, BatchedSerializer)
         pickled = None  # an RDD's output batches as its serializer pickles them
         timed_func = func
-        if isinstance(deserializer, BatchedSerializer):  # pickled rows: around the batches, not every row
+        if pickled_rows:  # around the batches, not every row
             deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching, len)
         else:  # Arrow batches; an RDD's items one by one (text lines, pairs of a zip: each a row)
             deserializer.load_stream = inputs(deserializer.load_stream, None if rdd else _count)
@@ -349,7 +349,7 @@ class Task:
             # serializer's dumps: the output's batches are counted and timed there
             pickled = serializer.serializer.dumps = _PickledBatches(self, serializer.serializer.dumps)
             self._outputs.append(pickled)
-        elif isinstance(deserializer, BatchedSerializer) and not rdd:
+        elif pickled_rows and not rdd:
             batched = serializer._batched  # a batch is a list (or, as the JVM pickles it, a tuple) of rows
             # a pickled UDTF's output item is the tuple of one input row's results
             results = _results if self.eval_type == TABLE_UDF else len

@@ -96,7 +96,7 @@ def gather(app, progress=None, data: "ReportData | None" = None, done=None) -> R
     stderr, and the other sections are still gathered. `progress`: called with a line as each section is done;
     `data`: the ReportData to fill (of `started`); `done`: called with each section's name as it is gathered or
     left out."""
-    data = data or started(app)
+    data = started(app) if data is None else data
     failures = {}
     said = threading.Lock()
 

@@ -159,15 +159,18 @@ public final class FileDescriptions implements TableProvider {
     while (!folders.isEmpty()) {
       for (FileStatus status : fs.listStatus(folders.pop())) {
         String path = spelled(status.getPath());
-        if (!path.startsWith(prefix) || hidden(path.substring(prefix.length()))) continue;
-        if (status.isDirectory() && depth(path.substring(prefix.length())) > MAX_DEPTH)
-          throw new IOException(
-              path
-                  + ": folders nested more than "
-                  + MAX_DEPTH
-                  + " deep (a link that leads back up?)");
-        if (status.isDirectory()) folders.push(status.getPath());
-        else if (path.endsWith(".arrows")) files.add(new File(path, status.getLen()));
+        if (!path.startsWith(prefix)) continue;
+        String below = path.substring(prefix.length());
+        if (hidden(below)) continue;
+        if (status.isDirectory()) {
+          if (depth(below) > MAX_DEPTH)
+            throw new IOException(
+                path
+                    + ": folders nested more than "
+                    + MAX_DEPTH
+                    + " deep (a link that leads back up?)");
+          folders.push(status.getPath());
+        } else if (path.endsWith(".arrows")) files.add(new File(path, status.getLen()));
       }
     }
     files.sort((a, b) -> a.path.compareTo(b.path));
