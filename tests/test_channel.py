@@ -1,4 +1,5 @@
 """Channels under concurrency, metadata, compression (what other readers see: test_file_format.py)."""
+import json
 import threading
 
 import numpy as np
@@ -168,3 +169,36 @@ def test_a_batch_takes_one_tsc_and_log_many_one_per_record(log_dir):
     assert tsc[999] <= tsc[1000] < tsc[3000]
     kept = cp.read_log(sampled.path)  # a handler that keeps some records gives the kept ones the batch's TSC
     assert 0 < kept.num_rows < 1000 and len(set(kept.column("tsc").to_pylist())) == 1
+
+
+def test_a_worker_s_trace_imports_neither_pandas_nor_the_package_metadata(tmp_path):
+    """A Python worker started for a task imports the package, logs Arrow batches as Spark hands them over (views on
+    IPC buffers: a slice starts at an offset) and hands its samples to its executor: with nothing of that importing
+    pandas (pyarrow's conversions do: 0.2-0.3 s a worker) or importlib.metadata (30-50 ms), the ids as given."""
+    out = run_python(f"""
+        import json, os, sys
+        import numpy as np, pyarrow as pa
+        import cloudprofiler as cp
+        from cloudprofiler.spark.worker import hand_samples_over
+
+        cp.start({str(tmp_path)!r})
+        logged = []
+        for dtype, type_ in ((np.int64, pa.int64()), (np.int32, pa.int32()), (np.uint8, pa.uint8())):
+            values = np.arange(10, 30, dtype=dtype)
+            batch = pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)]).slice(5, 10)
+            with cp.Channel(f"worker-{{type_}}", "buffered") as ch:
+                ch.log_batch(batch)
+                ch.log_batch(batch.slice(0, 0))
+            logged.append(cp.read_log(ch.path).column("tuple_id").to_pylist())
+        hand_samples_over()
+        modules = [m for m in ("pandas", "importlib.metadata") if m in sys.modules]
+        from cloudprofiler import tables
+        (handed,) = [f for f in os.listdir({str(tmp_path)!r}) if f.endswith(tables.table("worker_samples").file)]
+        samples = pa.ipc.open_file(os.path.join({str(tmp_path)!r}, handed)).read_all()
+        print(json.dumps({{"modules": modules, "logged": logged,
+                          "handed": sorted(set(zip(samples["channel"].to_pylist(), samples["tuple_id"].to_pylist())))}}))
+        """)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["modules"] == [] and result["logged"] == [list(range(15, 25))] * 3
+    assert result["handed"] == [[f"worker-{t}", i] for t in ("int32", "int64", "uint8") for i in range(15, 25)]

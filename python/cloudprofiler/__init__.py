@@ -5,8 +5,6 @@
         ch.log_many(ids)
     table = cp.read_log(ch.path)
 """
-from importlib.metadata import version as _version
-
 from .channel import Channel, ChannelStats, Handler, sample_level, take_samples
 from .clock import ClockReading, TscFrequency, clock_read, tsc, tsc_frequency, tsc_is_invariant, tscp
 from .errors import (
@@ -24,7 +22,16 @@ from .library import log_dir_in_use as log_dir
 from .logs import IncompleteLogWarning, log_files, log_metadata, read_log, read_log_dir
 from .rules import read_rules_file, rules, set_rules
 
-__version__ = _version("cloudprofiler")  # the VERSION file, through the package's metadata
+
+def __getattr__(name: str):
+    """`__version__`: the VERSION file, through the package's metadata, read when asked for. Reading it at import
+    (importlib.metadata searches every entry of the path) cost a Python worker that starts for a task 30-50 ms."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("cloudprofiler")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Channel", "ChannelStats", "Handler", "sample_level", "take_samples", "ClockReading", "TscFrequency", "clock_read",
