@@ -12,6 +12,8 @@ from pathlib import Path
 from .spark_logs import record_problems
 
 HANDOFF_KEY = "spark.cloudprofiler.python.handoff"
+REUSE_KEY = "spark.python.worker.reuse"  # Spark's: false starts a Python worker for every task
+FRESH_WAVES = 4  # with fresh workers, the tasks a slot runs in each run: each starts a worker
 PATHS = {True: "executor's buffers (hand-off)", False: "worker's own library and files"}
 
 
@@ -36,16 +38,19 @@ def worker_states(spark, workers: int) -> dict:
             "rss_mib": median(r.rss_kib for r in rows) / 1024, "peak_mib": median(r.hwm_kib for r in rows) / 1024}
 
 
-def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[dict]:
+def compare(spark, workers: int, rows: int, repeats: int, warmups: int, fresh: bool = False) -> list[dict]:
     """In `spark`, an application of local[workers] with the plugin, which it stops: first the hand-off path alone
     (so that its workers' state is measured before any of them started a library of its own), then rounds of the
     query without a trace point (the machine's floor) and the two paths, paired: the hand-off first in even rounds,
     the workers' own files first in odd ones, so that neither path always follows the other. Each path's fastest
     and median, every run (`runs_s`), and the hand-off's paired differences (`paired_s`: its run minus the files'
-    run of the same round), their median and range; the floor's runs beside them (`floor_s`)."""
+    run of the same round), their median and range; the floor's runs beside them (`floor_s`). `fresh`: the
+    session starts a worker for every task (REUSE_KEY false) and the query runs FRESH_WAVES tasks a slot, so that
+    each run pays each path's start in 4 workers a slot; a worker's state is then not measured (the one that ran a
+    path's task is gone)."""
     from ... import spark as cps
 
-    df = spark.range(0, rows, numPartitions=workers)
+    df = spark.range(0, rows, numPartitions=workers * (FRESH_WAVES if fresh else 1))
 
     def plain():
         df.mapInArrow(lambda batches: batches, df.schema).count()
@@ -59,7 +64,7 @@ def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[
     times: dict = {None: [], True: [], False: []}
     for _ in range(warmups):
         plain(), traced(True)()
-    state = {True: worker_states(spark, workers)}
+    state = {True: {} if fresh else worker_states(spark, workers)}
     traced(False)()
     for round_ in range(repeats):
         for side in (None, True, False) if round_ % 2 == 0 else (None, False, True):
@@ -67,7 +72,7 @@ def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[
             t0 = time.perf_counter()
             fn()
             times[side].append(time.perf_counter() - t0)
-    state[False] = worker_states(spark, workers)
+    state[False] = {} if fresh else worker_states(spark, workers)
     spark.stop()
     runs = {True: warmups + repeats, False: 1 + repeats}
     problems = record_problems(Path(cps.log_folder(spark)),
@@ -75,7 +80,7 @@ def compare(spark, workers: int, rows: int, repeats: int, warmups: int) -> list[
                                 for side, name in ((True, "handoff"), (False, "files"))})
     base = statistics.median(times[None])
     paired = [h - f for h, f in zip(times[True], times[False])]
-    return [{"workers": workers, "path": PATHS[side], "median_s": statistics.median(times[side]),
+    return [{"workers": workers, "fresh": fresh, "path": PATHS[side], "median_s": statistics.median(times[side]),
              "fastest_s": min(times[side]), "spread": (max(times[side]) - min(times[side])) / min(times[side]),
              "added_median_s": statistics.median(times[side]) - base, **state[side], "runs_s": times[side],
              "floor_s": times[None], "paired_s": paired, "paired_median_s": statistics.median(paired),

@@ -43,6 +43,10 @@ def add_arguments(parser) -> None:
                              "compiles a query's generated code over its first runs); at least 1")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and one warm-up round: a check that everything runs and logs as it must")
+    parser.add_argument("--fresh-workers", action="store_true",
+                        help="the python trace paths' comparison with a Python worker started for every task "
+                             "(spark.python.worker.reuse=false, 4 tasks a slot each run): what each path pays as a "
+                             "worker starts, where reused workers show what it pays per record")
     parser.add_argument("--python-workers-only", action="store_true",
                         help="run only the comparison of the python trace point's two paths (--workers, --rows, "
                              "--repeats, --warmups)")
@@ -191,13 +195,13 @@ def application_summary(off: list[float], on: list[float], cpu_off: list[float],
             "cpu_added_median": median(cpu_on) - median(cpu_off)}
 
 
-def _session(plugin: bool, log_dir: str, master: str = MASTER):
+def _session(plugin: bool, log_dir: str, master: str = MASTER, conf: "dict[str, str] | None" = None):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's cloudprofiler
     builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in plugin_conf(plugin, log_dir, master).items():
+    for key, value in {**plugin_conf(plugin, log_dir, master), **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -447,9 +451,10 @@ def streaming_only(args) -> int:
 
 
 def python_workers_rows(args, log_dir: str) -> list[dict]:
+    conf = {python_workers.REUSE_KEY: "false"} if args.fresh_workers else {}
     return [row for n in args.workers for row in python_workers.compare(
-        _session(True, os.path.join(log_dir, f"workers-{n}"), f"local[{n}]"), n, args.rows, args.repeats,
-        args.warmups)]
+        _session(True, os.path.join(log_dir, f"workers-{n}"), f"local[{n}]", conf), n, args.rows, args.repeats,
+        args.warmups, args.fresh_workers)]
 
 
 def python_workers_only(args) -> int:
@@ -466,7 +471,9 @@ def python_workers_only(args) -> int:
 def print_python_workers(args, workers: list[dict]) -> None:
     from ...console import print_table
 
-    print(f"python trace point, {args.rows} rows, the two paths of its records:")
+    started = (f", a worker started for each of its {python_workers.FRESH_WAVES} tasks a slot"
+               if args.fresh_workers else "")
+    print(f"python trace point, {args.rows} rows{started}, the two paths of its records:")
     print_table(workers, [("workers", "workers", "d"), ("path", "records go through", ""),
                           ("median_s", "median (s)", ".3f"), ("fastest_s", "fastest (s)", ".3f"),
                           ("spread", "spread", ".0%"), ("added_median_s", "added to the query (s)", "+.3f"),
