@@ -195,8 +195,8 @@ def test_a_worker_s_trace_imports_neither_pandas_nor_the_package_metadata(tmp_pa
         from cloudprofiler import tables
         (handed,) = [f for f in os.listdir({str(tmp_path)!r}) if f.endswith(tables.table("worker_samples").file)]
         samples = pa.ipc.open_file(os.path.join({str(tmp_path)!r}, handed)).read_all()
-        print(json.dumps({{"modules": modules, "logged": logged,
-                          "handed": sorted(set(zip(samples["channel"].to_pylist(), samples["tuple_id"].to_pylist())))}}))
+        handed = sorted(set(zip(samples["channel"].to_pylist(), samples["tuple_id"].to_pylist())))
+        print(json.dumps({{"modules": modules, "logged": logged, "handed": handed}}))
         """)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
