@@ -230,8 +230,8 @@ class _PickledBatches:
 
 
 class Task:
-    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, the time waited for the
-    JVM's bytes since the last event (timed cycles only: `_input_enter`) and its counted iterators."""
+    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, where a timed input
+    batch's read began (`_input_enter`) and its counted iterators."""
 
     def __init__(self, eval_type, setup_ns: int, channel=None):
         """`channel`: where the records go (`bench udfs`), else a new channel of the task."""
@@ -248,9 +248,8 @@ class Task:
             metadata[KIND_KEY] = DATA_SOURCE
         self.channel = channel or task_channel(CHANNEL, "buffered", metadata=metadata)
         self._log = self.channel.log
-        self.waited = 0  # ns waited for the JVM's bytes since the last event
-        self.transferred = 0  # ns off the CPU in the read since the last event, past its first bytes
-        self._read_from = None  # (wall ns, thread CPU ns) as a timed input batch's first bytes arrived
+        # (wall ns, thread CPU ns, ns waited for them) as a timed input batch's first bytes arrived
+        self._read_from = None
         self.timed = False  # whether the cycle under way is timed
         self._next = 0  # the index of the next output batch whose cycle is timed
         ctx = TaskContext.get()
@@ -263,12 +262,6 @@ class Task:
         if _off:
             return
         try:
-            if self.waited:
-                self._log(self.waited << KIND_BITS | WAIT)
-                self.waited = 0
-            if self.transferred:
-                self._log(self.transferred << KIND_BITS | TRANSFER)
-                self.transferred = 0
             self._log(value << KIND_BITS | kind)
         except Exception as e:  # noqa: BLE001
             _fail(e)
@@ -302,23 +295,36 @@ class Task:
         JVM computing and starting to write it), taken on the stream's own buffer (BufferedReader.peek, which
         consumes nothing) where the deserializer will find them."""
         self.event(IN_ENTER, index)
+        began = perf_counter_ns()
         if self._peek is not None:
-            began = perf_counter_ns()
             try:
                 self._peek(1)
             except Exception:  # noqa: BLE001 -- the deserializer's own read meets the error, as without the timing
                 self._peek = None
-            self.waited += perf_counter_ns() - began
-        self._read_from = (perf_counter_ns(), thread_time_ns())
+        # the CPU clock read before the wall clock here, after it at the exit: a read that never leaves the CPU
+        # spans less wall time than CPU time, and logs no transfer
+        cpu = thread_time_ns()
+        now = perf_counter_ns()
+        self._read_from = (now, cpu, now - began if self._peek is not None else 0)
 
     def _input_exit(self, rows: int) -> None:
-        """A timed cycle's input batch is read (`rows`; ENDED: the input ended): the time its read spent off the CPU
-        since its first bytes (the JVM still writing the rest, which a large batch's reads wait for), then IN_EXIT."""
-        if self._read_from is not None:
-            wall, cpu = self._read_from
-            self.transferred += max(0, (perf_counter_ns() - wall) - (thread_time_ns() - cpu))
-            self._read_from = None
-        self.event(IN_EXIT, rows)
+        """A timed cycle's input batch is read (`rows`; ENDED: the input ended): the wait for its first bytes (WAIT),
+        the time its read spent off the CPU since (TRANSFER: the JVM still writing the rest, which a large batch's
+        reads wait for), then IN_EXIT."""
+        if _off:
+            return
+        try:
+            if self._read_from is not None:
+                wall, cpu, waited = self._read_from
+                transferred = (perf_counter_ns() - wall) - (thread_time_ns() - cpu)
+                self._read_from = None
+                if waited:
+                    self._log(waited << KIND_BITS | WAIT)
+                if transferred > 0:
+                    self._log(transferred << KIND_BITS | TRANSFER)
+            self._log(rows << KIND_BITS | IN_EXIT)
+        except Exception as e:  # noqa: BLE001
+            _fail(e)
 
     def _output(self, batches, rows_of):
         """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the
