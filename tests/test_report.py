@@ -162,6 +162,11 @@ def test_sections_without_data_say_so_in_one_line(tmp_path):
                    "operator.",
     }
     assert page.count('<figure class="plot"') == 3  # timeline, stages, throughput
+    streaming_only = dataclasses.replace(report_sample.quiet(), operators_timed=True, streaming_executions_timed=40)
+    page = render(streaming_only, tmp_path / "streaming.html", quiet=True).read_text()
+    assert ('<section id="queries"><h2>Queries</h2><p class="note">Operators were timed in 40 micro-batches of '
+            'streaming queries only, which the Streaming section shows per batch (app.batch_operators()): no other '
+            'SQL execution has timed operators.</p>') in page
 
 
 @chromium

@@ -74,6 +74,7 @@ class ReportData:
     operators: pd.DataFrame = field(default_factory=pd.DataFrame)
     operator_hops: pd.DataFrame = field(default_factory=pd.DataFrame)
     operators_timed: bool = False  # the folder holds the operator tables (spark.cloudprofiler.operators)
+    streaming_executions_timed: int = 0  # of the SQL executions with timed operators, streaming micro-batches
     udfs: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per Python UDF (report.udfs.gather)
     batches: pd.DataFrame = field(default_factory=pd.DataFrame)  # a row per streaming micro-batch (report.streaming)
     batch_trends: pd.DataFrame = field(default_factory=pd.DataFrame)  # per query and operator: first, latest batches
@@ -192,10 +193,11 @@ def _queries(app, data: ReportData) -> None:
     # a streaming query's micro-batches are SQL executions too: the streaming section shows them per batch; the
     # others' ids first, in one small job, so that an application without any (the demo's) plans no operators()
     timed = app.operator_values().select("task_attempt_id").distinct()
-    executions = [r.sql_execution_id for r in (
-        app.task_table().where(F.col("sql_execution_id").isNotNull()).join(timed, "task_attempt_id", "left_semi")
-        .groupBy("sql_execution_id").agg(F.max(F.col("streaming_batch_id").isNotNull()).alias("streaming"))
-        .where(~F.col("streaming")).select("sql_execution_id").collect())]
+    found = (app.task_table().where(F.col("sql_execution_id").isNotNull()).join(timed, "task_attempt_id", "left_semi")
+             .groupBy("sql_execution_id").agg(F.max(F.col("streaming_batch_id").isNotNull()).alias("streaming"))
+             .collect())
+    executions = [r.sql_execution_id for r in found if not r.streaming]
+    data.streaming_executions_timed = len(found) - len(executions)
     if not executions:
         return
     operators = app.operators(sql_execution_id=executions).persist()

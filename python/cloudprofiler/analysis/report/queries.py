@@ -161,6 +161,10 @@ def queries_notes(data) -> list[str]:
     """The lines above the Queries section's trees: why there are none, how many queries are left out, clipping."""
     if not data.operators_timed:
         return [OPERATORS_OFF]
+    if data.queries.empty and data.streaming_executions_timed:
+        return [f"Operators were timed in {fmt.count(data.streaming_executions_timed)} micro-batches of streaming "
+                "queries only, which the Streaming section shows per batch (app.batch_operators()): no other SQL "
+                "execution has timed operators."]
     if data.queries.empty:
         return ["The operator tables hold no operator of a SQL execution with tasks in the task table."]
     notes = []
