@@ -258,9 +258,9 @@ class Task:
         self._inputs, self._outputs = [], []  # their counted iterators (one each, unless PySpark reads again)
         self.event(START, setup_ns)
 
-    # The methods a timed cycle runs (cycle, _input_enter, _input_exit, _output_exit) log with `_log` themselves,
-    # not through `event`: in a task of a thousand batches they run once in 64, their code no longer in the CPU's
-    # caches, and each Python call then costs a microsecond or so.
+    # The methods a timed cycle runs (cycle, _input_enter, _input_exit) log with `_log` themselves, not through
+    # `event`: in a task of a thousand batches they run once in 64, their code no longer in the CPU's caches, and
+    # each Python call then costs a microsecond or so. (The output's exit is `event` itself, through a partial.)
     def event(self, kind: int, value: int = 0) -> None:
         if _off:
             return
@@ -342,18 +342,9 @@ class Task:
     def _output(self, batches, rows_of):
         """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the
         asking (OUT_ENTER) to the batch's arrival (OUT_EXIT), an untimed one not at all: no call and no clock read."""
-        counted = _udf_timing.counted(batches, rows_of, self.cycle, self._output_exit, 0, ENDED)
+        counted = _udf_timing.counted(batches, rows_of, self.cycle, functools.partial(self.event, OUT_EXIT), 0, ENDED)
         self._outputs.append(counted)
         return counted
-
-    def _output_exit(self, rows: int) -> None:
-        """A timed cycle's output batch arrived (`rows`; ENDED: the output ended): OUT_EXIT."""
-        if _off:
-            return
-        try:
-            self._log(rows << KIND_BITS | OUT_EXIT)
-        except Exception as e:  # noqa: BLE001
-            _fail(e)
 
     def wrap(self, func, profiler, deserializer, serializer):
         from pyspark.serializers import BatchedSerializer
