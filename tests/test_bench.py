@@ -129,6 +129,17 @@ def test_spark_bench_reports_jni_rows_and_an_overhead_per_case(spark_bench):
     assert finite_positive(handoff["median_s"]) and finite_positive(files["fastest_s"])
 
 
+def test_the_python_trace_paths_compare_with_a_worker_started_for_every_task():
+    """--fresh-workers: every task of the query starts its worker (4 tasks a slot), each path's records are all in
+    its logs, and no worker's state is told (the one that ran a path's task is gone)."""
+    rows = bench("spark", "--python-workers-only", "--fresh-workers", "--quick", "--workers", "2", timeout=300)
+    assert {(r["workers"], r["fresh"], r["path"].startswith("executor's")) for r in rows} == {(2, True, True),
+                                                                                           (2, True, False)}
+    for row in rows:
+        assert row["log_problems"] == [] and row.get("threads") is None, row
+        assert finite_positive(row["median_s"]) and len(row["runs_s"]) == len(row["floor_s"]) == 1, row
+
+
 def test_the_paired_median_is_not_misled_where_the_sides_medians_fall_in_different_groups():
     """A known answer: the plugin adds 0.2 s to every run, and each run's stop waited 0 or 0.5 s for PySpark's
     poll, the runs without it mostly 0 and those with it mostly 0.5: the sides' medians say 0.5 s."""
