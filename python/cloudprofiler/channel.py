@@ -78,10 +78,19 @@ def log_chunks(log, handle, ids) -> None:
             log(handle, ffi.from_buffer("int64_t[]", chunk), chunk.size)
 
 
-def _arrow_integers(ids, pa, np):
+def arrow_integer_dtype(type_):
+    """numpy's dtype for the values of an Arrow integer type, byte for byte (an array's buffers read or made without
+    pyarrow's conversions, which import pandas)."""
+    import numpy as np
+    import pyarrow as pa
+
+    return np.dtype(("i" if pa.types.is_signed_integer(type_) else "u") + str(type_.bit_width // 8))
+
+
+def _arrow_integers(ids, np):
     """A numpy view of an Arrow integer array without nulls, on its own buffer. Not `to_numpy`: pyarrow's conversion
     imports pandas (0.25-0.3 s), which a Python worker that starts for a task would pay at its first trace."""
-    dtype = np.dtype(("i" if pa.types.is_signed_integer(ids.type) else "u") + str(ids.type.bit_width // 8))
+    dtype = arrow_integer_dtype(ids.type)
     if not len(ids):
         return np.empty(0, dtype)
     return np.frombuffer(ids.buffers()[1], dtype, len(ids), ids.offset * dtype.itemsize)
@@ -102,7 +111,7 @@ def _as_int64_buffer(ids):
             raise InvalidArgumentError(errno.EINVAL, f"log_many needs integer ids, got an Arrow array of {ids.type}")
         if ids.null_count:
             raise InvalidArgumentError(errno.EINVAL, f"log_many got {ids.null_count} null id(s)")
-        ids = _arrow_integers(ids, pa, np)
+        ids = _arrow_integers(ids, np)
     array = np.asarray(ids)
     if array.dtype.kind not in "iu" and array.size:
         raise InvalidArgumentError(errno.EINVAL, f"log_many needs integer ids, got dtype {array.dtype}")

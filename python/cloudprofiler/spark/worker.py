@@ -155,13 +155,15 @@ def _arrow_column(values: list, type_):
     import numpy as np
     import pyarrow as pa
 
+    from ..channel import arrow_integer_dtype
+
     if pa.types.is_string(type_):
         encoded = [v.encode() for v in values]
         offsets = np.zeros(len(encoded) + 1, np.int32)
         offsets[1:] = np.cumsum([len(e) for e in encoded], dtype=np.int64)
         buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
     else:
-        buffers = [None, pa.py_buffer(np.asarray(values, np.dtype(f"i{type_.bit_width // 8}")))]
+        buffers = [None, pa.py_buffer(np.asarray(values, arrow_integer_dtype(type_)))]
     return pa.Array.from_buffers(type_, len(values), buffers)
 
 
