@@ -25,7 +25,10 @@ from cloudprofiler.analysis.report.stragglers import causes
 from cloudprofiler.spark.jar import option_table
 from cloudprofiler.spark.python_trace import FAIL_ENV
 from cloudprofiler.spark.udf_profiles import PROFILER_KEY, function_seconds
-from cloudprofiler.udf_records import ENDED, EXACT
+from cloudprofiler import _udf_timing
+from cloudprofiler.spark.udf_timing import TIMED_KINDS
+from cloudprofiler.udf_records import (ENDED, EXACT, IN_ENTER, IN_EXIT, KIND_BITS, OUT_ENTER, OUT_EXIT, SAMPLE_EVERY,
+                                       TRANSFER, UNTIMED, WAIT)
 from cloudprofiler.udf_records import PARTS as PART_NAMES
 
 ROWS, PARTITIONS, BATCH_ROWS = 2000, 2, 500  # 2 tasks of 1000 rows: 2 Arrow batches each (maxRecordsPerBatch)
@@ -513,42 +516,86 @@ def test_the_helper_leaves_pyspark_s_daemon_to_local_workers_whose_python_lacks_
     assert any(f"({python}, PYSPARK_PYTHON) cannot import cloudprofiler_udfs" in str(w.message) for w in said), said
 
 
-def test_the_counting_iterator_counts_every_batch_and_calls_back_only_around_timed_ones():
-    from cloudprofiler import _udf_timing
+def _events(logged: list) -> list:
+    """(kind, value) of each record but TRANSFER (a read off the CPU for a moment logs one)."""
+    kinds = [(r & ((1 << KIND_BITS) - 1), r >> KIND_BITS) for r in logged]
+    return [(kind, value) for kind, value in kinds if kind != TRANSFER]
 
-    calls = []
 
-    def enter(index):
-        calls.append(("enter", index))
-        counted.timed = index == 2  # batch 2 timed, then untimed to the end
-        counted.call_at = -1
+def _pipeline(timing, batches):
+    """A UDF's function doubling each input batch between two counting iterators, as the timing places them."""
+    inputs = _udf_timing.counted(batches, len, timing, False)
+    return inputs, _udf_timing.counted((batch * 2 for batch in inputs), len, timing, True)
 
-    def exit(rows):
-        calls.append(("exit", rows))
 
-    counted = _udf_timing.counted([[1, 2], [], [3, 4, 5], [6]], len, enter, exit, 2, ENDED)
-    assert list(counted) == [[1, 2], [], [3, 4, 5], [6]]
-    assert list(counted) == []  # it ended once and stays ended
-    assert (counted.batches, counted.rows) == (4, 6)
-    assert calls == [("enter", 2), ("exit", 3), ("enter", 3)]  # nothing around the untimed batches
+def test_the_counting_iterators_count_every_batch_and_log_only_the_timed_cycles():
+    logged, failures = [], []
+    # the first 2 output batches timed; then 1 in a million: none of the rest (the seed's first draw skips 10^5)
+    timing = _udf_timing.timing(logged.append, failures.append, 0, 2, 10**6, KIND_BITS, TIMED_KINDS, ENDED)
+    inputs, outputs = _pipeline(timing, [[1, 2], [], [3, 4, 5], [6]])
+    assert list(outputs) == [[1, 2, 1, 2], [], [3, 4, 5, 3, 4, 5], [6, 6]]
+    assert list(outputs) == []  # it ended once and stays ended
+    assert (inputs.batches, inputs.rows, outputs.batches, outputs.rows) == (4, 6, 4, 12)
+    assert _events(logged) == [(OUT_ENTER, 0), (IN_ENTER, 0), (IN_EXIT, 2), (OUT_EXIT, 4),
+                               (OUT_ENTER, 1), (IN_ENTER, 1), (IN_EXIT, 0), (OUT_EXIT, 0),
+                               (UNTIMED, 0)]  # nothing around the untimed batches
+    assert timing.next > 10**4 and not timing.timed and not failures
 
-    calls.clear()
-    counted = _udf_timing.counted(iter([{"n": 3}]), lambda batch: batch["n"], lambda i: calls.append(("enter", i)),
-                                  exit, -1, ENDED)
-    counted.timed = 1
-    assert list(counted) == [{"n": 3}] and (counted.batches, counted.rows) == (1, 3)
-    assert calls == [("enter", 0), ("exit", 3), ("enter", 1), ("exit", ENDED)]  # the end is logged as ENDED
+    logged.clear()
+    timing = _udf_timing.timing(logged.append, failures.append, 0, 16, 64, KIND_BITS, TIMED_KINDS, ENDED)
+    inputs, outputs = _pipeline(timing, iter([[1, 2, 3]]))
+    assert list(outputs) == [[1, 2, 3] * 2] and (inputs.batches, inputs.rows) == (1, 3)
+    assert _events(logged) == [(OUT_ENTER, 0), (IN_ENTER, 0), (IN_EXIT, 3), (OUT_EXIT, 6),
+                               (OUT_ENTER, 1), (IN_ENTER, 1), (IN_EXIT, ENDED), (OUT_EXIT, ENDED)]  # the ends
 
     def failing():
         yield [1]
         raise ValueError("the UDF's own error")
 
-    counted = _udf_timing.counted(failing(), len, print, print, -1, ENDED)
+    inputs, outputs = _pipeline(timing, failing())
     with pytest.raises(ValueError, match="the UDF's own error"):  # the function's error, as it raised it
-        list(counted)
-    assert (counted.batches, counted.rows) == (1, 1)
-    with pytest.raises(TypeError, match="callable"):
-        _udf_timing.counted([], len, None, print, -1, ENDED)
+        list(outputs)
+    assert (inputs.batches, inputs.rows) == (1, 1)
+    with pytest.raises(TypeError, match="rows_of"):
+        _udf_timing.counted([], 3, timing, False)
+    with pytest.raises(ValueError, match="sample_every 1 >= 2"):
+        _udf_timing.timing(print, print, 0, 16, 1, KIND_BITS, TIMED_KINDS, ENDED)
+
+
+def test_the_timed_cycles_are_the_first_exact_then_one_in_sample_every_drawn_again_alike_from_the_same_seed():
+    def timed(seed: int, batches: int = 64_000) -> list:
+        logged = []
+        timing = _udf_timing.timing(logged.append, print, seed, EXACT, SAMPLE_EVERY, KIND_BITS, TIMED_KINDS, ENDED)
+        list(_pipeline(timing, ([i] for i in range(batches)))[1])
+        return [value for kind, value in _events(logged) if kind == OUT_ENTER]
+
+    first = timed(7)
+    assert first[:EXACT] == list(range(EXACT)) and first == sorted(set(first))
+    sampled = len(first) - EXACT  # binomial: 1000 expected, its standard deviation 31
+    assert 1000 - 5 * 31 < sampled < 1000 + 5 * 31, sampled
+    gaps = [b - a for a, b in zip(first[EXACT:], first[EXACT + 1:])]  # geometric: as many gaps of 1 as 1/64 says
+    assert 1 / SAMPLE_EVERY / 2 < sum(g == 1 for g in gaps) / len(gaps) < 2 / SAMPLE_EVERY, gaps
+    assert timed(7) == first and timed(8) != first
+
+
+def test_a_failure_to_log_stops_the_timing_once_and_never_the_udf():
+    calls, failures = [], []
+
+    def log(record):
+        calls.append(record)
+        if len(calls) == 3:
+            raise OSError("the channel is gone")
+
+    timing = _udf_timing.timing(log, failures.append, 0, 16, 64, KIND_BITS, TIMED_KINDS, ENDED)
+
+    def peek(n):
+        raise OSError("the stream is closed")  # the deserializer's own read meets it
+
+    timing.peek = peek
+    inputs, outputs = _pipeline(timing, [[1], [2, 3]])
+    assert list(outputs) == [[1, 1], [2, 3, 2, 3]] and outputs.rows == 6
+    assert len(calls) == 3 and timing.off  # nothing logged after the failure
+    assert [str(f) for f in failures] == ["the channel is gone"] and timing.peek is None
 
 
 def test_a_timed_cycle_s_wait_is_the_time_until_its_input_batch_s_first_bytes_arrive_and_then_the_transfer():
@@ -563,7 +610,6 @@ def test_a_timed_cycle_s_wait_is_the_time_until_its_input_batch_s_first_bytes_ar
     from pyspark.serializers import BatchedSerializer, CPickleSerializer
 
     from cloudprofiler.spark.udf_timing import Task
-    from cloudprofiler.udf_records import IN_EXIT, KIND_BITS, TRANSFER, WAIT
 
     class Records:
         def __init__(self):

@@ -8,11 +8,13 @@ return the evaluation's function and its serializers. Per task every
 input and output batch is counted, and the cycles of some are timed (udf_records: the first EXACT output batches,
 then 1 in SAMPLE_EVERY at random): the function's output iterator, its input iterator (the deserializer's batches)
 with the wait for each input batch's first bytes, and the serializer's end. The records go into a channel of the
-task through the executor's hand-off, each costing one hand-off record (what a cp_trace record costs). An untimed
-cycle runs no Python of ours, logs no record and reads no clock: a step of two iterators that count (`_udf_timing`,
-in C: a Python generator there cost 2% of a cheap batch), and the deserializer reads the worker's stream itself (a
-Python wrapper of the stream that timed its reads cost 1%). Why: at a batch of 100 pickled rows through `v + 1` (the
-cheapest a batch gets, `bench udfs`) a timed cycle costs about a tenth of the batch's own time.
+task through the executor's hand-off, each costing one hand-off record (what a cp_trace record costs). A cycle runs
+no Python of ours: a step of two iterators that count (`_udf_timing`, in C: a Python generator there cost 2% of a
+cheap batch), which in a timed cycle read the clocks and log its records themselves (timed cycles in Python cost
+about 9 us each, most of the 2% budget); an untimed cycle logs no record and reads no clock. The deserializer reads
+the worker's stream itself (a Python wrapper of the stream that timed its reads cost 1%). Why: at a batch of 100
+pickled rows through `v + 1` (the cheapest a batch gets, `bench udfs`) a cycle in Python costs a tenth of the batch's
+own time.
 
 Batches, not rows: a pickled Python UDF (BatchEvalPython) is counted and timed per batch of rows its serializer packs
 (100 by default), around PySpark's batching, so that a row costs nothing more. Arrow evaluations (pandas and Arrow
@@ -29,21 +31,19 @@ in one line of its executor's log.
 from __future__ import annotations
 
 import functools
-import math
 import os
-import random
 import sys
-from time import perf_counter_ns, thread_time_ns
+from time import perf_counter_ns
 
 from .. import _udf_timing
 from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY,
                            IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, NAMES_KEY, NON_UDF,
                            OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, TABLE_UDF, TRANSFER,
                            UNKNOWN_ROWS, UNTIMED, WAIT)
+# the kinds _udf_timing logs, in the order it takes them
+TIMED_KINDS = (OUT_ENTER, OUT_EXIT, UNTIMED, IN_ENTER, IN_EXIT, WAIT, TRANSFER)
 # PySpark's read of a Python data source (pyspark.sql.worker.plan_data_source_read): its module and name, which it sets
 DATA_SOURCE_READ = ("pyspark.sql.worker.plan_data_source_read", "data_source_read_func")
-
-_LOG_KEEP = math.log1p(-1.0 / SAMPLE_EVERY)  # log of an output batch's chance to be left untimed
 
 _off: list = []  # the failure that turned this worker's timing off, once there is one
 _names: list = []  # the UDFs read_command unpickled for the evaluation being read
@@ -203,35 +203,35 @@ def _closed(tuple_id: int) -> None:
 class _PickledBatches:
     """An RDD's output batches as its batching serializer pickles them (its inner serializer's `dumps`, called once a
     batch), counted as the C iterators count; a timed cycle ends (OUT_EXIT) as the batch's pickling begins, and the
-    next begins (Task.cycle) once it is pickled. Its write to the worker's buffered stream falls into that next
-    cycle's function part. A Python call a batch: the batches grow to 64 kB of pickles (PySpark's auto-batching)."""
+    next begins (the timing's cycle) once it is pickled. Its write to the worker's buffered stream falls into that
+    next cycle's function part. A Python call a batch: the batches grow to 64 kB of pickles (PySpark's
+    auto-batching)."""
 
     def __init__(self, task: "Task", dumps):
         self.task, self._dumps = task, dumps
         self.batches = self.rows = 0
-        self.timed = False  # set by Task.cycle, as on the C iterators
-        self.call_at = 0
 
     def __call__(self, batch):
         rows = len(batch) if isinstance(batch, (list, tuple)) else UNKNOWN_ROWS
-        if self.timed:
+        timing = self.task.timing
+        if timing.timed:
             self.task.event(OUT_EXIT, rows)
         pickled = self._dumps(batch)
         self.batches += 1
         self.rows += max(rows, 0)
-        if self.timed or self.batches == self.call_at:
-            self.task.cycle(self.batches)
+        if timing.timed or self.batches == timing.next:
+            timing.cycle(self.batches)
         return pickled
 
     def ended(self) -> None:
         """The function's output ended (the serializer found no more)."""
-        if self.timed:
+        if self.task.timing.timed:
             self.task.event(OUT_EXIT, ENDED)
 
 
 class Task:
-    """The timing of one task's evaluation: its channel, whether the cycle under way is timed, where a timed input
-    batch's read began (`_input_enter`) and its counted iterators."""
+    """The timing of one task's evaluation: its channel, its timing (`_udf_timing`: which cycles are timed, and their
+    records) and its counted iterators."""
 
     def __init__(self, eval_type, setup_ns: int, channel=None):
         """`channel`: where the records go (`bench udfs`), else a new channel of the task."""
@@ -248,101 +248,32 @@ class Task:
             metadata[KIND_KEY] = DATA_SOURCE
         self.channel = channel or task_channel(CHANNEL, "buffered", metadata=metadata)
         self._log = self.channel.log
-        # (wall ns, thread CPU ns, ns waited for them) as a timed input batch's first bytes arrived
-        self._read_from = None
-        self.timed = False  # whether the cycle under way is timed
-        self._next = 0  # the index of the next output batch whose cycle is timed
         ctx = TaskContext.get()
-        self._random = random.Random(ctx.partitionId() if ctx is not None else 0)  # a run again draws the same
-        self._peek = None  # the input stream's peek, once the deserializer has the stream
-        self._inputs, self._outputs = [], []  # their counted iterators (one each, unless PySpark reads again)
+        seed = ctx.partitionId() if ctx is not None else 0  # a run again draws the same
+        self.timing = _udf_timing.timing(self._log, _fail, seed, EXACT, SAMPLE_EVERY, KIND_BITS, TIMED_KINDS, ENDED)
+        self._inputs, self._outputs = [], []  # the counted iterators (one each, unless PySpark reads again)
         self.event(START, setup_ns)
 
-    # The methods a timed cycle runs (cycle, _input_enter, _input_exit) log with `_log` themselves, not through
-    # `event`: in a task of a thousand batches they run once in 64, their code no longer in the CPU's caches, and
-    # each Python call then costs a microsecond or so. (The output's exit is `event` itself, through a partial.)
     def event(self, kind: int, value: int = 0) -> None:
         if _off:
             return
         try:
             self._log(value << KIND_BITS | kind)
         except Exception as e:  # noqa: BLE001
-            _fail(e)
-
-    def cycle(self, index: int) -> None:
-        """The serializer asks for output batch `index` (called for a timed index and after a timed cycle only):
-        whether its cycle is timed, and the index of the next timed one, go to the iterators."""
-        timed = index == self._next
-        if timed:
-            # the first EXACT all timed, then geometric skips: each later batch timed with probability 1/SAMPLE_EVERY
-            self._next = index + 1 if index + 1 < EXACT else (
-                index + 1 + int(math.log(1.0 - self._random.random()) / _LOG_KEEP))
-        if timed != self.timed:
-            self.timed = timed
-            for counted in self._inputs + self._outputs:
-                counted.timed = timed
-        if not timed:  # an untimed output iterator calls again at the next timed index (a timed one, every batch)
-            for counted in self._outputs:
-                counted.call_at = self._next
-        if _off:
-            return
-        try:
-            self._log(index << KIND_BITS | OUT_ENTER if timed else UNTIMED)
-        except Exception as e:  # noqa: BLE001
+            self.timing.off = 1
             _fail(e)
 
     def _input(self, batches, rows_of):
         """The deserializer's batches, each counted; in a timed cycle, each one's read and deserialization logged
-        (IN_ENTER, IN_EXIT)."""
-        counted = _udf_timing.counted(batches, rows_of, self._input_enter, self._input_exit, -1, ENDED)
-        counted.timed = self.timed
+        (IN_ENTER, WAIT, TRANSFER, IN_EXIT)."""
+        counted = _udf_timing.counted(batches, rows_of, self.timing, False)
         self._inputs.append(counted)
         return counted
 
-    def _input_enter(self, index: int) -> None:
-        """A timed cycle's function asks for input batch `index`: IN_ENTER, then the wait for its first bytes (the
-        JVM computing and starting to write it), taken on the stream's own buffer (BufferedReader.peek, which
-        consumes nothing) where the deserializer will find them."""
-        if not _off:
-            try:
-                self._log(index << KIND_BITS | IN_ENTER)
-            except Exception as e:  # noqa: BLE001
-                _fail(e)
-        began = perf_counter_ns()
-        if self._peek is not None:
-            try:
-                self._peek(1)
-            except Exception:  # noqa: BLE001 -- the deserializer's own read meets the error, as without the timing
-                self._peek = None
-        # the CPU clock read before the wall clock here, after it at the exit: a read that never leaves the CPU
-        # spans less wall time than CPU time, and logs no transfer
-        cpu = thread_time_ns()
-        now = perf_counter_ns()
-        self._read_from = (now, cpu, now - began if self._peek is not None else 0)
-
-    def _input_exit(self, rows: int) -> None:
-        """A timed cycle's input batch is read (`rows`; ENDED: the input ended): the wait for its first bytes (WAIT),
-        the time its read spent off the CPU since (TRANSFER: the JVM still writing the rest, which a large batch's
-        reads wait for), then IN_EXIT."""
-        if _off:
-            return
-        try:
-            if self._read_from is not None:
-                wall, cpu, waited = self._read_from
-                transferred = (perf_counter_ns() - wall) - (thread_time_ns() - cpu)
-                self._read_from = None
-                if waited:
-                    self._log(waited << KIND_BITS | WAIT)
-                if transferred > 0:
-                    self._log(transferred << KIND_BITS | TRANSFER)
-            self._log(rows << KIND_BITS | IN_EXIT)
-        except Exception as e:  # noqa: BLE001
-            _fail(e)
-
     def _output(self, batches, rows_of):
         """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the
-        asking (OUT_ENTER) to the batch's arrival (OUT_EXIT), an untimed one not at all: no call and no clock read."""
-        counted = _udf_timing.counted(batches, rows_of, self.cycle, functools.partial(self.event, OUT_EXIT), 0, ENDED)
+        asking (OUT_ENTER) to the batch's arrival (OUT_EXIT), an untimed one not at all: no clock read."""
+        counted = _udf_timing.counted(batches, rows_of, self.timing, True)
         self._outputs.append(counted)
         return counted
 
@@ -351,7 +282,7 @@ class Task:
 
         def inputs(load, rows):
             def load_stream(stream):
-                self._peek = getattr(stream, "peek", None)
+                self.timing.peek = getattr(stream, "peek", None)
                 return self._input(load(stream), rows)
 
             return load_stream
@@ -385,7 +316,7 @@ class Task:
             failed = 1
             try:
                 if pickled is not None:
-                    self.cycle(0)
+                    self.timing.cycle(0)
                 dump(iterator, stream)
                 if pickled is not None:
                     pickled.ended()
@@ -403,6 +334,7 @@ class Task:
             self.event(rows, sum(counted.rows for counted in side))
         self.event(END, failed)
         self._log = _closed  # the channel's C function must not run past its close
+        self.timing.off = 1
         try:
             self.channel.close()
         except Exception as e:  # noqa: BLE001
