@@ -186,8 +186,8 @@ static void attach(const char *path) {
              "its memory is not sealed against shrinking (F_SEAL_SHRINK), and a shrink under the mapping would "
              "kill this process (SIGBUS): refused, counted in its channel's handoff.rejected_files");
   } else if (channel) {
-    /* its pages exist (the writer reserved them): mapped now, not one fault per page as they are read */
-    map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    /* its pages exist (the writer reserved them), mapped as they are read: the writer's touch zeroed them */
+    map = mmap(NULL, CP_HANDOFF_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) cp__fail(&error, errno, "cannot map its memory: %s", strerror(errno));
   }
   close(fd);
