@@ -2,7 +2,8 @@
 configured with the helper. The helper says once what the server needs and sets nothing a session cannot; each
 session's tasks are told apart in the task table, and a session's task switch reaches its tasks. cps.set_rules and
 cps.rules work on a remote session (through the SQL functions cp_set_rules and cp_rules), a bad rule refused
-naming it; a remote session reads the generator source, which the server's plugin jar carries."""
+naming it; a remote session reads the generator source, which the server's plugin jar carries; its Python UDFs' batches
+are timed by the server's workers."""
 import os
 import re
 import signal
@@ -41,7 +42,7 @@ def server(tmp_path_factory):
 
     log_dir = tmp_path_factory.mktemp("connect-logs")
     port, ui_port = _free_port(), _free_port()
-    conf = cps.spark_conf(log_dir=str(log_dir), calibration_enabled=False, collect_interval_seconds=1)
+    conf = cps.spark_conf(log_dir=str(log_dir), calibration_enabled=False, collect_interval_seconds=1, udfs=True)
     command = [os.path.join(pyspark.__path__[0], "bin", "spark-submit"), "--class", SERVER_CLASS,
                "--master", "local[2]", "--jars", conf.pop("spark.jars"),
                *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
@@ -183,8 +184,42 @@ def test_a_remote_session_reads_the_generator_source_every_tuple_once(remote_sou
     assert remote_source["rows"] == remote_source["ids"] == remote_source["emitted"] == 10_000
 
 
+UDF_SLEEP_S, UDF_ROWS, UDF_BATCH_ROWS = 0.1, 2000, 500  # 2 tasks of 1,000 rows: 2 Arrow batches each
+
+
 @pytest.fixture(scope="module")
-def sessions(server, remote_rules, remote_source, scoped_rules, remote_operators):
+def remote_udfs(server):
+    """A remote session's pandas UDF that sleeps UDF_SLEEP_S per Arrow batch and its pickled Python UDF, run by the
+    server's Python workers (started with the timing's daemon, the server's `udfs` option)."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    session = RemoteSession.builder.remote(server["url"]).create()
+    with pytest.MonkeyPatch.context() as patch:
+        # PySpark makes Connect's UDFs in a process whose mode says Connect (as `pyspark --remote` sets it); classic
+        # ones would want a JVM of this process
+        patch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+
+        @F.pandas_udf("long")
+        def napping(ids: pd.Series) -> pd.Series:
+            time.sleep(UDF_SLEEP_S)
+            return ids + 1
+
+        @F.udf("long", useArrow=False)  # pickled rows (Connect makes UDFs Arrow ones by default)
+        def plus_two(i):
+            return i + 2
+
+        session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(UDF_BATCH_ROWS))
+        ids = session.range(0, UDF_ROWS, 1, 2)
+        sums = (ids.select(napping("id").alias("y")).agg(F.sum("y")).first()[0],
+                ids.select(plus_two("id").alias("y")).agg(F.sum("y")).first()[0])
+    session.stop()
+    return {"sums": sums, "session": session.session_id}
+
+
+@pytest.fixture(scope="module")
+def sessions(server, remote_rules, remote_source, scoped_rules, remote_operators, remote_udfs):
     """Two sessions' ids and what the helper said; the server stopped afterwards (its task table written)."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
@@ -211,7 +246,8 @@ def sessions(server, remote_rules, remote_source, scoped_rules, remote_operators
     assert server["process"].wait(timeout=120) is not None
     assert (server["log_dir"] / app_id / "spark-tasks.arrows").exists(), server["log"].read_text()[-5000:]
     return {"ids": ids, "other_sessions": {remote_rules["session"], remote_source["session"],
-                                           remote_operators["session"], *scoped_rules["sessions"]},
+                                           remote_operators["session"], remote_udfs["session"],
+                                           *scoped_rules["sessions"]},
             "said": [str(w.message) for w in said], "categories": [w.category for w in said],
             "app": server["log_dir"] / app_id, "log_dir": log_dir, "folder": folder, "page": page, "tab": tab}
 
@@ -340,3 +376,24 @@ def test_each_sessions_tasks_are_told_apart(sessions):
         logged = set(app.records(channel).toPandas()["tuple_id"])
         assert set(tasks[tasks["connect_session_id"] == quiet]["task_attempt_id"]).isdisjoint(logged), channel
         assert set(tasks[tasks["connect_session_id"] == traced]["task_attempt_id"]) <= logged, channel
+
+
+def test_a_remote_session_s_python_udfs_are_timed_per_batch(sessions, remote_udfs):
+    """Known answers: each task's pandas UDF read its 1,000 rows in 2 Arrow batches and slept UDF_SLEEP_S in each, in
+    its function part; the pickled UDF's batches are PySpark's 100 rows; every task's parts sum to its worker's time."""
+    from cloudprofiler.analysis import open_application
+    from cloudprofiler.udf_records import PARTS
+
+    assert remote_udfs["sums"] == (sum(range(UDF_ROWS)) + UDF_ROWS, sum(range(UDF_ROWS)) + 2 * UDF_ROWS)
+    rows = open_application(str(sessions["app"])).udfs(connect_session_id=remote_udfs["session"]).toPandas()
+    per_task = UDF_ROWS // 2
+    napping, plus_two = rows[rows["udf"] == "napping"], rows[rows["udf"] == "plus_two"]
+    assert len(napping) == len(plus_two) == 2 and len(rows) == 4, rows
+    assert set(napping["kind"]) == {"pandas UDF"} and set(plus_two["kind"]) == {"Python UDF"}, rows
+    assert (napping["batches"] == per_task // UDF_BATCH_ROWS).all() and (rows["rows"] == per_task).all(), rows
+    assert (plus_two["batches"] == per_task // 100).all() and (rows["out_rows"] == per_task).all(), rows
+    slept = UDF_SLEEP_S * per_task // UDF_BATCH_ROWS
+    assert ((napping["function_s"] >= slept) & (napping["function_s"] < slept + 1.0)).all(), napping
+    parts = rows[[f"{part}_s" for part in PARTS]]
+    assert rows["complete"].all() and not rows["failed"].any(), rows
+    assert parts.sum(axis=1).to_numpy() == pytest.approx(rows["worker_s"].to_numpy(), abs=1e-6)
