@@ -91,7 +91,8 @@ LOG_CALL = Extension(
 )
 
 # What the Python UDF timing does per batch, in C: an untimed batch then runs no Python of ours (see _udf_timing.c).
-UDF_TIMING = Extension("cloudprofiler._udf_timing", ["python/cloudprofiler/_udf_timing.c"], py_limited_api=True)
+UDF_TIMING = Extension("cloudprofiler._udf_timing", ["python/cloudprofiler/_udf_timing.c"], libraries=["m"],
+                       py_limited_api=True)
 
 setup(
     cffi_modules=["python/cloudprofiler/_build_native.py:ffibuilder"],
