@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -249,6 +250,32 @@ def udfs(run):
 
 
 PARTS = [f"{p}_s" for p in PART_NAMES]
+
+
+def test_the_analysis_in_the_profiled_process_times_none_of_its_own_functions(tmp_path):
+    """In a process whose first session timed its UDFs, the analysis's session (the same JVM, started with that
+    session's settings as system properties) runs PySpark's own daemon: its Python workers (udfs() runs some) log
+    nothing, and the log folder holds the profiled application's folder only (before: a file of UDF records per
+    analysis task there, beside it)."""
+    logs = tmp_path / "logs"
+    script = f"""
+import json, os
+import cloudprofiler.spark as cps
+from pyspark.sql import functions as F
+from cloudprofiler.analysis import open_application
+spark = (cps.builder(log_dir={str(logs)!r}, local_dir={str(tmp_path / "local")!r}, calibration_enabled=False,
+                     udfs=True).master("local[1]").config("spark.ui.enabled", "false").getOrCreate())
+spark.range(0, 100, 1, 1).select(F.udf(lambda v: v + 1, "long", useArrow=False)("id")).collect()
+app_id = spark.sparkContext.applicationId
+spark.stop()
+print(json.dumps({{"app": app_id, "udfs": open_application(f"{logs}/{{app_id}}").udfs().count()}}))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert result.returncode == 0, result.stderr[-4000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["udfs"] == 1  # the profiled task's UDF, timed
+    assert sorted(p.name for p in logs.iterdir()) == [seen["app"]]
 
 
 def test_a_pandas_udf_sleeping_per_batch_shows_its_sleep_in_the_function_and_the_task_time_in_the_parts(udfs):

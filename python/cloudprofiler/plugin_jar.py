@@ -1,5 +1,6 @@
-"""The plugin jar: where it is (shipped in the package, or built in the source tree), for the Spark at hand; and that
-Spark's spark-defaults.conf, whose settings a session started here adds to."""
+"""The plugin jar: where it is (shipped in the package, or built in the source tree), for the Spark at hand, and the
+option table it carries (declared once, in the plugin's Config.java, and written into the jar when it is built); and
+that Spark's spark-defaults.conf, whose settings a session started here adds to."""
 from __future__ import annotations
 
 import functools
@@ -44,6 +45,15 @@ def jar_json(resource: str):
     tables), so that Python reads them instead of repeating them."""
     with zipfile.ZipFile(jar_path()) as jar:
         return json.loads(jar.read(resource))
+
+
+OPTION_TABLE = "io/cloudprofiler/spark/options.json"
+
+
+def option_table() -> dict:
+    """{"options": [{"key", "default", "expected", "min", "max", "doc"}, ...], "tmp", "channel_handler",
+    "channel_params", "executor_folders"}: see Config.json()."""
+    return jar_json(OPTION_TABLE)
 
 
 def spark_defaults() -> dict:

@@ -42,6 +42,32 @@ def _without_profiler(key: str) -> str:
     return ",".join(c.strip() for c in held.split(",") if c.strip() and not c.strip().startswith(PROFILER_CLASSES))
 
 
+# PySpark's own daemon, which starts its Python workers where spark.python.daemon.module is not set
+PYSPARK_DAEMON = "pyspark.daemon"
+
+
+def _python_daemon() -> "dict[str, str]":
+    """spark.python.daemon.module for the analysis's session: PySpark's own where the session would otherwise find
+    the UDF timing's daemon (a profiled session's `udfs`), whose workers would time the analysis's own functions and
+    write their records beside the profiled application's folder; else nothing set. A session finds the first
+    session's settings of this process in its JVM's system properties (PySpark starts the JVM with them), or in the
+    builders' shared options (PySpark 3.5)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from ..plugin_jar import option_table
+
+    try:
+        table = option_table()
+    except FileNotFoundError:  # no jar built: no helper set the daemon either
+        return {}
+    key = table["python_module_keys"][0]
+    held = [getattr(SparkSession.Builder, "_options", {}).get(key)]
+    if SparkContext._jvm is not None:
+        held.append(SparkContext._jvm.java.lang.System.getProperty(key))
+    return {key: PYSPARK_DAEMON} if table["udf_daemon_module"] in held else {}
+
+
 def _with_plugin_jar(given: "str | None" = None) -> str:
     """spark.jars as given, else as this process's builders hold it, else as spark-defaults.conf says (the session's
     setting replaces that file's), with the plugin jar (unless there already), whose reader reads the log files in
@@ -73,13 +99,13 @@ def _given(key: str, value: "str | None") -> str:
 
 
 def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None" = None):
-    """A local Spark session on every core (local[*]), Spark's UI off and its logging quiet, started on first use
-    and reused (a stopped one is replaced), without the profiler's plugin but with its jar (its reader of log files).
-    Python workers run this interpreter, which has cloudprofiler. `conf`: Spark settings of the session it starts,
-    as spark-submit's `--conf` (an object store's spark.hadoop.* keys, spark.jars.packages; its spark.jars get the
-    plugin jar too), over spark-defaults.conf of SPARK_CONF_DIR. Where a session is already active in this process,
-    Spark hands that one out and its settings stay as they are. Where this starts the process's JVM, it starts it
-    as jvm_start says for an analysis of `files_bytes` of log files (None: unknown), and its shuffles have
+    """A local Spark session on every core (local[*]), Spark's UI off and its logging quiet, started on first use and
+    reused (a stopped one is replaced), without the profiler's plugin and UDF timing but with its jar (its reader of log
+    files). Python workers run this interpreter, which has cloudprofiler. `conf`: Spark settings of the session it
+    starts, as spark-submit's `--conf` (an object store's spark.hadoop.* keys, spark.jars.packages; its spark.jars get
+    the plugin jar too), over spark-defaults.conf of SPARK_CONF_DIR. Where a session is already active in this process,
+    Spark hands that one out and its settings stay as they are. Where this starts the process's JVM, it starts it as
+    jvm_start says for an analysis of `files_bytes` of log files (None: unknown), and its shuffles have
     `shuffle_partitions(files_bytes)` partitions unless `conf`, the builders or spark-defaults.conf set them."""
     global _session
     from pyspark.sql import SparkSession
@@ -103,7 +129,7 @@ def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None
     partitions = shuffle_partitions(files_bytes)
     if partitions is not None and not _given(SHUFFLE_PARTITIONS, conf.get(SHUFFLE_PARTITIONS)):  # a setting wins
         builder = builder.config(SHUFFLE_PARTITIONS, str(partitions))
-    for key, value in conf.items():
+    for key, value in {**_python_daemon(), **conf}.items():
         builder = builder.config(key, value)
     _session = start(builder, files_bytes, given)
     _session.sparkContext.setLogLevel("ERROR")

@@ -1,5 +1,5 @@
-"""The plugin jar: where it is, and the option table it carries (declared once, in the plugin's Config.java, and
-written into the jar when it is built)."""
+"""The plugin jar and its option table (plugin_jar), as the session helper names them: the options' Python names,
+defaults and the folders they give."""
 from __future__ import annotations
 
 import os
@@ -8,17 +8,9 @@ import re
 import tempfile
 
 from ..plugin_jar import PLUGIN_JAR as PLUGIN_JAR
-from ..plugin_jar import jar_json
 from ..plugin_jar import jar_path as jar_path
+from ..plugin_jar import option_table as option_table
 from ..plugin_jar import spark_scala_version as spark_scala_version
-
-OPTION_TABLE = "io/cloudprofiler/spark/options.json"
-
-
-def option_table() -> dict:
-    """{"options": [{"key", "default", "expected", "min", "max", "doc"}, ...], "tmp", "channel_handler",
-    "channel_params", "executor_folders"}: see Config.json()."""
-    return jar_json(OPTION_TABLE)
 
 
 def python_name(key: str) -> str:
