@@ -148,6 +148,21 @@ def test_terminal_summary(tmp_path, capsys):
     assert printed.rstrip().endswith(f"report: {out}")
 
 
+def test_a_pipeline_whose_hops_paired_nothing_yet_shows_no_share(tmp_path):
+    """A running application's report may find trace channels whose files hold no tuple both share yet: the hops
+    have no p99, so no share of it (None, as pipeline_rows gives it); the table shows "-", and no finding names a
+    hop (the report once failed whole on it)."""
+    data = report_sample.sample()
+    pipeline = data.pipeline.copy().astype({"share_of_p99": object})
+    pipeline["share_of_p99"] = None
+    pipeline.loc[pipeline["hop"] >= 0, ["count", "p50_ns", "p99_ns", "max_ns"]] = [0, None, None, None]
+    unpaired = dataclasses.replace(data, pipeline=pipeline)
+    assert _texts(unpaired, "hop") == []
+    page = render(unpaired, tmp_path / "unpaired.html", quiet=True).read_text()
+    table = page.split('<table class="pipeline">')[1].split("</table>")[0]
+    assert table.count("<td>-</td>") >= len(pipeline), table
+
+
 def test_sections_without_data_say_so_in_one_line(tmp_path):
     page = render(report_sample.quiet(), tmp_path / "quiet.html", quiet=True).read_text()
     notes = dict(re.findall(r'<section id="(\w+)"><h2>[^<]*</h2><p class="note">([^<]*)</p>(?!<p class="caption">)',

@@ -180,7 +180,9 @@ def _hops(data: ReportData) -> list[Finding]:
             continue
         top = hops.sort_values("share_of_p99", ascending=False).iloc[0]
         total = end_to_end.iloc[0]
-        share = float(top.share_of_p99)
+        share = fmt.number(top.share_of_p99)
+        if share is None:  # no hop paired a tuple yet (a running application's first files), or a p99 of 0
+            continue
         found.append(Finding("warning" if share >= HOP_DOMINANT else "info", share,
                              f"{fmt.hop(top.from_channel, top.to_channel)} adds {fmt.percent(share)} of the end-to-end "
                              f"p99 ({fmt.duration(top.p99_ns)} of {fmt.duration(total.p99_ns)}, "

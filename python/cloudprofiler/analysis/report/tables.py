@@ -118,7 +118,7 @@ def pipeline(data: ReportData) -> Table:
         name = ("end to end: " if r.hop == -1 else "") + fmt.hop(r.from_channel, r.to_channel)
         table.rows.append([Cell(name, float(r.hop)), _n(r.count), _n(r.remote_count), _ns(r.p50_ns), _ns(r.p99_ns),
                            _ns(r.max_ns), _bound(r.err_p50_ns), _bound(r.err_p99_ns),
-                           Cell(fmt.percent(r.share_of_p99), float(r.share_of_p99))])
+                           Cell(fmt.percent(r.share_of_p99), fmt.number(r.share_of_p99))])
     return table
 
 
