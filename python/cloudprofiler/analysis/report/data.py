@@ -20,6 +20,7 @@ from ..pipeline import ordered_sketches, pipeline_rows
 from . import streaming as streaming_section
 from . import udfs as udfs_section
 from ..sketch import RELATIVE_ACCURACY
+from ...udf_records import CHANNEL as UDF_CHANNEL
 
 TIMELINE_CAP = 20_000  # task attempts drawn on the timeline
 STRAGGLERS_KEPT = 50  # the worst stragglers, by ratio
@@ -271,12 +272,14 @@ def _pipelines(app, trace: list) -> tuple[pd.DataFrame, list]:
 
 
 def trace_channels(channels: pd.DataFrame) -> list[str]:
-    """The record channels of trace points (the pipeline's stages), i.e. not the plugin's task channels."""
+    """The record channels of trace points (the pipeline's stages), i.e. not the plugin's own channels."""
     if channels.empty:
         return []
-    # the plugin's task channels are no pipeline stage, nor are its operators' and sources' sampled rows
+    # the plugin's task channels are no pipeline stage, nor are its operators' and sources' sampled rows, nor the
+    # Python workers' UDF batches (their ids are events, not tuples: a hop to them pairs nothing)
     skipped = ("spark.task.", *row_prefixes())
-    rows = channels[(channels["kind"] == "records") & ~channels["channel"].str.startswith(skipped)]
+    rows = channels[(channels["kind"] == "records") & ~channels["channel"].str.startswith(skipped)
+                    & (channels["channel"] != UDF_CHANNEL)]
     return sorted(rows["channel"].unique())
 
 
