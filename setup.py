@@ -90,7 +90,7 @@ LOG_CALL = Extension(
     py_limited_api=True,
 )
 
-# What the Python UDF timing does per batch, in C: an untimed batch then runs no Python of ours (see _udf_timing.c).
+# What the Python UDF timing does per batch, in C: no batch then runs Python of ours (see _udf_timing.c).
 UDF_TIMING = Extension("cloudprofiler._udf_timing", ["python/cloudprofiler/_udf_timing.c"], libraries=["m"],
                        py_limited_api=True)
 

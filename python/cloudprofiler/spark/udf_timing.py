@@ -196,10 +196,6 @@ def _unknown_rows(item) -> int:
     return UNKNOWN_ROWS
 
 
-def _closed(tuple_id: int) -> None:
-    pass
-
-
 class _PickledBatches:
     """An RDD's output batches as its batching serializer pickles them (its inner serializer's `dumps`, called once a
     batch), counted as the C iterators count; a timed cycle ends (OUT_EXIT) as the batch's pickling begins, and the
@@ -255,7 +251,7 @@ class Task:
         self.event(START, setup_ns)
 
     def event(self, kind: int, value: int = 0) -> None:
-        if _off:
+        if _off or self.timing.off:  # the timing's flag, the C iterators' too: off once it failed or the task ended
             return
         try:
             self._log(value << KIND_BITS | kind)
@@ -333,8 +329,7 @@ class Task:
             self.event(batches, sum(counted.batches for counted in side))
             self.event(rows, sum(counted.rows for counted in side))
         self.event(END, failed)
-        self._log = _closed  # the channel's C function must not run past its close
-        self.timing.off = 1
+        self.timing.off = 1  # the channel's C function must not run past its close, from Python or from C
         try:
             self.channel.close()
         except Exception as e:  # noqa: BLE001
