@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -159,6 +160,17 @@ def in_worker(rounds: int, batches: int) -> dict:
     inbox as an executor takes its workers'), in `_rounds`. Returns each run's CPU seconds (this thread's) and wall
     seconds per side, `judge_rounds` on the CPU seconds, the CPU time added per batch (the sides' medians), the
     records a timed run logged, and the per-task costs: the median ms to open and to close its channel."""
+    import cloudprofiler as cp
+
+    folder = tempfile.mkdtemp(prefix="cloudprofiler-bench-udfs-")
+    try:
+        return _in_worker(folder, rounds, batches)
+    finally:
+        cp.stop()  # the inbox and the library's threads, then their files go
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _in_worker(folder: str, rounds: int, batches: int) -> dict:
     import io
 
     import cloudprofiler as cp
@@ -167,7 +179,6 @@ def in_worker(rounds: int, batches: int) -> dict:
     from ...handoff import Handoff, inbox_start
     from ...spark.udf_timing import Task
 
-    folder = tempfile.mkdtemp(prefix="cloudprofiler-bench-udfs-")
     cp.start(os.path.join(folder, "logs"))
     inbox = os.path.join(folder, "inbox")
     inbox_start(inbox)
@@ -234,6 +245,7 @@ def run(args) -> int:
             rows = measure(spark, args.rows, args.repeat, args.warmups)
         finally:
             spark.stop()
+            shutil.rmtree(folder, ignore_errors=True)
     worker = in_worker(args.worker_rounds, args.worker_batches)
     if args.json:
         print(json.dumps({"jobs": rows, "in_worker": worker}, indent=2))
