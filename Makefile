@@ -8,6 +8,12 @@ STAMP = $(VENV)/.deps-installed
 SPARK35 = build/pyspark-3.5
 SPARK35_STAMP = $(SPARK35)/.deps-installed
 JAR_2_12 = jvm-plugin/build/cloudprofiler-plugin_2.12.jar
+# Spark 3.5's Connect server, which pyspark 3.5 does not ship (Spark 4's does): tests/test_spark35.py starts it with
+# the plugin. Maven Central has none past 3.5.7 for Scala 2.12; it runs on the environment's 3.5.x (one line).
+CONNECT35_VERSION = 3.5.7
+CONNECT35_SHA256 = 15366e21273a874c760b51fa00743a2acb8fa78642cc35d7a076a3ade0c5eef6
+CONNECT35_JAR = build/spark-connect_2.12-$(CONNECT35_VERSION).jar
+CONNECT35_URL = https://repo1.maven.org/maven2/org/apache/spark/spark-connect_2.12/$(CONNECT35_VERSION)
 
 # The Java formatter: google-java-format in Google style (the 2-space indent the sources already had), pinned by
 # version and checksum, fetched from Maven Central into build/; on Java 17 it reaches into javac through the exports.
@@ -24,7 +30,7 @@ JAVA_FILES = $(shell find jvm-plugin/src -name '*.java')
 demo: build
 	$(VENV)/bin/cloudprofiler demo
 
-test: build $(GJF_JAR)
+test: build $(GJF_JAR) $(CONNECT35_JAR)
 	make -C native test fuzz --no-print-directory
 	$(PY) -m pytest tests -n 2 --dist loadfile -m 'not alone' --durations=15 -p no:cacheprovider
 	$(PY) -m pytest tests -m alone -p no:cacheprovider
@@ -81,7 +87,7 @@ $(SPARK35_STAMP): $(STAMP)
 	[ -x $(SPARK35)/bin/python ] || $(PYTHON) -m venv $(SPARK35)
 	$(PY) -m pip freeze | grep -iE '^(cffi|numpy|pyarrow|pandas)==' > $(SPARK35)/constraints.txt
 	$(SPARK35)/bin/python -m pip install -q 'pyspark>=3.5,<3.6' 'setuptools>=77' cffi numpy pyarrow pandas \
-	  -c $(SPARK35)/constraints.txt
+	  'grpcio>=1.56,<2' 'grpcio-status>=1.56,<2' 'googleapis-common-protos>=1.56.4,<2' -c $(SPARK35)/constraints.txt
 	touch $@
 
 $(JAR_2_12): $(SPARK35_STAMP) $(shell find jvm-plugin/src native/src native/include -type f)
@@ -91,6 +97,12 @@ $(GJF_JAR):
 	mkdir -p build
 	curl -sSfL -o $@.part $(GJF_URL)/google-java-format-$(GJF_VERSION)-all-deps.jar
 	echo "$(GJF_SHA256)  $@.part" | sha256sum -c --quiet
+	mv $@.part $@
+
+$(CONNECT35_JAR):
+	mkdir -p build
+	curl -sSfL -o $@.part $(CONNECT35_URL)/spark-connect_2.12-$(CONNECT35_VERSION).jar
+	echo "$(CONNECT35_SHA256)  $@.part" | sha256sum -c --quiet
 	mv $@.part $@
 
 # the Java sources formatted in place; format-check lists the files it would change (JAVA_FILES=... for others)

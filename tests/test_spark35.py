@@ -115,3 +115,58 @@ def test_on_spark_3_5_the_generator_source_delivers_every_tuple_once(tmp_path):
     assert seen["past_read"] == seen["rows"], seen
     assert seen["past_shuffle"] == {"event_time Exchange": seen["past_sampled"],
                                     "event_time Project": seen["past_sampled"]}, seen
+
+
+CONNECT_JOB = JOB.with_name("spark_version_connect.py")
+CONNECT_JAR = ROOT / "build" / "spark-connect_2.12-3.5.7.jar"  # the Makefile's CONNECT35_JAR
+
+
+def test_on_spark_3_5_a_connect_session_s_udfs_operators_and_streaming_batches_are_timed(tmp_path):
+    """A Connect server of Spark 3.5 with the plugin (tests/spark_version_connect.py): a remote session's Python UDFs
+    timed per batch by the server's workers, its query's operators and its streaming query's micro-batches, with no
+    change to the session's code."""
+    if not PYTHON.exists() or not CONNECT_JAR.exists():
+        pytest.skip(f"no pyspark 3.5 environment or Connect server jar in {CONNECT_JAR.parent}: `make test` fetches it")
+    from cloudprofiler.harness.maxtput import free_port_base
+
+    port = free_port_base(1)
+    generator = subprocess.Popen([str(Path(sys.executable).parent / "cloudprofiler"), "generate", "--serve", "--json",
+                                  "--rate", "10000", "--duration", "1", "--port", str(port), "--timeout", "120"],
+                                 stdout=subprocess.PIPE, text=True)
+    log = tmp_path / "client.log"  # a file, not a pipe: Spark's log would fill a pipe nobody reads meanwhile
+    try:
+        with log.open("w") as stderr:
+            client = subprocess.run([str(PYTHON), str(CONNECT_JOB), str(tmp_path), str(CONNECT_JAR),
+                                     f"tcp://127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                    timeout=600, cwd=tmp_path,
+                                    env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")})
+        totals = json.loads(generator.communicate(timeout=120)[0].split("\n", 1)[1])
+    finally:
+        generator.kill()
+    assert client.returncode == 0, log.read_text()[-4000:]
+    seen = json.loads(client.stdout.strip().splitlines()[-1])
+    assert seen["pyspark"].startswith("3.5."), seen
+    assert seen["sums"] == [sum(range(2000)) + 2000, sum(range(2000)) + 4000, 41152], seen
+    # the UDFs: each of the 2 tasks read its 1,000 rows in 2 Arrow batches and slept 0.1 s in each, in its function
+    # part; the pickled UDF's batches are PySpark's 100 rows; every task's parts sum to its worker's time
+    udfs = seen["udfs"]
+    napping, plus_two = ([u for u in udfs if u["udf"] == name] for name in ("napping", "plus_two"))
+    assert len(napping) == len(plus_two) == 2 and len(udfs) == 4, udfs
+    assert {u["kind"] for u in napping} == {"pandas UDF"} and {u["kind"] for u in plus_two} == {"Python UDF"}
+    assert [u["batches"] for u in napping] == [2, 2] and [u["batches"] for u in plus_two] == [10, 10], udfs
+    assert all(u["rows"] == u["out_rows"] == 1000 and u["complete"] and not u["failed"] for u in udfs), udfs
+    assert all(0.2 <= u["function_s"] < 1.2 for u in napping), napping
+    from cloudprofiler.udf_records import PARTS
+
+    for u in udfs:
+        assert sum(u[f"{part}_s"] for part in PARTS) == pytest.approx(u["worker_s"], abs=1e-6), u
+    # the filtered count's operators: the range counted every row, the filter and its projection those kept
+    assert {k: seen["filter_rows"][k] for k in ("Range", "Filter")} == {"Range": 123456, "Filter": 41152}, seen
+    # the streaming query: every emitted tuple read once, over batches whose operators were timed; its sampled
+    # records timed from the source (the emitter on this host: from emission and delivery too) to the scan and sink
+    assert totals[0]["error"] is None and totals[0]["emitted_tuples"] == 10_000, totals
+    assert seen["streamed"] == [10_000, 10_000] and seen["batch_rows"] == 10_000, seen
+    assert seen["batch_tasks"] > 0 and seen["timed_batches"] > 0, seen
+    assert seen["sampled"] > 0 and seen["latency"] == {
+        f"{source} {operator}": seen["sampled"] for source in ("delivered", "emitted", "event_time")
+        for operator in ("ColumnarToRow", "Project", "sink")}, seen
