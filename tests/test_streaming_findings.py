@@ -1,11 +1,11 @@
 """The streaming section's findings on known batch series (no Spark): a query whose batches grew slower is named with
 the operator that grew most, a steady one is not; one that processed fewer rows per second than arrived in most of
-its latest batches does not keep up; a query of too few batches gets no verdict."""
+its latest batches does not keep up; a query of too few batches gets no verdict. The terminal's words on each query."""
 import numpy as np
 import pandas as pd
 
 from cloudprofiler.analysis import source_rows
-from cloudprofiler.analysis.report import streaming
+from cloudprofiler.analysis.report import streaming, terminal
 from cloudprofiler.analysis.report.data import ReportData
 from cloudprofiler.analysis.report.findings import Finding
 
@@ -125,7 +125,7 @@ def test_without_an_emission_the_latency_is_told_from_the_event_time_with_no_bou
     _, lifetime = _source_latency(p99, sources=("delivered", "event_time"))
     words = streaming._lifetime_words(source_rows.source_reach(lifetime, "id-1"))
     assert words.startswith(" Its records from event time to Filter (operator 2), 210 sampled in 21 batches: p50 ")
-    assert words.endswith(" (the event&#x27;s clock against the executors&#x27; wall clocks: not bounded).")
+    assert words.endswith(" (the event's clock against the executors' wall clocks: not bounded).")
 
 
 def test_the_latency_from_the_source_is_told_to_the_sink_where_the_batches_last_tasks_were_timed():
@@ -153,3 +153,26 @@ def test_the_latency_finding_names_the_operator_whose_time_grew_most():
 def test_steady_or_barely_longer_latency_from_the_source_is_no_finding():
     for p99 in ([40] * 21, [40] * 11 + [56] * 10, [10] * 11 + [90] * 10):  # steady; 1.4 x; 9 x but 80 ms more
         assert _found_latency(_batches([100] * 21), *_source_latency(p99)) == []
+
+
+def test_the_terminal_tells_each_query_s_batches_and_its_records_path_from_the_source(capsys):
+    """Not only the page: the terminal says per query its batches' time and its records' latency from the source to
+    the sink, then to each operator they reach, in the order they pass them."""
+    data = ReportData(summary={"span_ns": 60e9})
+    data.batches = _batches([100] * 20 + [300])
+    # the scan's conversion passes on more records than the filter above it, whose median is less: still first
+    data.source_latency, data.source_lifetime = _source_latency(
+        [[50] * 21, [10] * 21, [40] * 21], reached=(("ColumnarToRow", 3), ("Filter", 2), ("sink", 0)))
+    terminal.print_streaming(data, 200)
+    printed = capsys.readouterr().out
+    assert " ".join(printed.split()).startswith(
+        "Streaming queries - `q` · 21 batches · 2,100 input rows · query id-1. Batch time over the query's life: "
+        "median 100 ms, p95 100 ms, max 300 ms. Its records from emission to the sink (its batch's last task's end), "
+        "210 sampled in 21 batches: p50 20 ms, p99 40 ms, max 40 ms. from emission to records p50 p99 max"), printed
+    lines = printed.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("from emission to")))
+    assert [line.split("  ")[0] for line in lines[header + 1:header + 4]] == [
+        "ColumnarToRow (operator 3)", "Filter (operator 2)", "the sink (its batch's last task's end)"], printed
+    # a query without streaming batches: nothing
+    terminal.print_streaming(ReportData(summary={}), 200)
+    assert capsys.readouterr().out == ""

@@ -191,20 +191,12 @@ def section(data) -> str:
                     "operator they reach over the query's life, in the order they pass them. A windowed "
                     "aggregation's results: from their window's end to the sink, the latency the Yahoo streaming "
                     "benchmark measures."), "</p>"]
-    order = frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
-    for query_id in order:
-        query = frame[frame["query_id"] == query_id].sort_values(["trigger_start_ms", "batch_id"])
+    for query_id, query, title, words, reach in queries(data):
         start = query["trigger_start_ms"].min()
         slowest = query["trigger_execution_ms"].max()
-        times = query["trigger_execution_ms"].astype(float)
-        reach = source_reach(data.source_lifetime, query_id)
         per_batch = reach_batches(data.source_latency, reach).set_index("batch_id") if reach is not None else None
-        parts.append(f"<h3>{escape(_name(query))} &middot; {fmt.count(len(query))} batches &middot; "
-                     f"{fmt.count(query['num_input_rows'].sum())} input rows &middot; query {escape(query_id)}</h3>"
-                     f'<p class="note">Batch time over the query\'s life: median {_ms(times.median())}, p95 '
-                     f"{_ms(times.quantile(0.95))}, max {_ms(times.max())}.{_lifetime_words(reach)}"
-                     f"{_results_words(data.source_lifetime, query_id, reach)}</p>")
+        parts.append(f'<h3>{escape(title)}</h3><p class="note">{escape(words)}</p>')
         parts.append(_path_table(data.source_lifetime, reach))
         body = []
         for row in query.tail(BATCHES_SHOWN).itertuples():
@@ -226,6 +218,44 @@ def section(data) -> str:
     return "".join(parts)
 
 
+def queries(data) -> list:
+    """Per query shown, the most batch time first: (query id, its batches in order, a title, its batches and its
+    records' latency from the source in words, the source_reach() row that latency is told by, or None); [] without
+    streaming batches. The page and the terminal both say these."""
+    frame = getattr(data, "batches", None)
+    if frame is None or frame.empty:
+        return []
+    out = []
+    for query_id in frame.groupby("query_id")["trigger_execution_ms"].sum().sort_values(ascending=False).index:
+        query = frame[frame["query_id"] == query_id].sort_values(["trigger_start_ms", "batch_id"])
+        times = query["trigger_execution_ms"].astype(float)
+        reach = source_reach(data.source_lifetime, query_id)
+        title = (f"{_name(query)} · {fmt.count(len(query))} batches · {fmt.count(query['num_input_rows'].sum())} "
+                 f"input rows · query {query_id}")
+        words = (f"Batch time over the query's life: median {_plain_ms(times.median())}, p95 "
+                 f"{_plain_ms(times.quantile(0.95))}, max {_plain_ms(times.max())}.{_lifetime_words(reach)}"
+                 f"{_results_words(data.source_lifetime, query_id, reach)}")
+        out.append((query_id, query, title, words, reach))
+    return out
+
+
+def path_rows(lifetime: pd.DataFrame, reach) -> tuple:
+    """(columns, rows): the query run's sampled records from its source (the TSC `reach` tells it by) to each operator
+    they reach and to the sink, over its life, as text: a row each, in the order the records pass them (the plan's,
+    from its leaves: an operator's records may be more than the next one's, where a filter drops some, so their
+    medians need not grow in that order); no rows where they reach fewer than two."""
+    columns = (f"from {_source_words(reach)} to", "records", "p50", "p99", "max") if reach is not None else ()
+    if reach is None:
+        return columns, []
+    mine = lifetime[(lifetime["query_id"] == reach["query_id"]) & (lifetime["run_id"] == reach["run_id"]) &
+                    (lifetime["source"] == reach["source"])]
+    mine = mine.sort_values("position", ascending=False)  # the sink, at position 0, last
+    if len(mine) < 2:
+        return columns, []
+    return columns, [(_reach_words(row), fmt.count(row["rows"]), fmt.duration(row["p50_ns"]),
+                      fmt.duration(row["p99_ns"]), fmt.duration(row["max_ns"])) for _, row in mine.iterrows()]
+
+
 def _lifetime_words(reach) -> str:
     """The records' latency from the source over the query's life, in a sentence ('' where none was logged)."""
     if reach is None:
@@ -234,10 +264,10 @@ def _lifetime_words(reach) -> str:
     bound = (" (the event's clock against the executors' wall clocks: not bounded)" if not sources()[reach["source"]]
              else f", bound up to {fmt.duration(err)}" if err else "")
     what = "windowed results" if reach["source"] == WINDOW_END else "records"
-    return escape(f" Its {what} from {_source_words(reach)} to {_reach_words(reach)}, "
-                  f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "
-                  f"batches: p50 {fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}, max "
-                  f"{fmt.duration(reach['max_ns'])}{bound}.")
+    return (f" Its {what} from {_source_words(reach)} to {_reach_words(reach)}, "
+            f"{fmt.count(reach['rows'])} sampled in {fmt.count(reach['batches'])} "
+            f"batches: p50 {fmt.duration(reach['p50_ns'])}, p99 {fmt.duration(reach['p99_ns'])}, max "
+            f"{fmt.duration(reach['max_ns'])}{bound}.")
 
 
 def _results_reach(lifetime: pd.DataFrame, query_id: str, reach):
@@ -255,21 +285,12 @@ def _results_words(lifetime: pd.DataFrame, query_id: str, reach) -> str:
 
 
 def _path_table(lifetime: pd.DataFrame, reach) -> str:
-    """The query run's sampled records from its source (the TSC `reach` tells it by) to each operator they reach and to
-    the sink, over its life: a row each, the shortest median first, the order the records pass them in; '' where
-    they reach fewer than two."""
-    if reach is None:
+    """path_rows() as a table of the page; '' where it has no rows."""
+    columns, rows = path_rows(lifetime, reach)
+    if not rows:
         return ""
-    mine = lifetime[(lifetime["query_id"] == reach["query_id"]) & (lifetime["run_id"] == reach["run_id"]) &
-                    (lifetime["source"] == reach["source"])]
-    mine = mine.sort_values(["p50_ns", "position"], ascending=[True, False])
-    if len(mine) < 2:
-        return ""
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in (
-            _reach_words(row), fmt.count(row["rows"]), fmt.duration(row["p50_ns"]), fmt.duration(row["p99_ns"]),
-            fmt.duration(row["max_ns"]))) + "</tr>" for _, row in mine.iterrows())
-    head = "".join(f"<th>{escape(c)}</th>" for c in (f"from {_source_words(reach)} to", "records", "p50", "p99", "max"))
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
     return (f'<div class="scroll"><table class="path"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
             "</div>")
 
@@ -281,8 +302,12 @@ def _reach_cells(per_batch, batch_id) -> str:
     return escape(f"{fmt.duration(row['p50_ns'])} / {fmt.duration(row['p99_ns'])}")
 
 
+def _plain_ms(value) -> str:
+    return "-" if value is None or value != value else fmt.duration(float(value) * 1e6)
+
+
 def _ms(value) -> str:
-    return "-" if value is None or value != value else escape(fmt.duration(float(value) * 1e6))
+    return escape(_plain_ms(value))
 
 
 def _lag(newest, oldest) -> str:

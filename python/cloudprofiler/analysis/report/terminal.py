@@ -1,4 +1,5 @@
-"""The report's terminal summary: the findings, then the summary, stage, straggler and pipeline tables."""
+"""The report's terminal summary: the findings, then the summary, stage, straggler, query, streaming and pipeline
+tables."""
 from __future__ import annotations
 
 import shutil
@@ -9,6 +10,7 @@ from . import format as fmt
 from .data import SKETCH_NOTE
 from .findings import Finding
 from .queries import queries_notes
+from .streaming import path_rows, queries as streaming_queries
 from .tables import Table
 
 MARKS = {"error": "!!", "warning": " !", "info": " -"}
@@ -41,6 +43,7 @@ def print_summary(found: list[Finding], tables: dict[str, Table], data=None) -> 
             _print_stragglers(tables["stragglers"], width)
         if key == "stages" and data is not None:
             _print_queries(tables.get("queries") or [], queries_notes(data), width)
+            print_streaming(data, width)
 
 
 def _print_stragglers(table: Table, width: int) -> None:
@@ -53,6 +56,21 @@ def _print_stragglers(table: Table, width: int) -> None:
                             subsequent_indent="   "))
     if len(table.rows) > STRAGGLER_ROWS:
         print(f"({len(table.rows) - STRAGGLER_ROWS} more in the HTML report)")
+
+
+def print_streaming(data, width: int) -> None:
+    """Per streaming query shown: its batches and its records' latency from the source in words, and the operators
+    they reach with their latency from it (the page adds each batch)."""
+    shown = streaming_queries(data)
+    if not shown:
+        return
+    print("\nStreaming queries")
+    for _, _, title, words, reach in shown:
+        print(textwrap.fill(f"{title}. {words.strip()}", width, initial_indent=" - ", subsequent_indent="   "))
+        columns, rows = path_rows(data.source_lifetime, reach)
+        if rows:
+            print_table([dict(enumerate(row)) for row in rows], [(i, title, "") for i, title in enumerate(columns)])
+    print("(each batch in the HTML report)")
 
 
 def _print_queries(queries: list, notes: list[str], width: int) -> None:
