@@ -619,7 +619,7 @@ def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
     batches = _slowed_batches(app).set_index("batch_id")
     query_id = batches["query_id"].iloc[0]
     latency = app.source_latency(query_id).toPandas()
-    assert set(latency["operator"]) == {"BatchEvalPython", "Project", "sink"}, latency
+    assert set(latency["operator"]) == {"BatchEvalPython", "Project", "StateStoreSave", "sink"}, latency
     sink = latency[latency["operator"] == "sink"].set_index("batch_id")
     assert sorted(sink.index) == list(range(STREAM_BATCHES))
     assert (sink["rows"] == 1).all() and sink["err_max_ns"].isna().all()
@@ -629,6 +629,46 @@ def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
         assert row["min_ns"] == row["max_ns"] == pytest.approx(truth, abs=5e6), batch
         # the driver committed the batch after its last task: the event-time lag it measured is at least this
         assert row["max_ns"] <= batches.loc[batch, "event_lag_max_ms"] * 1e6 + 5e6, batch
+
+
+def test_a_record_is_timed_to_the_task_that_saved_its_key_s_state(app, report):
+    """Known answer: the slowed query's sampled row of each batch (its one file's first row, key 0) goes through the
+    shuffle to the partition Spark's hash of key 0 picks (pmod(hash(0), 2)): the chain's top logs that partition, and
+    the record is timed from its event time to the end of that partition's task in the batch's last stage, where the
+    aggregation saved key 0's state (and, in the update mode, wrote its sum): before the sink or with it. The report's
+    path table puts it between the chain's operators and the sink."""
+    query_id = _query_id(app, STREAM_NAME)
+    partition = app.spark.sql("select pmod(hash(cast(0 as bigint)), 2) p").first().p
+    probes = sourced_probes(app)
+    ops = app.batch_operators(query_id).toPandas()
+    tops = ops[ops["probe_id"].isin(list(probes)) & (ops["operator"] == "Project")]
+    assert len(tops) == STREAM_BATCHES, ops
+    reached = pd.concat([app.records(probes[p].channel).toPandas() for p in tops["probe_id"]])
+    logged = app.records(tables.channel("shuffled_rows").prefix).toPandas()
+    mine = logged[logged["tsc"].isin(reached["tsc"])]
+    assert len(mine) == STREAM_BATCHES, (logged, reached)
+    # each the row's ordinal (its id's low half: row 0, numbered by the UDF's output) << 32 | the partition
+    ids, ordinals = mine["tuple_id"].to_numpy(), reached["tuple_id"].to_numpy() & 0xFFFFFFFF
+    assert set((ids >> 32) & 0xFFFFFFFF) == set(ordinals) and len(set(ordinals)) == 1, (mine, reached)
+    assert set(ids & 0xFFFFFFFF) == {partition}, mine
+    latency = app.source_latency(query_id).toPandas()
+    saved = latency[latency["operator"] == "StateStoreSave"].set_index("batch_id")
+    sink = latency[latency["operator"] == "sink"].set_index("batch_id")
+    assert sorted(saved.index) == list(range(STREAM_BATCHES)) and (saved["rows"] == 1).all(), saved
+    assert (saved["position"] == ops.loc[ops["operator"] == "StateStoreSave", "position"].iloc[0]).all()
+    for batch, row in saved.iterrows():
+        tasks = app.tasks(streaming_query_id=query_id, streaming_batch_id=batch).toPandas()
+        last = tasks[(tasks["stage_id"] == tasks["stage_id"].max()) & (tasks["status"] == "SUCCESS")]
+        [end] = last.loc[last["partition"] == partition, "end_t_ns"]
+        truth = end - app.timebase.t_ns_of_wall_ms(_event_ms(batch, 0))
+        assert row["min_ns"] == row["max_ns"] == pytest.approx(truth, abs=5e6), batch
+        assert row["max_ns"] <= sink.loc[batch, "max_ns"], batch
+    page, _ = report
+    section = page.split('<section id="streaming">')[1].split("</section>")[0]
+    section = section.split(f"<h3>`{STREAM_NAME}`")[1].split("<h3>")[0]
+    [table] = re.findall(r'<table class="path">(.*?)</table>', section)
+    places = [unescape(c).split(" (")[0] for c in re.findall(r"<tr><td>([^<]*)</td>", table.split("<tbody>")[1])]
+    assert places == ["BatchEvalPython", "Project", "StateStoreSave", "the sink"], places
 
 
 def _query_id(app, name: str) -> str:

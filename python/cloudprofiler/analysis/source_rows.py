@@ -35,6 +35,7 @@ before the plan's first."""
 from __future__ import annotations
 
 import pandas as pd
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from .. import tables
@@ -48,6 +49,7 @@ QUANTILES = (0.5, 0.9, 0.99)
 # the kind of source TSC of a windowed aggregation's results: their window's end (of `sources()`, the plugin's)
 WINDOW_END = "window_end"
 SINK, SINK_POSITION = "sink", 0  # the batch's output (its last task's end), placed before the plan's operators
+STATE_SAVE = "StateStoreSave"  # the end of the operator's name that saves an aggregation's state (Spark's, by version)
 SOURCE_DDL = ("query_id string, run_id string, batch_id long, source string, position int, probe_id long, "
               "operator string, rows long, min_ns double, p50_ns double, p90_ns double, p99_ns double, "
               "max_ns double, mean_ns double, err_max_ns double")
@@ -115,14 +117,55 @@ def _sink_records(app, streaming_query_id, tops: dict, first_position: int) -> t
     return batches, records
 
 
+def _saved_records(app, streaming_query_id, tops: dict, saving: dict, first_position: int) -> tuple:
+    """(batches, records): the batches of `saving` (batch -> the placed probe of the operator that saves its
+    aggregation's state) whose chains' tops (`tops`: batch -> their channels) logged their sampled rows' shuffle
+    partitions, and a record for each such row (channel_id first_position + its batch's index in `batches`) at the
+    end of the task of that partition in the batch's last stage: the task that saved the state of the row's key."""
+    declared = tables.channel("shuffled_rows")
+    logged = [f for f in app.catalog.files_of([declared.prefix], "records") if f.meta.get("spark.event") ==
+              declared.event]
+    batches = sorted(saving)
+    if not logged or not batches:
+        return [], None
+    schema = reader.project(reader.RECORD_SCHEMA, ("tuple_id", "pid", "tsc"))
+    partitions = (reader.log_frame(app.spark, logged, app.timebase, schema)
+                  .select("pid", "tsc", F.shiftrightunsigned("tuple_id", 32).alias("ordinal"),
+                          F.col("tuple_id").bitwiseAND(F.lit(0xFFFFFFFF)).alias("partition")))
+    top_files = app.catalog.files_of(sorted({c for b in batches for c in tops[b]}), "records")
+    reached = (reader.log_frame(app.spark, top_files, app.timebase, schema)
+               .select("tuple_id", "pid", "tsc", F.col("tuple_id").bitwiseAND(F.lit(0xFFFFFFFF)).alias("ordinal"),
+                       F.shiftright("tuple_id", 32).alias("task_attempt_id")))
+    by_batch = attempts_by_batch(app, streaming_query_id)
+    rows = (reached.join(partitions, ["pid", "tsc", "ordinal"]).join(by_batch, "task_attempt_id")
+            .select("tuple_id", *BATCH, "partition"))
+    # the batch's last stage (where its state is saved): each partition's first successful attempt's end
+    attempts = (by_batch.join(app.task_table().where(F.col("status") == "SUCCESS")
+                              .select("task_attempt_id", "stage_id", "partition"), "task_attempt_id")
+                .withColumn("last", F.max("stage_id").over(Window.partitionBy(*BATCH)))
+                .where(F.col("stage_id") == F.col("last")))
+    ends = (attempts.join(task_records(app, TASK_CHANNELS[1], "end"), "task_attempt_id")
+            .dropDuplicates([*BATCH, "partition"])
+            .select(*BATCH, "partition", F.col("end_tsc").alias("tsc"), F.col("end_domain_id").alias("domain_id")))
+    targets = app.spark.createDataFrame([(*batch, first_position + n) for n, batch in enumerate(batches)],
+                                        "query_id string, run_id string, batch_id long, channel_id int")
+    records = (rows.join(ends, [*BATCH, "partition"]).join(F.broadcast(targets), BATCH)
+               .select(*hops_module.COLUMNS))
+    return batches, records
+
+
 def _sketches(app, streaming_query_id):
     """(placed, HopSketches): a dict per (batch, source, operator or SINK) with its hop's number, and the hops'
     sketches; (None, None) where no source logged rows or no probe of their chains ran in a batch in scope."""
     sources, probes = source_channels(app), sourced_probes(app)
     if not sources or not probes:
         return None, None
-    placed = (batch_operators(app, streaming_query_id).where(F.col("probe_id").isin(list(probes)))
+    placed = (batch_operators(app, streaming_query_id)
+              .where(F.col("probe_id").isin(list(probes)) | F.col("operator").endswith(STATE_SAVE))
               .select(*BATCH, "position", "probe_id", "operator").collect())
+    # the operator that saves an aggregation's state, per batch: timed apart (_saved_records)
+    saving = {tuple(r[k] for k in BATCH): r.asDict() for r in placed if r["probe_id"] not in probes}
+    placed = [r for r in placed if r["probe_id"] in probes]
     if not placed:
         return None, None
     # (batch, first probe) -> (position, channel) of the top of each of its sources' chains (both sides of a join
@@ -139,17 +182,24 @@ def _sketches(app, streaming_query_id):
         batch_tops.setdefault(batch, []).append(channel)
     channels = list(sources.values()) + sorted({probes[r["probe_id"]].channel for r in placed})
     sunk, sink_records = _sink_records(app, streaming_query_id, batch_tops, len(channels))
+    saved, saved_records = _saved_records(app, streaming_query_id, batch_tops,
+                                          {b: saving[b] for b in saving if b in batch_tops}, len(channels) + len(sunk))
     index = {c: i for i, c in enumerate(channels)}
     targets = [(row.asDict(), index[probes[row["probe_id"]].channel]) for row in placed]
     targets += [({**dict(zip(BATCH, batch)), "position": SINK_POSITION, "probe_id": None, "operator": SINK},
                  len(channels) + n) for n, batch in enumerate(sunk)]
+    targets += [(saving[batch], len(channels) + len(sunk) + n) for n, batch in enumerate(saved)]
     rows, hops = [], []
     for target, position in targets:
         for source, channel in sources.items():
             hops.append((len(hops), index[channel], position))
             rows.append({**target, "source": source, "hop": hops[-1][0]})
-    names = channels + [f"{SINK} of batch {'/'.join(map(str, batch))}" for batch in sunk]
-    return rows, hops_module.hop_sketches(app, names, hops, extra=sink_records)
+    names = (channels + [f"{SINK} of batch {'/'.join(map(str, batch))}" for batch in sunk]
+             + [f"{STATE_SAVE} of batch {'/'.join(map(str, batch))}" for batch in saved])
+    extra = sink_records if saved_records is None else (
+        saved_records if sink_records is None else sink_records.select(*hops_module.COLUMNS)
+        .unionByName(saved_records))
+    return rows, hops_module.hop_sketches(app, names, hops, extra=extra)
 
 
 def _statistics(sketches, hop: int, source: str) -> dict:

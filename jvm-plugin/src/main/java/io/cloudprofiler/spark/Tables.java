@@ -8,6 +8,7 @@ import io.cloudprofiler.spark.executor.WorkerSamples;
 import io.cloudprofiler.spark.rules.RuleChanges;
 import io.cloudprofiler.spark.sql.OperatorNodes;
 import io.cloudprofiler.spark.sql.OperatorRows;
+import io.cloudprofiler.spark.sql.ShuffledRows;
 import io.cloudprofiler.spark.sql.SourceRows;
 import io.cloudprofiler.spark.tables.Table;
 import io.cloudprofiler.spark.ui.ReportDownload;
@@ -95,6 +96,8 @@ public final class Tables {
         SourceRows.CLOCK_BOOT_ID_KEY,
         "clock_simulation",
         SourceRows.CLOCK_SIMULATION_KEY);
+    out.append(",\n");
+    channel(out, "shuffled_rows", ShuffledRows.CHANNEL, ShuffledRows.EVENT, List.of());
     return out.append("},\n\"files\": {\"report\": ")
         .append(Config.quote(ReportDownload.FILE))
         .append("}}\n")

@@ -169,8 +169,24 @@ final class EventTimes {
    * (StateStoreSaveExec, SessionWindowStateStoreSaveExec: by name, as Spark 3.5 and 4.x keep them
    * in different packages).
    */
-  private static boolean savesState(SparkPlan node) {
+  static boolean savesState(SparkPlan node) {
     return node.nodeName().endsWith("StateStoreSave");
+  }
+
+  /**
+   * Whether {@code node} is the top of a chain whose rows are timed from a source: ours, or a
+   * watermark's chain below it; not a chain of event times only past an exchange, nor one of a
+   * windowed aggregation's results.
+   */
+  boolean sourcedTop(SparkPlan node, SparkPlan parent, long[] rows) {
+    if (!top(node, parent, rows)) return false;
+    SparkPlan first = first(node, parent, rows);
+    if (first == null) return false;
+    if (SourceRows.converts(first)) return true;
+    return tops.containsKey(node)
+        && firsts.contains(first)
+        && !eventsOnly.contains(first)
+        && !windows.contains(node);
   }
 
   /** Whether a chain that starts at {@code node} logs its rows: a watermark's, our source's. */
@@ -184,14 +200,14 @@ final class EventTimes {
    * Whether {@code node} is probed and the last of a chain: the plan's root (adaptive execution
    * plans each stage apart) or below a parent that does not pass its rows on.
    */
-  private static boolean top(SparkPlan node, SparkPlan parent, long[] rows) {
+  static boolean top(SparkPlan node, SparkPlan parent, long[] rows) {
     if (!OperatorProbes.probed(node, parent)) return false;
     if (OperatorProbes.chain(node, parent, rows) == ProbeMetrics.NO_CHAIN) return false;
     return parent == null || !(OperatorRows.keepsRows(parent) && streamed(parent) == node);
   }
 
   /** The first operator of the chain whose top is {@code top}, or null where it has none. */
-  private static SparkPlan first(SparkPlan top, SparkPlan parent, long[] rows) {
+  static SparkPlan first(SparkPlan top, SparkPlan parent, long[] rows) {
     SparkPlan node = top;
     int chain = OperatorProbes.chain(node, parent, rows);
     while (chain == ProbeMetrics.NEXT) {
@@ -214,7 +230,7 @@ final class EventTimes {
   }
 
   /** Whether {@code node}'s subtree, down to the exchanges, holds a node {@code is}. */
-  private static boolean holdsBelow(SparkPlan node, Predicate<SparkPlan> is) {
+  static boolean holdsBelow(SparkPlan node, Predicate<SparkPlan> is) {
     if (is.test(node)) return true;
     if (node instanceof Exchange) return false;
     for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class)) {

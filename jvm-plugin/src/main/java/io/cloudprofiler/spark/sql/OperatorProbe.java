@@ -1,11 +1,14 @@
 package io.cloudprofiler.spark.sql;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.TreeSet;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.EmptyBlock$;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
@@ -210,39 +213,52 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                         true,
                         true));
     String chain = first ? counters : below;
+    // the top of a sourced chain below a shuffle also logs each sampled row's partition
+    String[] partition =
+        chain != null && metrics.partition != null
+            ? partitionCode(ctx, metrics.partition, input)
+            : null;
+    String logRow =
+        partition == null
+            ? counters + ".logRow(" + chain + ".rowId);\n"
+            : "{\n"
+                + partition[1]
+                + "\n"
+                + counters
+                + ".logRow("
+                + chain
+                + ".rowId, "
+                + partition[2]
+                + ");\n}\n";
     String rowCode =
         chain == null
             ? ""
-            : first
-                ? counters
-                    + ".rowSampled = "
-                    + OperatorRows.keptCode(
-                        "++" + counters + ".rowId", metrics.rowsX, metrics.rowsY)
-                    + ";\nif ("
-                    + counters
-                    + ".rowSampled) "
-                    + counters
-                    + ".logRow("
-                    + counters
-                    + ".rowId);\n"
-                : "if ("
-                    + below
-                    + ".rowSampled) "
-                    + counters
-                    + ".logRow("
-                    + below
-                    + ".rowId);\n"
-                    // below a Python UDF: its own rows too, as the probe above the UDF numbers them
-                    + (metrics.udfEnd
-                        ? "if ("
-                            + OperatorRows.keptCode(
-                                "++" + counters + ".udfRowId", metrics.rowsX, metrics.rowsY)
-                            + ") "
-                            + counters
-                            + ".logRow("
-                            + counters
-                            + ".udfRowId);\n"
-                        : "");
+            : (partition == null ? "" : partition[0])
+                + (first
+                    ? counters
+                        + ".rowSampled = "
+                        + OperatorRows.keptCode(
+                            "++" + counters + ".rowId", metrics.rowsX, metrics.rowsY)
+                        + ";\nif ("
+                        + counters
+                        + ".rowSampled) "
+                        + logRow
+                    : "if ("
+                        + below
+                        + ".rowSampled) "
+                        + logRow
+                        // below a Python UDF: its own rows too, as the probe above the UDF numbers
+                        // them
+                        + (metrics.udfEnd
+                            ? "if ("
+                                + OperatorRows.keptCode(
+                                    "++" + counters + ".udfRowId", metrics.rowsX, metrics.rowsY)
+                                + ") "
+                                + counters
+                                + ".logRow("
+                                + counters
+                                + ".udfRowId);\n"
+                            : ""));
     if (chain != null && metrics.eventTime >= 0 && metrics.eventTime < input.size())
       rowCode += eventTimeCode(input.get(metrics.eventTime), chain, metrics.windowEnd);
     String outer = CHAIN.get(), outerBelow = BELOW.get();
@@ -263,6 +279,37 @@ public final class OperatorProbe extends UnaryCodegenPlan {
         + "\n} while (false);\n"
         + counters
         + ".left();\n";
+  }
+
+  /**
+   * At the top of a sourced chain below a shuffle ({@link ShuffledRows}): {the code that evaluates
+   * the columns the partition reads, the code that computes it, its value}. The columns are
+   * evaluated for every row, as Spark's own operators evaluate a deferred column before they use it
+   * (once, its code then cleared: the parent reads the same value); the partition only for a
+   * sampled row. Null where the expression reads a column this code does not have.
+   */
+  private static String[] partitionCode(
+      CodegenContext ctx, Expression partition, List<ExprCode> input) {
+    List<Integer> ordinals = new ArrayList<>();
+    ShuffledRows.ordinals(partition, ordinals);
+    StringBuilder evaluate = new StringBuilder();
+    for (int ordinal : new TreeSet<>(ordinals)) {
+      if (ordinal >= input.size()) return null;
+      ExprCode column = input.get(ordinal);
+      evaluate.append(column.code().toString()).append('\n');
+      column.code_$eq(EmptyBlock$.MODULE$);
+    }
+    var outerVars = ctx.currentVars();
+    String outerRow = ctx.INPUT_ROW();
+    ctx.currentVars_$eq(ScalaLists.of(input.toArray(new ExprCode[0])));
+    ctx.INPUT_ROW_$eq(null);
+    try {
+      ExprCode value = partition.genCode(ctx);
+      return new String[] {evaluate.toString(), value.code().toString(), value.value().toString()};
+    } finally {
+      ctx.currentVars_$eq(outerVars);
+      ctx.INPUT_ROW_$eq(outerRow);
+    }
   }
 
   /**

@@ -104,7 +104,9 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     }
     long[] rows = rowSample();
     try {
-      return instrument(plan, null, OperatorNodes.NO_PROBE, rows, EventTimes.of(plan, rows));
+      EventTimes events = EventTimes.of(plan, rows);
+      return instrument(
+          plan, null, OperatorNodes.NO_PROBE, rows, events, ShuffledRows.of(plan, rows, events));
     } catch (Throwable e) {
       GUARD.disable("instrumenting a plan", e);
       return plan;
@@ -113,10 +115,16 @@ public final class OperatorProbes extends Rule<SparkPlan> {
 
   /**
    * {@code rows}: the XoY of the rows logged along chains ({@link #rowSample}); {@code events}: the
-   * plan's chains whose rows carry their event time.
+   * plan's chains whose rows carry their event time; {@code shuffled}: the chains' tops that log
+   * their rows' shuffle partitions.
    */
   private SparkPlan instrument(
-      SparkPlan node, SparkPlan parent, long parentProbe, long[] rows, EventTimes events) {
+      SparkPlan node,
+      SparkPlan parent,
+      long parentProbe,
+      long[] rows,
+      EventTimes events,
+      ShuffledRows shuffled) {
     if (node instanceof OperatorProbe) return node;
     boolean probed = probed(node, parent);
     long id = probed ? NEXT_ID.incrementAndGet() : parentProbe;
@@ -124,7 +132,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
     List<SparkPlan> instrumented = new ArrayList<>();
     boolean changed = false;
     for (SparkPlan child : children) {
-      SparkPlan c = instrument(child, node, id, rows, events);
+      SparkPlan c = instrument(child, node, id, rows, events, shuffled);
       changed |= c != child;
       instrumented.add(c);
     }
@@ -153,6 +161,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
             chain == ProbeMetrics.FIRST && events.eventsOnly.contains(node),
             events.tops.getOrDefault(node, ProbeMetrics.NO_EVENT_TIME),
             events.windows.contains(node),
+            shuffled.partitions.get(node),
             rows[0],
             rows[1]);
     OperatorNodes.register(id, parentProbe, node, metrics);

@@ -157,6 +157,17 @@ public final class ProbeCounters implements TaskCompletionListener {
     if (rowChannel != 0) CloudProfiler.log(rowChannel, id);
   }
 
+  /**
+   * Logs a sampled row's id as it reaches this probe, the top of its chain, and the shuffle
+   * partition it goes to, at one TSC ({@link ShuffledRows}).
+   */
+  public void logRow(long id, int partition) {
+    if (rowChannel == 0) return;
+    long tsc = CloudProfiler.tsc();
+    CloudProfiler.logAt(rowChannel, id, tsc);
+    ShuffledRows.log(id, partition, tsc);
+  }
+
   /** A row arrives: it ends the gap when its gap is timed. */
   public void arrives() {
     if (--countdown == 0L) gapEnds();

@@ -4,6 +4,7 @@ import io.cloudprofiler.CloudProfiler;
 import java.io.Serializable;
 import java.util.Map;
 import org.apache.spark.SparkContext;
+import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.execution.metric.SQLMetrics;
 
@@ -70,6 +71,13 @@ public final class ProbeMetrics implements Serializable {
    */
   final boolean windowEnd;
 
+  /**
+   * Where it is the top of a sourced chain whose rows a shuffle below a stateful aggregation's
+   * stage partitions ({@link ShuffledRows}): the partition's expression, bound to its operator's
+   * output, whose value each sampled row is logged with; else null.
+   */
+  final Expression partition;
+
   /** XoY of the rows logged by a probe of a chain: floorMod(row id, y) < x. */
   final long rowsX, rowsY;
 
@@ -89,6 +97,7 @@ public final class ProbeMetrics implements Serializable {
       boolean eventsOnly,
       int eventTime,
       boolean windowEnd,
+      Expression partition,
       long rowsX,
       long rowsY) {
     this.probe = probe;
@@ -99,6 +108,7 @@ public final class ProbeMetrics implements Serializable {
     this.eventsOnly = eventsOnly;
     this.eventTime = eventTime;
     this.windowEnd = windowEnd;
+    this.partition = partition;
     this.rowsX = rowsX;
     this.rowsY = rowsY;
     rows = SQLMetrics.createMetric(sc, "cloudprofiler rows");

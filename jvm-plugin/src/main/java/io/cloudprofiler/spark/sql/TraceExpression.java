@@ -186,6 +186,7 @@ public final class TraceExpression extends SingleChildExpression implements Seri
     CHANNELS.clear();
     OperatorRows.forget();
     SourceRows.forget();
+    ShuffledRows.forget();
   }
 
   /**

@@ -1,0 +1,194 @@
+package io.cloudprofiler.spark.sql;
+
+import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.spark.Guard;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
+import org.apache.spark.sql.catalyst.expressions.ExprId;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
+import org.apache.spark.sql.execution.ProjectExec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.aggregate.BaseAggregateExec;
+import org.apache.spark.sql.execution.exchange.Exchange;
+
+/**
+ * The shuffle partition each sampled source row goes to, where a streaming query saves an
+ * aggregation's state in its last stage, past one shuffle: so that the analysis times each record
+ * to the end of the task that saved its key's state (and, in the update and complete modes, wrote
+ * its key's result), not only to the end of its batch's last task.
+ *
+ * <p>A record's values go on past the chain's top in new rows (the partial aggregation's, the
+ * shuffle's), whose task is the one of the partition that the shuffle's hash of the record's key
+ * picks. The top of the chain the source's rows start computes that partition for a sampled row,
+ * from its own output, with the shuffle's own expression (Spark's Murmur3 of the grouping keys,
+ * modulo the partitions), its columns traced down through the partial aggregation's grouping, the
+ * projections and the watermark between them. A stateful aggregation fixes its partitions (its
+ * state is kept per partition), so the partition is the number of the task that reads it.
+ *
+ * <p>The top logs the row's id and the partition at one TSC, the id into its row channel and the
+ * partition into {@link #CHANNEL} (one per JVM) as {@code ordinal << 32 | partition}: the analysis
+ * ties the two by process, TSC and ordinal. A row the stateful operator drops as late (behind the
+ * watermark) is still timed to its partition's task.
+ */
+public final class ShuffledRows {
+  /**
+   * The channel's name, metadata event; declared here only: the build writes them into the jar
+   * ({@link io.cloudprofiler.spark.Tables}), where the analysis reads them.
+   */
+  public static final String CHANNEL = "spark.shuffle.partitions";
+
+  public static final String EVENT = "shuffled_rows";
+
+  private static final Guard GUARD = new Guard("the shuffle partitions of sampled rows");
+
+  /** This JVM's channel, 0 until opened (once). */
+  private static final AtomicLong OPEN = new AtomicLong();
+
+  /** The chains' tops that log their sampled rows' partitions: the partition's expression. */
+  final Map<SparkPlan, Expression> partitions = new IdentityHashMap<>();
+
+  private ShuffledRows() {}
+
+  /**
+   * The tops of {@code plan}'s sourced chains ({@link EventTimes#sourcedTop}) whose rows a shuffle
+   * below its last stage partitions by key, where that stage saves an aggregation's state.
+   */
+  static ShuffledRows of(SparkPlan plan, long[] rows, EventTimes events) {
+    ShuffledRows found = new ShuffledRows();
+    if (rows[0] != 0 && EventTimes.holdsBelow(plan, EventTimes::savesState)) {
+      List<Exchange> exchanges = new ArrayList<>();
+      boundary(plan, exchanges);
+      for (Exchange exchange : exchanges) {
+        if (exchange.outputPartitioning() instanceof HashPartitioning hash)
+          found.trace(hash.partitionIdExpression(), exchange, rows, events);
+      }
+    }
+    return found;
+  }
+
+  /** The exchanges below {@code node}'s stage. */
+  private static void boundary(SparkPlan node, List<Exchange> found) {
+    if (node instanceof Exchange exchange) {
+      found.add(exchange);
+      return;
+    }
+    for (SparkPlan child : ScalaLists.toJava(node.children(), SparkPlan.class))
+      boundary(child, found);
+  }
+
+  /**
+   * Follows the partition's expression down from the exchange through the operators that keep a row
+   * whole (a partial aggregation's grouping, a projection, a watermark) to a sourced chain's top,
+   * where it is bound to that top's output; gives up at any other operator.
+   */
+  private void trace(Expression partition, SparkPlan parent, long[] rows, EventTimes events) {
+    if (!partition.deterministic()) return;
+    SparkPlan node = ScalaLists.toJava(parent.children(), SparkPlan.class).get(0);
+    boolean aggregated = false;
+    while (true) {
+      if (aggregated && events.sourcedTop(node, parent, rows)) {
+        Expression bound = bind(partition, node);
+        if (bound != null) partitions.put(node, bound);
+        return;
+      }
+      if (node instanceof BaseAggregateExec aggregate && !aggregated) {
+        partition = substitute(partition, defined(aggregate.groupingExpressions()));
+        aggregated = true;
+      } else if (node instanceof ProjectExec project) {
+        partition = substitute(partition, defined(project.projectList()));
+      } else if (!EventTimes.reads(node)) {
+        return;
+      }
+      parent = node;
+      node = ScalaLists.toJava(node.children(), SparkPlan.class).get(0);
+    }
+  }
+
+  /** What each attribute that {@code outputs} define stands for: an alias's child, or itself. */
+  private static Map<ExprId, Expression> defined(scala.collection.Seq<?> outputs) {
+    Map<ExprId, Expression> map = new HashMap<>();
+    for (NamedExpression e : ScalaLists.toJava(outputs, NamedExpression.class))
+      map.put(e.exprId(), e instanceof Alias alias ? alias.child() : (Expression) e);
+    return map;
+  }
+
+  /** {@code e} with each attribute that {@code map} defines replaced by what it stands for. */
+  private static Expression substitute(Expression e, Map<ExprId, Expression> map) {
+    if (e instanceof Attribute a) return map.getOrDefault(a.exprId(), a);
+    List<Expression> children = ScalaLists.toJava(e.children(), Expression.class);
+    if (children.isEmpty()) return e;
+    Expression[] replaced = new Expression[children.size()];
+    for (int i = 0; i < replaced.length; i++) replaced[i] = substitute(children.get(i), map);
+    return e.withNewChildren(ScalaLists.of(replaced));
+  }
+
+  /**
+   * {@code e} with each attribute replaced by a reference to its ordinal in {@code node}'s output,
+   * or null where one is not there.
+   */
+  private static Expression bind(Expression e, SparkPlan node) {
+    if (e instanceof Attribute a) {
+      List<Attribute> output = ScalaLists.toJava(node.output(), Attribute.class);
+      for (int i = 0; i < output.size(); i++) {
+        if (output.get(i).exprId().equals(a.exprId()))
+          return new BoundReference(i, a.dataType(), a.nullable());
+      }
+      return null;
+    }
+    List<Expression> children = ScalaLists.toJava(e.children(), Expression.class);
+    if (children.isEmpty()) return e;
+    Expression[] bound = new Expression[children.size()];
+    for (int i = 0; i < bound.length; i++) {
+      bound[i] = bind(children.get(i), node);
+      if (bound[i] == null) return null;
+    }
+    return e.withNewChildren(ScalaLists.of(bound));
+  }
+
+  /** The ordinals of {@code node}'s output that {@code bound} (of {@link #bind}) reads. */
+  static void ordinals(Expression bound, List<Integer> found) {
+    if (bound instanceof BoundReference reference) found.add(reference.ordinal());
+    for (Expression child : ScalaLists.toJava(bound.children(), Expression.class))
+      ordinals(child, found);
+  }
+
+  /** Logs a sampled row's partition at {@code tsc}, the TSC its row record was logged at. */
+  static void log(long rowId, int partition, long tsc) {
+    if (GUARD.disabled()) return;
+    try {
+      long channel = OPEN.get();
+      if (channel == 0) channel = open();
+      if (channel != 0)
+        CloudProfiler.logAt(channel, (rowId << 32) | (partition & 0xFFFFFFFFL), tsc);
+    } catch (Throwable e) {
+      GUARD.disable("logging a row's shuffle partition", e);
+    }
+  }
+
+  /** Opens this JVM's channel once (every record one sampled row: its handler passes all on). */
+  private static synchronized long open() {
+    if (OPEN.get() == 0)
+      OPEN.set(
+          CloudProfiler.openChannel(
+              CHANNEL,
+              "identity",
+              new long[0],
+              new String[] {"spark.event"},
+              new String[] {EVENT}));
+    return OPEN.get();
+  }
+
+  /** Forgets the channel as the library stops (the next application opens its own). */
+  static void forget() {
+    OPEN.set(0);
+  }
+}
