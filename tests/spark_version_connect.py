@@ -1,11 +1,11 @@
 """Spark Connect on the Spark of this interpreter, run by tests/test_spark35.py in the pyspark 3.5 environment: `python
-spark_version_connect.py <folder> <Connect server jar> <endpoint>` starts a Connect server (local[2]) with the plugin,
-as `cloudprofiler spark-conf` says, its Python UDFs timed (`udfs`); a remote session then runs, with no change for the
-profiler but its session's operator setting, a pandas UDF that sleeps SLEEP_S per Arrow batch and a pickled Python UDF,
-a filtered count, and a streaming query over the generator source (a serve-mode emitter of EMITTED tuples, started by
-the test) until it has read them all. Prints one JSON line: the pyspark version, the results, udfs() per UDF and task,
-the filter query's operators' rows, and the streaming query's batches and its sampled records'
-latency from the source."""
+spark_version_connect.py <folder> <Connect server jar> <endpoint>` starts a Connect server (local[2]) with the
+plugin, as `cloudprofiler spark-conf` says, its Python UDFs timed (`udfs`); a remote session then runs, with no
+change for the profiler but its session's operator setting, a pandas UDF that sleeps SLEEP_S per Arrow batch and a
+pickled Python UDF, a filtered count, a count per key of JSON files kept in state, and a streaming query over the
+generator source (a serve-mode emitter of EMITTED tuples, started by the test) until it has read them all. Prints one
+JSON line: the pyspark version, the results, udfs() per UDF and task, the filter query's operators' rows, and the
+streaming query's batches and its sampled records' latency from the source."""
 import json
 import os
 import socket
@@ -24,6 +24,7 @@ from cloudprofiler.analysis import open_application
 ROWS, BATCH_ROWS, SLEEP_S = 2000, 500, 0.1  # 2 tasks of 2 Arrow batches each
 FILTERED = 123_456  # the filtered count's range: a third of it kept
 EMITTED = 10_000  # the streaming query's tuples
+COUNTED_FILES = 2  # the counting query's input files (and batches)
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
@@ -52,7 +53,26 @@ def start_server(folder: str, connect_jar: str, port: int) -> subprocess.Popen:
     return server
 
 
-def run(session, endpoint: str) -> dict:
+def counted(session, folder: str) -> str:
+    """A count per key of COUNTED_FILES JSON files of 200 rows (key i % 10, event times a minute old), a file a batch,
+    through a watermark, its state saved past the shuffle (update mode): each batch's sampled row (its file's first,
+    key 0) timed to its partition's task. Returns the query's id."""
+    source = f"{folder}/counted-in"
+    os.makedirs(source)
+    for n in range(COUNTED_FILES):
+        old_ms = int(time.time() * 1000) - 60_000
+        with open(f"{source}/part-{n}.json", "w") as out:
+            out.write("".join(f'{{"k": {i % 10}, "t": {old_ms + i}}}\n' for i in range(200)))
+        os.utime(f"{source}/part-{n}.json", (time.time() - 100 + n,) * 2)  # the source reads the oldest first
+    counts = (session.readStream.schema("k long, t long").option("maxFilesPerTrigger", 1).json(source)
+              .select("k", F.timestamp_millis("t").alias("t")).withWatermark("t", "1 hour").groupBy("k").count())
+    query = (counts.writeStream.queryName("counted").outputMode("update").format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", f"{folder}/counted-checkpoint").start())
+    query.awaitTermination(120)
+    return query.id
+
+
+def run(session, endpoint: str, folder: str) -> dict:
     @F.pandas_udf("long")
     def napping(ids: pd.Series) -> pd.Series:
         time.sleep(SLEEP_S)
@@ -81,7 +101,7 @@ def run(session, endpoint: str) -> dict:
     query.stop()
     seen = session.sql("select count(*) as rows, count(distinct id) as ids from generated").first()
     return {"sums": sums, "session": session.session_id, "query_id": query.id,
-            "streamed": [seen["rows"], seen["ids"]]}
+            "streamed": [seen["rows"], seen["ids"]], "counted_id": counted(session, folder)}
 
 
 def analyse(app, ran: dict) -> dict:
@@ -104,7 +124,9 @@ def analyse(app, ran: dict) -> dict:
             "batch_tasks": int(batches["tasks"].sum()), "timed_batches": int(batches["top_operator"].notna().sum()),
             "sampled": int(sum(-(-int(r) // 1024) for r in scan["rows"])),
             "latency": {f"{source} {operator}": int(part["rows"].sum())
-                        for (source, operator), part in latency.groupby(["source", "operator"])}}
+                        for (source, operator), part in latency.groupby(["source", "operator"])},
+            "counted": app.source_latency(ran["counted_id"]).toPandas()[["batch_id", "operator", "rows", "max_ns"]]
+            .to_dict("records")}
 
 
 def main(folder: str, connect_jar: str, endpoint: str) -> None:
@@ -115,7 +137,7 @@ def main(folder: str, connect_jar: str, endpoint: str) -> None:
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     try:
         session = RemoteSession.builder.remote(f"sc://localhost:{port}").create()
-        ran = run(session, endpoint)
+        ran = run(session, endpoint, folder)
         session.stop()
     finally:
         del os.environ["SPARK_CONNECT_MODE_ENABLED"]

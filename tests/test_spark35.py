@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,8 +124,8 @@ CONNECT_JAR = ROOT / "build" / "spark-connect_2.12-3.5.7.jar"  # the Makefile's 
 
 def test_on_spark_3_5_a_connect_session_s_udfs_operators_and_streaming_batches_are_timed(tmp_path):
     """A Connect server of Spark 3.5 with the plugin (tests/spark_version_connect.py): a remote session's Python UDFs
-    timed per batch by the server's workers, its query's operators and its streaming query's micro-batches, with no
-    change to the session's code."""
+    timed per batch by the server's workers, its query's operators, its streaming query's micro-batches and a count
+    per key's records to the task that saved their key's state, with no change to the session's code."""
     if not PYTHON.exists() or not CONNECT_JAR.exists():
         pytest.skip(f"no pyspark 3.5 environment or Connect server jar in {CONNECT_JAR.parent}: `make test` fetches it")
     from cloudprofiler.harness.maxtput import free_port_base
@@ -167,6 +168,12 @@ def test_on_spark_3_5_a_connect_session_s_udfs_operators_and_streaming_batches_a
     assert totals[0]["error"] is None and totals[0]["emitted_tuples"] == 10_000, totals
     assert seen["streamed"] == [10_000, 10_000] and seen["batch_rows"] == 10_000, seen
     assert seen["batch_tasks"] > 0 and seen["timed_batches"] > 0, seen
+    # the count per key: each batch's sampled row (its file's first) timed to the task that saved its key's state,
+    # past the shuffle, before the sink or with it
+    counted = pd.DataFrame(seen["counted"])
+    saved, sink = (counted[counted["operator"] == op].set_index("batch_id") for op in ("StateStoreSave", "sink"))
+    assert sorted(saved.index) == sorted(sink.index) == [0, 1] and (saved["rows"] == 1).all(), counted
+    assert (saved["max_ns"] <= sink["max_ns"]).all(), counted
     assert seen["sampled"] > 0 and seen["latency"] == {
         f"{source} {operator}": seen["sampled"] for source in ("delivered", "emitted", "event_time")
         for operator in ("ColumnarToRow", "Project", "sink")}, seen
