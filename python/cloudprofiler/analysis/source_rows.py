@@ -25,6 +25,11 @@ time is; not for a window that has not ended, whose result is partial) and its c
 source's, so the same pass times the results from their window's end to that operator and to the sink: the latency
 of a windowed result, as the Yahoo streaming benchmark measures it (the sink's write less the window's end).
 
+Past an aggregation whose state the batch's last stage saves, to its key's task: the top of the source's chain logs
+each sampled row's shuffle partition (`spark.shuffle.partitions`, `ordinal << 32 | partition`, at the TSC of the row's
+own record there), and the record is timed to the end of that partition's task in the batch's last stage, which saved
+its key's state: the operator STATE_SAVE at its place in the plan (_saved_records).
+
 To the sink: a record that reached the top of its source's chain (the last operator that keeps its identity; each
 side of a join has its own; not a chain of event times only, whose rows have no delivery or emission) is in its
 batch's output once the batch's last task has ended (its TSC record, spark.task.end), past any exchange or
@@ -231,13 +236,14 @@ def latency_rows(app, streaming_query_id=None) -> tuple[list, list]:
 
 
 def source_latency(app, streaming_query_id=None):
-    """One row per streaming query run, micro-batch, source TSC ("delivered": as the source handed the record's
-    batch to Spark; "emitted": as its producer emitted it; "event_time": its event time, below a watermark;
-    "window_end": a windowed aggregation's result, from its window's end) and
-    operator of the chain the source's rows start (SOURCE_DDL): the records paired and their latency from the source
-    to the operator (a probe's time is when the record leaves its operator), min, p50, p90, p99, max, mean in ns, and
-    the largest error bound (0 on one host's clock; null from the event time: wall clocks). Empty where no source
-    logged rows (operator timing or its rows' sample off, or neither our source nor a watermark)."""
+    """One row per streaming query run, micro-batch, source TSC ("delivered": as the source handed the record's batch to
+    Spark; "emitted": as its producer emitted it; "event_time": its event time, below a watermark; "window_end": a
+    windowed aggregation's result, from its window's end) and operator of the chain the source's rows start, the sink,
+    and past a stateful aggregation's shuffle its StateStoreSave (the end of the task that saved the record's key's
+    state) (SOURCE_DDL): the records paired and their latency from the source to the operator (a probe's time is when
+    the record leaves its operator), min, p50, p90, p99, max, mean in ns, and the largest error bound (0 on one host's
+    clock; null from the event time: wall clocks). Empty where no source logged rows (operator timing or its rows'
+    sample off, or neither our source nor a watermark)."""
     return app.spark.createDataFrame(latency_rows(app, streaming_query_id)[0], SOURCE_DDL)
 
 
