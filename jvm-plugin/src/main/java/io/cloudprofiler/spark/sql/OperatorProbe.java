@@ -9,6 +9,7 @@ import java.util.TreeSet;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.codegen.Block;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.EmptyBlock$;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
@@ -286,16 +287,20 @@ public final class OperatorProbe extends UnaryCodegenPlan {
    * the columns the partition reads, the code that computes it, its value}. The columns are
    * evaluated for every row, as Spark's own operators evaluate a deferred column before they use it
    * (once, its code then cleared: the parent reads the same value); the partition only for a
-   * sampled row. Null where the expression reads a column this code does not have.
+   * sampled row. Null where the expression reads a column this code does not have, or its code
+   * cannot be generated (which turns the partitions off, one line saying why).
    */
   private static String[] partitionCode(
       CodegenContext ctx, Expression partition, List<ExprCode> input) {
     List<Integer> ordinals = new ArrayList<>();
     ShuffledRows.ordinals(partition, ordinals);
+    TreeSet<Integer> read = new TreeSet<>(ordinals);
+    if (read.isEmpty() || read.last() >= input.size()) return null;
+    Map<Integer, Block> codes = new HashMap<>();
     StringBuilder evaluate = new StringBuilder();
-    for (int ordinal : new TreeSet<>(ordinals)) {
-      if (ordinal >= input.size()) return null;
+    for (int ordinal : read) {
       ExprCode column = input.get(ordinal);
+      codes.put(ordinal, column.code());
       evaluate.append(column.code().toString()).append('\n');
       column.code_$eq(EmptyBlock$.MODULE$);
     }
@@ -306,6 +311,11 @@ public final class OperatorProbe extends UnaryCodegenPlan {
     try {
       ExprCode value = partition.genCode(ctx);
       return new String[] {evaluate.toString(), value.code().toString(), value.value().toString()};
+    } catch (
+        Throwable e) { // the columns as they were (the parent evaluates them), the query runs on
+      codes.forEach((ordinal, code) -> input.get(ordinal).code_$eq(code));
+      ShuffledRows.failed(e);
+      return null;
     } finally {
       ctx.currentVars_$eq(outerVars);
       ctx.INPUT_ROW_$eq(outerRow);

@@ -64,15 +64,26 @@ public final class ShuffledRows {
    */
   static ShuffledRows of(SparkPlan plan, long[] rows, EventTimes events) {
     ShuffledRows found = new ShuffledRows();
-    if (rows[0] != 0 && EventTimes.holdsBelow(plan, EventTimes::savesState)) {
-      List<Exchange> exchanges = new ArrayList<>();
-      boundary(plan, exchanges);
-      for (Exchange exchange : exchanges) {
-        if (exchange.outputPartitioning() instanceof HashPartitioning hash)
-          found.trace(hash.partitionIdExpression(), exchange, rows, events);
+    if (rows[0] == 0 || GUARD.disabled()) return found;
+    try {
+      if (EventTimes.holdsBelow(plan, EventTimes::savesState)) {
+        List<Exchange> exchanges = new ArrayList<>();
+        boundary(plan, exchanges);
+        for (Exchange exchange : exchanges) {
+          if (exchange.outputPartitioning() instanceof HashPartitioning hash)
+            found.trace(hash.partitionIdExpression(), exchange, rows, events);
+        }
       }
+      return found;
+    } catch (Throwable e) { // the operators are still timed, their rows timed as before
+      GUARD.disable("finding the shuffle partitions of a plan's rows", e);
+      return new ShuffledRows();
     }
-    return found;
+  }
+
+  /** The partition's code could not be generated: no query logs partitions from now on. */
+  static void failed(Throwable e) {
+    GUARD.disable("generating the code of a row's shuffle partition", e);
   }
 
   /** The exchanges below {@code node}'s stage. */
