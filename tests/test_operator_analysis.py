@@ -671,6 +671,35 @@ def test_a_record_is_timed_to_the_task_that_saved_its_key_s_state(app, report):
     assert places == ["BatchEvalPython", "Project", "StateStoreSave", "the sink"], places
 
 
+def test_a_windowed_record_is_timed_to_the_task_that_saved_its_window_s_state(app):
+    """Known answer: the windowed query groups by a second-long window and key, and Spark computes a tumbling window
+    above a filter (its time not null) that the partition's expression passes too: each scan task's sampled row (the
+    first row of a file, key 0, its event time telling which file: a second apart) logs the partition Spark's hash of
+    (its window, 0) picks, and is timed to that partition's task, no later than the sink."""
+    query_id = _query_id(app, WINDOWED_NAME)
+    files = [(f, _event_ms(f, 0)) for f in range(sum(SHUFFLED_FILES))]
+    window = F.window(F.timestamp_millis("t"), "1 second")
+    expected = {r.f: r.p for r in app.spark.createDataFrame(files, "f int, t long")
+                .select("f", F.pmod(F.hash(window, F.lit(0).cast("long")), F.lit(2)).alias("p")).collect()}
+    probes = sourced_probes(app)
+    ops = app.batch_operators(query_id).toPandas()
+    tops = ops[ops["probe_id"].isin(list(probes)) & (ops["operator"] == "Project")]
+    reached = pd.concat([app.records(probes[p].channel).toPandas() for p in tops["probe_id"]])[["tuple_id", "tsc"]]
+    logged = app.records(tables.channel("shuffled_rows").prefix).toPandas()[["tuple_id", "tsc"]]
+    events = app.records(tables.channel("source_rows").prefix + "event_time").toPandas()[["tuple_id", "t_ns"]]
+    rows = reached.merge(logged.rename(columns={"tuple_id": "packed"}), on="tsc").merge(events, on="tuple_id")
+    rows["file"] = ((rows["t_ns"] - app.timebase.t_ns_of_wall_ms(EVENTS_FROM_MS)) / 1e9).round().astype(int)
+    assert len(rows) == len(reached) > 0, (reached, logged)
+    assert list(rows["packed"] & 0xFFFFFFFF) == [expected[f] for f in rows["file"]], (rows, expected)
+    latency = app.source_latency(query_id).toPandas()
+    records = latency[latency["source"] == "event_time"]
+    saved, top = (records[records["operator"] == op].set_index("batch_id")["rows"]
+                  for op in ("StateStoreSave", "Project"))
+    assert sorted(saved.index) == [0, 1] and saved.equals(top.loc[saved.index]), records  # every sampled row
+    maxima = records.pivot(index="batch_id", columns="operator", values="max_ns")
+    assert (maxima["StateStoreSave"] <= maxima["sink"]).all(), records
+
+
 def _query_id(app, name: str) -> str:
     """The id of the streaming query named `name`, from the driver's progress table."""
     [row] = app.streaming_progress().where(F.col("query_name") == name).select("query_id").distinct().collect()

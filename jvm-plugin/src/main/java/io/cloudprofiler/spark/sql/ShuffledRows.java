@@ -9,16 +9,21 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.If;
+import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
+import org.apache.spark.sql.execution.FilterExec;
 import org.apache.spark.sql.execution.ProjectExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.aggregate.BaseAggregateExec;
 import org.apache.spark.sql.execution.exchange.Exchange;
+import org.apache.spark.sql.types.DataTypes;
 
 /**
  * The shuffle partition each sampled source row goes to, where a streaming query saves an
@@ -36,8 +41,9 @@ import org.apache.spark.sql.execution.exchange.Exchange;
  *
  * <p>The top logs the row's id and the partition at one TSC, the id into its row channel and the
  * partition into {@link #CHANNEL} (one per JVM) as {@code ordinal << 32 | partition}: the analysis
- * ties the two by process, TSC and ordinal. A row the stateful operator drops as late (behind the
- * watermark) is still timed to its partition's task.
+ * ties the two by process, TSC and ordinal. A filter between them (a tumbling window's, on its time
+ * column) is evaluated there too: a row it drops logs no partition. A row the stateful operator
+ * drops as late (behind the watermark) is still timed to its partition's task.
  */
 public final class ShuffledRows {
   /**
@@ -49,6 +55,14 @@ public final class ShuffledRows {
   public static final String EVENT = "shuffled_rows";
 
   private static final Guard GUARD = new Guard("the shuffle partitions of sampled rows");
+
+  /**
+   * The partition of a row a filter on the way drops (as Spark's Filter drops a row whose condition
+   * is false or null): none, so nothing is logged for it.
+   */
+  static final int NONE = -1;
+
+  private static final Expression DROPPED = Literal.create(NONE, DataTypes.IntegerType);
 
   /** This JVM's channel, 0 until opened (once). */
   private static final AtomicLong OPEN = new AtomicLong();
@@ -102,23 +116,33 @@ public final class ShuffledRows {
    * where it is bound to that top's output; gives up at any other operator.
    */
   private void trace(Expression partition, SparkPlan parent, long[] rows, EventTimes events) {
-    if (!partition.deterministic()) return;
     SparkPlan node = ScalaLists.toJava(parent.children(), SparkPlan.class).get(0);
     boolean aggregated = false;
+    Expression kept =
+        null; // the filters' conditions on the way: a row they drop reaches no partition
     while (true) {
       if (aggregated && events.sourcedTop(node, parent, rows)) {
-        Expression bound = bind(partition, node);
+        Expression logged = kept == null ? partition : new If(kept, partition, DROPPED);
+        Expression bound = logged.deterministic() ? bind(logged, node) : null;
         if (bound != null) partitions.put(node, bound);
         return;
       }
+      Map<ExprId, Expression> defined;
       if (node instanceof BaseAggregateExec aggregate && !aggregated) {
-        partition = substitute(partition, defined(aggregate.groupingExpressions()));
+        defined = defined(aggregate.groupingExpressions());
         aggregated = true;
       } else if (node instanceof ProjectExec project) {
-        partition = substitute(partition, defined(project.projectList()));
-      } else if (!EventTimes.reads(node)) {
+        defined = defined(project.projectList());
+      } else if (aggregated && node instanceof FilterExec filter) {
+        defined = Map.of();
+        kept = kept == null ? filter.condition() : new And(filter.condition(), kept);
+      } else if (EventTimes.reads(node)) {
+        defined = Map.of();
+      } else {
         return;
       }
+      partition = substitute(partition, defined);
+      if (kept != null) kept = substitute(kept, defined);
       parent = node;
       node = ScalaLists.toJava(node.children(), SparkPlan.class).get(0);
     }
@@ -172,9 +196,12 @@ public final class ShuffledRows {
       ordinals(child, found);
   }
 
-  /** Logs a sampled row's partition at {@code tsc}, the TSC its row record was logged at. */
+  /**
+   * Logs a sampled row's partition at {@code tsc}, the TSC its row record was logged at; nothing
+   * for {@link #NONE}.
+   */
   static void log(long rowId, int partition, long tsc) {
-    if (GUARD.disabled()) return;
+    if (partition == NONE || GUARD.disabled()) return;
     try {
       long channel = OPEN.get();
       if (channel == 0) channel = open();
