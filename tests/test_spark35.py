@@ -29,6 +29,18 @@ def run_job(log_dir: Path, *jar: str) -> tuple[dict, str]:
     return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
 
 
+def serve_generator(rate: int, seconds: int) -> tuple:
+    """(process, endpoint): `cloudprofiler generate` in serve mode on a free port, from this interpreter's package
+    (the 3.5 environment has no pyzmq); its JSON totals come on its stdout as it ends."""
+    from cloudprofiler.harness.maxtput import free_port_base
+
+    port = free_port_base(1)
+    generator = subprocess.Popen([str(Path(sys.executable).parent / "cloudprofiler"), "generate", "--serve", "--json",
+                                  "--rate", str(rate), "--duration", str(seconds), "--port", str(port), "--timeout",
+                                  "120"], stdout=subprocess.PIPE, text=True)
+    return generator, f"tcp://127.0.0.1:{port}"
+
+
 def test_on_spark_3_5_tasks_trace_points_and_the_analysis_work(tmp_path):
     seen, _ = run_job(tmp_path)
     assert seen["pyspark"].startswith("3.5."), seen
@@ -85,15 +97,10 @@ def test_spark_conf_picks_the_jar_of_the_spark_at_hand():
 def test_on_spark_3_5_the_generator_source_delivers_every_tuple_once(tmp_path):
     if not PYTHON.exists():
         pytest.skip(f"no pyspark 3.5 environment at {PYTHON.parent.parent}: `make build` creates it")
-    from cloudprofiler.harness.maxtput import free_port_base
-
-    port = free_port_base(1)
-    generator = subprocess.Popen([str(Path(sys.executable).parent / "cloudprofiler"), "generate", "--serve", "--json",
-                                  "--rate", "20000", "--duration", "2", "--port", str(port), "--timeout", "120"],
-                                 stdout=subprocess.PIPE, text=True)
+    generator, endpoint = serve_generator(20_000, 2)
     log = tmp_path / "reader.log"  # a file, not a pipe: Spark's log would fill a pipe nobody reads meanwhile
     with log.open("w") as stderr:
-        reader = subprocess.Popen([str(PYTHON), str(SOURCE_JOB), f"tcp://127.0.0.1:{port}", "40000"], cwd=tmp_path,
+        reader = subprocess.Popen([str(PYTHON), str(SOURCE_JOB), endpoint, "40000"], cwd=tmp_path,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
         try:
             totals = json.loads(generator.communicate(timeout=300)[0].split("\n", 1)[1])
@@ -128,17 +135,12 @@ def test_on_spark_3_5_a_connect_session_s_udfs_operators_and_streaming_batches_a
     per key's records to the task that saved their key's state, with no change to the session's code."""
     if not PYTHON.exists() or not CONNECT_JAR.exists():
         pytest.skip(f"no pyspark 3.5 environment or Connect server jar in {CONNECT_JAR.parent}: `make test` fetches it")
-    from cloudprofiler.harness.maxtput import free_port_base
-
-    port = free_port_base(1)
-    generator = subprocess.Popen([str(Path(sys.executable).parent / "cloudprofiler"), "generate", "--serve", "--json",
-                                  "--rate", "10000", "--duration", "1", "--port", str(port), "--timeout", "120"],
-                                 stdout=subprocess.PIPE, text=True)
+    generator, endpoint = serve_generator(10_000, 1)
     log = tmp_path / "client.log"  # a file, not a pipe: Spark's log would fill a pipe nobody reads meanwhile
     try:
         with log.open("w") as stderr:
-            client = subprocess.run([str(PYTHON), str(CONNECT_JOB), str(tmp_path), str(CONNECT_JAR),
-                                     f"tcp://127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=stderr, text=True,
+            client = subprocess.run([str(PYTHON), str(CONNECT_JOB), str(tmp_path), str(CONNECT_JAR), endpoint],
+                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
                                     timeout=600, cwd=tmp_path,
                                     env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")})
         totals = json.loads(generator.communicate(timeout=120)[0].split("\n", 1)[1])
