@@ -669,6 +669,7 @@ def test_a_record_is_timed_to_the_task_that_saved_its_key_s_state(app, report):
     [table] = re.findall(r'<table class="path">(.*?)</table>', section)
     places = [unescape(c).split(" (")[0] for c in re.findall(r"<tr><td>([^<]*)</td>", table.split("<tbody>")[1])]
     assert places == ["BatchEvalPython", "Project", "StateStoreSave", "the sink"], places
+    assert f"StateStoreSave (operator {int(saved['position'].iloc[0])}: its key&#x27;s task&#x27;s end)" in table
 
 
 def test_a_windowed_record_is_timed_to_the_task_that_saved_its_window_s_state(app):

@@ -9,7 +9,8 @@ from html import escape
 
 import pandas as pd
 
-from ..source_rows import SINK, WINDOW_END, latency_rows, reach_batches, source_moments, source_reach, sources
+from ..source_rows import (SINK, STATE_SAVE, WINDOW_END, latency_rows, reach_batches, source_moments, source_reach,
+                           sources)
 from . import format as fmt
 
 MAX_BATCHES = 100_000  # batch rows gathered (a row per batch: a day of 1-second batches fits)
@@ -78,10 +79,12 @@ def _source_words(reach) -> str:
 
 
 def _reach_words(reach, where: str = "") -> str:
-    """The point a query's latency from its source is told to: the sink, or an operator and its place in the plan."""
+    """The point a query's latency from its source is told to: the sink, or an operator and its place in the plan
+    (past a stateful aggregation's shuffle, the end of the task that saved the record's key's state)."""
     if reach["operator"] == SINK:
         return "the sink (its batch's last task's end)"
-    return f"{reach['operator']} (operator {int(reach['position'])}{where})"
+    saved = ": its key's task's end" if str(reach["operator"]).endswith(STATE_SAVE) else ""
+    return f"{reach['operator']} (operator {int(reach['position'])}{where}{saved})"
 
 
 def _name(query: pd.DataFrame) -> str:
@@ -188,7 +191,9 @@ def section(data) -> str:
                     "executors': not bounded), else from their delivery to Spark, to the sink (the end of the batch's "
                     "last task, when its output is written; else to the last operator they reach), on the TSC, with "
                     "its error bound where it crosses hosts (source_latency()); per query, a table gives it to each "
-                    "operator they reach over the query's life, in the order they pass them. A windowed "
+                    "operator they reach over the query's life, in the order they pass them; past a stateful "
+                    "aggregation's shuffle, to the end of the task that saved their key's state (StateStoreSave: its "
+                    "key's task's end), before the batch's last. A windowed "
                     "aggregation's results: from their window's end to the sink, the latency the Yahoo streaming "
                     "benchmark measures."), "</p>"]
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
