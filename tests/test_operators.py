@@ -391,3 +391,43 @@ def test_the_channels_of_a_query_that_ended_close_once_idle(spark):
     for log in files:
         meta = log.metadata
         assert int(meta["records.written"]) == int(meta["records.logged"]) == log.rows > 0, (log.path, meta)
+
+
+def test_a_stateful_aggregation_returns_the_same_rows_with_its_rows_partitions_logged(spark, tmp_path):
+    # a streaming count and sum per tumbling window (Spark computes it above a filter on its time) and per key
+    # computed in a projection (a string and a number): the top of the chain below the watermark evaluates the
+    # columns the shuffle's partition reads and logs each sampled row's partition; the results are those of the same
+    # queries untimed
+    session, logs = spark
+    source = tmp_path / "in"
+    source.mkdir()
+    start_ms = (int(time.time()) - 300) * 1000  # 5 minutes ago, on a second: the rows' times span 4 windows
+    for n in range(3):
+        (source / f"part-{n}.json").write_text("".join(
+            f'{{"v": {n * 1000 + i}, "name": "k{i % 7}", "t": {start_ms + n * 1000 + i}}}\n' for i in range(1500)))
+    time.sleep(1.1)  # the open row channels idle a second: this query's channels may take their places
+
+    def counted(operators: bool):
+        name = f"counted_{operators}"
+        session.conf.set(OPERATORS, str(operators).lower())
+        try:
+            rows = (session.readStream.schema("v long, name string, t long").option("maxFilesPerTrigger", 3)
+                    .json(str(source)).select("v", F.upper("name").alias("key"), (F.col("v") % 3).alias("m"),
+                                              F.timestamp_millis("t").alias("t"))
+                    .withWatermark("t", "1 hour"))
+            query = (rows.groupBy(F.window("t", "1 second"), "key", "m").agg(F.count("*").alias("n"),
+                                                                          F.sum("v").alias("s"))
+                     .writeStream.queryName(name).outputMode("complete").format("memory")
+                     .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / name)).start())
+            query.awaitTermination(120)
+        finally:
+            session.conf.unset(OPERATORS)
+        return sorted(tuple(r) for r in session.sql(f"select window.start, key, m, n, s from {name}").collect())
+
+    plain, timed = counted(False), counted(True)
+    assert timed == plain and len(plain) == 4 * 7 * 3
+    session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
+    logged = [read_log_bytes(str(p), p.read_bytes()) for p in row_folder(session, logs)
+              .glob("spark.shuffle.partitions.*.arrows")]
+    partitions = {i & 0xFFFFFFFF for log in logged for i in log.table().column("tuple_id").to_pylist()}
+    assert partitions and partitions <= set(range(4)), partitions  # spark.sql.shuffle.partitions: 4
