@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of each job, in 4 partitions")
     parser.add_argument("--repeat", type=int, default=6, help="rounds of each job (a run per side, alternating)")
     parser.add_argument("--warmups", type=int, default=1, help="untimed runs of each job per side before them")
-    parser.add_argument("--worker-rounds", type=int, default=101, help="rounds in a worker alone (a run per side)")
+    parser.add_argument("--worker-rounds", type=int, default=201, help="rounds in a worker alone (a run per side)")
     parser.add_argument("--worker-batches", type=int, default=1000, help="batches of 100 rows per run there")
     parser.add_argument("--worker-only", action="store_true", help="only the worker alone: no Spark session")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
