@@ -58,6 +58,7 @@ def test_throughput_period_is_round_and_gives_about_150_points():
 
 def test_trace_channels_are_record_channels_other_than_the_plugins_own():
     channels = pd.DataFrame({"channel": ["spark.task.start", "sink", "ingest", "source", "sink", "spark.python.udf",
-                                         "spark.python.udfs"],
-                             "kind": ["records", "records", "counters", "records", "records", "records", "records"]})
+                                         "spark.python.udfs", "spark.shuffle.partitions", "spark.operator.7"],
+                             "kind": ["records", "records", "counters", "records", "records", "records", "records",
+                                      "records", "records"]})
     assert data.trace_channels(channels) == ["sink", "source", "spark.python.udfs"]  # a user's name is a user's

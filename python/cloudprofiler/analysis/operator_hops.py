@@ -28,9 +28,10 @@ def channel_prefix() -> str:
 
 
 def row_prefixes() -> tuple:
-    """The starts of the names of the plugin's sampled-row channels, the operators' and the sources'
-    (source_rows): they lie along chains of their own, not along the trace points'."""
-    return channel_prefix(), tables.channel("source_rows").prefix
+    """The starts of the names of the plugin's sampled-row channels, the operators', the sources' (source_rows) and
+    their shuffle partitions' (shuffled_rows, whose ids pack an ordinal and a partition): they lie along chains of
+    their own, not along the trace points'."""
+    return channel_prefix(), tables.channel("source_rows").prefix, tables.channel("shuffled_rows").prefix
 
 
 def _row_files(app):
