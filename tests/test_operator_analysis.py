@@ -631,6 +631,16 @@ def test_a_file_sources_rows_are_timed_from_their_event_time_to_the_sink(app):
         assert row["max_ns"] <= batches.loc[batch, "event_lag_max_ms"] * 1e6 + 5e6, batch
 
 
+def _logged_partitions(app) -> pd.DataFrame:
+    """The sampled rows' shuffle partitions, each id read as its files' metadata says: the partition in its low bits,
+    the row's ordinal in the 32 above them, the sign bit set (`marked`: no row id has it)."""
+    declared = tables.channel("shuffled_rows")
+    [bits] = {int(f.meta[declared.keys["partition_bits"]]) for f in app.catalog.files_of([declared.prefix], "records")}
+    logged = app.records(declared.prefix).toPandas()
+    ids = logged["tuple_id"].to_numpy()
+    return logged.assign(ordinal=(ids >> bits) & 0xFFFFFFFF, partition=ids & ((1 << bits) - 1), marked=ids < 0)
+
+
 def test_a_record_is_timed_to_the_task_that_saved_its_key_s_state(app, report):
     """Known answer: the slowed query's sampled row of each batch (its one file's first row, key 0) goes through the
     shuffle to the partition Spark's hash of key 0 picks (pmod(hash(0), 2)): the chain's top logs that partition, and
@@ -644,13 +654,13 @@ def test_a_record_is_timed_to_the_task_that_saved_its_key_s_state(app, report):
     tops = ops[ops["probe_id"].isin(list(probes)) & (ops["operator"] == "Project")]
     assert len(tops) == STREAM_BATCHES, ops
     reached = pd.concat([app.records(probes[p].channel).toPandas() for p in tops["probe_id"]])
-    logged = app.records(tables.channel("shuffled_rows").prefix).toPandas()
+    logged = _logged_partitions(app)
     mine = logged[logged["tsc"].isin(reached["tsc"])]
-    assert len(mine) == STREAM_BATCHES, (logged, reached)
-    # each the row's ordinal (its id's low half: row 0, numbered by the UDF's output) << 32 | the partition
-    ids, ordinals = mine["tuple_id"].to_numpy(), reached["tuple_id"].to_numpy() & 0xFFFFFFFF
-    assert set((ids >> 32) & 0xFFFFFFFF) == set(ordinals) and len(set(ordinals)) == 1, (mine, reached)
-    assert set(ids & 0xFFFFFFFF) == {partition}, mine
+    assert len(mine) == STREAM_BATCHES and mine["marked"].all(), (logged, reached)
+    # each the row's ordinal (its id's low half: row 0, numbered by the UDF's output) above the partition
+    ordinals = reached["tuple_id"].to_numpy() & 0xFFFFFFFF
+    assert set(mine["ordinal"]) == set(ordinals) and len(set(ordinals)) == 1, (mine, reached)
+    assert set(mine["partition"]) == {partition}, mine
     latency = app.source_latency(query_id).toPandas()
     saved = latency[latency["operator"] == "StateStoreSave"].set_index("batch_id")
     sink = latency[latency["operator"] == "sink"].set_index("batch_id")
@@ -686,12 +696,12 @@ def test_a_windowed_record_is_timed_to_the_task_that_saved_its_window_s_state(ap
     ops = app.batch_operators(query_id).toPandas()
     tops = ops[ops["probe_id"].isin(list(probes)) & (ops["operator"] == "Project")]
     reached = pd.concat([app.records(probes[p].channel).toPandas() for p in tops["probe_id"]])[["tuple_id", "tsc"]]
-    logged = app.records(tables.channel("shuffled_rows").prefix).toPandas()[["tuple_id", "tsc"]]
+    logged = _logged_partitions(app)[["tsc", "partition"]]
     events = app.records(tables.channel("source_rows").prefix + "event_time").toPandas()[["tuple_id", "t_ns"]]
-    rows = reached.merge(logged.rename(columns={"tuple_id": "packed"}), on="tsc").merge(events, on="tuple_id")
+    rows = reached.merge(logged, on="tsc").merge(events, on="tuple_id")
     rows["file"] = ((rows["t_ns"] - app.timebase.t_ns_of_wall_ms(EVENTS_FROM_MS)) / 1e9).round().astype(int)
     assert len(rows) == len(reached) > 0, (reached, logged)
-    assert list(rows["packed"] & 0xFFFFFFFF) == [expected[f] for f in rows["file"]], (rows, expected)
+    assert list(rows["partition"]) == [expected[f] for f in rows["file"]], (rows, expected)
     latency = app.source_latency(query_id).toPandas()
     records = latency[latency["source"] == "event_time"]
     saved, top = (records[records["operator"] == op].set_index("batch_id")["rows"]

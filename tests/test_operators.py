@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 import cloudprofiler as cp
 import cloudprofiler.spark as cps
+from cloudprofiler import tables
 from cloudprofiler.analysis.logfile import read_log_bytes
 
 OPERATORS = "spark.cloudprofiler.operators"
@@ -429,5 +430,7 @@ def test_a_stateful_aggregation_returns_the_same_rows_with_its_rows_partitions_l
     session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
     logged = [read_log_bytes(str(p), p.read_bytes()) for p in row_folder(session, logs)
               .glob("spark.shuffle.partitions.*.arrows")]
-    partitions = {i & 0xFFFFFFFF for log in logged for i in log.table().column("tuple_id").to_pylist()}
+    bits = tables.channel("shuffled_rows").keys["partition_bits"]
+    partitions = {i & ((1 << int(log.metadata[bits])) - 1) for log in logged
+                  for i in log.table().column("tuple_id").to_pylist()}
     assert partitions and partitions <= set(range(4)), partitions  # spark.sql.shuffle.partitions: 4

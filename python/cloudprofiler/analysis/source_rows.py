@@ -25,8 +25,8 @@ time is; not for a window that has not ended, whose result is partial) and its c
 source's, so the same pass times the results from their window's end to that operator and to the sink: the latency
 of a windowed result, as the Yahoo streaming benchmark measures it (the sink's write less the window's end).
 
-Past an aggregation whose state the batch's last stage saves, to its key's task: the top of the source's chain logs
-each sampled row's shuffle partition (`spark.shuffle.partitions`, `ordinal << 32 | partition`, at the TSC of the row's
+Past an aggregation whose state the batch's last stage saves, to its key's task: the top of the source's chain logs each
+sampled row's shuffle partition (`spark.shuffle.partitions`, the ordinal above the partition, at the TSC of the row's
 own record there), and the record is timed to the end of that partition's task in the batch's last stage, which saved
 its key's state: the operator STATE_SAVE at its place in the plan (_saved_records).
 
@@ -122,21 +122,35 @@ def _sink_records(app, streaming_query_id, tops: dict, first_position: int) -> t
     return batches, records
 
 
+def shuffled_files(app) -> dict:
+    """The files of the sampled rows' shuffle partitions (`spark.shuffle.partitions`), by the bits of their ids that
+    hold the partition (their metadata's: the row's ordinal is the 32 bits above them); a file whose metadata is not
+    the plugin's for them is left out."""
+    declared = tables.channel("shuffled_rows")
+    by_bits = {}
+    for f in app.catalog.files_of([declared.prefix], "records"):
+        bits = f.meta.get(declared.keys["partition_bits"])
+        if f.meta.get("spark.event") == declared.event and str(bits).isdigit() and 0 < int(bits) <= 31:
+            by_bits.setdefault(int(bits), []).append(f)
+    return by_bits
+
+
 def _saved_records(app, streaming_query_id, tops: dict, saving: dict, first_position: int) -> tuple:
     """(batches, records): the batches of `saving` (batch -> the placed probe of the operator that saves its
     aggregation's state) whose chains' tops (`tops`: batch -> their channels) logged their sampled rows' shuffle
     partitions, and a record for each such row (channel_id first_position + its batch's index in `batches`) at the
     end of the task of that partition in the batch's last stage: the task that saved the state of the row's key."""
-    declared = tables.channel("shuffled_rows")
-    logged = [f for f in app.catalog.files_of([declared.prefix], "records") if f.meta.get("spark.event") ==
-              declared.event]
+    logged = shuffled_files(app)
     batches = sorted(saving)
     if not logged or not batches:
         return [], None
     schema = reader.project(reader.RECORD_SCHEMA, ("tuple_id", "pid", "tsc"))
-    partitions = (reader.log_frame(app.spark, logged, app.timebase, schema)
-                  .select("pid", "tsc", F.shiftrightunsigned("tuple_id", 32).alias("ordinal"),
-                          F.col("tuple_id").bitwiseAND(F.lit(0xFFFFFFFF)).alias("partition")))
+    partitions = None
+    for bits, files in logged.items():  # each file states how its ids are packed (the plugin's ShuffledRows)
+        frame = (reader.log_frame(app.spark, files, app.timebase, schema)
+                 .select("pid", "tsc", F.shiftrightunsigned("tuple_id", bits).bitwiseAND(F.lit(0xFFFFFFFF))
+                         .alias("ordinal"), F.col("tuple_id").bitwiseAND(F.lit((1 << bits) - 1)).alias("partition")))
+        partitions = frame if partitions is None else partitions.unionByName(frame)
     top_files = app.catalog.files_of(sorted({c for b in batches for c in tops[b]}), "records")
     reached = (reader.log_frame(app.spark, top_files, app.timebase, schema)
                .select("tuple_id", "pid", "tsc", F.col("tuple_id").bitwiseAND(F.lit(0xFFFFFFFF)).alias("ordinal"),

@@ -97,7 +97,14 @@ public final class Tables {
         "clock_simulation",
         SourceRows.CLOCK_SIMULATION_KEY);
     out.append(",\n");
-    channel(out, "shuffled_rows", ShuffledRows.CHANNEL, ShuffledRows.EVENT, List.of());
+    channel(
+        out,
+        "shuffled_rows",
+        ShuffledRows.CHANNEL,
+        ShuffledRows.EVENT,
+        List.of(),
+        "partition_bits",
+        ShuffledRows.PARTITION_BITS_KEY);
     return out.append("},\n\"files\": {\"report\": ")
         .append(Config.quote(ReportDownload.FILE))
         .append("}}\n")

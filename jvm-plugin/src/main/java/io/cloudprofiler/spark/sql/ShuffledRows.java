@@ -40,10 +40,10 @@ import org.apache.spark.sql.types.DataTypes;
  * state is kept per partition), so the partition is the number of the task that reads it.
  *
  * <p>The top logs the row's id and the partition at one TSC, the id into its row channel and the
- * partition into {@link #CHANNEL} (one per JVM) as {@code ordinal << 32 | partition}: the analysis
- * ties the two by process, TSC and ordinal. A filter between them (a tumbling window's, on its time
- * column) is evaluated there too: a row it drops logs no partition. A row the stateful operator
- * drops as late (behind the watermark) is still timed to its partition's task.
+ * partition into {@link #CHANNEL} (one per JVM) as {@link #packed}: the analysis ties the two by
+ * process, TSC and ordinal. A filter between them (a tumbling window's, on its time column) is
+ * evaluated there too: a row it drops logs no partition. A row the stateful operator drops as late
+ * (behind the watermark) is still timed to its partition's task.
  */
 public final class ShuffledRows {
   /**
@@ -53,6 +53,19 @@ public final class ShuffledRows {
   public static final String CHANNEL = "spark.shuffle.partitions";
 
   public static final String EVENT = "shuffled_rows";
+
+  /**
+   * The metadata key of the channel's files that states {@link #PARTITION_BITS}, so that the files
+   * say how to read their ids.
+   */
+  public static final String PARTITION_BITS_KEY = "shuffle.partition_bits";
+
+  /**
+   * A record's id: the sign bit set (a row's id never has it: the live tab, which pairs every
+   * channel's ids, pairs none of these with a row's), the row id's low 32 bits (its ordinal, with
+   * the Python UDF flag) above the partition's PARTITION_BITS bits.
+   */
+  static final int PARTITION_BITS = 31;
 
   private static final Guard GUARD = new Guard("the shuffle partitions of sampled rows");
 
@@ -205,11 +218,15 @@ public final class ShuffledRows {
     try {
       long channel = OPEN.get();
       if (channel == 0) channel = open();
-      if (channel != 0)
-        CloudProfiler.logAt(channel, (rowId << 32) | (partition & 0xFFFFFFFFL), tsc);
+      if (channel != 0) CloudProfiler.logAt(channel, packed(rowId, partition), tsc);
     } catch (Throwable e) {
       GUARD.disable("logging a row's shuffle partition", e);
     }
+  }
+
+  /** The id of row {@code rowId}'s record of its partition (0 to 2^31 - 1, as Spark's are). */
+  static long packed(long rowId, int partition) {
+    return Long.MIN_VALUE | (rowId & 0xFFFFFFFFL) << PARTITION_BITS | partition;
   }
 
   /** Opens this JVM's channel once (every record one sampled row: its handler passes all on). */
@@ -220,8 +237,8 @@ public final class ShuffledRows {
               CHANNEL,
               "identity",
               new long[0],
-              new String[] {"spark.event"},
-              new String[] {EVENT}));
+              new String[] {"spark.event", PARTITION_BITS_KEY},
+              new String[] {EVENT, String.valueOf(PARTITION_BITS)}));
     return OPEN.get();
   }
 
