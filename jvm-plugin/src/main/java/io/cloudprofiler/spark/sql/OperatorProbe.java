@@ -248,8 +248,7 @@ public final class OperatorProbe extends UnaryCodegenPlan {
                         + below
                         + ".rowSampled) "
                         + logRow
-                        // below a Python UDF: its own rows too, as the probe above the UDF numbers
-                        // them
+                        // below a Python UDF: its own rows too, numbered as above the UDF
                         + (metrics.udfEnd
                             ? "if ("
                                 + OperatorRows.keptCode(
@@ -311,8 +310,8 @@ public final class OperatorProbe extends UnaryCodegenPlan {
     try {
       ExprCode value = partition.genCode(ctx);
       return new String[] {evaluate.toString(), value.code().toString(), value.value().toString()};
-    } catch (
-        Throwable e) { // the columns as they were (the parent evaluates them), the query runs on
+    } catch (Throwable e) {
+      // the columns as they were (the parent evaluates them): the query runs on without partitions
       codes.forEach((ordinal, code) -> input.get(ordinal).code_$eq(code));
       ShuffledRows.failed(e);
       return null;
