@@ -125,14 +125,16 @@ public final class ShuffledRows {
 
   /**
    * Follows the partition's expression down from the exchange through the operators that keep a row
-   * whole (a partial aggregation's grouping, a projection, a watermark) to a sourced chain's top,
-   * where it is bound to that top's output; gives up at any other operator.
+   * whole (a partial aggregation's grouping, a projection, a watermark) or drop it (a filter, whose
+   * condition then decides whether the row has a partition: {@link #NONE} where it drops the row)
+   * to a sourced chain's top, where it is bound to that top's output; gives up at any other
+   * operator (a sliding window's expansion makes several rows of one).
    */
   private void trace(Expression partition, SparkPlan parent, long[] rows, EventTimes events) {
     SparkPlan node = ScalaLists.toJava(parent.children(), SparkPlan.class).get(0);
     boolean aggregated = false;
-    Expression kept =
-        null; // the filters' conditions on the way: a row they drop reaches no partition
+    // the filters' conditions on the way: a row they drop reaches no partition
+    Expression kept = null;
     while (true) {
       if (aggregated && events.sourcedTop(node, parent, rows)) {
         Expression logged = kept == null ? partition : new If(kept, partition, DROPPED);
