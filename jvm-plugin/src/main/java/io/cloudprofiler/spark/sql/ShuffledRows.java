@@ -8,6 +8,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -173,12 +174,7 @@ public final class ShuffledRows {
 
   /** {@code e} with each attribute that {@code map} defines replaced by what it stands for. */
   private static Expression substitute(Expression e, Map<ExprId, Expression> map) {
-    if (e instanceof Attribute a) return map.getOrDefault(a.exprId(), a);
-    List<Expression> children = ScalaLists.toJava(e.children(), Expression.class);
-    if (children.isEmpty()) return e;
-    Expression[] replaced = new Expression[children.size()];
-    for (int i = 0; i < replaced.length; i++) replaced[i] = substitute(children.get(i), map);
-    return e.withNewChildren(ScalaLists.of(replaced));
+    return rewrite(e, a -> map.getOrDefault(a.exprId(), a));
   }
 
   /**
@@ -186,22 +182,29 @@ public final class ShuffledRows {
    * or null where one is not there.
    */
   private static Expression bind(Expression e, SparkPlan node) {
-    if (e instanceof Attribute a) {
-      List<Attribute> output = ScalaLists.toJava(node.output(), Attribute.class);
-      for (int i = 0; i < output.size(); i++) {
-        if (output.get(i).exprId().equals(a.exprId()))
-          return new BoundReference(i, a.dataType(), a.nullable());
-      }
-      return null;
-    }
+    List<Attribute> output = ScalaLists.toJava(node.output(), Attribute.class);
+    return rewrite(
+        e,
+        a -> {
+          for (int i = 0; i < output.size(); i++) {
+            if (output.get(i).exprId().equals(a.exprId()))
+              return new BoundReference(i, a.dataType(), a.nullable());
+          }
+          return null;
+        });
+  }
+
+  /** {@code e} with each attribute {@code a} replaced by {@code at(a)}; null where that is. */
+  private static Expression rewrite(Expression e, Function<Attribute, Expression> at) {
+    if (e instanceof Attribute a) return at.apply(a);
     List<Expression> children = ScalaLists.toJava(e.children(), Expression.class);
     if (children.isEmpty()) return e;
-    Expression[] bound = new Expression[children.size()];
-    for (int i = 0; i < bound.length; i++) {
-      bound[i] = bind(children.get(i), node);
-      if (bound[i] == null) return null;
+    Expression[] rewritten = new Expression[children.size()];
+    for (int i = 0; i < rewritten.length; i++) {
+      rewritten[i] = rewrite(children.get(i), at);
+      if (rewritten[i] == null) return null;
     }
-    return e.withNewChildren(ScalaLists.of(bound));
+    return e.withNewChildren(ScalaLists.of(rewritten));
   }
 
   /** The ordinals of {@code node}'s output that {@code bound} (of {@link #bind}) reads. */
