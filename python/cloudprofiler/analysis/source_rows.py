@@ -39,8 +39,10 @@ where the source and the last task ran on different hosts, by the same pass. It 
 before the plan's first."""
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
-from pyspark.sql import Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .. import tables
@@ -99,26 +101,31 @@ def _last_task_ends(app, streaming_query_id) -> dict:
     return {tuple(r[k] for k in BATCH): (r["end"]["end_tsc"], r["end"]["end_domain_id"]) for r in latest if r["end"]}
 
 
-def _sink_records(app, streaming_query_id, tops: dict, first_position: int) -> tuple:
-    """(batches, records): the batches of `tops` (batch -> the channels of its chains' tops) whose last task's end is
-    known, and a trace point's records for each, its channel_id first_position + its index in `batches`: one per
-    record of each of the batch's tops, at that end."""
+def _reached(app, streaming_query_id, top_ids: dict):
+    """The records of the sources' chains' tops (`top_ids`: channel -> its number), each with its top's number
+    (top_id), process, TSC, ordinal (its id's low 32 bits) and batch: what the sink's and the saved state's records
+    are made from."""
+    schema = reader.project(reader.RECORD_SCHEMA, ("tuple_id", "channel_id", "pid", "tsc"))
+    return (reader.log_frame(app.spark, app.catalog.files_of(list(top_ids), "records"), app.timebase, schema, top_ids)
+            .select("tuple_id", F.col("channel_id").alias("top_id"), "pid", "tsc",
+                    F.col("tuple_id").bitwiseAND(F.lit(0xFFFFFFFF)).alias("ordinal"),
+                    F.shiftright("tuple_id", 32).alias("task_attempt_id"))
+            .join(attempts_by_batch(app, streaming_query_id), "task_attempt_id"))
+
+
+def _sink_records(app, streaming_query_id, tops: dict, top_ids: dict, reached, first_position: int) -> tuple:
+    """(batches, records): the batches of `tops` (batch -> the channels of its chains' tops, numbered by `top_ids`)
+    whose last task's end is known, and a trace point's records for each, its channel_id first_position + its index
+    in `batches`: one per record of each of the batch's tops (`reached`), at that end."""
     ends = _last_task_ends(app, streaming_query_id)
     batches = [batch for batch in tops if batch in ends]
     if not batches:
         return [], None
-    top_ids = {channel: i for i, channel in enumerate(sorted({c for b in batches for c in tops[b]}))}
     sinks = app.spark.createDataFrame(
         [(*batch, top_ids[top], first_position + n, *ends[batch]) for n, batch in enumerate(batches)
          for top in tops[batch]],
         "query_id string, run_id string, batch_id long, top_id int, channel_id int, tsc long, domain_id int")
-    schema = reader.project(reader.RECORD_SCHEMA, ("tuple_id", "channel_id"))
-    reached = (reader.log_frame(app.spark, app.catalog.files_of(list(top_ids), "records"), app.timebase, schema,
-                                top_ids)
-               .select("tuple_id", F.col("channel_id").alias("top_id"),
-                       F.shiftright("tuple_id", 32).alias("task_attempt_id")))
-    records = (reached.join(attempts_by_batch(app, streaming_query_id), "task_attempt_id")
-               .join(F.broadcast(sinks), [*BATCH, "top_id"]))
+    records = reached.drop("tsc").join(F.broadcast(sinks), [*BATCH, "top_id"]).select(*hops_module.COLUMNS)
     return batches, records
 
 
@@ -135,32 +142,26 @@ def shuffled_files(app) -> dict:
     return by_bits
 
 
-def _saved_records(app, streaming_query_id, tops: dict, saving: dict, first_position: int) -> tuple:
+def _saved_records(app, streaming_query_id, saving: dict, reached, first_position: int) -> tuple:
     """(batches, records): the batches of `saving` (batch -> the placed probe of the operator that saves its
-    aggregation's state) whose chains' tops (`tops`: batch -> their channels) logged their sampled rows' shuffle
-    partitions, and a record for each such row (channel_id first_position + its batch's index in `batches`) at the
-    end of the task of that partition in the batch's last stage: the task that saved the state of the row's key."""
+    aggregation's state), and a record for each sampled row of their chains' tops (`reached`) whose shuffle partition
+    was logged (channel_id first_position + its batch's index in `batches`) at the end of the task of that partition
+    in the batch's last stage: the task that saved the state of the row's key."""
     logged = shuffled_files(app)
     batches = sorted(saving)
     if not logged or not batches:
         return [], None
     schema = reader.project(reader.RECORD_SCHEMA, ("tuple_id", "pid", "tsc"))
-    partitions = None
-    for bits, files in logged.items():  # each file states how its ids are packed (the plugin's ShuffledRows)
-        frame = (reader.log_frame(app.spark, files, app.timebase, schema)
-                 .select("pid", "tsc", F.shiftrightunsigned("tuple_id", bits).bitwiseAND(F.lit(0xFFFFFFFF))
-                         .alias("ordinal"), F.col("tuple_id").bitwiseAND(F.lit((1 << bits) - 1)).alias("partition")))
-        partitions = frame if partitions is None else partitions.unionByName(frame)
-    top_files = app.catalog.files_of(sorted({c for b in batches for c in tops[b]}), "records")
-    reached = (reader.log_frame(app.spark, top_files, app.timebase, schema)
-               .select("tuple_id", "pid", "tsc", F.col("tuple_id").bitwiseAND(F.lit(0xFFFFFFFF)).alias("ordinal"),
-                       F.shiftright("tuple_id", 32).alias("task_attempt_id")))
-    by_batch = attempts_by_batch(app, streaming_query_id)
-    rows = (reached.join(partitions, ["pid", "tsc", "ordinal"]).join(by_batch, "task_attempt_id")
-            .select("tuple_id", *BATCH, "partition"))
+    # each file states how its ids are packed (the plugin's ShuffledRows)
+    partitions = functools.reduce(DataFrame.unionByName, [
+        reader.log_frame(app.spark, files, app.timebase, schema)
+        .select("pid", "tsc", F.shiftrightunsigned("tuple_id", bits).bitwiseAND(F.lit(0xFFFFFFFF)).alias("ordinal"),
+                F.col("tuple_id").bitwiseAND(F.lit((1 << bits) - 1)).alias("partition"))
+        for bits, files in logged.items()])
+    rows = reached.join(partitions, ["pid", "tsc", "ordinal"]).select("tuple_id", *BATCH, "partition")
     # the batch's last stage (where its state is saved): each partition's first successful attempt's end
-    attempts = (by_batch.join(app.task_table().where(F.col("status") == "SUCCESS")
-                              .select("task_attempt_id", "stage_id", "partition"), "task_attempt_id")
+    succeeded = app.task_table().where(F.col("status") == "SUCCESS").select("task_attempt_id", "stage_id", "partition")
+    attempts = (attempts_by_batch(app, streaming_query_id).join(succeeded, "task_attempt_id")
                 .withColumn("last", F.max("stage_id").over(Window.partitionBy(*BATCH)))
                 .where(F.col("stage_id") == F.col("last")))
     ends = (attempts.join(task_records(app, TASK_CHANNELS[1], "end"), "task_attempt_id")
@@ -200,9 +201,11 @@ def _sketches(app, streaming_query_id):
     for (batch, _), (_, channel) in sorted(tops.items()):
         batch_tops.setdefault(batch, []).append(channel)
     channels = list(sources.values()) + sorted({probes[r["probe_id"]].channel for r in placed})
-    sunk, sink_records = _sink_records(app, streaming_query_id, batch_tops, len(channels))
-    saved, saved_records = _saved_records(app, streaming_query_id, batch_tops,
-                                          {b: saving[b] for b in saving if b in batch_tops}, len(channels) + len(sunk))
+    top_ids = {channel: i for i, channel in enumerate(sorted({c for b in batch_tops for c in batch_tops[b]}))}
+    reached = _reached(app, streaming_query_id, top_ids)
+    sunk, sink_records = _sink_records(app, streaming_query_id, batch_tops, top_ids, reached, len(channels))
+    saved, saved_records = _saved_records(app, streaming_query_id, {b: saving[b] for b in saving if b in batch_tops},
+                                          reached, len(channels) + len(sunk))
     index = {c: i for i, c in enumerate(channels)}
     targets = [(row.asDict(), index[probes[row["probe_id"]].channel]) for row in placed]
     targets += [({**dict(zip(BATCH, batch)), "position": SINK_POSITION, "probe_id": None, "operator": SINK},
@@ -215,10 +218,9 @@ def _sketches(app, streaming_query_id):
             rows.append({**target, "source": source, "hop": hops[-1][0]})
     names = (channels + [f"{SINK} of batch {'/'.join(map(str, batch))}" for batch in sunk]
              + [f"{STATE_SAVE} of batch {'/'.join(map(str, batch))}" for batch in saved])
-    extra = sink_records if saved_records is None else (
-        saved_records if sink_records is None else sink_records.select(*hops_module.COLUMNS)
-        .unionByName(saved_records))
-    return rows, hops_module.hop_sketches(app, names, hops, extra=extra)
+    extra = [records for records in (sink_records, saved_records) if records is not None]
+    return rows, hops_module.hop_sketches(app, names, hops,
+                                          extra=functools.reduce(DataFrame.unionByName, extra) if extra else None)
 
 
 def _statistics(sketches, hop: int, source: str) -> dict:

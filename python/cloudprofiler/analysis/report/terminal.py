@@ -69,7 +69,7 @@ def print_streaming(data, width: int) -> None:
         print(textwrap.fill(f"{title}. {words.strip()}", width, initial_indent=" - ", subsequent_indent="   "))
         columns, rows = path_rows(data.source_lifetime, reach)
         if rows:
-            print_table([dict(enumerate(row)) for row in rows], [(i, title, "") for i, title in enumerate(columns)])
+            print_table([dict(enumerate(row)) for row in rows], [(i, heading, "") for i, heading in enumerate(columns)])
     print("(each batch in the HTML report)")
 
 
