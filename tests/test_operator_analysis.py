@@ -46,9 +46,9 @@ GENERATED_NAME, GENERATED_RATE, GENERATED_S = "generated", 20_000, 3
 SHUFFLED_NAME, SHUFFLED_FILES = "joined", (3, 2)
 # the slowed query's files again, SHUFFLED_FILES a batch, deduplicated, then a watermark over the deduplication
 DEDUPED_NAME = "deduplicated"
-# the slowed query's files again, SHUFFLED_FILES a batch, counted per second-long window and key (append mode, the
-# watermark right at the newest event time), then a filter on the counts
-WINDOWED_NAME = "windowed"
+# the slowed query's files again, SHUFFLED_FILES a batch, counted per WINDOW (2 s long, one every second: each row in
+# two) and key (append mode, the watermark right at the newest event time), then a filter on the counts
+WINDOWED_NAME, WINDOW = "windowed", ("2 seconds", "1 second")
 # a chain of operators that keep a row's identity: the range's rows, a third of them through the filter, those whose
 # id % 10 < 5 through the broadcast join (one match each)
 CHAIN = (f"select count(*) c from range(0, {N}, 1, 4) r join (select id k from range(5)) s on r.id % 10 = s.k "
@@ -204,12 +204,12 @@ def _deduplicated_stream(spark, base: Path) -> None:
 
 
 def _windowed_stream(spark, base: Path) -> None:
-    """The slowed query's input files, SHUFFLED_FILES a batch, counted per second-long window and key in 2 shuffle
+    """The slowed query's input files, SHUFFLED_FILES a batch, counted per sliding WINDOW and key in 2 shuffle
     partitions, in the append mode with no delay to the watermark: batch 0 emits nothing (no watermark yet), batch 1
     the windows that ended by batch 0's newest event time; then a filter on the counts, which keeps every window."""
     counts = (spark.readStream.schema("v long, k long, t long").option("maxFilesPerTrigger", SHUFFLED_FILES[0])
               .json(str(base / "stream-in")).select("k", F.timestamp_millis("t").alias("t"))
-              .withWatermark("t", "0 seconds").groupBy(F.window("t", "1 second"), "k").agg(F.count("*").alias("n"))
+              .withWatermark("t", "0 seconds").groupBy(F.window("t", *WINDOW), "k").agg(F.count("*").alias("n"))
               .where("n > 0"))
     query = (counts.writeStream.queryName(WINDOWED_NAME).outputMode("append").format("noop")
              .trigger(availableNow=True).option("checkpointLocation", str(base / "windowed-checkpoint")).start())
@@ -682,21 +682,23 @@ def test_a_record_is_timed_to_the_task_that_saved_its_key_s_state(app, report):
     assert f"StateStoreSave (operator {int(saved['position'].iloc[0])}: its key&#x27;s task&#x27;s end)" in table
 
 
-def test_a_windowed_record_is_timed_to_the_task_that_saved_its_window_s_state(app):
-    """Known answer: the windowed query groups by a second-long window and key, and Spark computes a tumbling window
-    above a filter (its time not null) that the partition's expression passes too: each scan task's sampled row (the
-    first row of a file, key 0, its event time telling which file: a second apart) logs the partition Spark's hash of
-    (its window, 0) picks, and is timed to that partition's task, no later than the sink."""
+def test_a_windowed_record_is_timed_to_the_last_task_that_saved_one_of_its_windows_states(app):
+    """Known answer: the windowed query groups by a sliding window and key; Spark expands each row to one a window
+    (two) above a filter (its time not null) that the partitions' expression passes too: each scan task's sampled
+    row (the first row of a file, key 0, its event time telling which file: a second apart) logs the partitions
+    Spark's hash of (each of its windows, 0) picks, and is timed once, to the last of those partitions' tasks, no
+    later than the sink."""
     query_id = _query_id(app, WINDOWED_NAME)
     files = [(f, _event_ms(f, 0)) for f in range(sum(SHUFFLED_FILES))]
-    window = F.window(F.timestamp_millis("t"), "1 second")
-    expected = {r.f: r.p for r in app.spark.createDataFrame(files, "f int, t long")
-                .select("f", F.pmod(F.hash(window, F.lit(0).cast("long")), F.lit(2)).alias("p")).collect()}
+    window = F.window(F.timestamp_millis("t"), *WINDOW)
+    expected = {r.f: set(r.p) for r in app.spark.createDataFrame(files, "f int, t long")
+                .select("f", F.pmod(F.hash(window, F.lit(0).cast("long")), F.lit(2)).alias("p"))
+                .groupBy("f").agg(F.collect_set("p").alias("p")).collect()}
     probes = sourced_probes(app)
     ops = app.batch_operators(query_id).toPandas()
     tops = ops[ops["probe_id"].isin(list(probes)) & (ops["operator"] == "Project")]
     reached = pd.concat([app.records(probes[p].channel).toPandas() for p in tops["probe_id"]])[["tuple_id", "tsc"]]
-    logged = _logged_partitions(app)[["tsc", "partition"]]
+    logged = _logged_partitions(app)[["tsc", "partition"]].groupby("tsc")["partition"].agg(set).reset_index()
     events = app.records(tables.channel("source_rows").prefix + "event_time").toPandas()[["tuple_id", "t_ns"]]
     rows = reached.merge(logged, on="tsc").merge(events, on="tuple_id")
     rows["file"] = ((rows["t_ns"] - app.timebase.t_ns_of_wall_ms(EVENTS_FROM_MS)) / 1e9).round().astype(int)
@@ -806,8 +808,8 @@ def test_a_watermark_over_an_operator_without_code_generation_times_the_rows_abo
 
 def test_a_windowed_aggregations_results_are_timed_from_their_windows_end(app, report):
     """Known answer: the windowed query's batch 0 emits no result (the watermark is not set before its end); batch 1
-    emits the second-long windows that ended by batch 0's newest event time (files 0 to 2, written 5 minutes ago), so
-    each result task's row 0 (both partitions hold some of the 30 windows and keys) reaches the aggregation and the
+    emits the windows that ended by batch 0's newest event time (files 0 to 2, written 5 minutes ago), so each
+    result task's row 0 (both partitions hold some of the windows and keys) reaches the aggregation and the
     filter above it after its task started less the latest such end, and before it ended less the earliest (after
     the oldest event time), and the sink at the batch's last task's end less them; unbounded. The report says it."""
     query_id = _query_id(app, WINDOWED_NAME)

@@ -296,6 +296,15 @@ def row_folder(session, logs):
     return logs.parent / "local" / session.sparkContext.applicationId / "vm-driver"
 
 
+def logged_partitions(session, logs) -> list:
+    """The partitions of the sampled rows' records of their shuffle partitions so far, read as their files say."""
+    session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
+    bits = tables.channel("shuffled_rows").keys["partition_bits"]
+    logged = [read_log_bytes(str(p), p.read_bytes()) for p in row_folder(session, logs)
+              .glob("spark.shuffle.partitions.*.arrows")]
+    return [i & ((1 << int(log.metadata[bits])) - 1) for log in logged for i in log.table().column("tuple_id").to_pylist()]
+
+
 def row_files(folder, probe):
     """The files of probe's row channel in folder, read (a file still open reads up to its last flush)."""
     return [read_log_bytes(str(path), path.read_bytes()) for path in folder.glob(f"spark.operator.{probe}.*.arrows")]
@@ -394,31 +403,37 @@ def test_the_channels_of_a_query_that_ended_close_once_idle(spark):
         assert int(meta["records.written"]) == int(meta["records.logged"]) == log.rows > 0, (log.path, meta)
 
 
-def test_a_stateful_aggregation_returns_the_same_rows_with_its_rows_partitions_logged(spark, tmp_path):
-    # a streaming count and sum per tumbling window (Spark computes it above a filter on its time) and per key
-    # computed in a projection (a string and a number): the top of the chain below the watermark evaluates the
-    # columns the shuffle's partition reads and logs each sampled row's partition; the results are those of the same
-    # queries untimed
+@pytest.mark.parametrize("window", [("1 second",), ("1500 milliseconds", "1 second")], ids=["tumbling", "sliding"])
+def test_a_stateful_aggregation_returns_the_same_rows_with_its_rows_partitions_logged(spark, tmp_path, window):
+    # a streaming count and sum per window (Spark computes a tumbling one above a filter on its time, a sliding one
+    # by expanding each row to a row per window below a filter that keeps the windows that hold its time) and per
+    # key computed in a projection (a string and a number): the top of the chain below the watermark evaluates the
+    # columns the shuffle's partition reads and logs each sampled row's partitions; the results are those of the
+    # same queries untimed, and of the same aggregation of the files as a batch
     session, logs = spark
     source = tmp_path / "in"
     source.mkdir()
-    start_ms = (int(time.time()) - 300) * 1000  # 5 minutes ago, on a second: the rows' times span 4 windows
+    start_ms = (int(time.time()) - 300) * 1000  # 5 minutes ago, on a second: the rows' times span 4 seconds
     for n in range(3):
         (source / f"part-{n}.json").write_text("".join(
             f'{{"v": {n * 1000 + i}, "name": "k{i % 7}", "t": {start_ms + n * 1000 + i}}}\n' for i in range(1500)))
     time.sleep(1.1)  # the open row channels idle a second: this query's channels may take their places
+    earlier = logged_partitions(session, logs)  # the other window's query's
+
+    def rows(read):
+        return (read.schema("v long, name string, t long").json(str(source))
+                .select("v", F.upper("name").alias("key"), (F.col("v") % 3).alias("m"),
+                        F.timestamp_millis("t").alias("t")))
+
+    def aggregated(frame):
+        return frame.groupBy(F.window("t", *window), "key", "m").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
 
     def counted(operators: bool):
-        name = f"counted_{operators}"
+        name = f"counted_{len(window)}_{operators}"
         session.conf.set(OPERATORS, str(operators).lower())
         try:
-            rows = (session.readStream.schema("v long, name string, t long").option("maxFilesPerTrigger", 3)
-                    .json(str(source)).select("v", F.upper("name").alias("key"), (F.col("v") % 3).alias("m"),
-                                              F.timestamp_millis("t").alias("t"))
-                    .withWatermark("t", "1 hour"))
-            query = (rows.groupBy(F.window("t", "1 second"), "key", "m").agg(F.count("*").alias("n"),
-                                                                          F.sum("v").alias("s"))
-                     .writeStream.queryName(name).outputMode("complete").format("memory")
+            stream = rows(session.readStream.option("maxFilesPerTrigger", 3)).withWatermark("t", "1 hour")
+            query = (aggregated(stream).writeStream.queryName(name).outputMode("complete").format("memory")
                      .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / name)).start())
             query.awaitTermination(120)
         finally:
@@ -426,11 +441,8 @@ def test_a_stateful_aggregation_returns_the_same_rows_with_its_rows_partitions_l
         return sorted(tuple(r) for r in session.sql(f"select window.start, key, m, n, s from {name}").collect())
 
     plain, timed = counted(False), counted(True)
-    assert timed == plain and len(plain) == 4 * 7 * 3
-    session._jvm.io.cloudprofiler.CloudProfiler.flushAll()
-    logged = [read_log_bytes(str(p), p.read_bytes()) for p in row_folder(session, logs)
-              .glob("spark.shuffle.partitions.*.arrows")]
-    bits = tables.channel("shuffled_rows").keys["partition_bits"]
-    partitions = {i & ((1 << int(log.metadata[bits])) - 1) for log in logged
-                  for i in log.table().column("tuple_id").to_pylist()}
-    assert partitions and partitions <= set(range(4)), partitions  # spark.sql.shuffle.partitions: 4
+    batch = sorted(tuple(r) for r in aggregated(rows(session.read)).select("window.start", "key", "m", "n", "s")
+                   .collect())
+    assert timed == plain == batch and len(batch) >= 4 * 7 * 3
+    partitions = logged_partitions(session, logs)
+    assert len(partitions) > len(earlier) and set(partitions) <= set(range(4)), partitions  # shuffle.partitions: 4

@@ -28,7 +28,8 @@ of a windowed result, as the Yahoo streaming benchmark measures it (the sink's w
 Past an aggregation whose state the batch's last stage saves, to its key's task: the top of the source's chain logs each
 sampled row's shuffle partition (`spark.shuffle.partitions`, the ordinal above the partition, at the TSC of the row's
 own record there), and the record is timed to the end of that partition's task in the batch's last stage, which saved
-its key's state: the operator STATE_SAVE at its place in the plan (_saved_records).
+its key's state: the operator STATE_SAVE at its place in the plan (_saved_records). A row a sliding window makes several
+of (one a window that holds its time) logs a partition for each, and is timed to the last of their tasks' ends.
 
 To the sink: a record that reached the top of its source's chain (the last operator that keeps its identity; each
 side of a join has its own; not a chain of event times only, whose rows have no delivery or emission) is in its
@@ -166,11 +167,14 @@ def _saved_records(app, streaming_query_id, saving: dict, reached, first_positio
                 .where(F.col("stage_id") == F.col("last")))
     ends = (attempts.join(task_records(app, TASK_CHANNELS[1], "end"), "task_attempt_id")
             .dropDuplicates([*BATCH, "partition"])
-            .select(*BATCH, "partition", F.col("end_tsc").alias("tsc"), F.col("end_domain_id").alias("domain_id")))
+            .select(*BATCH, "partition", F.struct(F.col("end_tsc").alias("tsc"), F.col("end_domain_id")
+                                                  .alias("domain_id")).alias("end"), "end_t_ns"))
     targets = app.spark.createDataFrame([(*batch, first_position + n) for n, batch in enumerate(batches)],
                                         "query_id string, run_id string, batch_id long, channel_id int")
-    records = (rows.join(ends, [*BATCH, "partition"]).join(F.broadcast(targets), BATCH)
-               .select(*hops_module.COLUMNS))
+    # a row a sliding window made several of has a partition for each: its values are all saved at the last end
+    records = (rows.join(ends, [*BATCH, "partition"]).groupBy("tuple_id", *BATCH)
+               .agg(F.max_by("end", "end_t_ns").alias("end")).join(F.broadcast(targets), BATCH)
+               .select("tuple_id", "channel_id", "end.tsc", "end.domain_id").select(*hops_module.COLUMNS))
     return batches, records
 
 

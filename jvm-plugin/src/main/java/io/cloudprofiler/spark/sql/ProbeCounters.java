@@ -2,6 +2,7 @@ package io.cloudprofiler.spark.sql;
 
 import io.cloudprofiler.CloudProfiler;
 import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.util.TaskCompletionListener;
 
 /**
@@ -159,13 +160,13 @@ public final class ProbeCounters implements TaskCompletionListener {
 
   /**
    * Logs a sampled row's id as it reaches this probe, the top of its chain, and the shuffle
-   * partition it goes to, at one TSC ({@link ShuffledRows}).
+   * partitions the rows it makes go to, at one TSC ({@link ShuffledRows}).
    */
-  public void logRow(long id, int partition) {
+  public void logRow(long id, ArrayData partitions) {
     if (rowChannel == 0) return;
     long tsc = CloudProfiler.tsc();
     CloudProfiler.logAt(rowChannel, id, tsc);
-    ShuffledRows.log(id, partition, tsc);
+    ShuffledRows.log(id, partitions, tsc);
   }
 
   /** A row arrives: it ends the gap when its gap is timed. */

@@ -73,8 +73,9 @@ public final class ProbeMetrics implements Serializable {
 
   /**
    * Where it is the top of a sourced chain whose rows a shuffle below a stateful aggregation's
-   * stage partitions ({@link ShuffledRows}): the partition's expression, bound to its operator's
-   * output, whose value each sampled row is logged with; else null.
+   * stage partitions ({@link ShuffledRows}): the partitions' expression (an array, one for each row
+   * the row makes below the shuffle), bound to its operator's output, whose values each sampled row
+   * is logged with; else null.
    */
   final Expression partition;
 

@@ -10,15 +10,17 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import org.apache.spark.sql.catalyst.expressions.Alias;
-import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
+import org.apache.spark.sql.catalyst.expressions.CreateArray;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.If;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.execution.ExpandExec;
 import org.apache.spark.sql.execution.FilterExec;
 import org.apache.spark.sql.execution.ProjectExec;
 import org.apache.spark.sql.execution.SparkPlan;
@@ -43,8 +45,11 @@ import org.apache.spark.sql.types.DataTypes;
  * <p>The top logs the row's id and the partition at one TSC, the id into its row channel and the
  * partition into {@link #CHANNEL} (one per JVM) as {@link #packed}: the analysis ties the two by
  * process, TSC and ordinal. A filter between them (a tumbling window's, on its time column) is
- * evaluated there too: a row it drops logs no partition. A row the stateful operator drops as late
- * (behind the watermark) is still timed to its partition's task.
+ * evaluated there too: a row it drops logs no partition. An expansion between them (a sliding
+ * window's, a row for each window that holds the row's time) makes one partition for each row it
+ * makes, each logged once: the analysis times the record to the last of their tasks' ends. A row
+ * the stateful operator drops as late (behind the watermark) is still timed to its partition's
+ * task.
  */
 public final class ShuffledRows {
   /**
@@ -81,7 +86,10 @@ public final class ShuffledRows {
   /** This JVM's channel, 0 until opened (once). */
   private static final AtomicLong OPEN = new AtomicLong();
 
-  /** The chains' tops that log their sampled rows' partitions: the partition's expression. */
+  /**
+   * The chains' tops that log their sampled rows' partitions: the partitions' expression, an array
+   * of one for each row a row makes below the shuffle.
+   */
   final Map<SparkPlan, Expression> partitions = new IdentityHashMap<>();
 
   private ShuffledRows() {}
@@ -126,39 +134,51 @@ public final class ShuffledRows {
 
   /**
    * Follows the partition's expression down from the exchange through the operators that keep a row
-   * whole (a partial aggregation's grouping, a projection, a watermark) or drop it (a filter, whose
+   * whole (a partial aggregation's grouping, a projection, a watermark), drop it (a filter, whose
    * condition then decides whether the row has a partition: {@link #NONE} where it drops the row)
-   * to a sourced chain's top, where it is bound to that top's output; gives up at any other
-   * operator (a sliding window's expansion makes several rows of one).
+   * or make several rows of it (an expansion, a sliding window's: one expression a row it makes) to
+   * a sourced chain's top, where they are bound to that top's output as one array; gives up at any
+   * other operator.
    */
   private void trace(Expression partition, SparkPlan parent, long[] rows, EventTimes events) {
     SparkPlan node = ScalaLists.toJava(parent.children(), SparkPlan.class).get(0);
     boolean aggregated = false;
-    // the filters' conditions on the way: a row they drop reaches no partition
-    Expression kept = null;
+    List<Expression> made = List.of(partition);
     while (true) {
       if (aggregated && events.sourcedTop(node, parent, rows)) {
-        Expression logged = kept == null ? partition : new If(kept, partition, DROPPED);
-        Expression bound = logged.deterministic() ? bind(logged, node) : null;
-        if (bound != null) partitions.put(node, bound);
+        Expression[] bound = new Expression[made.size()];
+        for (int i = 0; i < bound.length; i++) {
+          bound[i] = made.get(i).deterministic() ? bind(made.get(i), node) : null;
+          if (bound[i] == null) return;
+        }
+        partitions.put(node, new CreateArray(ScalaLists.of(bound), false));
         return;
       }
-      Map<ExprId, Expression> defined;
+      List<Map<ExprId, Expression>> defined = new ArrayList<>();
       if (node instanceof BaseAggregateExec aggregate && !aggregated) {
-        defined = defined(aggregate.groupingExpressions());
+        defined.add(defined(aggregate.groupingExpressions()));
         aggregated = true;
       } else if (node instanceof ProjectExec project) {
-        defined = defined(project.projectList());
+        defined.add(defined(project.projectList()));
       } else if (aggregated && node instanceof FilterExec filter) {
-        defined = Map.of();
-        kept = kept == null ? filter.condition() : new And(filter.condition(), kept);
-      } else if (EventTimes.reads(node)) {
-        defined = Map.of();
-      } else {
+        made = made.stream().map(e -> (Expression) new If(filter.condition(), e, DROPPED)).toList();
+      } else if (aggregated && node instanceof ExpandExec expand) {
+        List<Attribute> output = ScalaLists.toJava(expand.output(), Attribute.class);
+        for (var projection : ScalaLists.toJava(expand.projections(), scala.collection.Seq.class)) {
+          List<Expression> values = ScalaLists.toJava(projection, Expression.class);
+          Map<ExprId, Expression> map = new HashMap<>();
+          for (int i = 0; i < output.size(); i++) map.put(output.get(i).exprId(), values.get(i));
+          defined.add(map);
+        }
+      } else if (!EventTimes.reads(node)) {
         return;
       }
-      partition = substitute(partition, defined);
-      if (kept != null) kept = substitute(kept, defined);
+      if (!defined.isEmpty()) {
+        List<Expression> substituted = new ArrayList<>();
+        for (Map<ExprId, Expression> map : defined)
+          for (Expression e : made) substituted.add(substitute(e, map));
+        made = substituted;
+      }
       parent = node;
       node = ScalaLists.toJava(node.children(), SparkPlan.class).get(0);
     }
@@ -215,18 +235,28 @@ public final class ShuffledRows {
   }
 
   /**
-   * Logs a sampled row's partition at {@code tsc}, the TSC its row record was logged at; nothing
-   * for {@link #NONE}.
+   * Logs a sampled row's partitions at {@code tsc}, the TSC its row record was logged at: each of
+   * {@code partitions} once, none for {@link #NONE}.
    */
-  static void log(long rowId, int partition, long tsc) {
-    if (partition == NONE || GUARD.disabled()) return;
+  static void log(long rowId, ArrayData partitions, long tsc) {
+    if (GUARD.disabled()) return;
     try {
       long channel = OPEN.get();
       if (channel == 0) channel = open();
-      if (channel != 0) CloudProfiler.logAt(channel, packed(rowId, partition), tsc);
+      for (int i = 0; channel != 0 && i < partitions.numElements(); i++) {
+        int partition = partitions.getInt(i);
+        if (partition != NONE && !before(partitions, i, partition))
+          CloudProfiler.logAt(channel, packed(rowId, partition), tsc);
+      }
     } catch (Throwable e) {
       GUARD.disable("logging a row's shuffle partition", e);
     }
+  }
+
+  /** Whether {@code partitions} holds {@code partition} before index {@code end}. */
+  private static boolean before(ArrayData partitions, int end, int partition) {
+    for (int i = 0; i < end; i++) if (partitions.getInt(i) == partition) return true;
+    return false;
   }
 
   /** The id of row {@code rowId}'s record of its partition (0 to 2^31 - 1, as Spark's are). */
