@@ -60,7 +60,8 @@ def _build_jar() -> None:
         print(f"cloudprofiler: building without the Spark plugin jar: {' and '.join(missing)} not found "
               f"(pyspark must be importable by {sys.executable}: pip install --no-build-isolation)", file=sys.stderr)
         return
-    subprocess.run(["bash", str(ROOT / "jvm-plugin" / "build.sh")], check=True, env={**os.environ, "PYTHON": sys.executable})
+    subprocess.run(["bash", str(ROOT / "jvm-plugin" / "build.sh")], check=True,
+                   env={**os.environ, "PYTHON": sys.executable})
 
 
 class BuildNativeFirst(build_ext):

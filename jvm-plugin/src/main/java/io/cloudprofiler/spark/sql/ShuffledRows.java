@@ -83,6 +83,13 @@ public final class ShuffledRows {
 
   private static final Expression DROPPED = Literal.create(NONE, DataTypes.IntegerType);
 
+  /**
+   * The most rows an expansion may make of one for their partitions to be logged (a sliding window
+   * of 8 slides): each is a copy of the partition's expression in the top's generated code, which
+   * must stay within the JVM's limit on a method's size; past it a record is timed to the sink.
+   */
+  static final int MAX_MADE = 8;
+
   /** This JVM's channel, 0 until opened (once). */
   private static final AtomicLong OPEN = new AtomicLong();
 
@@ -138,7 +145,7 @@ public final class ShuffledRows {
    * condition then decides whether the row has a partition: {@link #NONE} where it drops the row)
    * or make several rows of it (an expansion, a sliding window's: one expression a row it makes) to
    * a sourced chain's top, where they are bound to that top's output as one array; gives up at any
-   * other operator.
+   * other operator, or past {@link #MAX_MADE} rows made of one.
    */
   private void trace(Expression partition, SparkPlan parent, long[] rows, EventTimes events) {
     SparkPlan node = ScalaLists.toJava(parent.children(), SparkPlan.class).get(0);
@@ -177,6 +184,7 @@ public final class ShuffledRows {
         List<Expression> substituted = new ArrayList<>();
         for (Map<ExprId, Expression> map : defined)
           for (Expression e : made) substituted.add(substitute(e, map));
+        if (substituted.size() > MAX_MADE) return;
         made = substituted;
       }
       parent = node;
