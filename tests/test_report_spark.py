@@ -25,7 +25,7 @@ import time
 
 import cloudprofiler.spark as cps
 
-log_dir, local_dir, page, slow = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+log_dir, local_dir, page, slow, running = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 
 
 def slow_or_failing(rows):
@@ -39,7 +39,8 @@ def slow_or_failing(rows):
     yield from rows
 
 
-spark = (cps.builder(log_dir=log_dir, local_dir=local_dir).master("local[2,2]")  # a task may fail once
+spark = (cps.builder(log_dir=log_dir, local_dir=local_dir, collect_interval_seconds=600)
+         .master("local[2,2]")  # a task may fail once
          .config("spark.ui.enabled", "false").getOrCreate())
 traced = (spark.range(0, 60_000, 1, 4).selectExpr("cp_trace('source', id) as id").repartition(4)
           .selectExpr("cp_trace('shuffled', id) as id").repartition(3)
@@ -49,6 +50,7 @@ assert spark.sparkContext.parallelize(range(800), 8).mapPartitions(slow_or_faili
 other = spark.range(100_000, 101_000, 1, 2).selectExpr("cp_trace('other.a', id) as id").repartition(2)
 assert other.selectExpr("cp_trace('other.b', id) as id").selectExpr("count(id)").first()[0] == 1000
 print("app", spark.sparkContext.applicationId)
+print("running", cps.report(spark, output=running))
 spark.stop()
 print("cps.report", cps.report(spark, output=page))
 """
@@ -59,10 +61,11 @@ def app_folder(tmp_path_factory):
     """The application's log folder, and the page cps.report wrote after the run."""
     log_dir, local_dir = tmp_path_factory.mktemp("report-logs"), tmp_path_factory.mktemp("report-local")
     cps_page = tmp_path_factory.mktemp("cps") / "cps.html"
+    running = cps_page.parent / "running.html"
     run = run_python(f"import sys; sys.argv = ['app', {str(log_dir)!r}, {str(local_dir)!r}, {str(cps_page)!r}, "
-                     f"'{SLOW_PARTITION}']\n" + APPLICATION, timeout=600)
+                     f"'{SLOW_PARTITION}', {str(running)!r}]\n" + APPLICATION, timeout=600)
     assert run.returncode == 0 and "app " in run.stdout, run.stderr[-3000:]
-    assert f"cps.report {cps_page}" in run.stdout
+    assert f"cps.report {cps_page}" in run.stdout and f"running {running}" in run.stdout
     return log_dir / run.stdout.split("app ")[1].split()[0], cps_page
 
 
@@ -130,6 +133,20 @@ def test_cps_report_after_the_run(app_folder):
     assert html.count('<figure class="plot"') >= 5
     # the analysis's own session, built after the profiled one in the same process, is not profiled
     assert [p.name for p in folder.parent.iterdir() if p.is_dir()] == [folder.name]
+
+
+def test_cps_report_during_the_run_holds_every_record_logged_until_then(app_folder):
+    """With no collection during the run (every 10 minutes), the report made before stop() has its executor collect
+    its logs and the driver publish its tables first: its pipeline pairs every traced tuple, as the page after the
+    run does, and it names the failed attempt."""
+    running = (app_folder[1].parent / "running.html").read_text()
+
+    def pipeline(page: str) -> list:
+        table = page.split('<table class="pipeline">')[1].split("</table>")[0]
+        return re.findall(r'<tr><td data-value="-?\d+.0">([^<]*)</td><td data-value="([\d.]+)">', table)
+
+    assert pipeline(running) == pipeline(app_folder[1].read_text()) and len(pipeline(running)) == 4
+    assert re.search(r'<li class="\w+" data-kind="failure">1 task attempt failed', running)
 
 
 def test_the_figures_drawn_as_their_sections_arrive_are_those_drawn_after_the_gather(app_folder, tmp_path):

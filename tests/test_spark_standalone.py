@@ -34,6 +34,7 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(standalone
         # the anchors come from the round when the domain appears and the rounds after each job
         .config("spark.executorEnv.CLOUDPROFILER_SIMULATE_TSC", f"offset={OFFSET},skew_ppm={SKEW_PPM}")
         .config("spark.cloudprofiler.calibration.interval", "3600")
+        .config("spark.cloudprofiler.collect.intervalSeconds", "600")  # collected on request only, then at the end
         .getOrCreate()
     )
     try:
@@ -44,6 +45,14 @@ def test_executors_in_other_jvms_log_every_task_and_their_logs_arrive(standalone
             lambda a, b: a + b).count()
         traced = cps.trace(spark.range(0, 20_000, numPartitions=4), "py-standalone", "id").count()
         app_id = spark.sparkContext.applicationId
+        # while it runs: both executors collect every record logged until now, and the driver publishes its tables
+        assert cps.collect_now(spark) == (2, 2)
+        running = log_dir / app_id
+        assert cp.read_log_dir(running, channel="py-standalone").num_rows == 20_000
+        with open(running / "spark-tasks.arrows", "rb") as f:
+            published = sorted(ipc.open_file(f).read_all().column("task_attempt_id").to_pylist())
+        ended = cp.read_log_dir(running, channel="spark.task.end").column("tuple_id").to_pylist()
+        assert sorted(ended) == published and len(published) >= 28
     finally:
         spark.stop()  # at once: the round after the last job is all that anchors its records
     assert total == 10

@@ -232,11 +232,28 @@ def log_folder(spark) -> str:
     return app_folder(log_dir, conf.get("spark.app.id"))
 
 
+COLLECT_WAIT_S = 10.0  # how long a report made during the run waits for the executors to collect their logs
+
+
+def collect_now(spark, timeout_s: float = COLLECT_WAIT_S) -> tuple:
+    """Has every running executor of this session's application collect its logs now, up to their last record, and
+    the driver publish its tables, waiting at most `timeout_s` for the executors: so that the application's folder
+    holds everything logged until now, not only what the last collection interval copied. Returns (collected,
+    running): the executors that collected and those it waited for; (0, 0) where no driver plugin runs."""
+    plugin = spark.sparkContext._jvm.io.cloudprofiler.spark.driver.CloudProfilerDriverPlugin
+    try:
+        done = plugin.collectNow(int(timeout_s * 1000))
+    except TypeError:  # py4j's JavaPackage: the plugin's jar is not on the driver's class path
+        return 0, 0
+    return (0, 0) if done is None else (int(done[0]), int(done[1]))
+
+
 def report(spark, output=None):
     """The report of this session's application (`cloudprofiler.analysis.report.report`), during or after the run:
-    its folder is `log_folder(spark)`. During the run it holds what executors have collected so far
-    (`collect_interval_seconds`), and the analysis runs on this session; after `spark.stop()`, or for a Spark
-    Connect session (the server's folder must be readable here), it runs on an embedded local session. Returns the
+    its folder is `log_folder(spark)`. During the run the executors first collect their logs up to now
+    (`collect_now`; one line on stderr names those that did not within COLLECT_WAIT_S), and the analysis runs on
+    this session; after `spark.stop()`, or for a Spark Connect session (the server's folder must be readable here,
+    as its last collection left it: `collect_interval_seconds`), it runs on an embedded local session. Returns the
     HTML file's path, which Jupyter and VS Code show inline as the page itself (analysis.report.notebook). Where
     the session ran Spark's own UDF profiler (spark.sql.pyspark.udf.profiler=perf, Spark 4), its figures, which
     live in this session only, are shown beside the UDFs' (udf_profiles)."""
@@ -244,6 +261,12 @@ def report(spark, output=None):
     from .udf_profiles import function_seconds
 
     running = not is_connect(spark) and spark.sparkContext._jsc is not None
+    if running:
+        collected, asked = collect_now(spark)
+        if collected < asked:
+            print(f"cloudprofiler: {asked - collected} of {asked} executors did not collect their logs within "
+                  f"{COLLECT_WAIT_S:g} s: the report holds their records up to their last collection",
+                  file=sys.stderr)
     return write_report(log_folder(spark), output, spark if running else None, udf_profiles=function_seconds(spark))
 
 

@@ -89,6 +89,24 @@ public final class Messages {
   public record RulesNow(long version, String text) {}
 
   /**
+   * An executor asks what to follow, every {@code RulesFollower.INTERVAL_MS}: the rules, and
+   * whether to collect its logs now. Answer: {@link Directions}.
+   */
+  public record Follow(String executorId) {}
+
+  /**
+   * The rules in force ({@link RulesNow}'s version and text) and the driver's latest request that
+   * the executors collect their logs now ({@code collection}: 0 for none, then 1, 2, ...).
+   */
+  public record Directions(long version, String text, long collection) {}
+
+  /**
+   * Executor to driver, one way: it collected its logs, up to their last record, as the driver's
+   * request {@code collection} asked.
+   */
+  public record Collected(String executorId, long collection) {}
+
+  /**
    * A task's cp_set_rules on an executor. Answer: {@link RulesNow}, or the refusal's message (a
    * String).
    */
@@ -163,6 +181,9 @@ public final class Messages {
           Responders.class,
           CurrentRules.class,
           RulesNow.class,
+          Follow.class,
+          Directions.class,
+          Collected.class,
           SetRules.class,
           SessionRulesNow.class,
           Counters.class,

@@ -76,6 +76,10 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
   private SparkContext sc;
   private String logDir;
   private ScheduledExecutorService publisher;
+  private final CollectionRequests collections = new CollectionRequests();
+
+  /** This JVM's running driver plugin, for {@link #collectNow}; null before and after. */
+  private static volatile CloudProfilerDriverPlugin running;
 
   /** How long an executor's calibration message or the shutdown waits for the background start. */
   private static final int START_WAIT_SECONDS = 10;
@@ -137,6 +141,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     DaemonThreads.named("cloudprofiler-driver-start")
         .newThread(() -> startInBackground(sc, options))
         .start();
+    running = this;
     LOG.info("cloudprofiler: logs of this application collect in {}/<application id>", logDir);
     // executors read and validate the same options from their own configuration; the rules file is
     // the driver's
@@ -327,44 +332,59 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
     publisher =
         Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-publish"));
     publisher.scheduleWithFixedDelay(
-        DaemonThreads.guarded(
-            "the publishing of the task and rules tables",
-            () -> {
-              if (sc.applicationId() == null) return; // its folder is named at a later run
-              if (driverLibrary != null) driverLibrary.collect(appFolder(), hops);
-              try {
-                listener.publishTable(TaskListener.TABLE.in(appFolder()));
-              } catch (Exception e) {
-                LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
-              }
-              try {
-                operators.publish(appFolder());
-              } catch (Exception e) {
-                LOG.warn(
-                    "cloudprofiler: could not publish the operator tables to " + appFolder(), e);
-              }
-              try {
-                streaming.publish(appFolder());
-              } catch (Exception e) {
-                LOG.warn(
-                    "cloudprofiler: could not publish the streaming batch table to " + appFolder(),
-                    e);
-              }
-              try {
-                postSummary(false);
-              } catch (Exception e) {
-                LOG.warn("cloudprofiler: could not write the tab's figures into the event log", e);
-              }
-              try {
-                rules.publish(appFolder());
-              } catch (Exception e) {
-                LOG.warn(
-                    "cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
-              }
-            }),
+        DaemonThreads.guarded("the publishing of the task and rules tables", this::publish),
         seconds,
         seconds,
         TimeUnit.SECONDS);
+  }
+
+  /**
+   * Writes what the driver has so far into the running application's folder: its own library's logs
+   * (on a cluster), the task, operator, streaming batch and rules tables.
+   */
+  private synchronized void publish() {
+    if (sc.applicationId() == null) return; // its folder is named at a later run
+    if (driverLibrary != null) driverLibrary.collect(appFolder(), hops);
+    try {
+      listener.publishTable(TaskListener.TABLE.in(appFolder()));
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not publish the task table to " + appFolder(), e);
+    }
+    try {
+      operators.publish(appFolder());
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not publish the operator tables to " + appFolder(), e);
+    }
+    try {
+      streaming.publish(appFolder());
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not publish the streaming batch table to " + appFolder(), e);
+    }
+    try {
+      postSummary(false);
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not write the tab's figures into the event log", e);
+    }
+    try {
+      rules.publish(appFolder());
+    } catch (Exception e) {
+      LOG.warn("cloudprofiler: could not publish the rules' changes to " + appFolder(), e);
+    }
+  }
+
+  /**
+   * Has every running executor collect its logs now, up to their last record, waiting at most
+   * {@code timeoutMs} for them, then publishes the driver's tables: so that the running
+   * application's folder holds everything until now (a report made during the run). Returns
+   * {collected, running}: the executors that collected and those it waited for; null where no
+   * driver plugin runs in this JVM.
+   */
+  public static int[] collectNow(long timeoutMs) throws InterruptedException {
+    CloudProfilerDriverPlugin driver = running;
+    if (driver == null) return null;
+    int[] collected = driver.collections.request(timeoutMs);
+    driver.publish();
+    return collected;
   }
 
   /**
@@ -416,6 +436,16 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
       work.since(TabWork.Part.MESSAGES, began);
       return null;
     }
+    if (question instanceof Messages.Follow follow) {
+      Messages.RulesNow now = rules.now();
+      return Messages.toWire(
+          new Messages.Directions(
+              now.version(), now.text(), collections.asked(follow.executorId())));
+    }
+    if (question instanceof Messages.Collected c) {
+      collections.collected(c.executorId(), c.collection());
+      return null;
+    }
     if (question instanceof Messages.CurrentRules) return Messages.toWire(rules.now());
     // from SQL in a task: the rules of that task's Connect session only
     if (question instanceof Messages.SetRules change)
@@ -428,6 +458,7 @@ public class CloudProfilerDriverPlugin implements DriverPlugin {
 
   @Override
   public void shutdown() {
+    running = null;
     try {
       postSummary(true); // the listener bus still runs: Spark stops it after its plugins
     } catch (Exception e) {

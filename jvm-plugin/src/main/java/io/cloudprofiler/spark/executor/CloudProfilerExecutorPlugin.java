@@ -21,6 +21,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.fs.FileSystem;
@@ -107,7 +108,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
 
   private boolean finished;
 
-  private LogCollector collector;
+  private volatile LogCollector collector;
 
   /** Where the library logs and Python workers of files of their own leave their samples. */
   private volatile File localFolder;
@@ -262,11 +263,19 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     workers = new PythonWorkerFiles(ctx.executorID(), options.localDir());
     workers.writeRules(startRules);
     if (options.pythonHandoff()) workers.startInbox(appId);
+    collectTimer =
+        Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-collect"));
     rules =
         new RulesFollower(
             ctx.executorID(),
-            () -> (Messages.RulesNow) ask(new Messages.CurrentRules()),
-            workers::writeRules);
+            () -> (Messages.Directions) ask(new Messages.Follow(ctx.executorID())),
+            workers::writeRules,
+            request -> {
+              try {
+                collectTimer.execute(() -> collectNow(request));
+              } catch (RejectedExecutionException e) { // stopping: the end collects every file
+              }
+            });
     collector = new LogCollector(local, Config.appFolder(options.logDir(), appId) + "/" + folder);
     try {
       collector.nameTarget();
@@ -289,8 +298,6 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
         });
     int interval = options.collectIntervalSeconds();
     if (interval > 0) {
-      collectTimer =
-          Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-collect"));
       collectTimer.scheduleWithFixedDelay(
           DaemonThreads.guarded(
               "the periodic collection of executor " + ctx.executorID(), this::collect),
@@ -460,13 +467,32 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
    * wait on this.
    */
   private void collect() {
+    LogCollector files = collector;
+    if (files == null) return; // the end collected them
     OperatorRows.closeIdle(); // before the copy, which then takes the closed files whole
     try {
-      collector.copyChanged();
+      files.copyChanged();
     } catch (Exception e) {
-      LOG.warn("cloudprofiler: collecting logs into " + collector.target() + " failed", e);
+      LOG.warn("cloudprofiler: collecting logs into " + files.target() + " failed", e);
     }
     sendCounters();
+  }
+
+  /**
+   * The driver's request {@code request} ({@link Messages.Collected}): every record logged until
+   * now written out and collected, then the driver told. On the collection's thread.
+   */
+  private void collectNow(long request) {
+    try {
+      synchronized (this) { // not beside the end's stop of the library
+        if (finished) return; // the end collects every file whole
+        CloudProfiler.flushAll();
+      }
+      collect();
+      ctx.send(Messages.toWire(new Messages.Collected(ctx.executorID(), request)));
+    } catch (Throwable e) {
+      LOG.warn("cloudprofiler: executor " + ctx.executorID() + " could not collect now", e);
+    }
   }
 
   /**

@@ -12,16 +12,19 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Consumer;
+import java.util.function.LongConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * An executor's copy of the driver's rules ({@link RuleChanges}): asks the driver every {@link
  * #INTERVAL_MS} for the rules' version and applies a new one with {@link CloudProfiler#setRules},
- * so that the trace channels opened by rules switch within about a second of a change. At most one
- * question is under way; while the driver does not answer, the executor keeps the rules it has (and
- * says so, the first time, in its log: at once where asking fails, after {@link #SILENT_WARN_MS}
- * where answers are only late, as they are while a busy driver starts).
+ * so that the trace channels opened by rules switch within about a second of a change. The same
+ * answer carries the driver's latest request that the executors collect their logs now, which it
+ * passes on once. At most one question is under way; while the driver does not answer, the executor
+ * keeps the rules it has (and says so, the first time, in its log: at once where asking fails,
+ * after {@link #SILENT_WARN_MS} where answers are only late, as they are while a busy driver
+ * starts).
  */
 public final class RulesFollower {
   private static final Logger LOG = LoggerFactory.getLogger(RulesFollower.class);
@@ -29,13 +32,18 @@ public final class RulesFollower {
   static final long SILENT_WARN_MS = 10_000;
 
   private final String executorId;
-  private final Callable<Messages.RulesNow> driver;
+  private final Callable<Messages.Directions> driver;
   private final Consumer<String> applied;
+  private final LongConsumer collect;
+
+  /** The latest request to collect passed on (0: the driver made none). */
+  private long collection;
+
   private final ScheduledExecutorService timer =
       Executors.newSingleThreadScheduledExecutor(DaemonThreads.named("cloudprofiler-rules"));
   private final ExecutorService asker =
       Executors.newSingleThreadExecutor(DaemonThreads.named("cloudprofiler-rules-ask"));
-  private Future<Messages.RulesNow> pending;
+  private Future<Messages.Directions> pending;
 
   /**
    * The version applied: 0, that of spark.cloudprofiler.rules, which the executor set as it
@@ -56,13 +64,18 @@ public final class RulesFollower {
 
   /**
    * {@code driver}: asks the driver for its rules (the answer may take long: it is waited for a
-   * bounded time); {@code applied}: told each rules text applied.
+   * bounded time); {@code applied}: told each rules text applied; {@code collect}: told each new
+   * request to collect now.
    */
   public RulesFollower(
-      String executorId, Callable<Messages.RulesNow> driver, Consumer<String> applied) {
+      String executorId,
+      Callable<Messages.Directions> driver,
+      Consumer<String> applied,
+      LongConsumer collect) {
     this.executorId = executorId;
     this.driver = driver;
     this.applied = applied;
+    this.collect = collect;
     timer.scheduleWithFixedDelay(
         DaemonThreads.guarded("the rules' follower of executor " + executorId, this::poll),
         0,
@@ -72,7 +85,7 @@ public final class RulesFollower {
 
   private void poll() {
     if (pending == null) pending = asker.submit(driver);
-    Messages.RulesNow now;
+    Messages.Directions now;
     try {
       now = pending.get(INTERVAL_MS, TimeUnit.MILLISECONDS);
       pending = null;
@@ -89,7 +102,12 @@ public final class RulesFollower {
       Thread.currentThread().interrupt();
       return;
     }
-    if (now == null || now.version() == version) return;
+    if (now == null) return;
+    if (now.collection() > collection) {
+      collection = now.collection();
+      collect.accept(collection);
+    }
+    if (now.version() == version) return;
     try {
       CloudProfiler.setRules(now.text());
       applied.accept(now.text());

@@ -71,7 +71,8 @@ public final class RulesTests {
 
   /**
    * An executor whose driver stops answering (it fails, then it hangs) keeps the rules it follows,
-   * says so once, and follows the next version once the driver answers again.
+   * says so once, and follows the next version once the driver answers again; each request to
+   * collect now that the answers carry is passed on once.
    */
   public static void testAnExecutorKeepsItsRulesWhileTheDriverDoesNotAnswerAndSaysSoOnce()
       throws Exception {
@@ -79,33 +80,37 @@ public final class RulesTests {
     try {
       AtomicInteger asked = new AtomicInteger();
       List<String> applied = Collections.synchronizedList(new ArrayList<>());
-      Callable<Messages.RulesNow> driver =
+      List<Long> collects = Collections.synchronizedList(new ArrayList<>());
+      Callable<Messages.Directions> driver =
           () -> {
             int n = asked.incrementAndGet();
-            if (n == 1) return new Messages.RulesNow(1, "follow*=null");
+            if (n == 1) return new Messages.Directions(1, "follow*=null", 1);
             if (n <= 4) throw new IllegalStateException("the driver's endpoint is gone");
             if (n == 5) Thread.sleep(2 * RulesFollower.INTERVAL_MS); // an answer too late
             if (n <= 8) return null; // no answer
-            return new Messages.RulesNow(2, "follow*=downsample:4");
+            return new Messages.Directions(2, "follow*=downsample:4", n < 12 ? 1 : 2);
           };
       List<String> said =
           warnings(
               RulesFollower.class,
               () -> {
-                RulesFollower follower = new RulesFollower("7", driver, applied::add);
+                RulesFollower follower =
+                    new RulesFollower("7", driver, applied::add, collects::add);
                 try {
                   long deadline = System.nanoTime() + 20_000_000_000L;
                   while (asked.get() < 6 && System.nanoTime() < deadline) Thread.sleep(50);
                   equal(List.of("follow*=null"), new ArrayList<>(applied)); // kept while unanswered
                   check(
                       CloudProfiler.rules().contains("follow*=null"), () -> CloudProfiler.rules());
-                  while (applied.size() < 2 && System.nanoTime() < deadline) Thread.sleep(50);
+                  while ((applied.size() < 2 || collects.size() < 2)
+                      && System.nanoTime() < deadline) Thread.sleep(50);
                 } finally {
                   follower.stop();
                 }
                 return null;
               });
       equal(List.of("follow*=null", "follow*=downsample:4"), new ArrayList<>(applied));
+      equal(List.of(1L, 2L), new ArrayList<>(collects)); // each request once
       List<String> kept = said.stream().filter(l -> l.contains("keeps its rules")).toList();
       equal(1, kept.size()); // once, however long the driver does not answer
       check(
@@ -123,7 +128,7 @@ public final class RulesTests {
    */
   public static void testAnswersThatComeLateAreWaitedForWithoutAWarning() throws Exception {
     AtomicInteger asked = new AtomicInteger();
-    Callable<Messages.RulesNow> driver =
+    Callable<Messages.Directions> driver =
         () -> {
           asked.incrementAndGet();
           Thread.sleep(2 * RulesFollower.INTERVAL_MS);
@@ -133,7 +138,7 @@ public final class RulesTests {
         warnings(
             RulesFollower.class,
             () -> {
-              RulesFollower follower = new RulesFollower("8", driver, text -> {});
+              RulesFollower follower = new RulesFollower("8", driver, text -> {}, request -> {});
               try {
                 while (asked.get() < 3) Thread.sleep(50);
               } finally {
