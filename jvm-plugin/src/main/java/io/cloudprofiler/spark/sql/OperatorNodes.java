@@ -106,11 +106,11 @@ public final class OperatorNodes {
             ? null
             : operator.session().sparkContext().getLocalProperty("spark.sql.execution.id");
     Long executionId = execution == null ? null : Long.valueOf(execution);
+    // as Spark's UI shows it: a file scan's name ends in a space where its table has no name
+    String name = operator.nodeName().strip();
     nodes.add(
-        new Object[] {
-          probe, parent == NO_PROBE ? null : parent, operator.nodeName(), description, executionId
-        });
-    live.placed(probe, parent, operator.nodeName(), executionId);
+        new Object[] {probe, parent == NO_PROBE ? null : parent, name, description, executionId});
+    live.placed(probe, parent, name, executionId);
     slots.put(metrics.rows.id(), new Slot(probe, 0));
     slots.put(metrics.ticks.id(), new Slot(probe, 1));
     slots.put(metrics.ticksError.id(), new Slot(probe, 2));
