@@ -50,7 +50,14 @@ assert spark.sparkContext.parallelize(range(800), 8).mapPartitions(slow_or_faili
 other = spark.range(100_000, 101_000, 1, 2).selectExpr("cp_trace('other.a', id) as id").repartition(2)
 assert other.selectExpr("cp_trace('other.b', id) as id").selectExpr("count(id)").first()[0] == 1000
 print("app", spark.sparkContext.applicationId)
+tracker = spark.sparkContext.statusTracker()
+spark.conf.set("spark.sql.adaptive.enabled", "false")  # the user's: each shuffle of theirs takes 200 partitions
+before = set(tracker.getJobIdsForGroup(None))
 print("running", cps.report(spark, output=running))
+stages = [s for j in set(tracker.getJobIdsForGroup(None)) - before for s in tracker.getJobInfo(j).stageIds]
+print("report's stages", len(stages), "most tasks", max(tracker.getStageInfo(s).numTasks for s in stages))
+print("session's shuffle partitions", spark.conf.get("spark.sql.shuffle.partitions"),
+      spark.conf.get("spark.sql.adaptive.enabled"))
 spark.stop()
 print("cps.report", cps.report(spark, output=page))
 """
@@ -66,7 +73,7 @@ def app_folder(tmp_path_factory):
                      f"'{SLOW_PARTITION}', {str(running)!r}]\n" + APPLICATION, timeout=600)
     assert run.returncode == 0 and "app " in run.stdout, run.stderr[-3000:]
     assert f"cps.report {cps_page}" in run.stdout and f"running {running}" in run.stdout
-    return log_dir / run.stdout.split("app ")[1].split()[0], cps_page
+    return log_dir / run.stdout.split("app ")[1].split()[0], cps_page, run.stdout
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +134,7 @@ def test_the_findings_name_the_worst_straggler_and_the_failed_attempt(page, app_
 
 
 def test_cps_report_after_the_run(app_folder):
-    folder, cps_page = app_folder
+    folder, cps_page, _ = app_folder
     html = cps_page.read_text()
     assert f"<h1>Cloudprofiler report: {folder.name}</h1>" in html
     assert html.count('<figure class="plot"') >= 5
@@ -147,6 +154,16 @@ def test_cps_report_during_the_run_holds_every_record_logged_until_then(app_fold
 
     assert pipeline(running) == pipeline(app_folder[1].read_text()) and len(pipeline(running)) == 4
     assert re.search(r'<li class="\w+" data-kind="failure">1 task attempt failed', running)
+
+
+def test_cps_report_during_the_run_leaves_the_session_s_settings_and_takes_few_partitions(app_folder):
+    """The analysis runs in a session of its own: the user's session keeps its settings (Spark's 200 shuffle
+    partitions, adaptive execution off), and no stage of the report's jobs takes them (its small shuffles take two
+    per core)."""
+    said = app_folder[2]
+    assert "session's shuffle partitions 200 false" in said
+    stages, most = map(int, re.search(r"report's stages (\d+) most tasks (\d+)", said).groups())
+    assert stages > 10 and most < 200, said
 
 
 def test_the_figures_drawn_as_their_sections_arrive_are_those_drawn_after_the_gather(app_folder, tmp_path):

@@ -33,6 +33,25 @@ def shuffle_partitions(files_bytes: "int | None") -> "int | None":
     return max(2 * (os.cpu_count() or 1), -(-files_bytes // PARTITION_BYTES))
 
 
+# the plugin's switches that a session's queries carry to their tasks, off for an analysis made in the application it
+# reads: its own queries' operators and Python functions are no part of the user's profile
+UNPROFILED = {"spark.cloudprofiler.operators": "false", "spark.cloudprofiler.udfs": "false"}
+
+
+def sibling_session(spark, files_bytes: "int | None"):
+    """A new session of `spark`'s application (the same SparkContext, a SQL configuration of its own) for an analysis
+    made while it runs: the user's session keeps its settings, the analysis's shuffles take
+    `shuffle_partitions(files_bytes)` partitions (the application's own, Spark's 200 by default, are its workload's:
+    a report's small shuffles of a few thousand rows took them all), and its queries are not profiled (UNPROFILED)."""
+    session = spark.newSession()
+    partitions = shuffle_partitions(files_bytes)
+    if partitions is not None:
+        session.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+    for key, value in UNPROFILED.items():
+        session.conf.set(key, value)
+    return session
+
+
 def _without_profiler(key: str) -> str:
     """The class list `key` (spark.plugins, spark.sql.extensions) as this process's builders hold it, without the
     profiler's classes."""

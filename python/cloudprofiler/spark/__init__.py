@@ -251,23 +251,30 @@ def collect_now(spark, timeout_s: float = COLLECT_WAIT_S) -> tuple:
 def report(spark, output=None):
     """The report of this session's application (`cloudprofiler.analysis.report.report`), during or after the run:
     its folder is `log_folder(spark)`. During the run the executors first collect their logs up to now
-    (`collect_now`; one line on stderr names those that did not within COLLECT_WAIT_S), and the analysis runs on
-    this session; after `spark.stop()`, or for a Spark Connect session (the server's folder must be readable here,
-    as its last collection left it: `collect_interval_seconds`), it runs on an embedded local session. Returns the
-    HTML file's path, which Jupyter and VS Code show inline as the page itself (analysis.report.notebook). Where
-    the session ran Spark's own UDF profiler (spark.sql.pyspark.udf.profiler=perf, Spark 4), its figures, which
-    live in this session only, are shown beside the UDFs' (udf_profiles)."""
+    (`collect_now`; one line on stderr counts those that did not within COLLECT_WAIT_S), and the analysis runs in
+    this application, in a session of its own (analysis.session.sibling_session); after `spark.stop()`, or for a
+    Spark Connect session (the server's folder must be readable here, as its last collection left it:
+    `collect_interval_seconds`), it runs on an embedded local session. Returns the HTML file's path, which Jupyter
+    and VS Code show inline as the page itself (analysis.report.notebook). Where the session ran Spark's own UDF
+    profiler (spark.sql.pyspark.udf.profiler=perf, Spark 4), its figures, which live in this session only, are
+    shown beside the UDFs' (udf_profiles)."""
     from ..analysis.report import report as write_report
     from .udf_profiles import function_seconds
 
     running = not is_connect(spark) and spark.sparkContext._jsc is not None
+    folder, analysis = log_folder(spark), None
     if running:
+        from ..analysis.application import local_path
+        from ..analysis.jvm_start import folder_bytes
+        from ..analysis.session import sibling_session
+
         collected, asked = collect_now(spark)
         if collected < asked:
             print(f"cloudprofiler: {asked - collected} of {asked} executors did not collect their logs within "
                   f"{COLLECT_WAIT_S:g} s: the report holds their records up to their last collection",
                   file=sys.stderr)
-    return write_report(log_folder(spark), output, spark if running else None, udf_profiles=function_seconds(spark))
+        analysis = sibling_session(spark, folder_bytes(local_path(folder)))
+    return write_report(folder, output, analysis, udf_profiles=function_seconds(spark))
 
 
 def live(spark, interval_s=None):
