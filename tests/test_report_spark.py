@@ -55,7 +55,8 @@ spark.conf.set("spark.sql.adaptive.enabled", "false")  # the user's: each shuffl
 before = set(tracker.getJobIdsForGroup(None))
 print("running", cps.report(spark, output=running))
 stages = [s for j in set(tracker.getJobIdsForGroup(None)) - before for s in tracker.getJobInfo(j).stageIds]
-print("report's stages", len(stages), "most tasks", max(tracker.getStageInfo(s).numTasks for s in stages))
+print("report's stages", len(stages), "most tasks", max(tracker.getStageInfo(s).numTasks for s in stages),
+      "first", min(stages))
 print("session's shuffle partitions", spark.conf.get("spark.sql.shuffle.partitions"),
       spark.conf.get("spark.sql.adaptive.enabled"))
 spark.stop()
@@ -164,6 +165,18 @@ def test_cps_report_during_the_run_leaves_the_session_s_settings_and_takes_few_p
     assert "session's shuffle partitions 200 false" in said
     stages, most = map(int, re.search(r"report's stages (\d+) most tasks (\d+)", said).groups())
     assert stages > 10 and most < 200, said
+
+
+def test_the_jobs_of_a_report_made_during_the_run_are_no_part_of_the_application_s_analysis(app_folder):
+    """The report's jobs ran in the application, tagged: the analysis after the run leaves them out (the task table
+    ends with the application's own stages), and their tasks logged no records."""
+    from cloudprofiler.analysis import open_application
+
+    first = int(re.search(r"report's stages \d+ most tasks \d+ first (\d+)", app_folder[2]).group(1))
+    app = open_application(str(app_folder[0]))
+    tasks = app.tasks().toPandas()
+    assert tasks["stage_id"].max() < first and len(tasks) > 20, tasks["stage_id"].max()
+    assert (tasks["duration_ns"].notna() & ~tasks["unbounded"]).all()  # each with its start and end records
 
 
 def test_the_figures_drawn_as_their_sections_arrive_are_those_drawn_after_the_gather(app_folder, tmp_path):

@@ -6,6 +6,8 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from pyspark.sql import functions as F
+
 from ..calibration.spark import calibrations_from_probes
 from ..errors import NotAnApplicationError, UnknownChannelError
 from . import calibration as calibration_module
@@ -22,6 +24,7 @@ from . import tasks as tasks_module
 from . import throughput as throughput_module
 from . import udfs as udfs_module
 from .catalog import TASK_CHANNELS, Catalog
+from .session import ANALYSIS_JOB_TAG
 from .timebase import Timebase
 
 KIND_WORDS = {"records": "record", "counters": "counter"}  # a log file's kind, as a channel's
@@ -179,8 +182,10 @@ class Application:
         self._kept.clear()
 
     def task_table(self):
-        """Every task attempt, as the driver wrote it (published every collect interval and at application end)."""
-        return self.keep("task_table", lambda: self._table("tasks"))
+        """Every task attempt, as the driver wrote it (published every collect interval and at application end), but
+        those of an analysis made in the application while it ran (its jobs tagged ANALYSIS_JOB_TAG)."""
+        tags = F.split(F.coalesce(F.col("job_tags"), F.lit("")), ",")
+        return self.keep("task_table", lambda: self._table("tasks").where(~F.array_contains(tags, ANALYSIS_JOB_TAG)))
 
     def calibration_probes(self):
         """Every calibration probe of every round (empty without calibration)."""

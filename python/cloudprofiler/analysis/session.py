@@ -33,16 +33,22 @@ def shuffle_partitions(files_bytes: "int | None") -> "int | None":
     return max(2 * (os.cpu_count() or 1), -(-files_bytes // PARTITION_BYTES))
 
 
-# the plugin's switches that a session's queries carry to their tasks, off for an analysis made in the application it
-# reads: its own queries' operators and Python functions are no part of the user's profile
-UNPROFILED = {"spark.cloudprofiler.operators": "false", "spark.cloudprofiler.udfs": "false"}
+# The job tag of an analysis made in the application it reads (a session's settings reach its queries' jobs as local
+# properties, Spark's job tags among them): the task table leaves its jobs out (Application.task_table), so that a
+# report made during the run is not part of the next one
+ANALYSIS_JOB_TAG = "cloudprofiler-analysis"
+# the plugin's switches that a session's queries carry to their tasks, off for such an analysis: its tasks, operators
+# and Python functions are no part of the user's profile
+UNPROFILED = {"spark.cloudprofiler.task.enabled": "false", "spark.cloudprofiler.operators": "false",
+              "spark.cloudprofiler.udfs": "false", "spark.job.tags": ANALYSIS_JOB_TAG}
 
 
 def sibling_session(spark, files_bytes: "int | None"):
     """A new session of `spark`'s application (the same SparkContext, a SQL configuration of its own) for an analysis
     made while it runs: the user's session keeps its settings, the analysis's shuffles take
     `shuffle_partitions(files_bytes)` partitions (the application's own, Spark's 200 by default, are its workload's:
-    a report's small shuffles of a few thousand rows took them all), and its queries are not profiled (UNPROFILED)."""
+    a report's small shuffles of a few thousand rows took them all), and its queries are not profiled and their jobs
+    are tagged (UNPROFILED)."""
     session = spark.newSession()
     partitions = shuffle_partitions(files_bytes)
     if partitions is not None:
