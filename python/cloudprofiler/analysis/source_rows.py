@@ -184,8 +184,11 @@ def _sketches(app, streaming_query_id):
     sources, probes = source_channels(app), sourced_probes(app)
     if not sources or not probes:
         return None, None
+    # of the batches that ended (Spark posted their progress): a batch that runs as a report is made has tasks yet to
+    # end, its last one and those that save its keys' state among them
     placed = (batch_operators(app, streaming_query_id)
               .where(F.col("probe_id").isin(list(probes)) | F.col("operator").endswith(STATE_SAVE))
+              .join(app.streaming_progress().select(*BATCH), BATCH, "left_semi")
               .select(*BATCH, "position", "probe_id", "operator").collect())
     # the operator that saves an aggregation's state, per batch: timed apart (_saved_records)
     saving = {tuple(r[k] for k in BATCH): r.asDict() for r in placed if r["probe_id"] not in probes}
@@ -262,8 +265,9 @@ def source_latency(app, streaming_query_id=None):
     and past a stateful aggregation's shuffle its StateStoreSave (the end of the task that saved the record's key's
     state) (SOURCE_DDL): the records paired and their latency from the source to the operator (a probe's time is when
     the record leaves its operator), min, p50, p90, p99, max, mean in ns, and the largest error bound (0 on one host's
-    clock; null from the event time: wall clocks). Empty where no source logged rows (operator timing or its rows'
-    sample off, or neither our source nor a watermark)."""
+    clock; null from the event time: wall clocks). Of the batches that ended only (their progress posted: a report made
+    while a batch runs leaves it out). Empty where no source logged rows (operator timing or its rows' sample off, or
+    neither our source nor a watermark)."""
     return app.spark.createDataFrame(latency_rows(app, streaming_query_id)[0], SOURCE_DDL)
 
 
