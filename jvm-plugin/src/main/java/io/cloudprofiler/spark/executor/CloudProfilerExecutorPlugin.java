@@ -479,8 +479,9 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
   }
 
   /**
-   * The driver's request {@code request} ({@link Messages.Collected}): every record logged until
-   * now written out and collected, then the driver told. On the collection's thread.
+   * The driver's request {@code request} ({@link Messages.Directions}): every record logged until
+   * now written out and collected, then the driver told ({@link Messages.Collected}). On the
+   * collection's thread.
    */
   private void collectNow(long request) {
     try {
