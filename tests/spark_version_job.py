@@ -2,8 +2,9 @@
 `python spark_version_job.py <log dir> [plugin jar]`. Prints one JSON line of what it saw.
 
 One local[2] session runs a job of 4 tasks whose ids pass a SQL trace point (`cp_trace`) and a Python one
-(`cps.trace`), and a query runs with its operators untimed and timed (spark.cloudprofiler.operators); after it
-stops, the analysis reads the application's folder. With a plugin jar named, that jar is used instead of the one the
+(`cps.trace`), and a query runs with its operators untimed and timed (spark.cloudprofiler.operators); its executor
+collects on request, and a session for an analysis in the application runs a job; after it stops, the analysis
+reads the application's folder. With a plugin jar named, that jar is used instead of the one the
 helper picks (a jar built for the other Scala: the job must run all the same)."""
 import json
 import sys
@@ -14,6 +15,7 @@ from pyspark.sql import SparkSession
 
 import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
+from cloudprofiler.analysis.session import sibling_session
 
 ROWS = 2000
 
@@ -38,9 +40,14 @@ def main(log_dir: str, jar: "str | None") -> dict:
     plain = [tuple(r) for r in spark.sql(query).collect()]
     spark.conf.set("spark.cloudprofiler.operators", "true")
     timed = [tuple(r) for r in spark.sql(query).collect()]
+    # while it runs: its executor collects now and the driver publishes its task table (none with the other Scala's
+    # jar: its task table steps aside); a job of an analysis's own session (2 tasks), which the analysis leaves out
+    collected = list(cps.collect_now(spark))
+    published = None if jar else len(pq_table(f"{log_dir}/{app_id}/spark-tasks.arrows"))
+    sibling_session(spark, None).range(0, 100, 1, 2).collect()
     spark.stop()
     result = {"pyspark": pyspark.__version__, "jar": used_jar, "sum": ids, "app_id": app_id,
-              "operators_same_rows": plain == timed}
+              "operators_same_rows": plain == timed, "collected": collected, "published_tasks": published}
     if jar:
         return result
     nodes = pq_table(f"{log_dir}/{app_id}/spark-operator-nodes.arrows")
@@ -50,6 +57,7 @@ def main(log_dir: str, jar: "str | None") -> dict:
     app = open_application(f"{log_dir}/{app_id}")
     tasks = app.tasks()
     result["tasks"] = tasks.count()
+    result["table_tasks"] = len(pq_table(f"{log_dir}/{app_id}/spark-tasks.arrows"))
     result["tasks_with_duration"] = tasks.where("duration_ns > 0").count()
     result["records"] = {r["channel"]: r["records"] for r in app.channels().collect()}
     hop = app.pipeline(["sql.ids", "python.ids"]).where("hop = 0").collect()[0]

@@ -49,6 +49,10 @@ def test_on_spark_3_5_tasks_trace_points_and_the_analysis_work(tmp_path):
     # per-task records on the executor, Spark's task table on the driver, joined by the analysis
     assert seen["tasks"] >= 4 and seen["tasks_with_duration"] == seen["tasks"], seen
     assert seen["records"]["spark.task.start"] == seen["records"]["spark.task.end"] == seen["tasks"], seen
+    # collected on request while it ran: every task until then; the analysis session's 2 tasks, listed in the driver's
+    # table, logged no records and are left out
+    assert seen["collected"] == [1, 1] and seen["published_tasks"] == seen["tasks"], seen
+    assert seen["table_tasks"] == seen["tasks"] + 2, seen
     assert seen["records"]["sql.ids"] == seen["records"]["python.ids"] == ROWS, seen
     assert seen["latency"]["count"] == ROWS and seen["latency"]["p50_ns"] > 0, seen
     # operator timing: the same rows, and the filter's rows counted in its probe
