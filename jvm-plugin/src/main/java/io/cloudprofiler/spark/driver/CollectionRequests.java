@@ -1,6 +1,8 @@
 package io.cloudprofiler.spark.driver;
 
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
@@ -19,9 +21,10 @@ final class CollectionRequests {
 
   private long requested;
 
-  /** Per executor: when it last asked, and the latest request it collected. */
+  /** Per executor: when it last asked. */
   private final Map<String, Long> asked = new HashMap<>();
 
+  /** Per executor: the latest request it collected. */
   private final Map<String, Long> collected = new HashMap<>();
 
   /** The latest request, which {@code executorId} is told as it asks now. */
@@ -43,15 +46,14 @@ final class CollectionRequests {
     long request = ++requested;
     long now = System.nanoTime();
     long deadline = now + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
-    Map<String, Long> running = new HashMap<>();
+    List<String> running = new ArrayList<>();
     asked.forEach(
         (executor, when) -> {
-          if (now - when <= ALIVE_NANOS) running.put(executor, when);
+          if (now - when <= ALIVE_NANOS) running.add(executor);
         });
     while (true) {
       int done = 0;
-      for (String executor : running.keySet())
-        if (collected.getOrDefault(executor, 0L) >= request) done++;
+      for (String executor : running) if (collected.getOrDefault(executor, 0L) >= request) done++;
       long left = deadline - System.nanoTime();
       if (done == running.size() || left <= 0) return new int[] {done, running.size()};
       TimeUnit.NANOSECONDS.timedWait(this, left);
