@@ -1,7 +1,8 @@
 """A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark
 3.5's default) and an RDD's map with their batches timed
 (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
-on Spark 3.5). Prints udfs() summed per kind as JSON on its last line. Argument: the folder of its logs."""
+on Spark 3.5, and without PySpark's daemon on both). Prints udfs() summed per kind as JSON on its last line.
+Arguments: the folder of its logs, then "no-daemon" where the JVM starts its Python workers without the daemon."""
 import json
 import sys
 import time
@@ -32,9 +33,9 @@ class Tens:
             yield (n,)
 
 
-def main(folder: str) -> None:
+def main(folder: str, daemon: bool) -> None:
     spark = (cps.builder(log_dir=f"{folder}/logs", local_dir=f"{folder}/local", calibration_enabled=False, udfs=True)
-             .master("local[2]").config("spark.ui.enabled", "false")
+             .master("local[2]").config("spark.ui.enabled", "false").config("spark.python.use.daemon", str(daemon))
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS)).getOrCreate())
     ids = spark.range(0, ROWS, 1, 2)
     sums = [ids.select(F.pandas_udf(sleepy, "long")("id").alias("y")).agg(F.sum("y")).first()[0],
@@ -58,4 +59,4 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:] != ["no-daemon"])

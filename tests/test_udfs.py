@@ -399,19 +399,19 @@ def test_a_session_with_the_setting_off_logs_nothing(run):
     assert app.udfs(job_group=groups).count() == 0
 
 
-def test_the_helper_sets_the_daemon_only_when_asked_and_leaves_the_application_s_own():
+def test_the_helper_sets_the_daemon_and_worker_only_when_asked_and_leaves_the_application_s_own():
     daemon_key, worker_key = option_table()["python_module_keys"]
-    assert cps.spark_conf(udfs=True)[daemon_key] == "cloudprofiler_udfs"
-    assert daemon_key not in cps.spark_conf() and daemon_key not in cps.spark_conf(udfs=False)
-    for key in (daemon_key, worker_key):
-        builder = SparkSession.Builder().config(key, "mytool.daemon")
+    ours = {daemon_key: "cloudprofiler_udfs", worker_key: "cloudprofiler_udfs.worker"}
+    assert {k: cps.spark_conf(udfs=True)[k] for k in ours} == ours
+    for conf in (cps.spark_conf(), cps.spark_conf(udfs=False)):
+        assert not ours.keys() & conf.keys()
+    for key, other in ((daemon_key, worker_key), (worker_key, daemon_key)):
+        builder = SparkSession.Builder().config(key, "mytool.module")
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             cps.configure(builder, udfs=True)
-        assert builder._options[key] == "mytool.daemon"
-        assert key == worker_key or builder._options.get(daemon_key) == "mytool.daemon"
-        assert daemon_key not in builder._options or key == daemon_key
-        assert any(f"{key}=mytool.daemon" in str(w.message) and "not timed" in str(w.message) for w in said)
+        assert builder._options[key] == "mytool.module" and other not in builder._options
+        assert any(f"{key}=mytool.module" in str(w.message) and "not timed" in str(w.message) for w in said)
 
 
 def test_a_bad_value_is_refused_naming_it():
@@ -510,24 +510,32 @@ def test_spark_s_own_udf_profiler_is_shown_beside_the_parts(run, udfs, tmp_path)
     assert "<th>Spark&#x27;s UDF profiler</th>" in page
 
 
-def test_on_spark_3_5_the_same_batches_are_timed(tmp_path):
-    python = ROOT / "build" / "pyspark-3.5" / "bin" / "python"
+@pytest.mark.parametrize("version, daemon", [("3.5", True), ("3.5", False), ("4", False)],
+                         ids=["spark-3.5", "spark-3.5-no-daemon", "spark-4-no-daemon"])
+def test_the_same_batches_are_timed_on_spark_3_5_and_by_workers_started_without_the_daemon(tmp_path, version, daemon):
+    """Spark 3.5, with PySpark's daemon (the helper's daemon module times its workers) and without it (the JVM starts
+    each worker with the helper's worker module, spark.python.use.daemon=false), and Spark 4 without it: the same
+    batches, rows and sleep as the module's session above."""
+    python = ROOT / "build" / "pyspark-3.5" / "bin" / "python" if version == "3.5" else Path(sys.executable)
     if not python.exists():
         pytest.skip(f"no pyspark 3.5 environment at {python.parent.parent}: `make build` creates it")
-    result = subprocess.run([str(python), str(Path(__file__).with_name("spark_version_udfs.py")), str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")})  # its own Python
+    result = subprocess.run([str(python), str(Path(__file__).with_name("spark_version_udfs.py")), str(tmp_path),
+                             *([] if daemon else ["no-daemon"])], capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path, env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")})
     assert result.returncode == 0, result.stderr[-4000:]
+    assert "are not timed" not in result.stderr, result.stderr[-4000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     udtf_sum = sum(n for start in range(4) for n in range(start, start + 10))
-    assert seen["pyspark"].startswith("3.5.") and seen["sums"] == [1999000, 2001000, 1999000, udtf_sum, 2001000], seen
+    assert seen["pyspark"].startswith(f"{version}.") and seen["sums"] == [1999000, 2001000, 1999000, udtf_sum,
+                                                                           2001000], seen
     kinds = seen["kinds"]
-    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", "Python UDTF", "RDD function"}, seen
+    udtf_kind = "Python UDTF" if version == "3.5" else "Arrow Python UDTF"  # each version's default UDTF
+    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", udtf_kind, "RDD function"}, seen
     # the RDD's map, then its sum's mapPartitions (one number a task), pipelined into one function
     rdd = kinds["RDD function"]
     assert rdd["tasks"] == 2 and rdd["rows"] == 2000 and rdd["out_rows"] == 2 and rdd["complete"] == 1, seen
-    # the pickled UDTF: its 4 calls (2 a task), each one output item of its 10 rows
-    udtf = kinds["Python UDTF"]
+    # the UDTF: its 4 calls (2 a task), their 10 rows each
+    udtf = kinds[udtf_kind]
     assert udtf["tasks"] == 2 and udtf["rows"] == 4 and udtf["out_rows"] == 40 and udtf["complete"] == 1, seen
     for kind, batches in (("pandas UDF", 4), ("Python UDF", 20), ("mapInArrow", 4)):
         assert kinds[kind]["tasks"] == 2 and kinds[kind]["batches"] == batches, (kind, seen)

@@ -32,7 +32,7 @@ def test_wheel_carries_the_library_the_extensions_and_the_plugin_jar(tmp_path):
         whl.extractall(site)
     assert {"cloudprofiler/_lib/libcloudprofiler.so", "cloudprofiler/_log_call.abi3.so",
             "cloudprofiler/_udf_timing.abi3.so", "cloudprofiler/_lib/cloudprofiler-bench.jar",
-            "cloudprofiler_udfs/__main__.py"} <= names
+            "cloudprofiler_udfs/__main__.py", "cloudprofiler_udfs/worker.py"} <= names
     # the TPC-H queries of cloudprofiler.harness.tpch, package data
     assert {f"cloudprofiler/harness/tpch_queries/q{n:02d}.sql" for n in range(1, 23)} <= names
     assert any(n.startswith("cloudprofiler/_native") and n.endswith(".so") for n in names)

@@ -5,7 +5,9 @@ spark.cloudprofiler.udfs=true and the application has set neither PySpark's daem
 A package of its own, outside cloudprofiler: the daemon must start no thread before it forks its workers
 (pyspark.daemon's rule), and importing cloudprofiler loads numpy and pyarrow. So it imports cloudprofiler only in a
 forked worker, as it starts its first task. Why a daemon and not a worker module (`spark.python.worker.module`):
-Spark 3.5's daemon never imports one, and Spark 4's imports only a module whose name starts with "pyspark".
+Spark 3.5's daemon never imports one, and Spark 4's imports only a module whose name starts with "pyspark". The
+workers the JVM starts without the daemon (spark.python.use.daemon=false) run the worker module `worker` of this
+package instead, which the helper sets beside the daemon.
 """
 import os
 import sys

@@ -67,16 +67,17 @@ def _without_profiler(key: str) -> str:
     return ",".join(c.strip() for c in held.split(",") if c.strip() and not c.strip().startswith(PROFILER_CLASSES))
 
 
-# PySpark's own daemon, which starts its Python workers where spark.python.daemon.module is not set
-PYSPARK_DAEMON = "pyspark.daemon"
+# PySpark's own daemon and worker, which run the Python workers where spark.python.daemon.module and
+# spark.python.worker.module are not set
+PYSPARK_MODULES = ("pyspark.daemon", "pyspark.worker")
 
 
-def _python_daemon() -> "dict[str, str]":
-    """spark.python.daemon.module for the analysis's session: PySpark's own where the session would otherwise find
-    the UDF timing's daemon (a profiled session's `udfs`), whose workers would time the analysis's own functions and
-    write their records beside the profiled application's folder; else nothing set. A session finds the first
-    session's settings of this process in its JVM's system properties (PySpark starts the JVM with them), or in the
-    builders' shared options (PySpark 3.5)."""
+def _python_modules() -> "dict[str, str]":
+    """spark.python.daemon.module and spark.python.worker.module for the analysis's session: PySpark's own where the
+    session would otherwise find the UDF timing's (a profiled session's `udfs`), whose workers would time the
+    analysis's own functions and write their records beside the profiled application's folder; else nothing set. A
+    session finds the first session's settings of this process in its JVM's system properties (PySpark starts the JVM
+    with them), or in the builders' shared options (PySpark 3.5)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -84,13 +85,14 @@ def _python_daemon() -> "dict[str, str]":
 
     try:
         table = option_table()
-    except FileNotFoundError:  # no jar built: no helper set the daemon either
+    except FileNotFoundError:  # no jar built: no helper set the modules either
         return {}
-    key = table["python_module_keys"][0]
-    held = [getattr(SparkSession.Builder, "_options", {}).get(key)]
+    keys = table["python_module_keys"]
+    held = [getattr(SparkSession.Builder, "_options", {}).get(key) for key in keys]
     if SparkContext._jvm is not None:
-        held.append(SparkContext._jvm.java.lang.System.getProperty(key))
-    return {key: PYSPARK_DAEMON} if table["udf_daemon_module"] in held else {}
+        held += [SparkContext._jvm.java.lang.System.getProperty(key) for key in keys]
+    ours = {table["udf_daemon_module"], table["udf_worker_module"]}
+    return dict(zip(keys, PYSPARK_MODULES)) if ours & set(held) else {}
 
 
 def _with_plugin_jar(given: "str | None" = None) -> str:
@@ -154,7 +156,7 @@ def local_session(conf: "dict[str, str] | None" = None, files_bytes: "int | None
     partitions = shuffle_partitions(files_bytes)
     if partitions is not None and not _given(SHUFFLE_PARTITIONS, conf.get(SHUFFLE_PARTITIONS)):  # a setting wins
         builder = builder.config(SHUFFLE_PARTITIONS, str(partitions))
-    for key, value in {**_python_daemon(), **conf}.items():
+    for key, value in {**_python_modules(), **conf}.items():
         builder = builder.config(key, value)
     _session = start(builder, files_bytes, given)
     _session.sparkContext.setLogLevel("ERROR")

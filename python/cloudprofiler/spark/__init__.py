@@ -94,37 +94,48 @@ def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str
     if values.get("log_dir") and "://" not in str(values["log_dir"]):  # where workers write without an executor
         conf["spark.executorEnv.CLOUDPROFILER_LOG_DIR"] = str(values["log_dir"])
     if values.get("udfs") is not None and _value("udfs", values["udfs"]).strip() == "true":
-        # PySpark's daemon whose workers time their UDFs' batches
-        conf[option_table()["python_module_keys"][0]] = option_table()["udf_daemon_module"]
+        # PySpark's daemon whose workers time their UDFs' batches, and its worker that does where workers start
+        # without the daemon (spark.python.use.daemon=false)
+        conf.update(udf_modules())
     check_conf(conf)
     return conf
 
 
+def udf_modules() -> dict:
+    """PySpark's daemon and worker module settings whose workers time their UDFs' batches: the daemon's workers, and
+    the workers the JVM starts one by one where the daemon is off (spark.python.use.daemon=false)."""
+    daemon_key, worker_key = option_table()["python_module_keys"]
+    return {daemon_key: option_table()["udf_daemon_module"], worker_key: option_table()["udf_worker_module"]}
+
+
 def _leave_python_modules(builder, conf: dict, master: "str | None") -> None:
     """Leave PySpark's daemon and worker modules to an application (or another tool) that set either; and where the
-    workers run on this machine (a local master), leave PySpark's daemon to workers whose Python (PYSPARK_PYTHON)
-    cannot import ours, which would fail every Python task. The Python UDFs are then not timed, and a warning says
-    why."""
-    daemon_key, daemon = option_table()["python_module_keys"][0], option_table()["udf_daemon_module"]
-    if daemon_key not in conf:
+    workers run on this machine (a local master), leave PySpark's to workers whose Python (PYSPARK_PYTHON) cannot
+    import ours, which would fail every Python task. The Python UDFs are then not timed, and a warning says why."""
+    ours = udf_modules()
+    if not ours.keys() <= conf.keys():
         return
     why = None
-    for key in option_table()["python_module_keys"]:
+    for key in ours:
         value = set_before(builder, key)
-        if value is not None and value != daemon:
+        if value is not None and value != ours[key]:
             why = f"{key}={value} is the application's: it is left as it is"
             break
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
     if why is None and local_master(master) and os.path.realpath(python) != os.path.realpath(sys.executable):
         import subprocess
 
-        found = subprocess.run([python, "-c", f"import {daemon}, cloudprofiler.spark.udf_timing"], capture_output=True)
+        found = subprocess.run([python, "-c", f"import {', '.join(ours.values())}, cloudprofiler.spark.udf_timing"],
+                               capture_output=True)
         if found.returncode != 0:
-            why = f"the workers' Python ({python}, PYSPARK_PYTHON) cannot import {daemon} and cloudprofiler"
+            modules = ", ".join(ours.values())
+            why = f"the workers' Python ({python}, PYSPARK_PYTHON) cannot import {modules} and cloudprofiler"
     if why is not None:
-        del conf[daemon_key]
-        warnings.warn(f"cloudprofiler: {why}, so the Python UDFs are not timed (udfs=True needs {daemon_key}="
-                      f"{daemon})", stacklevel=3)
+        for key in ours:
+            del conf[key]
+        needs = ", ".join(f"{key}={module}" for key, module in ours.items())
+        warnings.warn(f"cloudprofiler: {why}, so the Python UDFs are not timed (udfs=True needs {needs})",
+                      stacklevel=3)
 
 
 def submit_flags(conf: dict) -> str:

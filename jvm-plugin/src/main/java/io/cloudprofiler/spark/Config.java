@@ -274,18 +274,22 @@ public final class Config {
           "false",
           "Python workers time every batch of the Python UDFs they run (waiting for the JVM,"
               + " reading, the function, serializing back): needs"
-              + " spark.python.daemon.module=cloudprofiler_udfs, which the Python helper sets"
-              + " unless the application set PySpark's daemon or worker module");
+              + " spark.python.daemon.module=cloudprofiler_udfs (workers started without the"
+              + " daemon: spark.python.worker.module=cloudprofiler_udfs.worker), which the Python"
+              + " helper sets unless the application set PySpark's daemon or worker module");
 
   /**
-   * PySpark's daemon whose workers time every Python UDF batch ({@link #UDFS}): a Python package
-   * shipped with the cloudprofiler Python package.
+   * PySpark's daemon whose workers time every Python UDF batch ({@link #UDFS}), and PySpark's
+   * worker that does where the JVM starts workers without the daemon ({@link #USE_DAEMON_KEY}
+   * false): a Python package shipped with the cloudprofiler Python package.
    */
-  public static final String UDF_DAEMON_MODULE = "cloudprofiler_udfs";
+  public static final String UDF_DAEMON_MODULE = "cloudprofiler_udfs",
+      UDF_WORKER_MODULE = "cloudprofiler_udfs.worker";
 
-  /** PySpark's settings of the Python daemon and worker modules. */
+  /** PySpark's settings of the Python daemon and worker modules, and of the daemon's use. */
   public static final String DAEMON_MODULE_KEY = "spark.python.daemon.module",
-      WORKER_MODULE_KEY = "spark.python.worker.module";
+      WORKER_MODULE_KEY = "spark.python.worker.module",
+      USE_DAEMON_KEY = "spark.python.use.daemon";
 
   public static final Key<String> TASK_HANDLER =
       new Key<>(
@@ -626,6 +630,8 @@ public final class Config {
         .append(quote(INBOX_SUFFIX))
         .append(",\n\"udf_daemon_module\": ")
         .append(quote(UDF_DAEMON_MODULE))
+        .append(",\n\"udf_worker_module\": ")
+        .append(quote(UDF_WORKER_MODULE))
         .append(",\n\"python_module_keys\": [")
         .append(quote(DAEMON_MODULE_KEY))
         .append(", ")

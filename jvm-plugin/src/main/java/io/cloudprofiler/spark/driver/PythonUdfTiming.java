@@ -8,8 +8,9 @@ import org.slf4j.LoggerFactory;
 /**
  * {@link Config#UDFS} at the driver's start: a bad value stops the application naming it, and one
  * line says whether the Python workers will time their UDFs' batches. They do in PySpark's daemon
- * {@link Config#UDF_DAEMON_MODULE}, which the Python helper sets; the plugin never sets it itself:
- * a daemon module that the workers' Python cannot import would fail every Python task.
+ * {@link Config#UDF_DAEMON_MODULE} or, where the JVM starts its workers without the daemon, in
+ * PySpark's worker {@link Config#UDF_WORKER_MODULE}, which the Python helper sets; the plugin never
+ * sets them itself: a module that the workers' Python cannot import would fail every Python task.
  */
 final class PythonUdfTiming {
   private static final Logger LOG = LoggerFactory.getLogger(PythonUdfTiming.class);
@@ -18,8 +19,11 @@ final class PythonUdfTiming {
 
   static void check(SparkConf conf) {
     if (!Config.UDFS.read(conf)) return;
-    String daemon = conf.get(Config.DAEMON_MODULE_KEY, "");
-    if (daemon.equals(Config.UDF_DAEMON_MODULE))
+    boolean daemon = conf.getBoolean(Config.USE_DAEMON_KEY, true);
+    String key = daemon ? Config.DAEMON_MODULE_KEY : Config.WORKER_MODULE_KEY;
+    String ours = daemon ? Config.UDF_DAEMON_MODULE : Config.UDF_WORKER_MODULE;
+    String set = conf.get(key, "");
+    if (set.equals(ours))
       LOG.info(
           "cloudprofiler: Python workers time every batch of their UDFs ({})", Config.UDFS.name);
     else
@@ -27,9 +31,9 @@ final class PythonUdfTiming {
           "cloudprofiler: {}=true, but {}={}: Python UDF batches are not timed (they are with"
               + " {}={}, which the Python helper and `cloudprofiler spark-conf` set)",
           Config.UDFS.name,
-          Config.DAEMON_MODULE_KEY,
-          daemon.isEmpty() ? "pyspark.daemon (the default)" : daemon,
-          Config.DAEMON_MODULE_KEY,
-          Config.UDF_DAEMON_MODULE);
+          key,
+          set.isEmpty() ? (daemon ? "pyspark.daemon" : "pyspark.worker") + " (the default)" : set,
+          key,
+          ours);
   }
 }
