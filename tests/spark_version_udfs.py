@@ -1,8 +1,9 @@
 """A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark
 3.5's default) and an RDD's map with their batches timed
 (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
-on Spark 3.5, and without PySpark's daemon on both). Prints udfs() summed per kind as JSON on its last line.
-Arguments: the folder of its logs, then "no-daemon" where the JVM starts its Python workers without the daemon."""
+on Spark 3.5, without PySpark's daemon on both, and with Spark 4's pipelined reader). Prints udfs() summed per kind as
+JSON on its last line. Arguments: the folder of its logs, then "no-daemon" where the JVM starts its Python workers
+without the daemon. The workers read SPARK_PIPELINED_UDF from this process's environment (local mode)."""
 import json
 import sys
 import time
@@ -51,7 +52,9 @@ def main(folder: str, daemon: bool) -> None:
                                                 F.sum("rows").alias("rows"), F.sum("out_rows").alias("out_rows"),
                                                 F.min("function_s").alias("min_function_s"),
                                                 F.max("function_s").alias("max_function_s"),
-                                                F.min(F.col("complete").cast("int")).alias("complete")).collect())
+                                                F.min(F.col("complete").cast("int")).alias("complete"),
+                                                F.sum(F.col("wait_s") + F.col("transfer_s")).alias("waited_s"),
+                                                F.sum("read_s").alias("read_s")).collect())
     import pyspark
 
     print(json.dumps({"pyspark": pyspark.__version__, "sums": sums,

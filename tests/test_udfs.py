@@ -27,7 +27,7 @@ from cloudprofiler.spark.jar import option_table
 from cloudprofiler.spark.python_trace import FAIL_ENV
 from cloudprofiler.spark.udf_profiles import PROFILER_KEY, function_seconds
 from cloudprofiler import _udf_timing
-from cloudprofiler.spark.udf_timing import TIMED_KINDS
+from cloudprofiler.spark.udf_timing import PIPELINED_ENV, TIMED_KINDS
 from cloudprofiler.udf_records import (ENDED, EXACT, IN_ENTER, IN_EXIT, KIND_BITS, OUT_ENTER, OUT_EXIT, SAMPLE_EVERY,
                                        TRANSFER, UNTIMED, WAIT)
 from cloudprofiler.udf_records import PARTS as PART_NAMES
@@ -510,18 +510,22 @@ def test_spark_s_own_udf_profiler_is_shown_beside_the_parts(run, udfs, tmp_path)
     assert "<th>Spark&#x27;s UDF profiler</th>" in page
 
 
-@pytest.mark.parametrize("version, daemon", [("3.5", True), ("3.5", False), ("4", False)],
-                         ids=["spark-3.5", "spark-3.5-no-daemon", "spark-4-no-daemon"])
-def test_the_same_batches_are_timed_on_spark_3_5_and_by_workers_started_without_the_daemon(tmp_path, version, daemon):
+@pytest.mark.parametrize("version, daemon, pipelined", [("3.5", True, False), ("3.5", False, False),
+                                                        ("4", False, False), ("4", True, True)],
+                         ids=["spark-3.5", "spark-3.5-no-daemon", "spark-4-no-daemon", "spark-4-pipelined"])
+def test_the_same_batches_are_timed_on_spark_3_5_without_the_daemon_and_with_the_pipelined_reader(
+        tmp_path, version, daemon, pipelined):
     """Spark 3.5, with PySpark's daemon (the helper's daemon module times its workers) and without it (the JVM starts
-    each worker with the helper's worker module, spark.python.use.daemon=false), and Spark 4 without it: the same
-    batches, rows and sleep as the module's session above."""
+    each worker with the helper's worker module, spark.python.use.daemon=false), Spark 4 without it, and Spark 4's
+    pipelined reader (its thread reads the input ahead of the function): the same batches, rows and sleep as the
+    module's session above."""
     python = ROOT / "build" / "pyspark-3.5" / "bin" / "python" if version == "3.5" else Path(sys.executable)
     if not python.exists():
         pytest.skip(f"no pyspark 3.5 environment at {python.parent.parent}: `make build` creates it")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", PIPELINED_ENV))}  # its own Python
     result = subprocess.run([str(python), str(Path(__file__).with_name("spark_version_udfs.py")), str(tmp_path),
                              *([] if daemon else ["no-daemon"])], capture_output=True, text=True, timeout=600,
-                            cwd=tmp_path, env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")})
+                            cwd=tmp_path, env={**env, **({PIPELINED_ENV: "1"} if pipelined else {})})
     assert result.returncode == 0, result.stderr[-4000:]
     assert "are not timed" not in result.stderr, result.stderr[-4000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
@@ -542,6 +546,10 @@ def test_the_same_batches_are_timed_on_spark_3_5_and_by_workers_started_without_
         assert kinds[kind]["rows"] == kinds[kind]["out_rows"] == 2000 and kinds[kind]["complete"] == 1, (kind, seen)
     # 0.1 s per batch, 2 batches per task (the same margin as above: Spark 3.5 converts Arrow to pandas in reading)
     assert 0.2 <= kinds["pandas UDF"]["min_function_s"] <= kinds["pandas UDF"]["max_function_s"] <= 0.2 + 0.1, seen
+    # the UDFs' reads: from the socket, with the JVM's wait and transfer apart; from the pipelined reader's queue, the
+    # wait for what it had not read yet, and no wait or transfer apart
+    for kind in set(kinds) - {"RDD function"}:
+        assert kinds[kind]["read_s"] > 0 and (kinds[kind]["waited_s"] == 0) == pipelined, (kind, seen)
 
 
 def test_the_helper_leaves_pyspark_s_daemon_to_local_workers_whose_python_lacks_ours(monkeypatch):

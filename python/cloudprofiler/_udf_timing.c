@@ -29,6 +29,7 @@ typedef struct {
   double log_keep;  /* log(1 - 1 / sample_every): the log of a later batch's chance to be left untimed */
   uint64_t random;  /* splitmix64's state, seeded by the task's partition: a run again draws the same */
   int timed, off;   /* whether the cycle under way is timed; whether the timing stopped */
+  int transfers;    /* whether a timed read's time off the CPU is logged (TRANSFER): not a read from a queue */
   int reading;      /* a timed input batch's read is under way since: */
   long long read_wall, read_cpu, read_waited;
 } Timing;
@@ -119,7 +120,7 @@ static void input_exit(Timing *t, long long rows) {
     long long transferred = wall - (clock_ns(CLOCK_THREAD_CPUTIME_ID) - t->read_cpu);
     t->reading = 0;
     if (t->read_waited) record(t, t->read_waited, WAIT);
-    if (transferred > 0) record(t, transferred, TRANSFER);
+    if (transferred > 0 && t->transfers) record(t, transferred, TRANSFER);
   }
   record(t, rows, IN_EXIT);
 }
@@ -163,6 +164,8 @@ static PyMemberDef timing_members[] = {
     {"next", T_LONGLONG, offsetof(Timing, next), READONLY, "the index of the next output batch whose cycle is timed"},
     {"off", T_INT, offsetof(Timing, off), 0, "nonzero: nothing more is logged"},
     {"peek", T_OBJECT, offsetof(Timing, peek), 0, "the input stream's peek(n), or None: a timed read's wait"},
+    {"transfers", T_INT, offsetof(Timing, transfers), 0,
+     "nonzero (the default): a timed read's time off the CPU is logged as its transfer"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -322,6 +325,7 @@ static PyObject *timing(PyObject *module, PyObject *args) {
   t->on_failure = on_failure;
   Py_INCREF(Py_None);
   t->peek = Py_None;
+  t->transfers = 1;
   memcpy(t->kinds, k, sizeof k);
   t->ended = ended;
   t->kind_bits = kind_bits;

@@ -21,8 +21,10 @@ Batches, not rows: a pickled Python UDF (BatchEvalPython) is counted and timed p
 UDFs, mapInPandas, mapInArrow, grouped and cogrouped maps, Python data sources' reads, Arrow UDTFs) per Arrow batch; a
 pickled UDTF per batch of its input rows, its output rows being its results. An RDD's functions per batch its
 serializers pickle (PySpark's auto-sized batches), or per item where its input is not pickled (text lines), its
-output rows unknown where it is written unpickled (a shuffle's map side packs its records itself). Not timed: Spark 4's
-pipelined reader (SPARK_PIPELINED_UDF=1, input read by a thread).
+output rows unknown where it is written unpickled (a shuffle's map side packs its records itself). Where Spark 4's
+pipelined reader deserializes the input in a thread of its own (SPARK_PIPELINED_UDF=1), ahead of the function, the
+input is counted in that thread and a cycle's read is the function's wait for what it queued (a pickled evaluation's
+rows one by one): the input not hidden behind the function, with no wait or transfer apart.
 
 A session that sets spark.cloudprofiler.udfs=false has its tasks' UDFs run untimed (its SQL executions' settings reach
 their tasks as local properties). A failure of the timing never fails the UDF: that worker stops timing and says why
@@ -42,6 +44,7 @@ from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVEN
                            UNKNOWN_ROWS, UNTIMED, WAIT)
 # the kinds _udf_timing logs, in the order it takes them
 TIMED_KINDS = (OUT_ENTER, OUT_EXIT, UNTIMED, IN_ENTER, IN_EXIT, WAIT, TRANSFER)
+PIPELINED_ENV = "SPARK_PIPELINED_UDF"  # "1": PySpark's pipelined reader (Spark 4) reads the input in a thread
 # PySpark's read of a Python data source (pyspark.sql.worker.plan_data_source_read): its module and name, which it sets
 DATA_SOURCE_READ = ("pyspark.sql.worker.plan_data_source_read", "data_source_read_func")
 
@@ -99,8 +102,8 @@ def install(worker=None) -> None:
 
 def _timed(read: tuple, eval_type, began: int) -> tuple:
     """The evaluation `read` (function, profiler, deserializer, serializer; its reading began at `began`), timed,
-    unless the timing is off in this worker or for the task, or PySpark's pipelined reader reads its input."""
-    if _off or os.environ.get("SPARK_PIPELINED_UDF") == "1":
+    unless the timing is off in this worker or for the task."""
+    if _off:
         return read
     try:
         if _switched_off():
@@ -247,6 +250,14 @@ class Task:
         ctx = TaskContext.get()
         seed = ctx.partitionId() if ctx is not None else 0  # a run again draws the same
         self.timing = _udf_timing.timing(self._log, _fail, seed, EXACT, SAMPLE_EVERY, KIND_BITS, TIMED_KINDS, ENDED)
+        # PySpark's pipelined reader (PIPELINED_ENV) deserializes the input in a thread of its own, ahead of the
+        # function: the input is counted there, on a timing of its own that no cycle times (it reads no clock and
+        # logs nothing), and the function's reads of what that thread queued are timed in the cycle, as reads
+        self.pipelined = os.environ.get(PIPELINED_ENV) == "1"
+        self._counting = _udf_timing.timing(self._log, _fail, seed, EXACT, SAMPLE_EVERY, KIND_BITS, TIMED_KINDS,
+                                            ENDED) if self.pipelined else self.timing
+        # a read from the queue waits off the CPU for that thread, not for the JVM's transfer: it is all read
+        self.timing.transfers = int(not self.pipelined)
         self._inputs, self._outputs = [], []  # the counted iterators (one each, unless PySpark reads again)
         self.event(START, setup_ns)
 
@@ -261,10 +272,15 @@ class Task:
 
     def _input(self, batches, rows_of):
         """The deserializer's batches, each counted; in a timed cycle, each one's read and deserialization logged
-        (IN_ENTER, WAIT, TRANSFER, IN_EXIT)."""
-        counted = _udf_timing.counted(batches, rows_of, self.timing, False)
+        (IN_ENTER, WAIT, TRANSFER, IN_EXIT), but where the pipelined reader's thread reads them (counted only)."""
+        counted = _udf_timing.counted(batches, rows_of, self._counting, False)
         self._inputs.append(counted)
         return counted
+
+    def _queued(self, items, rows_of):
+        """What the pipelined reader queued for the function (its batches, or a pickled evaluation's rows one by one),
+        in a timed cycle each one's wait logged as a read (IN_ENTER, IN_EXIT); counted by `_input` already."""
+        return _udf_timing.counted(items, rows_of, self.timing, False)
 
     def _output(self, batches, rows_of):
         """The function's output batches as the serializer asks for them, each counted; a timed cycle logged from the
@@ -278,7 +294,8 @@ class Task:
 
         def inputs(load, rows):
             def load_stream(stream):
-                self.timing.peek = getattr(stream, "peek", None)
+                if not self.pipelined:  # the pipelined reader's thread reads the stream: no peek from this one
+                    self.timing.peek = getattr(stream, "peek", None)
                 return self._input(load(stream), rows)
 
             return load_stream
@@ -306,6 +323,13 @@ class Task:
             def timed_func(split_index, iterator):
                 return self._output(func(split_index, iterator), rows_of)
 
+        if self.pipelined:  # the function reads from the reader's queue: batches, or a pickled evaluation's rows
+            queued_rows = None if pickled_rows or rdd else _count  # None: each item a row
+            inner = timed_func
+
+            def timed_func(split_index, iterator):
+                return inner(split_index, self._queued(iterator, queued_rows))
+
         dump = serializer.dump_stream
 
         def dump_stream(iterator, stream):
@@ -329,7 +353,8 @@ class Task:
             self.event(batches, sum(counted.batches for counted in side))
             self.event(rows, sum(counted.rows for counted in side))
         self.event(END, failed)
-        self.timing.off = 1  # the channel's C function must not run past its close, from Python or from C
+        self.timing.off = self._counting.off = 1  # the channel's C function must not run past its close, from Python
+        # or from C
         try:
             self.channel.close()
         except Exception as e:  # noqa: BLE001
