@@ -1,5 +1,6 @@
 """A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark
-3.5's default) and an RDD's map with their batches timed
+3.5's default), an RDD's map, and an applyInPandas and a pandas aggregate UDF sleeping a known time per group with
+their batches timed
 (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
 on Spark 3.5, without PySpark's daemon on both, and with Spark 4's pipelined reader). Prints udfs() summed per kind as
 JSON on its last line. Arguments: the folder of its logs, then "no-daemon" where the JVM starts its Python workers
@@ -15,11 +16,22 @@ import cloudprofiler.spark as cps
 from cloudprofiler.analysis import open_application
 
 ROWS, BATCH_ROWS, SLEEP_S = 2000, 500, 0.1  # 2 tasks of 2 Arrow batches each
+GROUPS = 4  # the grouped UDFs' groups: of BATCH_ROWS rows each, in 2 shuffle partitions
 
 
 def sleepy(v: pd.Series) -> pd.Series:
     time.sleep(SLEEP_S)
     return v
+
+
+def per_group(frame: pd.DataFrame) -> pd.DataFrame:
+    time.sleep(SLEEP_S)
+    return frame[["id"]]
+
+
+def slow_mean(v: pd.Series) -> float:
+    time.sleep(SLEEP_S)
+    return v.mean()
 
 
 def arrow_batches(batches):
@@ -37,7 +49,8 @@ class Tens:
 def main(folder: str, daemon: bool) -> None:
     spark = (cps.builder(log_dir=f"{folder}/logs", local_dir=f"{folder}/local", calibration_enabled=False, udfs=True)
              .master("local[2]").config("spark.ui.enabled", "false").config("spark.python.use.daemon", str(daemon))
-             .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS)).getOrCreate())
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     ids = spark.range(0, ROWS, 1, 2)
     sums = [ids.select(F.pandas_udf(sleepy, "long")("id").alias("y")).agg(F.sum("y")).first()[0],
             ids.select(F.udf(lambda v: v + 1, "long", useArrow=False)("id").alias("y")).agg(F.sum("y")).first()[0],
@@ -45,12 +58,16 @@ def main(folder: str, daemon: bool) -> None:
     spark.udtf.register("tens", F.udtf(Tens, returnType="n long"))
     sums.append(spark.sql("select sum(t.n) from range(0, 4, 1, 2) r, lateral tens(r.id) t").first()[0])
     sums.append(spark.sparkContext.parallelize(list(range(ROWS)), 2).map(lambda v: v + 1).sum())
+    groups = ids.withColumn("g", F.col("id") % GROUPS).groupBy("g")
+    sums.append(groups.applyInPandas(per_group, "id long").agg(F.sum("id")).first()[0])
+    sums.append(groups.agg(F.pandas_udf(slow_mean, "double")("id").alias("m")).agg(F.sum("m")).first()[0])
     app_id = spark.sparkContext.applicationId
     spark.stop()
     app = open_application(f"{folder}/logs/{app_id}")
     per_kind = (app.udfs().groupBy("kind").agg(F.count(F.lit(1)).alias("tasks"), F.sum("batches").alias("batches"),
                                                 F.sum("rows").alias("rows"), F.sum("out_rows").alias("out_rows"),
                                                 F.min("function_s").alias("min_function_s"),
+                                                F.sum("function_s").alias("function_s"),
                                                 F.max("function_s").alias("max_function_s"),
                                                 F.min(F.col("complete").cast("int")).alias("complete"),
                                                 F.sum(F.col("wait_s") + F.col("transfer_s")).alias("waited_s"),

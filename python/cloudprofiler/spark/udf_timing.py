@@ -228,6 +228,48 @@ class _PickledBatches:
             self.task.event(OUT_EXIT, ENDED)
 
 
+def _yields_lazy_groups(deserializer) -> bool:
+    """Whether `deserializer` yields each group as an iterator of its Arrow batches that the function reads as it goes
+    (Spark 4's group serializer, of grouped maps, aggregations and windows; Spark 3.5's yields each group read)."""
+    try:
+        from pyspark.sql.pandas.serializers import ArrowStreamGroupSerializer
+    except ImportError:
+        return False
+    return isinstance(deserializer, ArrowStreamGroupSerializer)
+
+
+class _LazyGroups:
+    """A grouped evaluation's groups where each is an iterator of its Arrow batches (`_yields_lazy_groups`): each
+    group's batches counted and, in a timed cycle, their reads timed as the input's are, as the function asks for them.
+    A Python step a group; only the group being read is kept, the counts of those before it added up."""
+
+    def __init__(self, groups, rows_of, timing):
+        self._groups, self._rows_of, self._timing = groups, rows_of, timing
+        self._batches = self._rows = 0
+        self._current = None
+
+    def __iter__(self):
+        for group in self._groups:
+            self._fold()
+            self._current = _udf_timing.counted(group, self._rows_of, self._timing, False)
+            yield self._current
+        self._fold()
+
+    def _fold(self) -> None:
+        if self._current is not None:
+            self._batches += self._current.batches
+            self._rows += self._current.rows
+            self._current = None
+
+    @property
+    def batches(self) -> int:
+        return self._batches + (self._current.batches if self._current is not None else 0)
+
+    @property
+    def rows(self) -> int:
+        return self._rows + (self._current.rows if self._current is not None else 0)
+
+
 class Task:
     """The timing of one task's evaluation: its channel, its timing (`_udf_timing`: which cycles are timed, and their
     records) and its counted iterators."""
@@ -292,10 +334,16 @@ class Task:
     def wrap(self, func, profiler, deserializer, serializer):
         from pyspark.serializers import BatchedSerializer
 
+        lazy_groups = _yields_lazy_groups(deserializer)
+
         def inputs(load, rows):
             def load_stream(stream):
                 if not self.pipelined:  # the pipelined reader's thread reads the stream: no peek from this one
                     self.timing.peek = getattr(stream, "peek", None)
+                if lazy_groups:
+                    groups = _LazyGroups(load(stream), rows, self._counting)
+                    self._inputs.append(groups)
+                    return iter(groups)
                 return self._input(load(stream), rows)
 
             return load_stream
