@@ -1,6 +1,6 @@
 """A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark
-3.5's default), an RDD's map, and an applyInPandas and a pandas aggregate UDF sleeping a known time per group with
-their batches timed
+3.5's default), an RDD's map, and an applyInPandas, a pandas aggregate UDF, the same over a window and a cogrouped
+applyInPandas sleeping a known time per group with their batches timed
 (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
 on Spark 3.5, without PySpark's daemon on both, and with Spark 4's pipelined reader). Prints udfs() summed per kind as
 JSON on its last line. Arguments: the folder of its logs, then "no-daemon" where the JVM starts its Python workers
@@ -10,6 +10,7 @@ import sys
 import time
 
 import pandas as pd
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import cloudprofiler.spark as cps
@@ -27,6 +28,11 @@ def sleepy(v: pd.Series) -> pd.Series:
 def per_group(frame: pd.DataFrame) -> pd.DataFrame:
     time.sleep(SLEEP_S)
     return frame[["id"]]
+
+
+def both(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
+    time.sleep(SLEEP_S)
+    return pd.concat([left[["id"]], right[["id"]]])
 
 
 def slow_mean(v: pd.Series) -> float:
@@ -61,6 +67,11 @@ def main(folder: str, daemon: bool) -> None:
     groups = ids.withColumn("g", F.col("id") % GROUPS).groupBy("g")
     sums.append(groups.applyInPandas(per_group, "id long").agg(F.sum("id")).first()[0])
     sums.append(groups.agg(F.pandas_udf(slow_mean, "double")("id").alias("m")).agg(F.sum("m")).first()[0])
+    by_group = Window.partitionBy("g")
+    sums.append(ids.withColumn("g", F.col("id") % GROUPS).select(F.pandas_udf(slow_mean, "double")("id").over(by_group)
+                                                                 .alias("m")).agg(F.sum("m")).first()[0])
+    others = spark.range(0, ROWS // 2, 1, 2).withColumn("g", F.col("id") % GROUPS).groupBy("g")
+    sums.append(groups.cogroup(others).applyInPandas(both, "id long").agg(F.sum("id")).first()[0])
     app_id = spark.sparkContext.applicationId
     spark.stop()
     app = open_application(f"{folder}/logs/{app_id}")

@@ -531,11 +531,12 @@ def test_the_same_batches_are_timed_on_spark_3_5_without_the_daemon_and_with_the
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     udtf_sum = sum(n for start in range(4) for n in range(start, start + 10))
     assert seen["pyspark"].startswith(f"{version}.") and seen["sums"] == [1999000, 2001000, 1999000, udtf_sum,
-                                                                           2001000, 1999000, 3998.0], seen
+                                                                           2001000, 1999000, 3998.0, 1999000.0,
+                                                                           1999000 + 499500], seen
     kinds = seen["kinds"]
     udtf_kind = "Python UDTF" if version == "3.5" else "Arrow Python UDTF"  # each version's default UDTF
     assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", udtf_kind, "RDD function", "applyInPandas",
-                          "pandas aggregate UDF"}, seen
+                          "pandas aggregate UDF", "pandas window UDF", "cogrouped applyInPandas"}, seen
     # the RDD's map, then its sum's mapPartitions (one number a task), pipelined into one function
     rdd = kinds["RDD function"]
     assert rdd["tasks"] == 2 and rdd["rows"] == 2000 and rdd["out_rows"] == 2 and rdd["complete"] == 1, seen
@@ -544,11 +545,13 @@ def test_the_same_batches_are_timed_on_spark_3_5_without_the_daemon_and_with_the
     assert udtf["tasks"] == 2 and udtf["rows"] == 4 and udtf["out_rows"] == 40 and udtf["complete"] == 1, seen
     # applyInPandas and the pandas aggregate UDF: their 4 groups of 500 rows, one Arrow batch each (Spark 4 reads a
     # group's batches as the function asks for them), in the shuffle's 2 partitions (or 1, which adaptive execution may
-    # make of them), each sleeping 0.1 s in the function; the aggregate a row out per group
-    for kind, out_rows in (("applyInPandas", 2000), ("pandas aggregate UDF", 4)):
+    # make of them), each sleeping 0.1 s in the function; the aggregate a row out per group, over a window a row out
+    # per row; the cogrouped map its 4 keys' rows of both sides (500 and 250 each) in one item each
+    for kind, rows, out_rows in (("applyInPandas", 2000, 2000), ("pandas aggregate UDF", 2000, 4),
+                                 ("pandas window UDF", 2000, 2000), ("cogrouped applyInPandas", 3000, 3000)):
         grouped = kinds[kind]
         assert grouped["tasks"] in (1, 2) and grouped["batches"] == 4 and grouped["complete"] == 1, (kind, seen)
-        assert grouped["rows"] == 2000 and grouped["out_rows"] == out_rows, (kind, seen)
+        assert grouped["rows"] == rows and grouped["out_rows"] == out_rows, (kind, seen)
         assert 0.4 <= grouped["function_s"] <= 0.4 + 0.1 * grouped["tasks"], (kind, seen)
     for kind, batches in (("pandas UDF", 4), ("Python UDF", 20), ("mapInArrow", 4)):
         assert kinds[kind]["tasks"] == 2 and kinds[kind]["batches"] == batches, (kind, seen)

@@ -56,6 +56,7 @@ PART_AFTER = {START: "setup", OUT_ENTER: "function", IN_ENTER: "read", IN_EXIT: 
               UNTIMED: "untimed"}
 TABLE_UDF = 300  # PySpark's SQL_TABLE_UDF: a pickled Python UDTF, whose output item per input row is a tuple of rows
 NON_UDF = 0  # PySpark's NON_UDF: an RDD's functions (map, filter, mapPartitions... pipelined into one)
+COGROUPED = (206, 210)  # PySpark's cogrouped maps (pandas, Arrow): an input item holds both sides' rows of a key
 # PySpark's eval types (pyspark's PythonEvalType) in the words of its API
 EVAL_TYPES = {NON_UDF: "RDD function", 100: "Python UDF", 101: "Arrow Python UDF", 200: "pandas UDF",
               201: "applyInPandas", 202: "pandas aggregate UDF", 203: "pandas window UDF", 204: "pandas iterator UDF",

@@ -38,7 +38,7 @@ import sys
 from time import perf_counter_ns
 
 from .. import _udf_timing
-from ..udf_records import (CHANNEL, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY,
+from ..udf_records import (CHANNEL, COGROUPED, DATA_SOURCE, END, ENDED, EVAL_TYPE_KEY, EVENT, EXACT, FORMAT, FORMAT_KEY,
                            IN_BATCHES, IN_ENTER, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, NAMES_KEY, NON_UDF,
                            OUT_BATCHES, OUT_ENTER, OUT_EXIT, OUT_ROWS, SAMPLE_EVERY, START, TABLE_UDF, TRANSFER,
                            UNKNOWN_ROWS, UNTIMED, WAIT)
@@ -193,6 +193,21 @@ def _count(batch) -> int:
     array, which unpickles as a tuple), else UNKNOWN_ROWS."""
     rows = _rows(batch)
     return rows if rows >= 0 else len(batch) if isinstance(batch, (list, tuple)) else UNKNOWN_ROWS
+
+
+def _cogroup_rows(item) -> int:
+    """The rows of a cogrouped map's input item, both sides of its key: each side a list of Arrow batches (Spark 4)
+    or of pandas columns (Spark 3.5); UNKNOWN_ROWS where it is not such a pair."""
+    if not isinstance(item, tuple) or len(item) != 2:
+        return UNKNOWN_ROWS
+    rows = 0
+    for side in item:
+        batches = [getattr(b, "num_rows", None) for b in side] if isinstance(side, list) else [None]
+        side_rows = sum(batches) if None not in batches else _rows(side)
+        if side_rows < 0:
+            return UNKNOWN_ROWS
+        rows += side_rows
+    return rows
 
 
 def _unknown_rows(item) -> int:
@@ -351,10 +366,13 @@ class Task:
         rdd, pickled_rows = self.eval_type == NON_UDF, isinstance(deserializer, BatchedSerializer)
         pickled = None  # an RDD's output batches as its serializer pickles them
         timed_func = func
+        # the rows of an input item: Arrow batches (a cogrouped map's: both sides of a key), an RDD's items one by one
+        # (text lines, pairs of a zip: each a row; None)
+        rows_in = None if rdd else _cogroup_rows if self.eval_type in COGROUPED else _count
         if pickled_rows:  # around the batches, not every row
             deserializer._load_stream_without_unbatching = inputs(deserializer._load_stream_without_unbatching, len)
-        else:  # Arrow batches; an RDD's items one by one (text lines, pairs of a zip: each a row)
-            deserializer.load_stream = inputs(deserializer.load_stream, None if rdd else _count)
+        else:
+            deserializer.load_stream = inputs(deserializer.load_stream, rows_in)
         if rdd and isinstance(serializer, BatchedSerializer):
             # PySpark's batching serializers (auto-sized batches by default) pickle each batch with their inner
             # serializer's dumps: the output's batches are counted and timed there
@@ -372,7 +390,7 @@ class Task:
                 return self._output(func(split_index, iterator), rows_of)
 
         if self.pipelined:  # the function reads from the reader's queue: batches, or a pickled evaluation's rows
-            queued_rows = None if pickled_rows or rdd else _count  # None: each item a row
+            queued_rows = None if pickled_rows else rows_in  # None: each item a row
             inner = timed_func
 
             def timed_func(split_index, iterator):
