@@ -27,8 +27,8 @@ def pq_table(path: str) -> list:
 
 def main(log_dir: str, jar: "str | None") -> dict:
     builder = cps.configure(SparkSession.builder.master("local[2]").appName("spark-version-job")
-                            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"),
-                            log_dir=log_dir, calibration_enabled=False)
+                            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                            .config("spark.scheduler.mode", "FAIR"), log_dir=log_dir, calibration_enabled=False)
     if jar:
         builder = builder.config("spark.jars", jar)
     spark = builder.getOrCreate()
@@ -45,9 +45,13 @@ def main(log_dir: str, jar: "str | None") -> dict:
     collected = list(cps.collect_now(spark))
     published = None if jar else len(pq_table(f"{log_dir}/{app_id}/spark-tasks.arrows"))
     sibling_session(spark, None).range(0, 100, 1, 2).collect()
+    # scheduled FAIR, the analysis's job ran in a pool of its own, made as it was first asked for
+    pools = spark.sparkContext._jsc.sc().getAllPools()
+    pools = sorted(pools.apply(i).name() for i in range(pools.size()))
     spark.stop()
     result = {"pyspark": pyspark.__version__, "jar": used_jar, "sum": ids, "app_id": app_id,
-              "operators_same_rows": plain == timed, "collected": collected, "published_tasks": published}
+              "operators_same_rows": plain == timed, "collected": collected, "published_tasks": published,
+              "pools": pools}
     if jar:
         return result
     nodes = pq_table(f"{log_dir}/{app_id}/spark-operator-nodes.arrows")

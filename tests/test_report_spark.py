@@ -52,8 +52,13 @@ assert other.selectExpr("cp_trace('other.b', id) as id").selectExpr("count(id)")
 print("app", spark.sparkContext.applicationId)
 tracker = spark.sparkContext.statusTracker()
 spark.conf.set("spark.sql.adaptive.enabled", "false")  # the user's: each shuffle of theirs takes 200 partitions
+# a streaming query beside the report, idle after its first batch
+idle = (spark.readStream.format("rate").load().writeStream.format("noop").trigger(processingTime="1 hour").start())
+while not idle.recentProgress:
+    time.sleep(0.1)
 before = set(tracker.getJobIdsForGroup(None))
 print("running", cps.report(spark, output=running))
+idle.stop()
 stages = [s for j in set(tracker.getJobIdsForGroup(None)) - before for s in tracker.getJobInfo(j).stageIds]
 print("report's stages", len(stages), "most tasks", max(tracker.getStageInfo(s).numTasks for s in stages),
       "first", min(stages))
@@ -66,7 +71,8 @@ print("cps.report", cps.report(spark, output=page))
 
 @pytest.fixture(scope="module")
 def app_folder(tmp_path_factory):
-    """The application's log folder, and the page cps.report wrote after the run."""
+    """The application's log folder, the page cps.report wrote after the run, and what it printed on stdout and
+    stderr."""
     log_dir, local_dir = tmp_path_factory.mktemp("report-logs"), tmp_path_factory.mktemp("report-local")
     cps_page = tmp_path_factory.mktemp("cps") / "cps.html"
     running = cps_page.parent / "running.html"
@@ -74,7 +80,7 @@ def app_folder(tmp_path_factory):
                      f"'{SLOW_PARTITION}', {str(running)!r}]\n" + APPLICATION, timeout=600)
     assert run.returncode == 0 and "app " in run.stdout, run.stderr[-3000:]
     assert f"cps.report {cps_page}" in run.stdout and f"running {running}" in run.stdout
-    return log_dir / run.stdout.split("app ")[1].split()[0], cps_page, run.stdout
+    return log_dir / run.stdout.split("app ")[1].split()[0], cps_page, run.stdout, run.stderr
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +141,7 @@ def test_the_findings_name_the_worst_straggler_and_the_failed_attempt(page, app_
 
 
 def test_cps_report_after_the_run(app_folder):
-    folder, cps_page, _ = app_folder
+    folder, cps_page = app_folder[:2]
     html = cps_page.read_text()
     assert f"<h1>Cloudprofiler report: {folder.name}</h1>" in html
     assert html.count('<figure class="plot"') >= 5
@@ -165,6 +171,14 @@ def test_cps_report_during_the_run_leaves_the_session_s_settings_and_takes_few_p
     assert "session's shuffle partitions 200 false" in said
     stages, most = map(int, re.search(r"report's stages (\d+) most tasks (\d+)", said).groups())
     assert stages > 10 and most < 200, said
+
+
+def test_a_report_made_beside_a_streaming_query_under_fifo_says_its_jobs_wait_for_the_batches(app_folder):
+    """The application schedules FIFO (Spark's default) and runs an idle streaming query beside the report made
+    during the run: one line says that each of the report's jobs waits for the batch job before it, and what FAIR
+    would do (the report after the run, with no query running, says nothing)."""
+    lines = [line for line in app_folder[3].splitlines() if "streaming query runs beside this report" in line]
+    assert len(lines) == 1 and "FIFO" in lines[0] and "spark.scheduler.mode=FAIR" in lines[0], lines
 
 
 def test_the_jobs_of_a_report_made_during_the_run_are_no_part_of_the_application_s_analysis(app_folder):

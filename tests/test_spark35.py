@@ -52,6 +52,8 @@ def test_on_spark_3_5_tasks_trace_points_and_the_analysis_work(tmp_path):
     # collected on request while it ran: every task until then; the analysis session's 2 tasks, listed in the driver's
     # table, logged no records and are left out
     assert seen["collected"] == [1, 1] and seen["published_tasks"] == seen["tasks"], seen
+    # the application schedules FAIR: the analysis session's job ran in its pool, the application's in the default
+    assert seen["pools"] == ["cloudprofiler-analysis", "default"], seen
     assert seen["table_tasks"] == seen["tasks"] + 2, seen
     assert seen["records"]["sql.ids"] == seen["records"]["python.ids"] == ROWS, seen
     assert seen["latency"]["count"] == ROWS and seen["latency"]["p50_ns"] > 0, seen

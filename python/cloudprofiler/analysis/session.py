@@ -37,10 +37,14 @@ def shuffle_partitions(files_bytes: "int | None") -> "int | None":
 # properties, Spark's job tags among them): the task table leaves its jobs out (Application.task_table), so that a
 # report made during the run is not part of the next one
 ANALYSIS_JOB_TAG = "cloudprofiler-analysis"
+# and its scheduler pool, where the application schedules its jobs FAIR (spark.scheduler.mode): its jobs then share
+# the executors with the application's (a streaming query's batches), where under FIFO each waits for the jobs before it
+ANALYSIS_POOL = "cloudprofiler-analysis"
 # the plugin's switches that a session's queries carry to their tasks, off for such an analysis: its tasks, operators
 # and Python functions are no part of the user's profile
 UNPROFILED = {"spark.cloudprofiler.task.enabled": "false", "spark.cloudprofiler.operators": "false",
-              "spark.cloudprofiler.udfs": "false", "spark.job.tags": ANALYSIS_JOB_TAG}
+              "spark.cloudprofiler.udfs": "false", "spark.job.tags": ANALYSIS_JOB_TAG,
+              "spark.scheduler.pool": ANALYSIS_POOL}
 
 
 def sibling_session(spark, files_bytes: "int | None"):

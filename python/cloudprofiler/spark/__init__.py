@@ -284,8 +284,22 @@ def report(spark, output=None):
             print(f"cloudprofiler: {asked - collected} of {asked} executors did not collect their logs within "
                   f"{COLLECT_WAIT_S:g} s: the report holds their records up to their last collection",
                   file=sys.stderr)
+        _say_the_streams_ahead(spark)
         analysis = sibling_session(spark, folder_bytes(local_path(folder)))
     return write_report(folder, output, analysis, udf_profiles=function_seconds(spark))
+
+
+def _say_the_streams_ahead(spark) -> None:
+    """One line on stderr where streaming queries run beside a report made during the run under Spark's FIFO
+    scheduler: each of the report's jobs waits for the batch job before it; under FAIR the report's jobs take a pool
+    of their own (ANALYSIS_POOL)."""
+    from ..analysis.session import ANALYSIS_POOL
+
+    active = len(spark.streams.active)
+    if active and spark.sparkContext.getConf().get("spark.scheduler.mode", "FIFO").upper() == "FIFO":
+        print(f"cloudprofiler: {active} streaming quer{'y runs' if active == 1 else 'ies run'} beside this report: "
+              "under Spark's FIFO scheduler each of its jobs waits for the batch job before it (with "
+              f"spark.scheduler.mode=FAIR its jobs take a pool of their own, {ANALYSIS_POOL})", file=sys.stderr)
 
 
 def live(spark, interval_s=None):
