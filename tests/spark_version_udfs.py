@@ -1,6 +1,7 @@
 """A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark
-3.5's default), an RDD's map, and an applyInPandas, a pandas aggregate UDF, the same over a window and a cogrouped
-applyInPandas sleeping a known time per group with their batches timed
+3.5's default), an RDD's map, and an applyInPandas, a pandas aggregate UDF, the same over a window, a cogrouped
+applyInPandas and on Spark 4 applyInArrow, grouped and cogrouped, sleeping a known time per group with their batches
+timed
 (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
 on Spark 3.5, without PySpark's daemon on both, and with Spark 4's pipelined reader). Prints udfs() summed per kind as
 JSON on its last line. Arguments: the folder of its logs, then "no-daemon" where the JVM starts its Python workers
@@ -33,6 +34,18 @@ def per_group(frame: pd.DataFrame) -> pd.DataFrame:
 def both(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
     time.sleep(SLEEP_S)
     return pd.concat([left[["id"]], right[["id"]]])
+
+
+def per_table(table):
+    time.sleep(SLEEP_S)
+    return table.select(["id"])
+
+
+def both_tables(left, right):
+    import pyarrow as pa
+
+    time.sleep(SLEEP_S)
+    return pa.concat_tables([left.select(["id"]), right.select(["id"])])
 
 
 def slow_mean(v: pd.Series) -> float:
@@ -72,6 +85,9 @@ def main(folder: str, daemon: bool) -> None:
                                                                  .alias("m")).agg(F.sum("m")).first()[0])
     others = spark.range(0, ROWS // 2, 1, 2).withColumn("g", F.col("id") % GROUPS).groupBy("g")
     sums.append(groups.cogroup(others).applyInPandas(both, "id long").agg(F.sum("id")).first()[0])
+    if hasattr(groups, "applyInArrow"):  # Spark 4: the same grouped and cogrouped maps over Arrow tables
+        sums.append(groups.applyInArrow(per_table, "id long").agg(F.sum("id")).first()[0])
+        sums.append(groups.cogroup(others).applyInArrow(both_tables, "id long").agg(F.sum("id")).first()[0])
     app_id = spark.sparkContext.applicationId
     spark.stop()
     app = open_application(f"{folder}/logs/{app_id}")

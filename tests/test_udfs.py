@@ -530,25 +530,28 @@ def test_the_same_batches_are_timed_on_spark_3_5_without_the_daemon_and_with_the
     assert "are not timed" not in result.stderr, result.stderr[-4000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     udtf_sum = sum(n for start in range(4) for n in range(start, start + 10))
-    assert seen["pyspark"].startswith(f"{version}.") and seen["sums"] == [1999000, 2001000, 1999000, udtf_sum,
-                                                                           2001000, 1999000, 3998.0, 1999000.0,
-                                                                           1999000 + 499500], seen
+    arrow = version != "3.5"  # applyInArrow, grouped and cogrouped: Spark 4's
+    assert seen["pyspark"].startswith(f"{version}.") and seen["sums"] == [
+        1999000, 2001000, 1999000, udtf_sum, 2001000, 1999000, 3998.0, 1999000.0, 1999000 + 499500,
+        *([1999000, 1999000 + 499500] if arrow else [])], seen
     kinds = seen["kinds"]
     udtf_kind = "Python UDTF" if version == "3.5" else "Arrow Python UDTF"  # each version's default UDTF
-    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", udtf_kind, "RDD function", "applyInPandas",
-                          "pandas aggregate UDF", "pandas window UDF", "cogrouped applyInPandas"}, seen
+    grouped_kinds = [("applyInPandas", 2000, 2000), ("pandas aggregate UDF", 2000, 4),
+                     ("pandas window UDF", 2000, 2000), ("cogrouped applyInPandas", 3000, 3000)]
+    grouped_kinds += [("applyInArrow", 2000, 2000), ("cogrouped applyInArrow", 3000, 3000)] if arrow else []
+    assert set(kinds) == {"pandas UDF", "Python UDF", "mapInArrow", udtf_kind, "RDD function",
+                          *(kind for kind, _, _ in grouped_kinds)}, seen
     # the RDD's map, then its sum's mapPartitions (one number a task), pipelined into one function
     rdd = kinds["RDD function"]
     assert rdd["tasks"] == 2 and rdd["rows"] == 2000 and rdd["out_rows"] == 2 and rdd["complete"] == 1, seen
     # the UDTF: its 4 calls (2 a task), their 10 rows each
     udtf = kinds[udtf_kind]
     assert udtf["tasks"] == 2 and udtf["rows"] == 4 and udtf["out_rows"] == 40 and udtf["complete"] == 1, seen
-    # applyInPandas and the pandas aggregate UDF: their 4 groups of 500 rows, one Arrow batch each (Spark 4 reads a
+    # the grouped maps and the pandas aggregate UDF: their 4 groups of 500 rows, one Arrow batch each (Spark 4 reads a
     # group's batches as the function asks for them), in the shuffle's 2 partitions (or 1, which adaptive execution may
     # make of them), each sleeping 0.1 s in the function; the aggregate a row out per group, over a window a row out
-    # per row; the cogrouped map its 4 keys' rows of both sides (500 and 250 each) in one item each
-    for kind, rows, out_rows in (("applyInPandas", 2000, 2000), ("pandas aggregate UDF", 2000, 4),
-                                 ("pandas window UDF", 2000, 2000), ("cogrouped applyInPandas", 3000, 3000)):
+    # per row; the cogrouped maps their 4 keys' rows of both sides (500 and 250 each) in one item each
+    for kind, rows, out_rows in grouped_kinds:
         grouped = kinds[kind]
         assert grouped["tasks"] in (1, 2) and grouped["batches"] == 4 and grouped["complete"] == 1, (kind, seen)
         assert grouped["rows"] == rows and grouped["out_rows"] == out_rows, (kind, seen)
