@@ -124,13 +124,31 @@ def test_a_writer_killed_mid_task_loses_nothing_it_logged(owner):
     assert np.array_equal(owner.records("killed").column("tuple_id").to_numpy(), np.arange(n))
 
 
+def _stop(pid: int) -> None:
+    """SIGSTOP `pid`, then wait until every thread of it has stopped: each stops as it next runs, and one running on
+    the other CPU meanwhile could still take a hand-off from the inbox."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                states.append(Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+            except OSError:  # a thread that ended
+                continue
+        if states and all(state in ("t", "T") for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid}'s threads did not all stop within 10 s: {states}")
+
+
 def test_a_stopped_owner_makes_the_writer_wait_then_count_its_drops(owner):
     n = 10 * BLOCK_RECORDS  # 8 blocks fill, the writer waits 1 s for the next, then drops
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(owner.inbox), "stalled", str(n), "pause"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert writer.stdout.readline().strip() == "open"
     try:
-        os.kill(owner.process.pid, signal.SIGSTOP)  # the owner takes nothing for a while
+        _stop(owner.process.pid)  # the owner takes nothing for a while
         with pytest.raises(cp.PeerTimeoutError, match="did not take hand-off channel"):
             Handoff(str(owner.inbox), "late")  # an open waits for the owner to map its memory: 1 s at most
         writer.stdin.write("\n")
