@@ -56,6 +56,14 @@ def option_table() -> dict:
     return jar_json(OPTION_TABLE)
 
 
+def udf_modules() -> dict:
+    """PySpark's daemon and worker module settings (in that order) whose workers time their UDFs' batches: the
+    daemon's workers, and the workers the JVM starts one by one where the daemon is off (spark.python.use.daemon)."""
+    table = option_table()
+    daemon_key, worker_key = table["python_module_keys"]
+    return {daemon_key: table["udf_daemon_module"], worker_key: table["udf_worker_module"]}
+
+
 def spark_defaults() -> dict:
     """spark-defaults.conf of SPARK_CONF_DIR, or of SPARK_HOME (pyspark's own) conf/: key value, key=value or
     key: value a line."""

@@ -85,18 +85,16 @@ def _python_modules() -> "dict[str, str]":
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from ..plugin_jar import option_table
+    from ..plugin_jar import udf_modules
 
     try:
-        table = option_table()
+        ours = udf_modules()
     except FileNotFoundError:  # no jar built: no helper set the modules either
         return {}
-    keys = table["python_module_keys"]
-    held = [getattr(SparkSession.Builder, "_options", {}).get(key) for key in keys]
+    held = [getattr(SparkSession.Builder, "_options", {}).get(key) for key in ours]
     if SparkContext._jvm is not None:
-        held += [SparkContext._jvm.java.lang.System.getProperty(key) for key in keys]
-    ours = {table["udf_daemon_module"], table["udf_worker_module"]}
-    return dict(zip(keys, PYSPARK_MODULES)) if ours & set(held) else {}
+        held += [SparkContext._jvm.java.lang.System.getProperty(key) for key in ours]
+    return dict(zip(ours, PYSPARK_MODULES)) if set(ours.values()) & set(held) else {}
 
 
 def _with_plugin_jar(given: "str | None" = None) -> str:

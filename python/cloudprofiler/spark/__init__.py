@@ -13,12 +13,12 @@ import sys
 import warnings
 from urllib.parse import urlparse
 
-from ..plugin_jar import spark_defaults
+from ..plugin_jar import spark_defaults, udf_modules
 from ..tables import app_folder
 from ..rules import rules_text
 from .checks import check_conf
 from .connect import is_connect
-from .jar import channel_key, default, jar_path, option_table, options
+from .jar import channel_key, default, jar_path, options
 from .live_rules import rules, set_rules  # noqa: F401 -- the rules of a running application's trace channels
 from .worker import LOCAL_DIR_ENV, start_in_executor_folder, worker_channel  # noqa: F401 -- for UDFs
 
@@ -101,13 +101,6 @@ def spark_conf(channels=None, master: "str | None" = None, **values) -> dict[str
     return conf
 
 
-def udf_modules() -> dict:
-    """PySpark's daemon and worker module settings whose workers time their UDFs' batches: the daemon's workers, and
-    the workers the JVM starts one by one where the daemon is off (spark.python.use.daemon=false)."""
-    daemon_key, worker_key = option_table()["python_module_keys"]
-    return {daemon_key: option_table()["udf_daemon_module"], worker_key: option_table()["udf_worker_module"]}
-
-
 def _leave_python_modules(builder, conf: dict, master: "str | None") -> None:
     """Leave PySpark's daemon and worker modules to an application (or another tool) that set either; and where the
     workers run on this machine (a local master), leave PySpark's to workers whose Python (PYSPARK_PYTHON) cannot
@@ -125,10 +118,10 @@ def _leave_python_modules(builder, conf: dict, master: "str | None") -> None:
     if why is None and local_master(master) and os.path.realpath(python) != os.path.realpath(sys.executable):
         import subprocess
 
-        found = subprocess.run([python, "-c", f"import {', '.join(ours.values())}, cloudprofiler.spark.udf_timing"],
+        modules = ", ".join(ours.values())
+        found = subprocess.run([python, "-c", f"import {modules}, cloudprofiler.spark.udf_timing"],
                                capture_output=True)
         if found.returncode != 0:
-            modules = ", ".join(ours.values())
             why = f"the workers' Python ({python}, PYSPARK_PYTHON) cannot import {modules} and cloudprofiler"
     if why is not None:
         for key in ours:

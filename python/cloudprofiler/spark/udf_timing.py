@@ -306,13 +306,15 @@ class Task:
         self._log = self.channel.log
         ctx = TaskContext.get()
         seed = ctx.partitionId() if ctx is not None else 0  # a run again draws the same
-        self.timing = _udf_timing.timing(self._log, _fail, seed, EXACT, SAMPLE_EVERY, KIND_BITS, TIMED_KINDS, ENDED)
+        def timing():
+            return _udf_timing.timing(self._log, _fail, seed, EXACT, SAMPLE_EVERY, KIND_BITS, TIMED_KINDS, ENDED)
+
+        self.timing = timing()
         # PySpark's pipelined reader (PIPELINED_ENV) deserializes the input in a thread of its own, ahead of the
         # function: the input is counted there, on a timing of its own that no cycle times (it reads no clock and
         # logs nothing), and the function's reads of what that thread queued are timed in the cycle, as reads
         self.pipelined = os.environ.get(PIPELINED_ENV) == "1"
-        self._counting = _udf_timing.timing(self._log, _fail, seed, EXACT, SAMPLE_EVERY, KIND_BITS, TIMED_KINDS,
-                                            ENDED) if self.pipelined else self.timing
+        self._counting = timing() if self.pipelined else self.timing
         # a read from the queue waits off the CPU for that thread, not for the JVM's transfer: it is all read
         self.timing.transfers = int(not self.pipelined)
         self._inputs, self._outputs = [], []  # the counted iterators (one each, unless PySpark reads again)
@@ -419,8 +421,8 @@ class Task:
             self.event(batches, sum(counted.batches for counted in side))
             self.event(rows, sum(counted.rows for counted in side))
         self.event(END, failed)
-        self.timing.off = self._counting.off = 1  # the channel's C function must not run past its close, from Python
-        # or from C
+        # the channel's C function must not run past its close, from Python or from C
+        self.timing.off = self._counting.off = 1
         try:
             self.channel.close()
         except Exception as e:  # noqa: BLE001
