@@ -1,11 +1,10 @@
-"""A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark
-3.5's default), an RDD's map, and an applyInPandas, a pandas aggregate UDF, the same over a window, a cogrouped
+"""A pandas UDF sleeping a known time per batch, a pickled Python UDF, mapInArrow, a Python UDTF (pickled: Spark 3.5's
+default), an RDD's map, and an applyInPandas, a pandas aggregate UDF, the same over a window, a cogrouped
 applyInPandas and on Spark 4 applyInArrow, grouped and cogrouped, sleeping a known time per group with their batches
-timed
-(spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs runs it
-on Spark 3.5, without PySpark's daemon on both, and with Spark 4's pipelined reader). Prints udfs() summed per kind as
-JSON on its last line. Arguments: the folder of its logs, then "no-daemon" where the JVM starts its Python workers
-without the daemon. The workers read SPARK_PIPELINED_UDF from this process's environment (local mode)."""
+timed (spark.cloudprofiler.udfs), and udfs() of the application, in whichever pyspark runs this script (test_udfs
+runs it on Spark 3.5, without PySpark's daemon on both, and with Spark 4's pipelined reader). Prints udfs() summed
+per kind as JSON on its last line. Arguments: the folder of its logs, then "no-daemon" where the JVM starts its
+Python workers without the daemon. The workers read SPARK_PIPELINED_UDF from this process's environment (local mode)."""
 import json
 import sys
 import time
