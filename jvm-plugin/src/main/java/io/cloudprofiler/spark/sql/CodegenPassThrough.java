@@ -1,6 +1,8 @@
 package io.cloudprofiler.spark.sql;
 
 import java.util.List;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.execution.CodegenSupport;
@@ -21,6 +23,11 @@ abstract class CodegenPassThrough extends SparkPlan implements CodegenSupport {
 
   /** This node with {@code child} in place of its own. */
   abstract SparkPlan withNewChild(SparkPlan child);
+
+  /** The input RDDs of the pipeline as this node hands them on: its child's, by default. */
+  List<RDD<InternalRow>> inputs(List<RDD<InternalRow>> child) {
+    return child;
+  }
 
   /** The code run per row of the child, {@code input} its columns. */
   abstract String consumeCode(CodegenContext ctx, List<ExprCode> input, ExprCode row);

@@ -15,6 +15,7 @@ import org.apache.spark.sql.catalyst.expressions.codegen.EmptyBlock$;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.CodegenSupport;
+import org.apache.spark.sql.execution.ColumnarToRowExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.WholeStageCodegenExec;
 import org.apache.spark.sql.execution.metric.SQLMetric;
@@ -142,6 +143,15 @@ public final class OperatorProbe extends UnaryCodegenPlan {
   @Override
   public RDD<InternalRow> doExecute() {
     return child.execute();
+  }
+
+  /**
+   * Above a {@code ColumnarToRow}, its batches are timed as they come ({@link BatchTimes}): the
+   * rows' gaps then hold no batch's decoding.
+   */
+  @Override
+  List<RDD<InternalRow>> inputs(List<RDD<InternalRow>> child) {
+    return this.child instanceof ColumnarToRowExec ? BatchTimes.timed(child, id) : child;
   }
 
   @Override

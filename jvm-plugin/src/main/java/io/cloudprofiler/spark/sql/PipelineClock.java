@@ -39,9 +39,17 @@ public final class PipelineClock {
    */
   private static long overhead = -1;
 
+  /** The columnar inputs of the pipeline whose batches are timed apart from its rows. */
+  private BatchTimes[] batches = {};
+
   public PipelineClock() {
-    timed = !GUARD.disabled() && loads();
+    timed = timing();
     if (timed && overhead < 0) overhead = measureOverhead();
+  }
+
+  /** Whether the probes time anything: the native library loads and no failure disabled them. */
+  static boolean timing() {
+    return !GUARD.disabled() && loads();
   }
 
   private static synchronized long measureOverhead() {
@@ -89,6 +97,23 @@ public final class PipelineClock {
   /** At each return from the pipeline's {@code processNext}, however it returns. */
   public void leave() {
     if (open > 0) left = now();
+  }
+
+  /** Adds a columnar input of the pipeline, whose batches are timed apart (null: none). */
+  void add(BatchTimes input) {
+    if (input == null) return;
+    batches = java.util.Arrays.copyOf(batches, batches.length + 1);
+    batches[batches.length - 1] = input;
+  }
+
+  /**
+   * The ticks the pipeline's columnar inputs took to hand over their batches so far: in every
+   * probe's time exactly, and in no gap's ({@link BatchTimes}).
+   */
+  long batchTicks() {
+    long ticks = 0;
+    for (BatchTimes input : batches) ticks += input.ticks;
+    return ticks;
   }
 
   /** The TSC at which a gap that started before the first row started: the pipeline's start. */

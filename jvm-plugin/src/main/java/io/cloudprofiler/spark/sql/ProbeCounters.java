@@ -95,11 +95,15 @@ public final class ProbeCounters implements TaskCompletionListener {
   private final ProbeMetrics metrics;
   private final GapSample sample;
 
-  /** The open gap: its start's TSC (0: the pipeline's start) and the clock's outside time then. */
+  /**
+   * The open gap: its start's TSC (0: the pipeline's start), and the clock's outside time and batch
+   * ticks then.
+   */
   private boolean open;
 
   private long from;
   private long outsideFrom;
+  private long batchesFrom;
 
   /** Whether the open gap is a long gap's tail (timed exactly). */
   private boolean tail;
@@ -140,6 +144,7 @@ public final class ProbeCounters implements TaskCompletionListener {
         new GapSample(
             (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L);
     if (task != null) task.addTaskCompletionListener(this);
+    clock.add(BatchTimes.take(metrics.probe));
     if (below != null) {
       below.above = java.util.Arrays.copyOf(below.above, below.above.length + 1);
       below.above[below.above.length - 1] = this;
@@ -207,6 +212,7 @@ public final class ProbeCounters implements TaskCompletionListener {
     clock.open++;
     from = PipelineClock.now();
     outsideFrom = clock.outside;
+    batchesFrom = clock.batchTicks();
   }
 
   /**
@@ -251,6 +257,7 @@ public final class ProbeCounters implements TaskCompletionListener {
     tail = true;
     from = now;
     outsideFrom = clock.outside;
+    batchesFrom = clock.batchTicks();
   }
 
   private void close(long to, long gap) {
@@ -261,10 +268,13 @@ public final class ProbeCounters implements TaskCompletionListener {
     from = 0;
   }
 
-  /** Counts the open gap's time up to {@code to}: exact, sampled or its tail. */
+  /**
+   * Counts the open gap's time up to {@code to}: exact, sampled or its tail; less the batches it
+   * waited for, which count exactly apart.
+   */
   private void record(long to, long gap) {
-    long ticks =
-        PipelineClock.gap(from != 0 ? from : clock.began(), to - (clock.outside - outsideFrom));
+    long away = clock.outside - outsideFrom + clock.batchTicks() - batchesFrom;
+    long ticks = PipelineClock.gap(from != 0 ? from : clock.began(), to - away);
     int weight = tail ? 1 : GapSample.weight(gap);
     if (weight == 1) {
       exactTicks += ticks;
@@ -280,7 +290,8 @@ public final class ProbeCounters implements TaskCompletionListener {
   @Override
   public void onTaskCompletion(TaskContext context) {
     if (open) close(clock.lastLeft(), rows());
-    double estimate = exactTicks + sampledEstimate;
+    // the pipeline's batches came while this probe was between rows: all of them are its time
+    double estimate = exactTicks + clock.batchTicks() + sampledEstimate;
     double error = Math.sqrt(sampledVariance);
     // The gaps lie between the pipeline's start and now, so their sum cannot exceed that span: the
     // bound takes in the rare sampled gap that held a long stall of the thread (preempted on a

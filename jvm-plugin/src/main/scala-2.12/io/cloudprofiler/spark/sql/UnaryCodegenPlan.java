@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark.sql;
 
+import java.util.List;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -40,8 +41,13 @@ abstract class UnaryCodegenPlan extends CodegenPassThrough {
   }
 
   @Override
+  @SuppressWarnings("unchecked") // RDD<InternalRow> is what the Seq holds; Java sees raw RDDs
   public Seq<RDD<InternalRow>> inputRDDs() {
-    return ((CodegenSupport) child()).inputRDDs();
+    Seq<RDD<InternalRow>> child = ((CodegenSupport) child()).inputRDDs();
+    List<RDD<InternalRow>> own =
+        ScalaLists.toJava(child, RDD.class).stream().map(rdd -> (RDD<InternalRow>) rdd).toList();
+    List<RDD<InternalRow>> handed = inputs(own);
+    return handed == own ? child : ScalaLists.of(handed.toArray(new RDD[0]));
   }
 
   @Override
