@@ -1,5 +1,6 @@
 package io.cloudprofiler.spark.sql;
 
+import io.cloudprofiler.spark.Guard;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -22,6 +23,8 @@ import org.apache.spark.util.TaskCompletionListener;
  */
 @SuppressWarnings({"unchecked", "rawtypes"}) // the RDDs' items are ColumnarBatch, typed as rows
 final class BatchTimes implements Iterator<Object> {
+  private static final Guard GUARD = new Guard("operator timing (a scan's batches)");
+
   /** Made on the task's thread as its pipeline's input, taken by the probe's counters at init. */
   private static final ThreadLocal<Map<Long, BatchTimes>> MADE =
       ThreadLocal.withInitial(HashMap::new);
@@ -35,26 +38,41 @@ final class BatchTimes implements Iterator<Object> {
     this.in = in;
   }
 
-  /** {@code rdds}, each partition's batches timed for the probe {@code probe}'s pipeline. */
+  /**
+   * {@code rdds}, each partition's batches timed for the probe {@code probe}'s pipeline; where that
+   * fails, {@code rdds} as they are (the probes then sample the batches with the rows).
+   */
   static List<RDD<InternalRow>> timed(List<RDD<InternalRow>> rdds, long probe) {
-    return rdds.stream()
-        .map(
-            rdd ->
-                (RDD<InternalRow>)
-                    rdd.toJavaRDD().mapPartitions(in -> (Iterator) made(in, probe), true).rdd())
-        .toList();
+    if (GUARD.disabled()) return rdds;
+    try {
+      return rdds.stream()
+          .map(
+              rdd ->
+                  (RDD<InternalRow>)
+                      rdd.toJavaRDD().mapPartitions(in -> (Iterator) made(in, probe), true).rdd())
+          .toList();
+    } catch (Throwable e) {
+      GUARD.disable("timing a scan's batches", e);
+      return rdds;
+    }
   }
 
   private static Iterator<?> made(Iterator<?> in, long probe) {
-    if (!PipelineClock.timing()) return in;
-    BatchTimes times = new BatchTimes(in);
-    Map<Long, BatchTimes> made = MADE.get();
-    made.put(probe, times);
-    TaskContext task = TaskContext.get();
-    // where the pipeline falls out of code generation no probe takes it
-    if (task != null)
-      task.addTaskCompletionListener((TaskCompletionListener) context -> made.remove(probe, times));
-    return times;
+    if (GUARD.disabled() || !PipelineClock.timing()) return in;
+    try {
+      BatchTimes times = new BatchTimes(in);
+      Map<Long, BatchTimes> made = MADE.get();
+      made.put(probe, times);
+      TaskContext task = TaskContext.get();
+      // where the pipeline falls out of code generation no probe takes it
+      if (task != null)
+        task.addTaskCompletionListener(
+            (TaskCompletionListener) context -> made.remove(probe, times));
+      return times;
+    } catch (Throwable e) {
+      GUARD.disable("timing a scan's batches", e);
+      return in;
+    }
   }
 
   /** The batches of the probe {@code probe}'s input made on this thread, else null. */
