@@ -14,9 +14,9 @@ import org.apache.spark.util.TaskCompletionListener;
  *
  * <p>Which gaps are timed, and what a timed gap stands for, is {@link GapSample}'s: the first 64
  * all, then a random one in 64, and past 16,384 rows one in 256. The inclusive time is the exact
- * gaps' sum plus each sampled one divided by its probability (Horvitz-Thompson), and its standard
- * error follows from the sampled gaps' squares: both go out, with the rows, in the probe's SQL
- * metrics when the task completes.
+ * gaps' sum plus the sampled gaps' time per row of the probe below times the rows of the gaps they
+ * stand for ({@link GapEstimate}), with its standard error: both go out, with the rows, in the
+ * probe's SQL metrics when the task completes.
  *
  * <p>A gap that spans {@link #LONG_GAP} or more rows of the probe below (a filter or a join that
  * passes few of them, the gap after the last row) is timed exactly from the first of that probe's
@@ -111,16 +111,13 @@ public final class ProbeCounters implements TaskCompletionListener {
   /** The countdown held back while a tail makes the next row end the gap. */
   private long held;
 
-  private long exactTicks;
-  private long exactGaps;
+  /** The probe whose rows come to this one in the same generated code (null: none). */
+  private final ProbeCounters below;
 
-  /**
-   * The sampled gaps: their count, the estimate of their sum (each times its weight), its variance.
-   */
-  private long sampledGaps;
+  /** The rows of the probe below (this probe's own where none is) at the open gap's start. */
+  private long rowsFrom;
 
-  private double sampledEstimate;
-  private double sampledVariance;
+  private final GapEstimate sum = new GapEstimate();
 
   /**
    * A probe of the chain that {@code first} starts (null: none), which logs the ids {@code first}
@@ -145,6 +142,7 @@ public final class ProbeCounters implements TaskCompletionListener {
             (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L);
     if (task != null) task.addTaskCompletionListener(this);
     clock.add(BatchTimes.take(metrics.probe));
+    this.below = below;
     if (below != null) {
       below.above = java.util.Arrays.copyOf(below.above, below.above.length + 1);
       below.above[below.above.length - 1] = this;
@@ -213,6 +211,7 @@ public final class ProbeCounters implements TaskCompletionListener {
     from = PipelineClock.now();
     outsideFrom = clock.outside;
     batchesFrom = clock.batchTicks();
+    rowsFrom = rowsBelow();
   }
 
   /**
@@ -258,6 +257,7 @@ public final class ProbeCounters implements TaskCompletionListener {
     from = now;
     outsideFrom = clock.outside;
     batchesFrom = clock.batchTicks();
+    rowsFrom = rowsBelow();
   }
 
   private void close(long to, long gap) {
@@ -275,15 +275,14 @@ public final class ProbeCounters implements TaskCompletionListener {
   private void record(long to, long gap) {
     long away = clock.outside - outsideFrom + clock.batchTicks() - batchesFrom;
     long ticks = PipelineClock.gap(from != 0 ? from : clock.began(), to - away);
-    int weight = tail ? 1 : GapSample.weight(gap);
-    if (weight == 1) {
-      exactTicks += ticks;
-      exactGaps++;
-    } else {
-      sampledGaps++;
-      sampledEstimate += (double) ticks * weight;
-      sampledVariance += (double) ticks * ticks * (weight - 1.0) * weight;
-    }
+    sum.add(ticks, rowsBelow() - rowsFrom, tail ? 1 : GapSample.weight(gap));
+  }
+
+  /**
+   * The rows of the probe below so far: each comes in one gap of this probe; with none, its own.
+   */
+  private long rowsBelow() {
+    return below != null ? below.rows() : rows();
   }
 
   /** The task ends: the gap after the last row ends with the pipeline's last call. */
@@ -291,8 +290,9 @@ public final class ProbeCounters implements TaskCompletionListener {
   public void onTaskCompletion(TaskContext context) {
     if (open) close(clock.lastLeft(), rows());
     // the pipeline's batches came while this probe was between rows: all of them are its time
-    double estimate = exactTicks + clock.batchTicks() + sampledEstimate;
-    double error = Math.sqrt(sampledVariance);
+    long allRows = rowsBelow();
+    double estimate = sum.ticks(allRows) + clock.batchTicks();
+    double error = sum.error(allRows);
     // The gaps lie between the pipeline's start and now, so their sum cannot exceed that span: the
     // bound takes in the rare sampled gap that held a long stall of the thread (preempted on a
     // loaded host, a GC pause), which the estimate would count 1 / its probability times.
@@ -301,7 +301,7 @@ public final class ProbeCounters implements TaskCompletionListener {
       estimate = Math.min(estimate, span);
       error = Math.min(error, span);
     }
-    metrics.publish(rows(), Math.round(estimate), Math.round(error), exactGaps + sampledGaps);
+    metrics.publish(rows(), Math.round(estimate), Math.round(error), sum.gaps());
     if (rowChannel != 0) OperatorRows.release(metrics.probe);
   }
 }

@@ -97,6 +97,57 @@ public final class SqlTests {
   }
 
   /**
+   * The sum of gaps that span from 1 to 1,000 rows below each, estimated from the gap sample: exact
+   * in every draw where each gap's time is its rows' (a join's lookups: the rows a gap spans no
+   * longer move the estimate), and where the time per row varies, centred on the sum, with a
+   * standard error that states how far the draws lie from it.
+   */
+  public static void testGapsThatSpanManyRowsBelowAreEstimatedThroughTheirRows() {
+    int gaps = 100_000, seeds = 300;
+    long[] rows = new long[gaps];
+    java.util.Random random = new java.util.Random(11);
+    long allRows = 0;
+    for (int i = 0; i < gaps; i++) {
+      rows[i] = random.nextInt(50) == 0 ? 200 + random.nextInt(800) : 1 + random.nextInt(8);
+      allRows += rows[i];
+    }
+    long[] noisy = new long[gaps];
+    double truth = 0;
+    for (int i = 0; i < gaps; i++) {
+      noisy[i] = rows[i] * (40 + random.nextInt(20)) + random.nextInt(200);
+      truth += noisy[i];
+    }
+    double total = truth, sum = 0, squares = 0, errors = 0, gapSquares = 0;
+    for (int seed = 1; seed <= seeds; seed++) {
+      GapEstimate proportional = new GapEstimate(), varied = new GapEstimate();
+      double each = 0; // each sampled gap counted 1 / its probability times (Horvitz-Thompson)
+      GapSample sample = new GapSample(seed * 0x9E3779B97F4A7C15L);
+      for (long gap = 0; gap < gaps; gap += sample.skip(gap)) {
+        int i = (int) gap;
+        proportional.add(50 * rows[i], rows[i], GapSample.weight(gap));
+        varied.add(noisy[i], rows[i], GapSample.weight(gap));
+        each += (double) noisy[i] * GapSample.weight(gap);
+      }
+      long all = allRows;
+      check(
+          Math.abs(proportional.ticks(all) - 50.0 * all) < 1e-6 * all
+              && proportional.error(all) < 1e-3 * all,
+          () -> "proportional gaps: " + proportional.ticks(all) + " +- " + proportional.error(all));
+      double off = varied.ticks(all) - total;
+      sum += off;
+      squares += off * off;
+      errors += varied.error(all);
+      gapSquares += (each - total) * (each - total);
+    }
+    double bias = sum / seeds / total, rms = Math.sqrt(squares / seeds) / total;
+    double stated = errors / seeds / total, gapsRms = Math.sqrt(gapSquares / seeds) / total;
+    String figures =
+        "bias " + bias + ", rms " + rms + ", stated " + stated + ", gap by gap rms " + gapsRms;
+    check(Math.abs(bias) < 0.02 && rms < gapsRms / 4, () -> figures);
+    check(Math.abs(stated / rms - 1) < 0.3, () -> figures);
+  }
+
+  /**
    * A row's event time is logged at the TSC of that moment on this machine: now, less its age at
    * the TSC's rate. One further from now than the TSC's count (before the machine started), or any
    * long at all, is not logged and throws nothing.
