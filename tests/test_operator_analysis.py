@@ -39,6 +39,7 @@ from conftest import assert_tables_as_declared
 
 N = 400_000  # rows of the filter and skew queries' range, 4 partitions
 UDF_ROWS, UDF_PARTITIONS, SLEEP_S = 200, 2, 0.015
+UDF_DESCRIPTION = "a Python UDF sleeping 15 ms per row"
 SKEWED_PARTITION = 2  # range(0, N, 1, 4)'s partition 2 holds ids [N/2, 3N/4): the skew query keeps all of them
 STREAM_NAME, STREAM_BATCHES, STREAM_ROWS, SLOWED_BATCH, STREAM_SLEEP_S = "slowed", 5, 200, 3, 0.01
 # 5 minutes before this module's import: older than any batch's lag, younger than the machine's TSC count (an event
@@ -96,7 +97,7 @@ def app(tmp_path_factory):
     # 3 s of sleep in all: the query stays among the 5 with the most task time that the report's Queries section
     # shows, above the 400,000-row scans however a busy machine stretches them (at 2 ms a row, 0.4 s in all, a
     # loaded run left it out)
-    sc.setJobGroup("udf", "a Python UDF sleeping 15 ms per row")
+    sc.setJobGroup("udf", UDF_DESCRIPTION)
     total = spark.range(0, UDF_ROWS, 1, UDF_PARTITIONS).select(sleepy("id").alias("y")).agg(F.sum("y")).first()
     assert total[0] == sum(range(UDF_ROWS))
     sc.setJobGroup("skew", "partition 2 keeps twenty times the rows of the others")
@@ -293,7 +294,7 @@ def test_the_finding_names_the_partition_that_holds_the_skew(app, report):
     assert top["max_rows_read"] == 20 * top["median_rows_read"] == N // 4  # its child's rows: 100,000 against 5,000
     page, out = report
     execution = int(top["sql_execution_id"])
-    [line] = [text for kind, text in _findings(page) if kind == "operator" and f"(SQL execution {execution})" in text]
+    [line] = [text for kind, text in _findings(page) if kind == "operator" and f"(SQL execution {execution}:" in text]
     assert re.search(rf"of it in partition {SKEWED_PARTITION}, which read 20x the median rows", line)
     assert f"{top['operator']} (probe {int(top['probe_id'])}) takes" in line
 
@@ -408,9 +409,10 @@ def test_the_queries_section_draws_each_tree_and_the_udf_finding(app, report, op
     execution = int(udf["sql_execution_id"].iloc[0])
     top = udf.sort_values("share", ascending=False).iloc[0]
     share = f"{top['share'] * 100:.0f}%"
-    [line] = [text for kind, text in _findings(page) if kind == "operator" and f"(SQL execution {execution})" in text]
-    assert line.startswith(f"query (SQL execution {execution}): the Python UDF (BatchEvalPython, probe "
-                           f"{int(top['probe_id'])}) takes {share} of the query&#x27;s task time")
+    # the query named by its job's description
+    [line] = [text for kind, text in _findings(page) if kind == "operator" and f"(SQL execution {execution}:" in text]
+    assert line.startswith(f"query (SQL execution {execution}: {UDF_DESCRIPTION}): the Python UDF (BatchEvalPython, "
+                           f"probe {int(top['probe_id'])}) takes {share} of the query&#x27;s task time")
     section = page.split('<section id="queries">')[1].split("</section>")[0]
     # the UDF's tree: the aggregation of its stage over the project over the UDF over the range, the shuffle's
     # reader in the next stage above them all
@@ -435,11 +437,11 @@ def test_the_queries_section_draws_each_tree_and_the_udf_finding(app, report, op
     # and a finding: the UDF's hop holds nearly all of its rows' time between operators (the hop above it, into
     # the projection, takes microseconds). Other queries' hops of 10 us or more make findings of their own by the same
     # rule (the skew query's projection hashes a 40-fold string per row: 28 us; a broadcast's 5-row build side: 27 us)
-    udf_rows = [text for kind, text in _findings(page) if kind == "row_hop" and f"(SQL execution {execution})" in text]
+    udf_rows = [text for kind, text in _findings(page) if kind == "row_hop" and f"(SQL execution {execution}:" in text]
     range_ = udf[udf["operator"] == "Range"].iloc[0]
     assert len(udf_rows) == 1 and re.match(
-        rf"query \(SQL execution {execution}\): its sampled rows spend (9\d|100)% of their time between operators "
-        rf"from Range \(probe {int(range_['probe_id'])}\) to the Python UDF \(BatchEvalPython, probe "
+        rf"query \(SQL execution {execution}: {UDF_DESCRIPTION}\): its sampled rows spend (9\d|100)% of their time "
+        rf"between operators from Range \(probe {int(range_['probe_id'])}\) to the Python UDF \(BatchEvalPython, probe "
         rf"{int(top['probe_id'])}\): {re.escape(cells['BatchEvalPython'][1])}, against ", udf_rows[0]), udf_rows
     row_hop = udf_rows[0]
     if browser.CHROMIUM is None:

@@ -175,6 +175,7 @@ def test_every_attempt_has_its_jobs_group_description_tags_and_sql_execution(run
     for row in rows:
         job = jobs[row["job_id"]]
         assert row["job_group"] == job["jobGroup"] and row["job_description"] == job["description"]
+        assert row["call_site"] == job["name"] and ".py:" in row["call_site"], (row["call_site"], job["name"])
         assert set(row["job_tags"].split(",")) == set(job["jobTags"])
         execution = execution_of_job.get(row["job_id"])
         assert pd.isna(row["sql_execution_id"]) if execution is None else row["sql_execution_id"] == execution

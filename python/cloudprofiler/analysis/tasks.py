@@ -14,7 +14,8 @@ from .joins import merge_join, with_durations
 from .reader import TASK_METRICS
 
 JOB_COLUMNS = ["job_group", "job_description", "job_tags", "sql_execution_id", "connect_session_id",
-               "connect_operation_id", "streaming_query_id", "streaming_run_id", "streaming_batch_id"]
+               "connect_operation_id", "streaming_query_id", "streaming_run_id", "streaming_batch_id",
+               "call_site"]
 TASK_COLUMNS = ["task_attempt_id", "job_id", "stage_id", "stage_attempt", "partition", "attempt_number",
                 "executor_id", "host", "status", "failure_reason", "launch_time_ms", "finish_time_ms",
                 "spark_duration_ms", "start_t_ns", "end_t_ns", "duration_ns", "err_ns", "path", "extrapolated",

@@ -213,7 +213,8 @@ def _queries(app, data: ReportData) -> None:
         queries["shown"] = queries.index < QUERIES_SHOWN
         shown = [int(q) for q in queries.loc[queries["shown"], "sql_execution_id"]]
         described = (app.task_table().where(F.col("sql_execution_id").isin(shown))
-                     .groupBy("sql_execution_id").agg(F.min_by("job_description", "job_id").alias("description"))
+                     .groupBy("sql_execution_id").agg(F.min_by("job_description", "job_id").alias("description"),
+                                                      F.min_by("call_site", "job_id").alias("call_site"))
                      .toPandas())
         queries = queries.merge(described, on="sql_execution_id", how="left")
         data.queries = queries

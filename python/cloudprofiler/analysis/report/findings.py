@@ -292,7 +292,7 @@ def _operators(data: ReportData) -> list[Finding]:
         if share < OPERATOR_NAMED:
             continue
         name = queries_module.operator_name(top.operator, top.probe_id)
-        text = (f"query (SQL execution {int(query.sql_execution_id)}): {name} takes "
+        text = (f"query ({queries_module.query_title(query)}): {name} takes "
                 f"{fmt.percent(share)} of the query's task time ({fmt.duration(top.exclusive_s * 1e9)} of "
                 f"{fmt.duration(query.query_task_s * 1e9)})")
         if top.tasks >= 2 and top.skew == top.skew and top.skew >= SKEW_NAMED and top.exclusive_s > 0:
@@ -315,6 +315,8 @@ def _row_hops(data: ReportData) -> list[Finding]:
     if data.operator_hops.empty or data.operators.empty:
         return []
     task_ns = dict(zip(data.queries["sql_execution_id"], data.queries["query_task_s"] * 1e9))
+    # the hops are the shown queries' operators' (_operator_hops)
+    titles = {int(query.sql_execution_id): queries_module.query_title(query) for query in data.queries.itertuples()}
     rows_out = dict(zip(data.operators["probe_id"], data.operators["rows"]))
     found = []
     for execution, hops in data.operator_hops.groupby("sql_execution_id"):
@@ -332,7 +334,7 @@ def _row_hops(data: ReportData) -> list[Finding]:
         if not top.mean_ns * rows_out.get(top.to_probe_id, 0) >= ROW_HOP_WEIGHT * task_ns.get(execution, math.inf):
             continue
         found.append(Finding("info", share, (
-            f"query (SQL execution {int(execution)}): its sampled rows spend {fmt.percent(share)} of their time "
+            f"query ({titles[int(execution)]}): its sampled rows spend {fmt.percent(share)} of their time "
             f"between operators from {queries_module.operator_name(top.from_operator, top.from_probe_id)} to "
             f"{queries_module.operator_name(top.to_operator, top.to_probe_id)}: "
             f"{queries_module.row_latency(hops[hops['to_probe_id'] == top.to_probe_id])}, against "

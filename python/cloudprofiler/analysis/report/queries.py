@@ -112,9 +112,14 @@ def times(value) -> str:
 
 
 def query_title(query) -> str:
-    description = query.description if isinstance(getattr(query, "description", None), str) else ""
+    """'SQL execution 12' and what names it: the job description the application gave it ('SQL execution 12: daily
+    totals'), else the line of the application that ran it ('SQL execution 12 (collect at job.py:42)': PySpark's
+    call site)."""
     text = f"SQL execution {int(query.sql_execution_id)}"
-    return text + (f": {description}" if description else "")
+    description, call_site = (getattr(query, name, None) for name in ("description", "call_site"))
+    if isinstance(description, str) and description:
+        return f"{text}: {description}"
+    return f"{text} ({call_site})" if isinstance(call_site, str) and call_site else text
 
 
 def slowest_partition(row) -> str:

@@ -87,7 +87,8 @@ final class TaskDetails {
           "connect_operation_id",
           "streaming_query_id",
           "streaming_run_id",
-          "streaming_batch_id");
+          "streaming_batch_id",
+          "call_site");
 
   private static final List<String> LONG_JOB_COLUMNS =
       List.of("sql_execution_id", "streaming_batch_id");
@@ -190,7 +191,9 @@ final class TaskDetails {
       // a streaming query runs its jobs in a job group named by its run id (so that stop() cancels
       // them)
       streamingQuery == null ? null : job.getProperty("spark.jobGroup.id"),
-      number(job.getProperty("streaming.sql.batchId"))
+      number(job.getProperty("streaming.sql.batchId")),
+      // PySpark's line of the application that ran the job (SparkContext.setCallSite)
+      job.getProperty("callSite.short")
     };
   }
 
