@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Supplier;
 import org.apache.spark.TaskContext;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -82,19 +83,19 @@ final class BatchTimes implements Iterator<Object> {
 
   @Override
   public boolean hasNext() {
-    long from = PipelineClock.now();
-    try {
-      return in.hasNext();
-    } finally {
-      ticks += PipelineClock.gap(from, PipelineClock.now());
-    }
+    return timed(in::hasNext);
   }
 
   @Override
   public Object next() {
+    return timed(in::next);
+  }
+
+  /** A call into the input (a scan decodes its next batch in hasNext), its ticks added. */
+  private <T> T timed(Supplier<T> call) {
     long from = PipelineClock.now();
     try {
-      return in.next();
+      return call.get();
     } finally {
       ticks += PipelineClock.gap(from, PipelineClock.now());
     }
