@@ -9,13 +9,13 @@ package io.cloudprofiler.spark.sql;
  * <p>Why through the rows: a gap above a filter or a join spans as many rows below as the operator
  * dropped meanwhile, from one to thousands, and its time grows with them. Each sampled gap counted
  * 1 / its probability times (Horvitz-Thompson) made the estimate swing with how many long gaps the
- * sample happened to hold: a join over a shuffle's read of 6 M rows in TPC-H q05 came out at 1.97 s
- * with a standard error of 1.07 s. The rows of every gap are known exactly (the probe below counts
- * them), so the sampled gaps give the time per row below, and the rows their sum does not cover are
- * counted at that rate (a ratio estimator): a gap's length in rows no longer moves the estimate,
- * only the time per row does, and the standard error comes from each gap's departure from that
- * rate. Gaps that span no row below (the gap after a probe's last row, where nothing came after it)
- * stand for themselves, 1 / their probability times, as before.
+ * sample happened to hold: a join over a shuffle's read of 6 M rows in a TPC-H query came out at
+ * 1.97 s with a standard error of 1.07 s. The rows of every gap are known exactly (the probe below
+ * counts them), so the sampled gaps give the time per row below, and the rows their sum does not
+ * cover are counted at that rate (a ratio estimator): a gap's length in rows no longer moves the
+ * estimate, only the time per row does, and the standard error comes from each gap's departure from
+ * that rate. Gaps that span no row below (the gap after a probe's last row, where nothing came
+ * after it) stand for themselves, 1 / their probability times, as before.
  */
 final class GapEstimate {
   private long exactTicks;
