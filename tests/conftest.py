@@ -217,3 +217,23 @@ def assert_same_sketches(app, channels: list, hops: list) -> None:
     assert len(jvm) >= 3 * len(hops) and (jvm["count"] + jvm["unbounded"].fillna(0)).sum() > 0
     pd.testing.assert_frame_equal(jvm[exact], python[exact], check_dtype=False, check_exact=True)
     pd.testing.assert_series_equal(jvm["sum_ns"], python["sum_ns"], check_exact=False, rtol=1e-12)
+
+
+def plan_nodes(node):
+    """Every node of an executed plan, adaptive execution's final plan and its stages' plans included."""
+    yield node
+    if node.nodeName() == "AdaptiveSparkPlan":
+        yield from plan_nodes(node.executedPlan())
+        return
+    if node.nodeName().endswith("QueryStage"):
+        yield from plan_nodes(node.plan())
+        return
+    seq = node.children()
+    for i in range(seq.size()):
+        yield from plan_nodes(seq.apply(i))
+
+
+def metric(node, name):
+    """A SQL metric of a plan node, None where it has none."""
+    found = node.metrics().get(name)
+    return found.get().value() if found.isDefined() else None

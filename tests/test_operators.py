@@ -12,6 +12,7 @@ import cloudprofiler as cp
 import cloudprofiler.spark as cps
 from cloudprofiler import tables
 from cloudprofiler.analysis.logfile import read_log_bytes
+from conftest import metric, plan_nodes
 
 OPERATORS = "spark.cloudprofiler.operators"
 ROW_CHANNELS, ROW_CHANNELS_OPEN = "spark.cloudprofiler.operators.rows.channels", 8
@@ -206,25 +207,6 @@ def test_ticks_read_as_seconds_by_the_tsc_frequency(filtered):
     hz = cp.tsc_frequency().hz
     # 400,000 rows through four operators in well under a minute, and more than nothing
     assert all(0 <= t["ticks"] / hz < 60 for t in tasks) and any(t["ticks"] > 0 for t in tasks)
-
-
-def plan_nodes(node):
-    """Every node of an executed plan, adaptive execution's final plan and its stages' plans included."""
-    yield node
-    if node.nodeName() == "AdaptiveSparkPlan":
-        yield from plan_nodes(node.executedPlan())
-        return
-    if node.nodeName().endswith("QueryStage"):
-        yield from plan_nodes(node.plan())
-        return
-    seq = node.children()
-    for i in range(seq.size()):
-        yield from plan_nodes(seq.apply(i))
-
-
-def metric(node, name):
-    found = node.metrics().get(name)
-    return found.get().value() if found.isDefined() else None
 
 
 def test_probes_agree_with_spark_s_own_sql_metrics(spark):

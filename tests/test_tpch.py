@@ -12,7 +12,7 @@ import pytest
 
 import cloudprofiler.spark as cps
 from cloudprofiler.harness import tpch
-from conftest import TPCH_SCALE
+from conftest import TPCH_SCALE, metric, plan_nodes
 
 
 def test_the_generator_writes_the_eight_tables_in_the_specification_s_proportions(tpch_root):
@@ -117,20 +117,16 @@ def test_each_probe_has_one_counter_in_its_pipeline_and_the_counter_runs(spark):
 def _scans_under_probes(plan) -> list:
     """(the ColumnarToRow probe's time and its standard error in ns, Spark's own scan time of the file scan under it in
     ms) per scan."""
-    found, stack = [], [plan]
-    while stack:
-        node = stack.pop()
-        children = node.children()
-        stack.extend(children.apply(i) for i in range(children.size()))
+    found = []
+    for node in plan_nodes(plan):
         if node.nodeName() != "CloudprofilerProbe" or node.child().nodeName() != "ColumnarToRow":
             continue
         scan = node.child().child()
         scan = scan.child() if scan.nodeName() == "InputAdapter" else scan
         if scan.getClass().getSimpleName() == "FileSourceScanExec":
-            metrics = node.metrics()
-            ticks = metrics.apply("cpTicks").value()
-            error = metrics.apply("cpTicksError").value() * metrics.apply("cpTime").value() / ticks if ticks else 0
-            found.append((metrics.apply("cpTime").value(), error, scan.metrics().apply("scanTime").value()))
+            ticks, time_ns = metric(node, "cpTicks"), metric(node, "cpTime")
+            error = metric(node, "cpTicksError") * time_ns / ticks if ticks else 0
+            found.append((time_ns, error, metric(scan, "scanTime")))
     return found
 
 

@@ -208,7 +208,15 @@ public final class ProbeCounters implements TaskCompletionListener {
     if (open || !clock.timed) return;
     open = true;
     clock.open++;
-    from = PipelineClock.now();
+    startsAt(PipelineClock.now());
+  }
+
+  /**
+   * The open gap (or its tail) starts at TSC {@code now}: what it must leave out or count from
+   * here.
+   */
+  private void startsAt(long now) {
+    from = now;
     outsideFrom = clock.outside;
     batchesFrom = clock.batchTicks();
     rowsFrom = rowsBelow();
@@ -254,10 +262,7 @@ public final class ProbeCounters implements TaskCompletionListener {
       countdown = 1;
     }
     tail = true;
-    from = now;
-    outsideFrom = clock.outside;
-    batchesFrom = clock.batchTicks();
-    rowsFrom = rowsBelow();
+    startsAt(now);
   }
 
   private void close(long to, long gap) {
