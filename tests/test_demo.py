@@ -138,8 +138,11 @@ def test_the_cluster_demo_measures_latencies_across_its_hosts_within_bounds(demo
     analysed = open_application(str(app))
     assert analysed.tasks().select("host").distinct().count() == 2  # one executor on each worker
     hop = analysed.pipeline(["batch.map", "batch.reduce"]).where("hop = 0").first()
-    # the shuffle sends about half the rows to the other worker's executor, in another TSC domain
-    assert 0.3 * hop["count"] < hop["remote_count"] < 0.7 * hop["count"] and hop["unbounded_count"] == 0
+    # the rows the shuffle sent to the other worker's executor, in another TSC domain, are as many as Spark's own
+    # metrics say crossed; how many that is depends on where the scheduler put each task
+    crossing = _rows_crossing_hosts(analysed.tasks().toPandas(), hop["count"])
+    assert 0.05 * hop["count"] < crossing and abs(hop["remote_count"] - crossing) < 0.01 * hop["count"]
+    assert hop["unbounded_count"] == 0
     assert 0 < hop["err_p99_ns"] < 100e3 and output.stat().st_size > 0
     _latencies_hold_the_simulated_truth(analysed, app, "batch.map", "batch.reduce")
 
@@ -194,6 +197,18 @@ def _true_ticks(path: Path):
     return dict(zip(table.column("tuple_id").to_pylist(), truth))
 
 
+def _rows_crossing_hosts(tasks, rows: int) -> float:
+    """The rows a shuffle of `rows` rows sent from one host to another, from Spark's metrics alone: the map stage's
+    tasks wrote them (shuffle write records), the reduce stage's read them, and every map task sends each reduce
+    task the same share of its rows (the batch phase's keys are spread alike over every map partition)."""
+    stages = tasks.groupby("stage_id")
+    map_stage = next(s for s, t in stages if t["shuffle_write_records"].sum() == rows)
+    reduce_stage = next(s for s, t in stages if t["shuffle_read_records"].sum() == rows)
+    wrote = tasks[tasks["stage_id"] == map_stage].groupby("host")["shuffle_write_records"].sum()
+    read = tasks[tasks["stage_id"] == reduce_stage].groupby("host")["shuffle_read_records"].sum()
+    return sum(wrote[a] * read[b] / rows for a in wrote.index for b in read.index if a != b)
+
+
 def _latencies_hold_the_simulated_truth(analysed, app: Path, first: str, second: str) -> None:
     """Each tuple's latency between two channels, across simulated hosts hours and tens of ppm apart, lies within its
     bound of the truth that undoing each file's simulation gives."""
@@ -207,7 +222,6 @@ def _latencies_hold_the_simulated_truth(analysed, app: Path, first: str, second:
     hz = analysed.timebase.hz
     rows = analysed.latency(first, second).select("tuple_id", "latency_ns", "err_ns", "remote").toPandas()
     rows["true_ns"] = [(truth[second][t] - truth[first][t]) / hz * 1e9 for t in rows["tuple_id"]]
-    remote = rows[rows["remote"]]
-    assert len(remote) > 0.3 * len(rows) > 0
+    assert rows["remote"].sum() > 0.05 * len(rows) > 0
     miss = (rows["latency_ns"] - rows["true_ns"]).abs() - rows["err_ns"]
     assert (miss <= 1).all(), rows[miss > 1].head()  # 1 ns: the rounding of a tick to nanoseconds
