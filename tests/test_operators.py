@@ -240,6 +240,34 @@ def test_probes_agree_with_spark_s_own_sql_metrics(spark):
     assert {"Range", "Filter", "HashAggregate", "pipeline"} <= compared, compared
 
 
+def test_a_sort_s_own_time_holds_spark_s_sort_time(spark):
+    # Spark's "sort time" (the sorter's sort alone, floored to ms per task) is part of the Sort's own time, which
+    # also holds putting the rows into the sorter and reading them back: the probe above the Sort less the probe
+    # below it holds it, within their errors; and the Sort with its child lies within the pipeline's duration
+    session, _ = spark
+    session.conf.set(OPERATORS, "true")
+    try:
+        # a window sorts each partition by two keys, so the sort compares rows (no radix sort) and takes its time
+        df = session.sql("select max(rk) m from (select rank() over (partition by id % 2 order by r) rk from "
+                         "(select id, rand(7) r from range(0, 400000, 1, 2)))")
+        assert df.collect()[0].m == 200000
+        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
+    finally:
+        session.conf.unset(OPERATORS)
+    hz = cp.tsc_frequency().hz
+    pipeline = next(n for n in nodes if n.nodeName().startswith("WholeStageCodegen")
+                    and n.children().apply(0).children().apply(0).nodeName() == "Sort")
+    above = pipeline.children().apply(0)
+    sort = above.children().apply(0)
+    below = sort.children().apply(0)
+    assert below.nodeName() == "CloudprofilerProbe"
+    own_ms = (metric(above, "cpTime") - metric(below, "cpTime")) / 1e6
+    error_ms = (metric(above, "cpTicksError") ** 2 + metric(below, "cpTicksError") ** 2) ** 0.5 / hz * 1e3
+    sort_ms, pipeline_ms = metric(sort, "sortTime"), metric(pipeline, "pipelineTime")
+    assert sort_ms > 50 and sort_ms <= own_ms + 3 * error_ms, (sort_ms, own_ms, error_ms)
+    assert metric(above, "cpTime") / 1e6 <= pipeline_ms + 2 + 3 * error_ms, (pipeline_ms, own_ms, error_ms)
+
+
 def test_a_join_whose_matches_all_come_first_takes_no_less_time_than_its_streamed_side(spark):
     # all 500 matches come from the first rows of a partition of 25,000: the join's last gap spans the other
     # 24,500 rows of the range, which a sample of one gap in 64 missed (or counted 64 times); it is timed exactly,
