@@ -53,14 +53,18 @@ def quantiles(buckets: pd.DataFrame, qs, low: "float | None" = None, high: "floa
     `low` and `high`, where given, are the exact minimum and maximum of the values counted: a bucket's value can lie
     up to RELATIVE_ACCURACY beyond them (a p99 of 3.17 s beside a maximum of 3.16 s), and the value at any rank lies
     within them, so each quantile is clipped to them (which only brings it closer to the value at its rank)."""
-    summed = buckets.groupby("key")["count"].sum().sort_index()
-    total = int(summed.sum())
+    # numpy rather than a pandas groupby: a report asks this of hundreds of small hops, where pandas' fixed cost
+    # per call was most of the time
+    order = np.argsort(buckets["key"].to_numpy(), kind="stable")
+    key, count = buckets["key"].to_numpy()[order], buckets["count"].to_numpy()[order]
+    total = int(count.sum())
     if total == 0:
         return [None] * len(qs)
-    cumulative = np.cumsum(summed.to_numpy())
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])  # each key's first row, the keys sorted
+    cumulative = np.cumsum(np.add.reduceat(count, starts))
     ranks = np.maximum(np.ceil(np.asarray(qs, dtype=float) * total), 1)
     positions = np.searchsorted(cumulative, ranks, side="left")
-    found = values(summed.index.to_numpy()[positions])
+    found = values(key[starts][positions])
     found = np.maximum(found, low) if low is not None else found
     found = np.minimum(found, high) if high is not None else found
     return [float(v) for v in found]
