@@ -16,6 +16,7 @@ import org.apache.spark.SparkEnv;
  */
 public final class PipelineClock {
   private static final Guard GUARD = new Guard("operator timing");
+  private static final Guard NESTING = new Guard("operator timing's agreement between probes");
 
   /** False where the native library cannot load: the probes then count rows only. */
   public final boolean timed;
@@ -41,6 +42,11 @@ public final class PipelineClock {
 
   /** The columnar inputs of the pipeline whose batches are timed apart from its rows. */
   private BatchTimes[] batches = {};
+
+  /** The pipeline's probes in this task, and how many of them have yet to end ({@link #ended}). */
+  private ProbeCounters[] probes = {};
+
+  private int ending;
 
   public PipelineClock() {
     timed = timing();
@@ -104,6 +110,50 @@ public final class PipelineClock {
     if (input == null) return;
     batches = java.util.Arrays.copyOf(batches, batches.length + 1);
     batches[batches.length - 1] = input;
+  }
+
+  /** Adds a probe of the pipeline in this task, which says when it ends ({@link #ended}). */
+  void join(ProbeCounters probe) {
+    probes = java.util.Arrays.copyOf(probes, probes.length + 1);
+    probes[probes.length - 1] = probe;
+    ending++;
+  }
+
+  /**
+   * A probe's time in this task is estimated; once every probe's is, their times are made to agree
+   * with one another ({@link NestedTimes}) and each is published. If that fails, it is turned off
+   * with one log line and the estimates go out as they are.
+   */
+  void ended() {
+    if (--ending > 0) return;
+    try {
+      if (timed && !NESTING.disabled()) settle();
+    } catch (Throwable e) {
+      NESTING.disable("making a pipeline's times agree", e);
+    } finally {
+      for (ProbeCounters probe : probes) probe.publish();
+    }
+  }
+
+  private void settle() {
+    int n = probes.length;
+    double[] estimate = new double[n];
+    double[] error = new double[n];
+    int[] below = new int[n];
+    java.util.Map<ProbeCounters, Integer> index = new java.util.IdentityHashMap<>();
+    for (int i = 0; i < n; i++) index.put(probes[i], i);
+    for (int i = 0; i < n; i++) {
+      estimate[i] = probes[i].estimate;
+      error[i] = probes[i].error;
+      below[i] = index.getOrDefault(probes[i].below(), -1);
+      if (!Double.isFinite(estimate[i]) || !Double.isFinite(error[i]))
+        return; // one was not estimated
+    }
+    if (!NestedTimes.settle(estimate, error, below, batchTicks())) return;
+    for (int i = 0; i < n; i++) {
+      probes[i].estimate = estimate[i];
+      probes[i].error = error[i];
+    }
   }
 
   /**

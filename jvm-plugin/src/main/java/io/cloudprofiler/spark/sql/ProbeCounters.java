@@ -120,6 +120,15 @@ public final class ProbeCounters implements TaskCompletionListener {
   private final GapEstimate sum = new GapEstimate();
 
   /**
+   * The time with its children in this task and its standard error, in ticks, once the task ends;
+   * made to agree with the pipeline's other probes' before they are published ({@link
+   * PipelineClock#ended}).
+   */
+  double estimate = Double.NaN;
+
+  double error = Double.NaN;
+
+  /**
    * A probe of the chain that {@code first} starts (null: none), which logs the ids {@code first}
    * gives, and whose rows come from {@code below} in the same generated code (null: none), which
    * then watches it for long gaps.
@@ -140,7 +149,10 @@ public final class ProbeCounters implements TaskCompletionListener {
     sample =
         new GapSample(
             (metrics.probe * 0x9E3779B97F4A7C15L) ^ (task == null ? 0 : task.partitionId()) ^ 1L);
-    if (task != null) task.addTaskCompletionListener(this);
+    if (task != null) {
+      task.addTaskCompletionListener(this);
+      clock.join(this);
+    }
     clock.add(BatchTimes.take(metrics.probe));
     this.below = below;
     if (below != null) {
@@ -293,6 +305,15 @@ public final class ProbeCounters implements TaskCompletionListener {
   /** The task ends: the gap after the last row ends with the pipeline's last call. */
   @Override
   public void onTaskCompletion(TaskContext context) {
+    try {
+      estimate();
+    } finally {
+      if (rowChannel != 0) OperatorRows.release(metrics.probe);
+      clock.ended(); // the last of the pipeline's probes to end publishes them all
+    }
+  }
+
+  private void estimate() {
     if (open) close(clock.lastLeft(), rows());
     // the pipeline's batches came while this probe was between rows: all of them are its time
     long allRows = rowsBelow();
@@ -306,7 +327,22 @@ public final class ProbeCounters implements TaskCompletionListener {
       estimate = Math.min(estimate, span);
       error = Math.min(error, span);
     }
-    metrics.publish(rows(), Math.round(estimate), Math.round(error), sum.gaps());
-    if (rowChannel != 0) OperatorRows.release(metrics.probe);
+    this.estimate = estimate;
+    this.error = error;
+  }
+
+  /** The probe whose rows come to this one in the same generated code (null: none). */
+  ProbeCounters below() {
+    return below;
+  }
+
+  /** Sends this task's figures with its SQL metrics: its rows alone where its time is unknown. */
+  void publish() {
+    boolean known = Double.isFinite(estimate) && Double.isFinite(error);
+    metrics.publish(
+        rows(),
+        known ? Math.round(estimate) : 0,
+        known ? Math.round(error) : 0,
+        known ? sum.gaps() : 0);
   }
 }
