@@ -30,8 +30,8 @@ package io.cloudprofiler.spark.sql;
  * estimate in seven (SqlTests), the new times lie half as far from the truth as the estimates, with
  * errors half as large, and fewer of them beyond three errors of it.
  *
- * <p>Probes that do not form chains (a probe with two probes above it in the same code) are left as
- * they are.
+ * <p>Probes that do not form chains (an operator whose two inputs are both in the pipeline) keep
+ * their estimates.
  */
 final class NestedTimes {
   /** The weight of an exact time (no error): any estimate pooled with it takes its value. */
@@ -46,24 +46,33 @@ final class NestedTimes {
 
   /**
    * Makes {@code estimate} and {@code error} (ticks, by probe) agree along each chain: {@code
-   * below[i]} is the probe whose rows come to probe i in the same code (-1: none), {@code floor}
-   * the ticks every probe's time holds. False, changing nothing, where the probes are not chains.
+   * above[i]} is the probe of the operator that consumes probe i's rows in the same pipeline (-1:
+   * none), {@code floor} the ticks every probe's time holds. False, changing nothing, where the
+   * probes are not chains (an operator whose two inputs are both in the pipeline).
    */
-  static boolean settle(double[] estimate, double[] error, int[] below, double floor) {
+  static boolean settle(double[] estimate, double[] error, int[] above, double floor) {
     int n = estimate.length;
-    int[] above = new int[n];
-    for (int b : below) {
-      if (b >= 0 && ++above[b] > 1) return false;
+    int[] below = new int[n];
+    java.util.Arrays.fill(below, -1);
+    for (int i = 0; i < n; i++) {
+      if (above[i] < 0) continue;
+      if (below[above[i]] >= 0) return false;
+      below[above[i]] = i;
     }
     int[] order = new int[n];
-    int placed = 0;
+    int[] starts = new int[n + 1];
+    int placed = 0, chains = 0;
     for (int top = 0; top < n; top++) {
-      if (above[top] != 0) continue;
-      int start = placed;
+      if (above[top] >= 0) continue;
+      starts[chains++] = placed;
       for (int i = top; i >= 0 && placed < n; i = below[i]) order[placed++] = i;
-      if (placed > start) settleChain(estimate, error, order, start, placed, floor);
     }
-    return placed == n; // a loop of probes, which no plan makes, has no top and is left out
+    if (placed < n) return false; // a loop of probes, which no plan makes, has no top
+    starts[chains] = placed;
+    for (int c = 0; c < chains; c++) {
+      settleChain(estimate, error, order, starts[c], starts[c + 1], floor);
+    }
+    return true;
   }
 
   /** One chain, {@code order[from..to)} from its top down. */

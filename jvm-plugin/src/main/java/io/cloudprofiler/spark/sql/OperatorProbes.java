@@ -153,6 +153,7 @@ public final class OperatorProbes extends Rule<SparkPlan> {
         new ProbeMetrics(
             session.sparkContext(),
             id,
+            parentProbe,
             chain,
             rowsOf,
             OperatorRows.keepsCount(node) || (parent != null && OperatorRows.keepsCount(parent)),

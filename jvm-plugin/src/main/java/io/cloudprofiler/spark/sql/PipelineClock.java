@@ -139,17 +139,16 @@ public final class PipelineClock {
     int n = probes.length;
     double[] estimate = new double[n];
     double[] error = new double[n];
-    int[] below = new int[n];
-    java.util.Map<ProbeCounters, Integer> index = new java.util.IdentityHashMap<>();
-    for (int i = 0; i < n; i++) index.put(probes[i], i);
+    int[] above = new int[n];
+    java.util.Map<Long, Integer> index = new java.util.HashMap<>();
+    for (int i = 0; i < n; i++) index.put(probes[i].probe(), i);
     for (int i = 0; i < n; i++) {
       estimate[i] = probes[i].estimate;
       error[i] = probes[i].error;
-      below[i] = index.getOrDefault(probes[i].below(), -1);
-      if (!Double.isFinite(estimate[i]) || !Double.isFinite(error[i]))
-        return; // one was not estimated
+      above[i] = index.getOrDefault(probes[i].parentProbe(), -1);
+      if (!Double.isFinite(estimate[i]) || !Double.isFinite(error[i])) return; // not estimated
     }
-    if (!NestedTimes.settle(estimate, error, below, batchTicks())) return;
+    if (!NestedTimes.settle(estimate, error, above, batchTicks())) return;
     for (int i = 0; i < n; i++) {
       probes[i].estimate = estimate[i];
       probes[i].error = error[i];

@@ -331,9 +331,13 @@ public final class ProbeCounters implements TaskCompletionListener {
     this.error = error;
   }
 
-  /** The probe whose rows come to this one in the same generated code (null: none). */
-  ProbeCounters below() {
-    return below;
+  long probe() {
+    return metrics.probe;
+  }
+
+  /** The probe of the operator that consumes this one's rows, in this pipeline or another. */
+  long parentProbe() {
+    return metrics.parent;
   }
 
   /** Sends this task's figures with its SQL metrics: its rows alone where its time is unknown. */

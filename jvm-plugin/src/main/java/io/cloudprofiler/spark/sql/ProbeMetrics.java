@@ -23,6 +23,13 @@ public final class ProbeMetrics implements Serializable {
   final long probe;
 
   /**
+   * The probe of the operator that consumes this one's rows ({@link OperatorNodes#NO_PROBE}: none),
+   * whose time with its children holds this one's where both are in one pipeline ({@link
+   * NestedTimes}).
+   */
+  final long parent;
+
+  /**
    * The probe's place in a chain of operators that keep a row's identity ({@link OperatorRows}):
    * {@link #NO_CHAIN}, {@link #FIRST} (its rows get ids: its operator makes them) or {@link #NEXT}
    * (its operator passes on the rows of the probe below, whose ids it logs).
@@ -91,6 +98,7 @@ public final class ProbeMetrics implements Serializable {
   ProbeMetrics(
       SparkContext sc,
       long probe,
+      long parent,
       int chain,
       long rowsOf,
       boolean udfEnd,
@@ -102,6 +110,7 @@ public final class ProbeMetrics implements Serializable {
       long rowsX,
       long rowsY) {
     this.probe = probe;
+    this.parent = parent;
     this.chain = chain;
     this.rowsOf = rowsOf;
     this.udfEnd = udfEnd;

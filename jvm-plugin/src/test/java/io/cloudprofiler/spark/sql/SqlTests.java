@@ -152,13 +152,14 @@ public final class SqlTests {
    * a project, a filter and a scan; a stall counted many times at the filter and the scan), made to
    * agree: none above its parent's, none below the batches', the stalled ones given way to their
    * well-measured neighbours, errors no larger than before. A chain that agrees already keeps its
-   * times, and probes that are not chains are left as they are.
+   * times, and probes that are not chains (an operator with two inputs in the pipeline) are left as
+   * they are.
    */
   public static void testAPipelinesTimesAreMadeToAgreeAlongItsChains() {
     double[] estimate = {7.39e9, 4.08e9, 5.82e9, 5.08e9};
     double[] error = {0, 0.049e9, 2.25e9, 1.02e9};
     double[] before = error.clone();
-    check(NestedTimes.settle(estimate, error, new int[] {1, 2, 3, -1}, 3.9e9), () -> "chains");
+    check(NestedTimes.settle(estimate, error, new int[] {-1, 0, 1, 2}, 3.9e9), () -> "chains");
     String figures =
         java.util.Arrays.toString(estimate) + " +- " + java.util.Arrays.toString(error);
     check(
@@ -174,12 +175,12 @@ public final class SqlTests {
 
     double[] agreeing = {10, 8, 3};
     double[] agreeingError = {0, 1, 1};
-    NestedTimes.settle(agreeing, agreeingError, new int[] {1, 2, -1}, 0);
+    NestedTimes.settle(agreeing, agreeingError, new int[] {-1, 0, 1}, 0);
     check(java.util.Arrays.equals(agreeing, new double[] {10, 8, 3}), () -> "agreeing times moved");
 
     double[] branching = {1, 5, 2};
     check(
-        !NestedTimes.settle(branching, new double[] {1, 1, 1}, new int[] {2, 2, -1}, 0),
+        !NestedTimes.settle(branching, new double[] {1, 1, 1}, new int[] {-1, 0, 0}, 0),
         () -> "branch");
     check(
         java.util.Arrays.equals(branching, new double[] {1, 5, 2}), () -> "branching times moved");
@@ -193,7 +194,7 @@ public final class SqlTests {
    */
   public static void testAgreeingTimesLieNearerTheTruthWithinTheirErrors() {
     double[] truth = {10e6, 6e6, 5.95e6, 5.9e6, 5.85e6, 5.8e6};
-    int[] below = {1, 2, 3, 4, 5, -1};
+    int[] above = {-1, 0, 1, 2, 3, 4};
     java.util.Random random = new java.util.Random(5);
     double rawSquares = 0, settledSquares = 0, rawErrors = 0, settledErrors = 0;
     int draws = 4000, rawMissed = 0, settledMissed = 0;
@@ -214,7 +215,7 @@ public final class SqlTests {
         rawErrors += error[i];
         if (Math.abs(estimate[i] - truth[i]) > 3 * error[i]) rawMissed++;
       }
-      NestedTimes.settle(estimate, error, below, 1.5e6);
+      NestedTimes.settle(estimate, error, above, 1.5e6);
       for (int i = 1; i < truth.length; i++) {
         settledSquares += Math.pow(estimate[i] - truth[i], 2);
         settledErrors += error[i];
