@@ -83,6 +83,29 @@ def test_the_22_queries_run_and_return_what_the_specification_s_queries_return_a
         spark.conf.unset("spark.cloudprofiler.operators")
     assert {name for name in results if timed[name] != results[name]} == set()
     assert "CloudprofilerProbe" in plan
+    # within a pipeline an operator's time with its children holds its child's, task by task, so summed too
+    pairs = [(name, *pair) for name, frame in frames.items()
+             for pair in _nested_probes(frame._jdf.queryExecution().executedPlan())]
+    assert len(pairs) > 100
+    assert [(name, parent.toString()[:80], metric(parent, "cpTicks"), metric(child, "cpTicks"))
+            for name, parent, child in pairs if metric(parent, "cpTicks") < metric(child, "cpTicks")] == []
+
+
+def _nested_probes(plan):
+    """(probe, the nearest probe below it in the same whole-stage-codegen pipeline) for every such pair."""
+    def below(node, above):
+        if node.nodeName() == "InputAdapter":  # the pipeline's input: another pipeline's, or none
+            return
+        if node.nodeName() == "CloudprofilerProbe":
+            if above is not None:
+                yield above, node
+            above = node
+        for i in range(node.children().size()):
+            yield from below(node.children().apply(i), above)
+
+    for node in plan_nodes(plan):
+        if node.nodeName().startswith("WholeStageCodegen"):
+            yield from below(node.children().apply(0), None)
 
 
 def test_each_probe_has_one_counter_in_its_pipeline_and_the_counter_runs(spark):
