@@ -214,14 +214,9 @@ def test_probes_agree_with_spark_s_own_sql_metrics(spark):
     # pipeline ending in a hash aggregation holds its probe's time between Spark's two clocks around it: at least
     # the aggregation's build ("time in aggregation build", which leaves out making its hash maps), at most the
     # pipeline's duration (from its iterator's creation to its end); Spark floors each task's ms, 4 tasks here
-    session, _ = spark
-    session.conf.set(OPERATORS, "true")
-    try:
-        df = session.sql("select id % 5 k, sum(id * 3) s from range(0, 4000000, 1, 4) where id % 3 != 0 group by 1")
-        assert len(df.collect()) == 5
-        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
-    finally:
-        session.conf.unset(OPERATORS)
+    rows, nodes = timed(spark[0], "select id % 5 k, sum(id * 3) s from range(0, 4000000, 1, 4) where id % 3 != 0 "
+                                  "group by 1")
+    assert len(rows) == 5
     compared = set()
     for probe in (n for n in nodes if n.nodeName() == "CloudprofilerProbe"):
         child = probe.children().apply(0)
@@ -244,16 +239,10 @@ def test_a_sort_s_own_time_holds_spark_s_sort_time(spark):
     # Spark's "sort time" (the sorter's sort alone, floored to ms per task) is part of the Sort's own time, which
     # also holds putting the rows into the sorter and reading them back: the probe above the Sort less the probe
     # below it holds it, within their errors; and the Sort with its child lies within the pipeline's duration
-    session, _ = spark
-    session.conf.set(OPERATORS, "true")
-    try:
-        # a window sorts each partition by two keys, so the sort compares rows (no radix sort) and takes its time
-        df = session.sql("select max(rk) m from (select rank() over (partition by id % 2 order by r) rk from "
-                         "(select id, rand(7) r from range(0, 400000, 1, 2)))")
-        assert df.collect()[0].m == 200000
-        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
-    finally:
-        session.conf.unset(OPERATORS)
+    # a window sorts each partition by two keys, so the sort compares rows (no radix sort) and takes its time
+    rows, nodes = timed(spark[0], "select max(rk) m from (select rank() over (partition by id % 2 order by r) rk "
+                                  "from (select id, rand(7) r from range(0, 400000, 1, 2)))")
+    assert rows[0].m == 200000
     hz = cp.tsc_frequency().hz
     pipeline = next(n for n in nodes if n.nodeName().startswith("WholeStageCodegen")
                     and n.children().apply(0).children().apply(0).nodeName() == "Sort")
@@ -273,16 +262,9 @@ def test_a_join_whose_matches_all_come_first_takes_no_less_time_than_its_streame
     # 24,500 rows of the range, which a sample of one gap in 64 missed (or counted 64 times); it is timed exactly,
     # so the join's time holds the range's, within the estimates' errors. Run twice: the first run's rows go
     # through code the JIT has not compiled yet, whose stalls widen every estimate's error
-    session, _ = spark
-    session.conf.set(OPERATORS, "true")
-    try:
-        for _ in range(2):
-            df = session.sql("select count(*) c from range(0, 25000, 1, 1) r join (select id k from range(500)) s "
-                             "on r.id = s.k")
-            assert df.collect()[0].c == 500
-        nodes = list(plan_nodes(df._jdf.queryExecution().executedPlan()))
-    finally:
-        session.conf.unset(OPERATORS)
+    rows, nodes = timed(spark[0], "select count(*) c from range(0, 25000, 1, 1) r join (select id k from range(500)) "
+                                  "s on r.id = s.k", runs=2)
+    assert rows[0].c == 500
     probes = [n for n in nodes if n.nodeName() == "CloudprofilerProbe"]
 
     def above(operator, child):
@@ -296,9 +278,9 @@ def test_a_join_whose_matches_all_come_first_takes_no_less_time_than_its_streame
     [streamed] = [p for p in probes if p.children().apply(0).nodeName() == "Range" and metric(p, "cpRows") == 25000]
     join = above("BroadcastHashJoin", streamed)
     chain = [streamed, join, above("Project", join)]
-    timed = [(metric(p, "cpTicks"), metric(p, "cpTicksError")) for p in chain]
-    for (below, below_error), (above, above_error) in zip(timed, timed[1:]):
-        assert above >= below - 3 * (below_error + above_error), timed
+    times = [(metric(p, "cpTicks"), metric(p, "cpTicksError")) for p in chain]
+    for (below, below_error), (above, above_error) in zip(times, times[1:]):
+        assert above >= below - 3 * (below_error + above_error), times
 
 
 def row_folder(session, logs):
@@ -319,6 +301,18 @@ def logged_partitions(session, logs) -> list:
 def row_files(folder, probe):
     """The files of probe's row channel in folder, read (a file still open reads up to its last flush)."""
     return [read_log_bytes(str(path), path.read_bytes()) for path in folder.glob(f"spark.operator.{probe}.*.arrows")]
+
+
+def timed(session, sql: str, runs: int = 1):
+    """`sql` run `runs` times with its operators timed: the last run's rows, and the nodes of its executed plan."""
+    session.conf.set(OPERATORS, "true")
+    try:
+        for _ in range(runs):
+            df = session.sql(sql)
+            rows = df.collect()
+        return rows, list(plan_nodes(df._jdf.queryExecution().executedPlan()))
+    finally:
+        session.conf.unset(OPERATORS)
 
 
 def logged_ids(session, logs, query):
