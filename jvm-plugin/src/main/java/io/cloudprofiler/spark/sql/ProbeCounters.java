@@ -306,14 +306,15 @@ public final class ProbeCounters implements TaskCompletionListener {
   @Override
   public void onTaskCompletion(TaskContext context) {
     try {
-      estimate();
+      estimateTime();
     } finally {
       if (rowChannel != 0) OperatorRows.release(metrics.probe);
       clock.ended(); // the last of the pipeline's probes to end publishes them all
     }
   }
 
-  private void estimate() {
+  /** This task's time with its children and its standard error, from the gaps timed. */
+  private void estimateTime() {
     if (open) close(clock.lastLeft(), rows());
     // the pipeline's batches came while this probe was between rows: all of them are its time
     long allRows = rowsBelow();
