@@ -157,6 +157,30 @@ def test_the_task_attempts_are_read_once_until_released(app):
     assert app.tasks().is_cached and app.tasks().count() == every.count()
 
 
+def _python_rdds(frame) -> int:
+    """How many of Spark's PythonRDDs (each a Python worker's task) the JVM's RDD of `frame` is made of."""
+    return frame._jdf.queryExecution().toRdd().toDebugString().count("PythonRDD")
+
+
+def test_the_analyses_own_rows_reach_spark_without_a_python_worker(app):
+    """Spark's createDataFrame of a Python list decodes it in a Python worker (a second of a cold report, to start
+    it); the analyses' own rows go as an Arrow table instead, with the values and types createDataFrame gives."""
+    from cloudprofiler.analysis.reader import local_frame
+
+    plain = app.spark.createDataFrame([(1, "a", 0.5, None)], "n long, s string, x double, b boolean")
+    assert _python_rdds(plain) > 0  # what this test would see if the Arrow way were not taken
+    ddl = "n long, s string, x double, b boolean, i int"
+    rows = [(1, "a", 0.5, None, 3), (None, None, float("nan"), True, None)]
+    ours = local_frame(app.spark, rows, ddl)
+    assert _python_rdds(ours) == 0
+    assert ours.schema == app.spark.createDataFrame(rows, ddl).schema
+    got = ours.collect()
+    assert got[0] == (1, "a", 0.5, None, 3) and got[1][:2] == (None, None) and math.isnan(got[1][2])
+    assert local_frame(app.spark, [{"s": "b", "n": 2, "unused": 1}], ddl).collect() == [(2, "b", None, None, None)]
+    assert local_frame(app.spark, [], ddl).count() == 0
+    for frame in (app.channels(), app.files(), app.health(), app.stages(), app.pipeline(), app.calibration()):
+        assert _python_rdds(frame) == 0
+
 def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):
     hz = _driver(folder)["tsc.hz"]
     by_hand = _task_durations(folder, hz)

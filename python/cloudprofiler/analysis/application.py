@@ -152,7 +152,7 @@ class Application:
             row["records"] += f.rows
             row["hosts"].add(f.meta.get("host", ""))
         data = [{**r, "hosts": len(r["hosts"])} for _, r in sorted(rows.items())]
-        return self.spark.createDataFrame(data, "channel string, handler string, kind string, files long, "
+        return reader.local_frame(self.spark, data, "channel string, handler string, kind string, files long, "
                                                 "records long, hosts long")
 
     def files(self):
@@ -162,7 +162,7 @@ class Application:
                  "records_logged": f.meta.get("records.logged"), "records_dropped": f.meta.get("records.dropped"),
                  "tsc_hz": f.meta.get("tsc.hz"), "tsc_invariant": f.meta.get("tsc.invariant")}
                 for f in self.catalog.logs]
-        return self.spark.createDataFrame(data, FILES_DDL)
+        return reader.local_frame(self.spark, data, FILES_DDL)
 
     def keep(self, name: str, make):
         """The DataFrame `make()` built once and persisted (memory, then disk), for every later call (the analyses'
@@ -330,7 +330,7 @@ class Application:
     def calibration(self):
         """Per pair of domains, direction and round: probes, MinRTT and the anchor's bound in ns, and when."""
         rows = calibration_module.calibration_rows(self.probes, self.timebase)
-        return self.spark.createDataFrame(rows, calibration_module.CALIBRATION_DDL)
+        return reader.local_frame(self.spark, rows, calibration_module.CALIBRATION_DDL)
 
     def health(self):
         """What may make the numbers incomplete or loose: kind, severity, subject, count, message."""

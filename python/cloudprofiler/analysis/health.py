@@ -126,7 +126,7 @@ def _value_rows(app) -> list:
 
 def health(app):
     rows = _file_rows(app) + _calibration_rows(app) + _value_rows(app)
-    return app.spark.createDataFrame(rows, HEALTH_DDL)
+    return reader.local_frame(app.spark, rows, HEALTH_DDL)
 
 
 def summary(app) -> dict:

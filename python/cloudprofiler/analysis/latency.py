@@ -4,6 +4,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from .joins import merge_join, with_durations
+from .reader import local_frame
 from .sketch import log_bins
 
 LATENCY_COLUMNS = ["tuple_id", "from_channel", "to_channel", "start_t_ns", "end_t_ns", "latency_ns", "err_ns",
@@ -41,7 +42,7 @@ def latency_histogram(latencies, bins: int = 60):
     low, high = bounded.agg(F.min("latency_ns"), F.max("latency_ns")).first()
     spark = latencies.sparkSession
     if low is None:
-        return spark.createDataFrame([], "remote boolean, bin int, lo_ns double, hi_ns double, count long")
+        return local_frame(spark, [], "remote boolean, bin int, lo_ns double, hi_ns double, count long")
     low, step = log_bins(low, high, bins)
     index = F.least(F.lit(bins - 1), F.greatest(F.lit(0), F.floor(
         F.log(F.greatest(F.col("latency_ns"), F.lit(low)) / low) / step))).cast("int")

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from .. import tables
 from . import hops as hops_module
 from .operators import operator_tasks
+from .reader import local_frame
 
 QUANTILES = (0.5, 0.9, 0.99)
 HOPS_DDL = ("sql_execution_id long, from_probe_id long, from_operator string, to_probe_id long, to_operator string, "
@@ -83,7 +84,7 @@ def operator_hops(app, **scope):
     rows.x 0)."""
     logged = row_channels(app)
     if not logged:
-        return app.spark.createDataFrame([], HOPS_DDL)
+        return local_frame(app.spark, [], HOPS_DDL)
     probes = list(logged)
     nodes = {r["probe_id"]: r for r in app.operator_nodes().where(F.col("probe_id").isin(probes))
              .dropDuplicates(["probe_id"]).select("probe_id", "parent_probe_id", "operator").collect()}
@@ -91,7 +92,7 @@ def operator_hops(app, **scope):
                .where(F.col("probe_id").isin(probes)).groupBy("probe_id")
                .agg(F.min("sql_execution_id").alias("sql_execution_id")).collect()}
     plan = {p: (n["parent_probe_id"], n["operator"], queries.get(p)) for p, n in nodes.items()}
-    return app.spark.createDataFrame(hop_rows(app, plan, logged), HOPS_DDL)
+    return local_frame(app.spark, hop_rows(app, plan, logged), HOPS_DDL)
 
 
 def hop_rows(app, plan: dict, logged: "dict | None" = None) -> list[dict]:

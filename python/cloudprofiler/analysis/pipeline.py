@@ -7,6 +7,7 @@ import numpy as np
 from .catalog import TASK_CHANNELS
 from .hops import PairSketches, hop_sketches, hops_of
 from .operator_hops import row_prefixes
+from .reader import local_frame
 
 QUANTILES = [0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99]
 QUANTILE_NAMES = ["p1_ns", "p5_ns", "p25_ns", "p50_ns", "p75_ns", "p95_ns", "p99_ns"]
@@ -117,4 +118,4 @@ def pipeline_sketches(app, channels=None):
 def pipeline(app, channels=None):
     """Rows hop = 0, 1, ... for consecutive trace points and hop = -1 for first -> last (end to end); see
     PIPELINE_DDL. None: every record channel except the task channels, in the order their tuples pass them."""
-    return app.spark.createDataFrame(pipeline_rows(pipeline_sketches(app, channels)), PIPELINE_DDL)
+    return local_frame(app.spark, pipeline_rows(pipeline_sketches(app, channels)), PIPELINE_DDL)

@@ -83,11 +83,31 @@ def table_frame(spark, id: str, file: "str | None"):
     decodes it in a Python worker."""
     schema = plugin_tables.table(id).schema
     if file is None:
-        return spark.createDataFrame([], spark_schema(schema))
-    if int(spark.version.split(".")[0]) >= 4:
+        return local_frame(spark, [], spark_schema(schema))
+    if _takes_arrow(spark):
         return spark.createDataFrame(read_table(spark, id, file), schema=spark_schema(schema))
     decode = functools.partial(_decode_table, schema=schema)
     return binary_files(spark, [file]).select("path", "content").mapInArrow(decode, spark_schema(schema))
+
+
+def _takes_arrow(spark) -> bool:
+    """Whether `spark` builds a DataFrame from an Arrow table in its JVM (Spark 4's classic sessions)."""
+    return int(spark.version.split(".")[0]) >= 4 and getattr(spark, "_jvm", None) is not None
+
+
+def local_frame(spark, rows: list, schema):
+    """A DataFrame of the analysis's own rows (tuples in the schema's order, or dicts by column name; `schema` a DDL
+    string or a StructType). Spark's createDataFrame of a Python list decodes the list in a Python worker, whose start
+    alone costs a cold session about a second; on Spark 4 the rows go to the JVM as an Arrow table instead."""
+    if not _takes_arrow(spark):
+        return spark.createDataFrame(rows, schema)
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    struct = _parse_datatype_string(schema) if isinstance(schema, str) else schema
+    names = struct.names
+    dicts = [r if isinstance(r, dict) else dict(zip(names, r)) for r in rows]
+    return spark.createDataFrame(pa.Table.from_pylist(dicts, to_arrow_schema(struct)), schema=struct)
 
 
 def read_table(spark, id: str, file: "str | None") -> "pa.Table | None":
@@ -157,7 +177,7 @@ def log_frame(spark, files: list, timebase, schema: pa.Schema, channel_ids: "dic
     class path (the embedded session puts it there), else in Python workers (a Spark Connect session, a session
     started without the jar, a source tree whose jar is not built)."""
     if not files:
-        return spark.createDataFrame([], spark_schema(schema))
+        return local_frame(spark, [], spark_schema(schema))
     read = jvm_log_frame if jvm_reader(spark) else python_log_frame
     return read(spark, files, timebase, schema, channel_ids)
 

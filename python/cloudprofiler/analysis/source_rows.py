@@ -122,10 +122,10 @@ def _sink_records(app, streaming_query_id, tops: dict, top_ids: dict, reached, f
     batches = [batch for batch in tops if batch in ends]
     if not batches:
         return [], None
-    sinks = app.spark.createDataFrame(
-        [(*batch, top_ids[top], first_position + n, *ends[batch]) for n, batch in enumerate(batches)
-         for top in tops[batch]],
-        "query_id string, run_id string, batch_id long, top_id int, channel_id int, tsc long, domain_id int")
+    rows = [(*batch, top_ids[top], first_position + n, *ends[batch]) for n, batch in enumerate(batches)
+            for top in tops[batch]]
+    sinks = reader.local_frame(app.spark, rows, "query_id string, run_id string, batch_id long, top_id int, "
+                                                "channel_id int, tsc long, domain_id int")
     records = reached.drop("tsc").join(F.broadcast(sinks), [*BATCH, "top_id"]).select(*hops_module.COLUMNS)
     return batches, records
 
@@ -169,8 +169,8 @@ def _saved_records(app, streaming_query_id, saving: dict, reached, first_positio
             .dropDuplicates([*BATCH, "partition"])
             .select(*BATCH, "partition", F.struct(F.col("end_tsc").alias("tsc"), F.col("end_domain_id")
                                                   .alias("domain_id")).alias("end"), "end_t_ns"))
-    targets = app.spark.createDataFrame([(*batch, first_position + n) for n, batch in enumerate(batches)],
-                                        "query_id string, run_id string, batch_id long, channel_id int")
+    targets = reader.local_frame(app.spark, [(*batch, first_position + n) for n, batch in enumerate(batches)],
+                                 "query_id string, run_id string, batch_id long, channel_id int")
     # a row a sliding window made several of has a partition for each: its values are all saved at the last end
     records = (rows.join(ends, [*BATCH, "partition"]).groupBy("tuple_id", *BATCH)
                .agg(F.max_by("end", "end_t_ns").alias("end")).join(F.broadcast(targets), BATCH)
@@ -268,14 +268,14 @@ def source_latency(app, streaming_query_id=None):
     clock; null from the event time: wall clocks). Of the batches that ended only (their progress posted: a report made
     while a batch runs leaves it out). Empty where no source logged rows (operator timing or its rows' sample off, or
     neither our source nor a watermark)."""
-    return app.spark.createDataFrame(latency_rows(app, streaming_query_id)[0], SOURCE_DDL)
+    return reader.local_frame(app.spark, latency_rows(app, streaming_query_id)[0], SOURCE_DDL)
 
 
 def source_latency_lifetime(app, streaming_query_id=None):
     """source_latency() over each query run's whole life: one row per run, source TSC and operator (by its place in
     the plan), its batches with paired records, and the latency of all their records (LIFETIME_DDL): the batches'
     sketches added up, so the quantiles are those of every record, not of the batches' quantiles."""
-    return app.spark.createDataFrame(latency_rows(app, streaming_query_id)[1], LIFETIME_DDL)
+    return reader.local_frame(app.spark, latency_rows(app, streaming_query_id)[1], LIFETIME_DDL)
 
 
 def source_reach(lifetime: pd.DataFrame, query_id: str, run_id: "str | None" = None, kind: "str | None" = None):
@@ -318,7 +318,7 @@ def with_latency(app, batches, streaming_query_id=None, latency: bool = True):
                 continue
             rows += [(query_id, run_id, int(r.batch_id), r.source, r.operator, int(r.rows), r.p50_ns, r.p99_ns,
                       r.max_ns, r.err_max_ns) for r in reach_batches(per_batch, reached).itertuples()]
-    latencies = app.spark.createDataFrame(rows, "query_id string, run_id string, batch_id long, " + REACH_COLUMNS)
+    latencies = reader.local_frame(app.spark, rows, "query_id string, run_id string, batch_id long, " + REACH_COLUMNS)
     if not rows:  # nothing to join: the columns, null, in the batches' own order
         return batches.select("*", *[F.lit(None).cast(f.dataType).alias(f.name) for f in latencies.schema.fields[3:]])
     return (batches.join(F.broadcast(latencies), BATCH, "left").select(*batches.columns, *latencies.columns[3:])

@@ -10,7 +10,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError
-from .reader import TASK_METRICS
+from .reader import TASK_METRICS, local_frame
 
 # A straggler takes longer than STRAGGLER_RATIO x its stage's median: Spark's own threshold for launching a
 # speculative copy of a task (spark.speculation.multiplier, default 1.5).
@@ -140,4 +140,4 @@ def stages(tasks, ratio: float = STRAGGLER_RATIO):
                     "skew": r["max_ns"] / q[0] if q[0] else None,
                     "gap_before_ns": r["start_t_ns"] - ends[before - 1] if before else None})
     out.sort(key=lambda r: (r["start_t_ns"] is None, r["start_t_ns"] or 0.0, r["stage_id"], r["stage_attempt"]))
-    return tasks.sparkSession.createDataFrame(out, STAGES_DDL)
+    return local_frame(tasks.sparkSession, out, STAGES_DDL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
+from .reader import local_frame
 from .source_rows import source_channels, sources
 
 
@@ -31,7 +32,7 @@ def throughput(app, channel=None, period_ms: float = 1000):
             frames.append(frame.select("channel", F.floor(F.col("t_ns") / period_ns).alias("period"),
                                        weight.cast("long").alias("n")))
     if not frames:
-        return app.spark.createDataFrame([], "channel string, period_start_t_ns double, records long")
+        return local_frame(app.spark, [], "channel string, period_start_t_ns double, records long")
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)

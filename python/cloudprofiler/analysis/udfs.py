@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from ..udf_records import (CARRIED, CHANNEL, END, ENDED, EVAL_TYPE_KEY, EVAL_TYPES, EXACT, FORMAT, FORMAT_KEY,
                            IN_BATCHES, IN_EXIT, IN_ROWS, KIND_BITS, KIND_KEY, LAST_EVENT, NAMES_KEY, OUT_BATCHES,
                            OUT_ENTER, OUT_EXIT, OUT_ROWS, PART_AFTER, PARTS, START, WAIT)
+from .reader import local_frame
 
 CYCLE_PARTS = PARTS[1:]  # the parts of a cycle (setup is before the first)
 COUNTS = {IN_BATCHES: "batches", IN_ROWS: "rows", OUT_BATCHES: "out_batches", OUT_ROWS: "out_rows"}
@@ -46,7 +47,7 @@ def _files(app):
     if other_format:
         warnings.warn(f"{other_format} Python UDF channel files hold records of another layout than this version's "
                       f"({FORMAT_KEY}={FORMAT}: written by another version of cloudprofiler): their UDFs are left out")
-    return app.spark.createDataFrame(rows, "file string, udf string, eval_type int, kind string")
+    return local_frame(app.spark, rows, "file string, udf string, eval_type int, kind string")
 
 
 def _events(app):
@@ -115,7 +116,7 @@ def udfs(app, **scope):
     failed: the function or the serializer raised. Empty where no Python worker timed its UDFs (without a Spark job:
     the report asks every application)."""
     if not app.udfs_timed:
-        return app.spark.createDataFrame([], UDFS_DDL)
+        return local_frame(app.spark, [], UDFS_DDL)
     events = _events(app)
     wait, kind, value = F.col("kind") == WAIT, F.col("kind"), F.col("value")
     exact, sampled = _cycle_parts(sampled=False), _cycle_parts(sampled=True)
