@@ -90,12 +90,18 @@ public final class PipelineClock {
     return CloudProfiler.tsc();
   }
 
-  /** At each entry into the pipeline's {@code processNext}. */
+  /**
+   * At each entry into the pipeline's {@code processNext}. While a gap is open, the time since the
+   * last return is the consumer's, and so is the cost of one TSC read: the return's read before it
+   * took its TSC and this one after it took its own lie inside the gap, and a gap that is not timed
+   * pays neither. Left in, each sampled gap stood for more time than the gaps it stands for took:
+   * 20-25 ns a row on a sort's output that a merge join reads one row at a time.
+   */
   public void enter() {
     if (!timed) return;
     if (began == 0) began = now();
     else if (open > 0 && left != 0) {
-      outside += now() - left;
+      outside += now() - left + overhead;
       left = 0;
     }
   }
