@@ -84,22 +84,23 @@ def table_frame(spark, id: str, file: "str | None"):
     schema = plugin_tables.table(id).schema
     if file is None:
         return local_frame(spark, [], spark_schema(schema))
-    if _takes_arrow(spark):
+    if _spark4(spark):
         return spark.createDataFrame(read_table(spark, id, file), schema=spark_schema(schema))
     decode = functools.partial(_decode_table, schema=schema)
     return binary_files(spark, [file]).select("path", "content").mapInArrow(decode, spark_schema(schema))
 
 
-def _takes_arrow(spark) -> bool:
-    """Whether `spark` builds a DataFrame from an Arrow table in its JVM (Spark 4's classic sessions)."""
-    return int(spark.version.split(".")[0]) >= 4 and getattr(spark, "_jvm", None) is not None
+def _spark4(spark) -> bool:
+    """Whether `spark` builds a DataFrame from an Arrow table (Spark >= 4.0)."""
+    return int(spark.version.split(".")[0]) >= 4
 
 
 def local_frame(spark, rows: list, schema):
     """A DataFrame of the analysis's own rows (tuples in the schema's order, or dicts by column name; `schema` a DDL
     string or a StructType). Spark's createDataFrame of a Python list decodes the list in a Python worker, whose start
-    alone costs a cold session about a second; on Spark 4 the rows go to the JVM as an Arrow table instead."""
-    if not _takes_arrow(spark):
+    alone costs a cold session about a second; on Spark 4 the rows go to the JVM as an Arrow table instead. (A Spark
+    Connect session's client sends a list as Arrow itself.)"""
+    if not _spark4(spark) or getattr(spark, "_jvm", None) is None:
         return spark.createDataFrame(rows, schema)
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import _parse_datatype_string
