@@ -283,6 +283,32 @@ def test_a_join_whose_matches_all_come_first_takes_no_less_time_than_its_streame
         assert above >= below - 3 * (below_error + above_error), times
 
 
+def test_a_merge_join_whose_last_match_comes_early_holds_the_rest_of_its_input_s_reading(spark):
+    # a merge join reads its inputs' pipelines from its own: its 20,000 matches come from the first rows of a range,
+    # and the gap after its last row (past its 16,384th: one gap in 256 is in the sample) holds the reading (a hash
+    # per row) of the range's other 280,000 rows, as the join looks for a key past them all. Its inputs' probes find
+    # that gap long, as a probe below does in one pipeline, so the join's time holds that reading: most of Spark's
+    # pipeline time of the range's pipeline (its duration, in ms), which runs from the join's first call to its last
+    # (one partition: no exchange between them)
+    session = spark[0]
+    partitions = session.conf.get("spark.sql.shuffle.partitions")
+    session.conf.set("spark.sql.shuffle.partitions", "1")
+    try:
+        rows, nodes = timed(session, "select /*+ MERGE(b) */ count(*) c, max(a.h) m from (select id, "
+                                     "sha2(cast(id as string), 512) h from range(0, 300000, 1, 1)) a join "
+                                     "(select id k from range(0, 20000, 1, 1) union all select 1000000000000 k) b "
+                                     "on a.id = b.k", runs=2)
+    finally:
+        session.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert rows[0].c == 20000
+    [join] = [n for n in nodes if n.nodeName() == "CloudprofilerProbe"
+              and n.children().apply(0).nodeName() == "SortMergeJoin"]
+    [reading] = [n for n in nodes if n.nodeName().startswith("WholeStageCodegen") and "Range (0, 300000" in
+                 n.treeString() and "SortMergeJoin" not in n.treeString()]
+    joined_ms, reading_ms = metric(join, "cpTime") / 1e6, metric(reading, "pipelineTime")
+    assert reading_ms > 100 and joined_ms >= 0.8 * reading_ms, (joined_ms, reading_ms)
+
+
 def row_folder(session, logs):
     """The driver's (the local executor's) folder of channel files, as the native library writes them."""
     return logs.parent / "local" / session.sparkContext.applicationId / "vm-driver"

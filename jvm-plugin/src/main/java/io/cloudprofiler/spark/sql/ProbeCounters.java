@@ -65,18 +65,33 @@ public final class ProbeCounters implements TaskCompletionListener {
   public long udfRowId;
 
   /**
-   * The probes in the same generated code whose rows come from this one, nearest first: at each of
-   * its timed rows this probe looks for a long gap at them ({@link #watchAbove}).
+   * The probes whose rows come from this one, nearest first: in the same generated code, and the
+   * probe of the operator that takes this pipeline's rows in another pipeline of the task (a merge
+   * join above its inputs). At each of its timed rows this probe looks for a long gap at them
+   * ({@link #watchAbove}).
    */
   private ProbeCounters[] above = {};
 
-  /**
-   * Kept by the probe below, at its timed rows: this probe's rows when it last saw them change, and
-   * its own row then.
-   */
-  private long seenRows;
+  /** Per probe above: its rows when this probe last saw them change, and this probe's row then. */
+  private long[] seenRows = {};
 
-  private long seenAt;
+  private long[] seenAt = {};
+
+  /**
+   * The probes of the task running on this thread, by id, so that a probe finds the probe above it
+   * in another pipeline, whichever is made first; emptied as the task completes. Pipelines that run
+   * on a thread of their own (a Python UDF's input on Spark 3.5) meet none.
+   */
+  private static final ThreadLocal<TaskProbes> TASK_PROBES = new ThreadLocal<>();
+
+  private static final class TaskProbes {
+    final long attempt;
+    final java.util.Map<Long, ProbeCounters> byId = new java.util.HashMap<>();
+
+    TaskProbes(long attempt) {
+      this.attempt = attempt;
+    }
+  }
 
   /**
    * The channel of this probe's sampled rows (0: none), taken with the pipeline rather than at its
@@ -155,14 +170,40 @@ public final class ProbeCounters implements TaskCompletionListener {
     }
     clock.add(BatchTimes.take(metrics.probe));
     this.below = below;
-    if (below != null) {
-      below.above = java.util.Arrays.copyOf(below.above, below.above.length + 1);
-      below.above[below.above.length - 1] = this;
-    }
+    if (below != null) below.watch(this);
     if (clock.timed) {
       open = true; // the first gap starts with the pipeline
       clock.open++;
+      if (task != null) meetAcrossPipelines(task.taskAttemptId());
     }
+  }
+
+  /**
+   * Looks for long gaps at {@code probe}, whose rows come from this one, at this one's timed rows.
+   */
+  private void watch(ProbeCounters probe) {
+    int n = above.length;
+    above = java.util.Arrays.copyOf(above, n + 1);
+    above[n] = probe;
+    seenRows = java.util.Arrays.copyOf(seenRows, n + 1);
+    seenAt = java.util.Arrays.copyOf(seenAt, n + 1);
+  }
+
+  /**
+   * Links this probe with the probes of the task's other pipelines whose rows it takes or which
+   * take its rows. A merge join's pipeline reads its inputs' pipelines: the gap after its last row
+   * holds the rest of their reading, and no probe below it in its own pipeline would find that gap
+   * long, so its inputs' probes look for it.
+   */
+  private void meetAcrossPipelines(long attempt) {
+    TaskProbes task = TASK_PROBES.get();
+    if (task == null || task.attempt != attempt) TASK_PROBES.set(task = new TaskProbes(attempt));
+    ProbeCounters parent = task.byId.get(metrics.parent);
+    if (parent != null && parent.clock != clock) watch(parent);
+    for (ProbeCounters child : task.byId.values()) {
+      if (child.metrics.parent == metrics.probe && child.clock != clock) child.watch(this);
+    }
+    task.byId.put(metrics.probe, this);
   }
 
   /**
@@ -240,13 +281,13 @@ public final class ProbeCounters implements TaskCompletionListener {
    * rows come through it).
    */
   private void watchAbove(long row) {
-    for (ProbeCounters probe : above) {
-      long rows = probe.rows();
-      if (rows != probe.seenRows) {
-        probe.seenRows = rows;
-        probe.seenAt = row;
-      } else if (row - probe.seenAt >= LONG_GAP) {
-        probe.longGapUp();
+    for (int i = 0; i < above.length; i++) {
+      long rows = above[i].rows();
+      if (rows != seenRows[i]) {
+        seenRows[i] = rows;
+        seenAt[i] = row;
+      } else if (row - seenAt[i] >= LONG_GAP) {
+        above[i].longGapUp();
       }
     }
   }
@@ -305,6 +346,7 @@ public final class ProbeCounters implements TaskCompletionListener {
   /** The task ends: the gap after the last row ends with the pipeline's last call. */
   @Override
   public void onTaskCompletion(TaskContext context) {
+    TASK_PROBES.remove();
     try {
       estimateTime();
     } finally {
