@@ -181,6 +181,7 @@ def test_the_analyses_own_rows_reach_spark_without_a_python_worker(app):
     for frame in (app.channels(), app.files(), app.health(), app.stages(), app.pipeline(), app.calibration()):
         assert _python_rdds(frame) == 0
 
+
 def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):
     hz = _driver(folder)["tsc.hz"]
     by_hand = _task_durations(folder, hz)

@@ -153,7 +153,7 @@ class Application:
             row["hosts"].add(f.meta.get("host", ""))
         data = [{**r, "hosts": len(r["hosts"])} for _, r in sorted(rows.items())]
         return reader.local_frame(self.spark, data, "channel string, handler string, kind string, files long, "
-                                                "records long, hosts long")
+                                                    "records long, hosts long")
 
     def files(self):
         """One row per log file: where it comes from, its domain, whether it closed or was cut, what it holds."""
