@@ -6,7 +6,7 @@ import io.cloudprofiler.spark.Options;
 import io.cloudprofiler.spark.calibration.TscDomain;
 import io.cloudprofiler.spark.executor.HopSamples;
 import io.cloudprofiler.spark.executor.LogCollector;
-import io.cloudprofiler.spark.sql.TraceExpression;
+import io.cloudprofiler.spark.sql.ChannelCaches;
 import io.cloudprofiler.spark.ui.LiveHops;
 import java.io.File;
 import org.slf4j.Logger;
@@ -77,7 +77,7 @@ final class DriverLibrary {
   synchronized void stop(String appFolder) {
     stopped = true;
     CloudProfiler.stop();
-    TraceExpression.forgetChannels();
+    ChannelCaches.forgetAll();
     collector(appFolder).collectAll(false);
   }
 

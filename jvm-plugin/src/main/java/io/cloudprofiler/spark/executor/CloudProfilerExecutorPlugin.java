@@ -11,8 +11,8 @@ import io.cloudprofiler.spark.calibration.RegisteredResponders;
 import io.cloudprofiler.spark.calibration.TscDomain;
 import io.cloudprofiler.spark.driver.CloudProfilerDriverPlugin;
 import io.cloudprofiler.spark.rules.RulesFollower;
+import io.cloudprofiler.spark.sql.ChannelCaches;
 import io.cloudprofiler.spark.sql.OperatorRows;
-import io.cloudprofiler.spark.sql.TraceExpression;
 import io.cloudprofiler.spark.tables.ArrowTables;
 import java.io.File;
 import java.util.List;
@@ -659,7 +659,7 @@ public class CloudProfilerExecutorPlugin implements ExecutorPlugin {
     CloudProfiler.stop();
     metrics.libraryStopped(); // the metrics' last report may come after this
     sendCounters(); // their final values
-    TraceExpression.forgetChannels();
+    ChannelCaches.forgetAll();
     collector.collectAll(false);
     workers.removeNames(); // after the copy: a process killed during it leaves its folder named
     collector = null;

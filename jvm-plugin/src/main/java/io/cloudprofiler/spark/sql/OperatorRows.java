@@ -101,6 +101,10 @@ public final class OperatorRows {
   /** The open channels by probe id; guarded by itself. */
   private static final HashMap<Long, Open> CHANNELS = new HashMap<>();
 
+  static {
+    ChannelCaches.register(OperatorRows::forget);
+  }
+
   /** A probe's open channel, and the tasks running in this JVM that may log to it. */
   private static final class Open {
     final long handle;

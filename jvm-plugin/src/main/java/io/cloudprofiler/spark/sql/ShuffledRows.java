@@ -93,6 +93,10 @@ public final class ShuffledRows {
   /** This JVM's channel, 0 until opened (once). */
   private static final AtomicLong OPEN = new AtomicLong();
 
+  static {
+    ChannelCaches.register(ShuffledRows::forget);
+  }
+
   /**
    * The chains' tops that log their sampled rows' partitions: the partitions' expression, an array
    * of one for each row a row makes below the shuffle.

@@ -104,6 +104,10 @@ public final class SourceRows {
    */
   private static final ConcurrentHashMap<Object, Long> CHANNELS = new ConcurrentHashMap<>();
 
+  static {
+    ChannelCaches.register(SourceRows::forget);
+  }
+
   private SourceRows() {}
 
   /**

@@ -59,6 +59,10 @@ public final class TraceExpression extends SingleChildExpression implements Seri
   /** One channel per (process, name); the library closes them at shutdown. */
   private static final ConcurrentHashMap<String, Long> CHANNELS = new ConcurrentHashMap<>();
 
+  static {
+    ChannelCaches.register(TraceExpression::forgetChannels);
+  }
+
   private static final Guard GUARD = new Guard("the SQL function " + NAME);
 
   private final String channel;
@@ -178,15 +182,9 @@ public final class TraceExpression extends SingleChildExpression implements Seri
     }
   }
 
-  /**
-   * Forgets every channel, the operators' and sources' rows' too: called as the library stops, so
-   * that the next application of this JVM opens its own instead of logging to closed ones.
-   */
-  public static void forgetChannels() {
+  /** Forgets every channel, as the library stops ({@link ChannelCaches}). */
+  private static void forgetChannels() {
     CHANNELS.clear();
-    OperatorRows.forget();
-    SourceRows.forget();
-    ShuffledRows.forget();
   }
 
   /**
