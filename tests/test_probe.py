@@ -126,6 +126,20 @@ def test_a_responder_stops_at_once_not_at_its_receive_timeout():
     assert max(times) < 0.05, times  # the receive times out after 200 ms
 
 
+def test_a_spinning_prober_waits_asleep_for_a_late_answer(monkeypatch):
+    """The prober spins for an answer only about as long as a prompt one takes (4 times the run's best round trip,
+    50 to 200 us): a late answer, most often from a responder that waits for a CPU, finds it asleep, so that its
+    spinning does not hold that CPU too (executors probing the driver as they started on 2 cores spun 100 ms of CPU
+    each). Answers 3 ms late: the prober's thread spends a fraction of the run's time on the CPU, not all of it."""
+    monkeypatch.setenv("CLOUDPROFILER_RESPONDER_DELAY_US", "3000,0")
+    with Responder("127.0.0.1") as late:
+        cpu, wall = time.thread_time(), time.perf_counter()
+        probes = probe("127.0.0.1", late.port, 20, 500, spin=True)
+        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    assert len(probes.send) == 20 and wall > 20 * 0.003, wall
+    assert cpu < 0.2 * wall, (cpu, wall)
+
+
 def test_a_silent_peer_times_out_with_its_address_after_a_few_probes_not_all():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # takes probes, answers none
         silent.bind(("127.0.0.1", 0))

@@ -429,7 +429,8 @@ typedef struct cp_probe {
 } cp_probe;
 
 /* Sends `count` probes one after another to address:port, waiting up to timeout_ms for each answer (spinning
- * on a non-blocking socket when `spin` is set, which tightens the round trip). Fills out[0..count) and
+ * on a non-blocking socket when `spin` is set, which tightens the round trip, for at most 4 times the call's smallest
+ * round trip so far, 50 to 200 us, then asleep: a later answer was delayed anyway). Fills out[0..count) and
  * *answered; unanswered and unsent probes have recv_tsc 0. A peer that goes away ends the run early: at once when
  * its port is refused (nothing listens there any more), else after CP_PROBE_LOSSES_MAX unanswered probes in a
  * row, so that it costs at most that many timeouts instead of count. Fails, naming the peer, when no probe is

@@ -200,13 +200,28 @@ void cp_responder_stop(cp_responder *r) {
   free(r);
 }
 
-/* Waits for the answer to (seq, nonce); returns 1 with the answer, 0 on timeout. Stale answers are skipped. */
-/* 1: answered; 0: timed out; -1: refused (an ICMP port unreachable: no process listens on the port any more). */
-static int await_answer(int fd, uint32_t seq, uint64_t nonce, const tagger *tags, int64_t deadline, int spin, answer *a,
-                        uint64_t *recv_tsc, uint32_t *cpu) {
+/* A spinning prober waits spinning for an answer at most SPIN_FACTOR times the smallest round trip of its call so
+ * far, within [SPIN_MIN_NS, SPIN_MAX_NS], then asleep. A later answer was delayed (it sets no bound), most often
+ * because the responder waits for a CPU, which the spinning would hold: on 2 cores, executors probing the driver as
+ * they started spun 100 ms of CPU each. Past SPIN_MAX_NS the wake-up's microseconds matter little to a round trip.
+ * Before the first answer it spins SPIN_MIN_NS. */
+enum { SPIN_FACTOR = 4, SPIN_MIN_NS = 50000, SPIN_MAX_NS = 200000 };
+
+static int64_t spin_budget_ns(int64_t best_rtt_ns) {
+  if (best_rtt_ns == INT64_MAX) return SPIN_MIN_NS;
+  int64_t budget = SPIN_FACTOR * best_rtt_ns;
+  return budget < SPIN_MIN_NS ? SPIN_MIN_NS : budget > SPIN_MAX_NS ? SPIN_MAX_NS : budget;
+}
+
+/* Waits for the answer to (seq, nonce), spinning until `spin_until` (0: not at all), then asleep; stale answers are
+ * skipped. 1: answered; 0: timed out; -1: refused (an ICMP port unreachable: no process listens on the port any
+ * more). */
+static int await_answer(int fd, uint32_t seq, uint64_t nonce, const tagger *tags, int64_t deadline, int64_t spin_until,
+                        answer *a, uint64_t *recv_tsc, uint32_t *cpu) {
   for (;;) {
-    int64_t left = deadline - now_ns();
+    int64_t now = now_ns(), left = deadline - now;
     if (left <= 0) return 0;
+    bool spin = now < spin_until;
     if (!spin) {
       struct pollfd p = {fd, POLLIN, 0};
       if (poll(&p, 1, (int)(left / 1000000 + 1)) <= 0) continue;
@@ -246,10 +261,12 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
   bool refused = false;
   uint64_t slice = cp__short_slice(); /* the caller's thread: given back */
   uint32_t i = 0;                     /* after the loop: how many probes were tried */
+  int64_t best_rtt_ns = INT64_MAX;
   for (uint32_t lost = 0; i < count && !refused && lost < CP_PROBE_LOSSES_MAX; i++) {
     request q = {REQUEST_MAGIC, i, nonce, {0}};
     tag_of(&tags, &q, offsetof(request, tag), q.tag);
     cp_probe *p = &out[i];
+    int64_t sent_ns = now_ns();
     p->send_tsc = cp_tscp(&p->local_cpu);
     lost++;
     if (send(fd, &q, sizeof q, 0) != sizeof q) {
@@ -258,9 +275,13 @@ int cp_probe_peer(const char *address, uint16_t port, const uint8_t *secret, siz
     }
     answer a;
     uint32_t cpu;
-    int got = await_answer(fd, i, nonce, &tags, now_ns() + (int64_t)timeout_ms * 1000000, spin, &a, &p->recv_tsc, &cpu);
+    int64_t spin_until = spin ? sent_ns + spin_budget_ns(best_rtt_ns) : 0;
+    int got =
+        await_answer(fd, i, nonce, &tags, sent_ns + (int64_t)timeout_ms * 1000000, spin_until, &a, &p->recv_tsc, &cpu);
     refused = got < 0;
     if (got > 0) {
+      int64_t rtt_ns = now_ns() - sent_ns;
+      if (rtt_ns < best_rtt_ns) best_rtt_ns = rtt_ns;
       p->remote_tsc = a.tsc;
       p->remote_cpu = a.cpu;
       (*answered)++;
