@@ -182,6 +182,26 @@ def test_the_analyses_own_rows_reach_spark_without_a_python_worker(app):
         assert _python_rdds(frame) == 0
 
 
+def test_the_driver_s_tables_of_a_local_folder_are_read_without_a_spark_job(app):
+    """A table the driver wrote (tasks, TSC domains, calibration probes...) in a folder on this machine is read from
+    its file: through Spark each read was a job of 50-100 ms. The table is the one Spark's binaryFile gives."""
+    from cloudprofiler.analysis import reader
+
+    sc = app.spark.sparkContext
+    read = {}
+    for id, (file, *_) in app.catalog.tables.items():
+        sc.setJobGroup(f"read-{id}", "a driver table", False)
+        read[id] = reader.read_table(app.spark, id, file)
+        assert list(sc.statusTracker().getJobIdsForGroup(f"read-{id}")) == [], id
+    sc.setLocalProperty("spark.jobGroup.id", None)
+    assert {"tasks", "tsc_domains"} <= set(read) and read["tasks"].num_rows > 0
+    for id, (file, *_) in app.catalog.tables.items():
+        content = reader.binary_files(app.spark, [file]).select("content").first()["content"]
+        through_spark = reader.cast_table(reader.read_log_bytes(file, content).table(),
+                                          reader.plugin_tables.table(id).schema)
+        assert read[id].equals(through_spark), id
+
+
 def test_one_tasks_duration_and_a_stages_p99_match_the_raw_files(app, folder):
     hz = _driver(folder)["tsc.hz"]
     by_hand = _task_durations(folder, hz)

@@ -19,7 +19,8 @@ def open_application(path, spark=None) -> "Application":
     """The application whose logs are in `path` (`<logDir>/<application id>`), read with `spark` (default: the
     embedded local session). A local path that is missing or not a folder raises NotAnApplicationError before any
     session starts."""
-    from .application import Application, check_local_folder, local_path
+    from .application import Application, check_local_folder
+    from .reader import local_path
 
     check_local_folder(str(path))
     if spark is None:

@@ -17,6 +17,7 @@ from . import operator_hops as operator_hops_module
 from . import operators as operators_module
 from . import pipeline as pipeline_module
 from . import reader
+from .reader import local_path
 from . import source_rows as source_rows_module
 from . import stages as stages_module
 from . import streaming as streaming_module
@@ -342,16 +343,6 @@ class Application:
 
     def __repr__(self) -> str:
         return f"Application({self.path!r}, {len(self.catalog.logs)} log files)"
-
-
-def local_path(path: str) -> "str | None":
-    """`path` on this machine's file system (no scheme, or file:), None for a URI of another file system."""
-    from urllib.parse import urlparse
-
-    parsed = urlparse(path)
-    if parsed.scheme not in ("", "file"):
-        return None
-    return os.path.expanduser(parsed.path if parsed.scheme else path)
 
 
 def check_local_folder(path: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import warnings
 
 import pyarrow as pa
@@ -111,12 +112,29 @@ def local_frame(spark, rows: list, schema):
     return spark.createDataFrame(pa.Table.from_pylist(dicts, to_arrow_schema(struct)), schema=struct)
 
 
+def local_path(path: str) -> "str | None":
+    """`path` on this machine's file system (no scheme, or file:), None for a URI of another file system."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(path)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return os.path.expanduser(parsed.path if parsed.scheme else path)
+
+
 def read_table(spark, id: str, file: "str | None") -> "pa.Table | None":
-    """A small table of the application (calibration probes, TSC domains) on the driver."""
+    """A small table of the application (calibration probes, TSC domains) on the driver: read from the file itself
+    where it is on the disk of this process, the session's driver (through Spark, a job each, 50-100 ms of a report
+    apiece), else through Spark's file systems (an object store's; a Spark Connect server's disk)."""
     if file is None:
         return None
-    row = binary_files(spark, [file]).select("content").first()
-    return cast_table(read_log_bytes(file, row["content"]).table(), plugin_tables.table(id).schema)
+    local = local_path(file) if getattr(spark, "_jvm", None) is not None else None
+    if local is not None and os.path.isfile(local):
+        with open(local, "rb") as stream:
+            content = stream.read()
+    else:
+        content = binary_files(spark, [file]).select("content").first()["content"]
+    return cast_table(read_log_bytes(file, content).table(), plugin_tables.table(id).schema)
 
 
 def cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -268,7 +268,7 @@ def report(spark, output=None):
     running = not is_connect(spark) and spark.sparkContext._jsc is not None
     folder, analysis = log_folder(spark), None
     if running:
-        from ..analysis.application import local_path
+        from ..analysis.reader import local_path
         from ..analysis.jvm_start import folder_bytes
         from ..analysis.session import sibling_session
 

@@ -34,7 +34,8 @@ def run(args) -> int:
     import warnings
 
     from ...errors import NotAnApplicationError
-    from ..application import check_local_folder, local_path
+    from ..application import check_local_folder
+    from ..reader import local_path
 
     began = time.monotonic()
     try:

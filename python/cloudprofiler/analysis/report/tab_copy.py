@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ... import tables
 from ...private_files import replace_privately
-from ..application import local_path
+from ..reader import local_path
 
 
 def place(app_folder: str, page: Path) -> "Path | None":
