@@ -135,3 +135,21 @@ def test_uniform_and_zipf_keys_follow_their_own_law_and_not_the_other():
     for d, other in (("uniform", "zipf"), ("zipf", "uniform")):
         assert chi_square(keys[d], shares[d]) < critical, d
         assert chi_square(keys[d], shares[other]) > 10 * critical, (d, other)
+
+
+def test_a_bucket_s_two_stamps_are_read_together_and_again_where_a_pause_split_them(monkeypatch):
+    """A bucket's TSC and wall clock are read as one pair: the wall clock between two reads of the TSC, at their
+    midpoint. A pause between the reads (the GIL passed to another thread, the thread preempted: milliseconds, which
+    set a bucket's event time that far from its emission) widens the bracket, which is then read again."""
+    from cloudprofiler.harness.generator import emitter
+
+    ticks = iter([1_000, 5_001_000, 6_000_000, 6_000_020])  # a 5 ms pause within the first bracket (1 GHz ticks)
+    walls = iter([111, 222])
+    monkeypatch.setattr(emitter.time, "time_ns", lambda: next(walls))
+    assert emitter._paired(lambda: next(ticks), 1e9)() == (6_000_010, 222)
+    ticks = iter([7_000_000, 7_000_030])  # a narrow bracket: read once
+    walls = iter([333])
+    assert emitter._paired(lambda: next(ticks), 1e9)() == (7_000_015, 333)
+    ticks = iter(range(0, 600_000, 100_000))  # every bracket wide: the narrowest of PAIR_TRIES
+    walls = iter([1, 2, 3])
+    assert emitter._paired(lambda: next(ticks), 1e9)() == (50_000, 1)

@@ -125,13 +125,38 @@ class EmitterResult:
 
 def _tsc_source():
     """(the function that stamps buckets, whose TSC it reads: clock.tsc_identity(), or None where it is the monotonic
-    clock in ns)."""
+    clock in ns; its ticks per second)."""
     try:
-        from cloudprofiler.clock import tsc, tsc_identity
+        from cloudprofiler.clock import tsc, tsc_frequency, tsc_identity
         tsc()
-        return tsc, tsc_identity()
+        return tsc, tsc_identity(), tsc_frequency().hz
     except Exception:  # the native library is optional for the generator: fall back to the monotonic clock
-        return time.perf_counter_ns, None
+        return time.perf_counter_ns, None, 1e9
+
+
+PAIR_TRIES, PAIR_WIDTH_S = 3, 10e-6
+
+
+def _paired(tsc, ticks_per_s: float):
+    """A bucket's two stamps, (TSC, wall clock ns), read together: the wall clock between two reads of `tsc`, at their
+    midpoint. Read one after the other, a switch of the GIL or the thread's preemption between them put milliseconds
+    between a bucket's stamps (its event time then differed from its emission by that much); a bracket wider than
+    PAIR_WIDTH_S is read again, up to PAIR_TRIES times in all, and the narrowest kept."""
+    limit = ticks_per_s * PAIR_WIDTH_S
+
+    def stamps() -> tuple[int, int]:
+        width = midpoint = wall = None
+        for _ in range(PAIR_TRIES):
+            t0 = tsc()
+            now = time.time_ns()
+            t1 = tsc()
+            if width is None or t1 - t0 < width:
+                width, midpoint, wall = t1 - t0, t0 + (t1 - t0) // 2, now
+            if width <= limit:
+                break
+        return midpoint, wall
+
+    return stamps
 
 
 class PushTransport:
@@ -183,7 +208,7 @@ class PushTransport:
         self.result.emitted_buckets += 1
         self.last_progress_ns = time.perf_counter_ns()
 
-    def finish(self, n: int, buckets_total: int, tsc) -> None:
+    def finish(self, n: int, buckets_total: int, stamps) -> None:
         """What is still queued goes out before the pill (blocking, bounded by SNDTIMEO)."""
         try:
             while self.queue:
@@ -195,7 +220,7 @@ class PushTransport:
         self.result.end_ns = time.perf_counter_ns()
         r = self.result
         totals = wire.Totals(r.emitted_tuples, r.emitted_buckets, r.dropped_tuples, r.dropped_buckets)
-        pill = wire.Header(wire.PILL, self.index, buckets_total, 0, 0, tsc(), time.time_ns()).pack()
+        pill = wire.Header(wire.PILL, self.index, buckets_total, 0, 0, *stamps()).pack()
         try:
             self.sock.send_multipart([pill, totals.pack()])
         except self.zmq.Again:
@@ -217,7 +242,8 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
     n = config.effective_bucket_tuples()
     batches = make_buckets(config.workload, n, config.preloaded_buckets, config.seed + index, config.distribution)
     payloads = [wire.encode_batch(b) for b in batches]
-    tsc, clock = _tsc_source()
+    tsc, clock, ticks_per_s = _tsc_source()
+    stamps = _paired(tsc, ticks_per_s)
     ctx = zmq.Context()
     transport = None
     try:
@@ -238,7 +264,7 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
             transport.idle_until(slot - SPIN_NS)
             while time.perf_counter_ns() < slot:
                 pass
-            header = wire.Header(wire.DATA, index, seq, base_id + seq * n, n, tsc(), time.time_ns())
+            header = wire.Header(wire.DATA, index, seq, base_id + seq * n, n, *stamps())
             if not transport.offer(header, payloads[seq % len(payloads)]):
                 result.dropped_tuples += n
                 result.dropped_buckets += 1
@@ -250,7 +276,7 @@ def _run_emitter(config: GeneratorConfig, index: int, results) -> None:
             if now - transport.last_progress_ns > config.timeout_s * 1e9:
                 raise GeneratorError(
                     f"the consumer at {config.endpoint(index)} took no bucket for {config.timeout_s} s; stopping")
-        transport.finish(n, buckets_total, tsc)
+        transport.finish(n, buckets_total, stamps)
     except (GeneratorError, zmq.ZMQError) as exc:
         result.error = str(exc)
         result.end_ns = result.end_ns or time.perf_counter_ns()

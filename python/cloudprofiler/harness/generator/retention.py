@@ -79,13 +79,13 @@ class ServeTransport:
     def backlog(self) -> int:
         return self.produced - self.low
 
-    def finish(self, n: int, buckets_total: int, tsc) -> None:
+    def finish(self, n: int, buckets_total: int, stamps) -> None:
         """Append the pill, then serve until the reader committed every data offset and fetched the pill (Spark
         reads it in the batch whose planning committed the last data: an emitter gone by then would fail that
         batch's tasks). A reader that never fetches the pill costs END_PILL_WAIT_S."""
         self.result.end_ns = time.perf_counter_ns()
         self.data_end = self.produced
-        pill = wire.Header(wire.PILL, self.index, buckets_total, 0, 0, tsc(), time.time_ns())
+        pill = wire.Header(wire.PILL, self.index, buckets_total, 0, 0, *stamps())
         self.ring.append((pill.pack(), b"", pill.wall_ns, 0))
         self.produced += 1
         drain_deadline = self.result.end_ns + self.config.drain_s * 1e9 if self.config.drain_s else None
